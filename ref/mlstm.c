@@ -1,0 +1,1 @@
+#include "phax/ref.h"

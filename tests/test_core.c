@@ -1,0 +1,3 @@
+#include <criterion/criterion.h>
+#include "phax/core.h"
+#include "testutil.h"

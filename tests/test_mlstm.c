@@ -1,0 +1,3 @@
+#include <criterion/criterion.h>
+#include "phax/ref.h"
+#include "testutil.h"

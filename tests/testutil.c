@@ -1,0 +1,225 @@
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+// ---------------------------------------------------------------------------
+uint64_t tu_base_seed(void) {
+    static uint64_t seed;
+    static int have;
+    if (!have) {
+        const char *env = getenv("PHAX_TEST_SEED");
+        if (env && *env) {
+            seed = strtoull(env, NULL, 0);
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            seed = ((uint64_t)ts.tv_sec * 1000003u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+            seed %= 1000000007u;  // short enough to type back in
+        }
+        have = 1;
+    }
+    return seed;
+}
+
+phax_rng tu_rng(const char *test_name) {
+    uint64_t s = tu_base_seed();
+    printf("[%s] PHAX_TEST_SEED=%llu\n", test_name, (unsigned long long)s);
+    fflush(stdout);
+    return phax_rng_stream(s, phax_hash_str(test_name));
+}
+
+// ---------------------------------------------------------------------------
+// Layout: [n (as size_t in a double slot)] [GUARD doubles] [n payload] [GUARD doubles]
+#define GUARD 16
+static const uint64_t GUARD_BITS = 0x7FF4DEADBEEFCAFEull;  // a signalling-NaN pattern
+
+static void set_guard(double *g) {
+    for (int i = 0; i < GUARD; i++) memcpy(&g[i], &GUARD_BITS, 8);
+}
+
+static bool guard_ok(const double *g) {
+    for (int i = 0; i < GUARD; i++)
+        if (memcmp(&g[i], &GUARD_BITS, 8) != 0) return false;
+    return true;
+}
+
+double *tu_buf(size_t n) {
+    double *base = malloc((n + 2 * GUARD + 1) * sizeof(double));
+    if (!base) {
+        fprintf(stderr, "tu_buf: out of memory (%zu doubles)\n", n);
+        abort();
+    }
+    memcpy(&base[0], &n, sizeof n);
+    set_guard(base + 1);
+    set_guard(base + 1 + GUARD + n);
+    double *p = base + 1 + GUARD;
+    tu_poison(p, n);
+    return p;
+}
+
+size_t tu_len(const double *p) {
+    size_t n;
+    memcpy(&n, p - GUARD - 1, sizeof n);
+    return n;
+}
+
+bool tu_intact(const double *p) {
+    size_t n = tu_len(p);
+    return guard_ok(p - GUARD) && guard_ok(p + n);
+}
+
+void tu_free(double *p) {
+    if (p) free(p - GUARD - 1);
+}
+
+void tu_fill_normal(double *x, size_t n, phax_rng *r, double scale) {
+    for (size_t i = 0; i < n; i++) x[i] = scale * phax_rng_normal(r);
+}
+
+void tu_fill_uniform(double *x, size_t n, phax_rng *r, double lo, double hi) {
+    for (size_t i = 0; i < n; i++) x[i] = phax_rng_uniform_range(r, lo, hi);
+}
+
+void tu_fill(double *x, size_t n, double v) {
+    for (size_t i = 0; i < n; i++) x[i] = v;
+}
+
+void tu_poison(double *x, size_t n) { tu_fill(x, n, NAN); }
+
+double *tu_copy(const double *x, size_t n) {
+    double *y = tu_buf(n);
+    memcpy(y, x, n * sizeof *x);
+    return y;
+}
+
+// ---------------------------------------------------------------------------
+double tu_err_ratio(const double *a, const double *b, size_t n, double atol, double rtol) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
+        double r = fabs(a[i] - b[i]) / (atol + rtol * fabs(b[i]));
+        if (!(r <= worst)) worst = r;
+    }
+    return worst;
+}
+
+double tu_max_abs_diff(const double *a, const double *b, size_t n) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(a[i] - b[i]);
+        if (isnan(d)) return NAN;
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
+double tu_max_abs(const double *a, size_t n) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i])) return NAN;
+        if (fabs(a[i]) > worst) worst = fabs(a[i]);
+    }
+    return worst;
+}
+
+bool tu_all_finite(const double *a, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(a[i])) return false;
+    return true;
+}
+
+double tu_dot(const double *a, const double *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+// ---------------------------------------------------------------------------
+tu_gc_opts tu_gc_default(void) {
+    tu_gc_opts o = {.h = 1e-6, .rtol = 1e-6, .max_elems = 48};
+    return o;
+}
+
+bool tu_gradcheck(const char *label, tu_op op, tu_tensor *ts, int nt, phax_rng *r,
+                  const tu_gc_opts *opts) {
+    tu_gc_opts o = opts ? *opts : tu_gc_default();
+    // Analytic gradients: prefill with a random prior, run backward, subtract the prior.
+    double **prior = calloc((size_t)nt, sizeof *prior);
+    for (int j = 0; j < nt; j++) {
+        if (tu_len(ts[j].grad) != ts[j].n || tu_len(ts[j].x) != ts[j].n) {
+            printf("[%s] %s: buffer length mismatch (test bug)\n", label, ts[j].name);
+            return false;
+        }
+        prior[j] = tu_buf(ts[j].n);
+        tu_fill_normal(prior[j], ts[j].n, r, 1.0);
+        memcpy(ts[j].grad, prior[j], ts[j].n * sizeof(double));
+    }
+    op.backward(op.ctx);
+    for (int j = 0; j < nt; j++)
+        for (size_t i = 0; i < ts[j].n; i++) ts[j].grad[i] -= prior[j][i];
+
+    double L0 = op.loss(op.ctx);
+    double Lmag = op.loss_mag ? op.loss_mag(op.ctx) : fabs(L0);
+    bool ok = isfinite(L0);
+    if (!ok) printf("[%s] loss is not finite: %g\n", label, L0);
+
+    for (int j = 0; j < nt && ok; j++) {
+        tu_tensor *t = &ts[j];
+        double gscale = tu_max_abs(t->grad, t->n);
+        if (!isfinite(gscale)) {
+            printf("[%s] %s: analytic gradient has NaN/inf\n", label, t->name);
+            ok = false;
+            break;
+        }
+        size_t m = t->n < o.max_elems ? t->n : o.max_elems;
+        double worst = 0;
+        size_t worst_i = 0;
+        double worst_fd = 0, worst_an = 0, worst_tol = 0;
+        for (size_t s = 0; s < m; s++) {
+            size_t i = t->n <= o.max_elems ? s : (size_t)phax_rng_below(r, t->n);
+            double x0 = t->x[i];
+            double h = o.h * fmax(1.0, fabs(x0));
+            t->x[i] = x0 + h;
+            double Lp = op.loss(op.ctx);
+            t->x[i] = x0 - h;
+            double Lm = op.loss(op.ctx);
+            t->x[i] = x0;
+            double fd = (Lp - Lm) / (2 * h);
+            double an = t->grad[i];
+            // Tolerance: rtol of the tensor's gradient scale (a wrong formula is
+            // off by O(gscale)), plus the rounding noise of the difference
+            // quotient, ~1e-15·Σ|dy⊙y|/h (10× float64's eps·|L| per evaluation).
+            double tol = fmax(o.rtol * gscale + 1e-15 * Lmag / h, 1e-300);
+            double ratio = fabs(fd - an) / tol;
+            if (!(ratio <= worst)) {
+                worst = ratio;
+                worst_i = i;
+                worst_fd = fd;
+                worst_an = an;
+                worst_tol = tol;
+            }
+        }
+        printf("[%s] %-10s n=%-6zu checked=%-3zu |grad|max=%.3e worst err/tol=%.3e\n", label,
+               t->name, t->n, m, gscale, worst);
+        if (!(worst <= 1.0)) {
+            printf("[%s] %s[%zu]: finite difference %.12e vs backward %.12e (tol %.3e)\n", label,
+                   t->name, worst_i, worst_fd, worst_an, worst_tol);
+            ok = false;
+        }
+    }
+    for (int j = 0; j < nt; j++) {
+        if (!tu_intact(ts[j].x) || !tu_intact(ts[j].grad)) {
+            printf("[%s] %s: guard zone overwritten\n", label, ts[j].name);
+            ok = false;
+        }
+        tu_free(prior[j]);
+    }
+    free(prior);
+    fflush(stdout);
+    return ok;
+}

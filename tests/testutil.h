@@ -1,0 +1,78 @@
+// Shared test machinery: seeds, guarded buffers, comparisons that NaN fails,
+// and a finite-difference gradient checker.
+#ifndef PHAX_TESTUTIL_H
+#define PHAX_TESTUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phax/core.h"
+
+// --- seeds -----------------------------------------------------------------------
+// Each test draws its inputs from tu_rng(name): a stream of the run's base seed
+// (fresh each run, or PHAX_TEST_SEED=<n> to repeat one) and the test's name.
+// The seed is printed so any failure can be replayed.
+uint64_t tu_base_seed(void);
+phax_rng tu_rng(const char *test_name);
+
+// --- guarded buffers ---------------------------------------------------------------------
+// tu_buf(n) returns n doubles with guard zones of a fixed bit pattern on both
+// sides; tu_intact() says whether the guards are untouched. Contents start as
+// NaN (poison), so an output that a kernel forgets to write shows up as NaN.
+double *tu_buf(size_t n);
+bool tu_intact(const double *p);
+void tu_free(double *p);
+size_t tu_len(const double *p);
+// Fill helpers.
+void tu_fill_normal(double *x, size_t n, phax_rng *r, double scale);
+void tu_fill_uniform(double *x, size_t n, phax_rng *r, double lo, double hi);
+void tu_fill(double *x, size_t n, double v);
+void tu_poison(double *x, size_t n);  // NaN
+double *tu_copy(const double *x, size_t n);  // guarded copy
+
+// --- comparisons ---------------------------------------------------------------------------
+// Max over i of |a_i − b_i| / (atol + rtol·|b_i|); NaN or inf anywhere gives +inf.
+// Pass when the result is <= 1 — always test as !(r <= 1) so NaN fails.
+double tu_err_ratio(const double *a, const double *b, size_t n, double atol, double rtol);
+// Max abs difference (NaN-propagating: returns NaN if any element is NaN).
+double tu_max_abs_diff(const double *a, const double *b, size_t n);
+double tu_max_abs(const double *a, size_t n);
+bool tu_all_finite(const double *a, size_t n);
+// ⟨a, b⟩
+double tu_dot(const double *a, const double *b, size_t n);
+
+// --- finite-difference gradient check ----------------------------------------------------
+// The op under test is wrapped as L(inputs) = Σ dy ⊙ y with a random upstream
+// gradient dy fixed by the test. The checker perturbs sampled elements of each
+// input tensor by ±h (central differences, float64) and compares with the
+// gradient the op's backward ADDED into `grad` (the buffer is pre-filled with a
+// random prior which is subtracted again, so a backward that overwrites
+// instead of accumulating fails).
+typedef struct {
+    const char *name;
+    double *x;     // the input (perturbed in place, restored after)
+    double *grad;  // where backward adds dL/dx; a tu_buf of the same length
+    size_t n;
+} tu_tensor;
+
+typedef struct {
+    double (*loss)(void *ctx);  // forward, returns Σ dy ⊙ y
+    void (*backward)(void *ctx);  // adds dL/dx into every tensor's grad
+    double (*loss_mag)(void *ctx);  // Σ |dy ⊙ y|: the rounding scale of loss (NULL: |loss|)
+    void *ctx;
+} tu_op;
+
+typedef struct {
+    double h;         // step (relative to max(1, |x|)); default 1e-6
+    double rtol;      // per-element tolerance relative to the tensor's gradient scale; default 1e-6
+    size_t max_elems; // elements sampled per tensor; default 48 (all if fewer)
+} tu_gc_opts;
+
+tu_gc_opts tu_gc_default(void);
+// Returns true when every sampled element of every tensor agrees; prints one
+// line per tensor (name, worst error ratio) and details of the worst failure.
+bool tu_gradcheck(const char *label, tu_op op, tu_tensor *ts, int nt, phax_rng *r,
+                  const tu_gc_opts *o);
+
+#endif
