@@ -10,9 +10,9 @@
 //     Pass NULL for a gradient you do not want; it is then not computed.
 //   * Backward functions take the forward inputs and recompute what they need:
 //     the oracle trades time for having nothing cached that could go stale.
-//   * Functions whose inputs can be invalid (token ids, shape attributes)
-//     return PHAX_OK or PHAX_ERR with a message in phax_error(); the rest
-//     return void and assume the shapes the caller passes are consistent.
+//   * Functions whose inputs can be invalid (token ids, shape attributes) or
+//     that need scratch memory return PHAX_OK or PHAX_ERR with a message in
+//     phax_error(); the rest return void. Shapes passed must be consistent.
 #ifndef PHAX_REF_H
 #define PHAX_REF_H
 
@@ -28,9 +28,11 @@
 #define PHAX_COSINE_NORM_EPS 1e-12       // ‖q‖, ‖k‖ clamped below by this
 #define PHAX_COSINE_MAX_LOGSCALE 4.605170185988091368  // log(100)
 #define PHAX_MLSTM_EPS 1e-6
+#define PHAX_HEADNORM_EPS 1e-6            // xLSTM-7B's norm eps for the mLSTM head norm
 
 // --- embedding (ref/embedding.c) -------------------------------------------
-// x: (n, d) = E[tok]; E: (V, d); tok: (n). Fails on a token outside [0, V).
+// x: (n, d) = E[tok]; E: (V, d); tok: (n). Fails on a token outside [0, V),
+// reporting the first bad one and leaving x unwritten.
 int ref_embedding_fwd(double *x, const double *E, const int32_t *tok, size_t n, int V, int d);
 // dE += scatter of dx rows. Tokens are not re-validated (the forward did).
 void ref_embedding_bwd(double *dE, const double *dx, const int32_t *tok, size_t n, int d);
@@ -74,9 +76,9 @@ double ref_logsigmoid(double z);  // min(z,0) − log1p(e^{−|z|})
 // --- swiglu FFN (ref/ffn.c) ----------------------------------------------------
 // y = W_down(SiLU(W_gate x) ⊙ W_up x), no biases.
 // x: (n, d); Wg, Wu: (hid, d); Wd: (d, hid); y: (n, d).
-void ref_swiglu_fwd(double *y, const double *x, const double *Wg, const double *Wu,
+int ref_swiglu_fwd(double *y, const double *x, const double *Wg, const double *Wu,
                     const double *Wd, size_t n, int d, int hid);
-void ref_swiglu_bwd(double *dx, double *dWg, double *dWu, double *dWd, const double *dy,
+int ref_swiglu_bwd(double *dx, double *dWg, double *dWu, double *dWd, const double *dy,
                     const double *x, const double *Wg, const double *Wu, const double *Wd,
                     size_t n, int d, int hid);
 
@@ -131,7 +133,7 @@ void ref_ssm_conv_bwd(double *du, double *dK, double *dD, const double *dy, cons
 void ref_ssm_recurrent_fwd(double *y, const double *u, const double *Lre, const double *Lim,
                            const double *Cre, const double *Cim, const double *D, int B, int T,
                            int H, int N);
-void ref_ssm_recurrent_bwd(double *du, double *dLre, double *dLim, double *dCre, double *dCim,
+int ref_ssm_recurrent_bwd(double *du, double *dLre, double *dLim, double *dCre, double *dCim,
                            double *dD, const double *dy, const double *u, const double *Lre,
                            const double *Lim, const double *Cre, const double *Cim,
                            const double *D, int B, int T, int H, int N);
@@ -143,18 +145,18 @@ void ref_ssm_recurrent_bwd(double *du, double *dLre, double *dLim, double *dCre,
 // exactly independent of the stabiliser.
 // Recurrent form: states C, n, m start at zero, except m which starts at m0
 // (0 by default; the output does not depend on it when eps = 0).
-void ref_mlstm_recurrent_fwd(double *h, const double *q, const double *k, const double *v,
+int ref_mlstm_recurrent_fwd(double *h, const double *q, const double *k, const double *v,
                              const double *igate, const double *fgate, int B, int T, int H,
                              int dqk, int dv, double eps, double m0);
-void ref_mlstm_recurrent_bwd(double *dq, double *dk, double *dv_, double *digate, double *dfgate,
+int ref_mlstm_recurrent_bwd(double *dq, double *dk, double *dv_, double *digate, double *dfgate,
                              const double *dh, const double *q, const double *k, const double *v,
                              const double *igate, const double *fgate, int B, int T, int H,
                              int dqk, int dv, double eps, double m0);
 // Parallel (quadratic) form, same function (m_t = max_s of the log-gate matrix).
-void ref_mlstm_parallel_fwd(double *h, const double *q, const double *k, const double *v,
+int ref_mlstm_parallel_fwd(double *h, const double *q, const double *k, const double *v,
                             const double *igate, const double *fgate, int B, int T, int H,
                             int dqk, int dv, double eps);
-void ref_mlstm_parallel_bwd(double *dq, double *dk, double *dv_, double *digate, double *dfgate,
+int ref_mlstm_parallel_bwd(double *dq, double *dk, double *dv_, double *digate, double *dfgate,
                             const double *dh, const double *q, const double *k, const double *v,
                             const double *igate, const double *fgate, int B, int T, int H,
                             int dqk, int dv, double eps);
