@@ -4,14 +4,19 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static _Thread_local char err_buf[1024];
 
+// Formats through a local buffer, so a caller may pass phax_error() itself as
+// an argument to add context: phax_fail("%s: %s", path, phax_error()).
 int phax_fail(const char *fmt, ...) {
+    char tmp[sizeof err_buf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(err_buf, tmp, sizeof err_buf);
     return PHAX_ERR;
 }
 

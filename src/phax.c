@@ -6,10 +6,13 @@
 #include "phax/fast.h"
 
 int phax_demo_main(int argc, char **argv);
+int phax_oracle_main(int argc, char **argv);
 
 static void usage(FILE *f) {
     fputs("usage: phax <command> [args]\n"
           "  info      print the version and the backends this build has\n"
+          "  oracle    phax oracle OP IN.safetensors OUT.safetensors: outputs and gradients of a\n"
+          "            ref op or whole model in float64 (--list: the ops; OP --example IN: a sample input)\n"
           "  demo      run every ref op once on seeded random input, check its gradient\n"
           "            by finite differences, and print a table (--seed N)\n"
           "  version   print the version\n",
@@ -41,5 +44,6 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "demo")) return phax_demo_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "oracle")) return phax_oracle_main(argc - 1, argv + 1);
     phax_die("unknown command '%s' (try 'phax --help')", cmd);
 }

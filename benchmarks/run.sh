@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# `ninja bench`: run every benchmark driver; tables to stdout, CSV beside the build.
+#   benchmarks/run.sh BUILD_DIR [family ...]
+set -uo pipefail
+build=${1:?build dir}; shift
+out="$build/bench"
+mkdir -p "$out"
+fams=("$@")
+((${#fams[@]})) || fams=(basic attention ssm mlstm)
+echo "phax benchmarks — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) threads, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
+rc=0
+for f in "${fams[@]}"; do
+    exe="$build/bench_$f"
+    [ -x "$exe" ] || { echo "bench: $exe not built"; rc=1; continue; }
+    echo; echo "== $f =="
+    "$exe" "$out/$f.csv" || rc=1
+done
+echo; echo "CSV: $out/"
+exit $rc

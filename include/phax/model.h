@@ -1,0 +1,116 @@
+// phax models: configuration, parameter layout and initialisation — shared by
+// every backend, so that the same (config, seed) gives the same named weights
+// in ref and fast, and checkpoints and oracle files are interchangeable.
+#ifndef PHAX_MODEL_H
+#define PHAX_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phax/core.h"
+
+typedef enum {
+    PHAX_FAMILY_PHA = 0,      // parallel hybrid: GSS ∥ attention ∥ dual FFN, softplus mix, DeepNorm
+    PHAX_FAMILY_TRANSFORMER,  // pre-norm attention + SwiGLU
+    PHAX_FAMILY_SERIAL,       // pre-norm GSS, then attention, then dual FFN, each with a residual
+    PHAX_FAMILY_SWAX,         // SWA and mLSTM mixers alternating 1:1, each followed by SwiGLU
+    PHAX_FAMILY_SWA,          // every mixer SWA
+    PHAX_FAMILY_MLSTM,        // every mixer mLSTM
+    PHAX_FAMILY_COUNT
+} phax_family;
+
+const char *phax_family_name(phax_family f);          // "pha", "transformer", ...
+int phax_family_parse(const char *s, phax_family *f);  // PHAX_ERR on an unknown name
+
+// Every field of the JSON config, with its JSON key in the comment. A value of
+// 0 in a field marked "0 = derived" is replaced by phax_model_cfg_resolve().
+typedef struct {
+    phax_family family;    // "family"
+    int vocab_size;        // "vocab_size"
+    int d_model;           // "d_model"
+    int n_layers;          // "n_layers"
+    // attention (every family that has attention)
+    int n_heads;           // "n_heads": query heads Hq
+    int n_kv_heads;        // "n_kv_heads": Hkv, divides n_heads (0 = derived: n_heads)
+    int head_dim;          // "head_dim" (0 = derived: d_model / n_heads); even (RoPE)
+    int score_cosine;      // "score": "cosine" (1) or "dot" (0); default cosine for pha/transformer/serial, dot for the SWAX family
+    double rope_base;      // "rope_base" (0 = derived: 10000)
+    int attn_window;       // "attn_window": window of the attention branch in pha/transformer/serial (0 = full)
+    int tie_embeddings;    // "tie_embeddings": 1 = logits use E (default 1)
+    // FFNs
+    int ffn_hidden;        // "ffn_hidden": SwiGLU hidden (0 = derived: round_up(8 d / 3, 64))
+    int ffn_aux_hidden;    // "ffn_aux_hidden": aux GELU FFN hidden, pha/serial (0 = derived: d / 2)
+    // GSS (pha, serial)
+    int gss_expand;        // "gss_expand": F, gate width (0 = derived: 2 d)
+    int gss_hidden;        // "gss_hidden": H_s, SSM channels (0 = derived: max(1, d / 4))
+    int gss_state;         // "gss_state": N, modes per channel (0 = derived: 64)
+    int gss_long_memory_init;  // "gss_long_memory_init": 0 = N(0,1) as the public GSS code, 1 = long-memory init
+    // PHA switches
+    int use_gss, use_attn, use_ffn;  // "use_gss", "use_attn", "use_ffn" (default 1 each; at least one)
+    int ffn_separate_mix;  // "ffn_separate_mix": 1 = main and aux FFN are two branches of the mix
+    int freeze_mix;        // "freeze_mix": 1 = equal weights, no mix parameter
+    // SWAX family
+    int mlstm_heads;       // "mlstm_heads" (0 = derived: n_heads); divides d_model / 2
+    int mlstm_first;       // "mixer_order": "mlstm_first" (1, default: even layers mLSTM) or "swa_first" (0)
+    double igate_bias_init;  // "igate_bias_init" (default −10, xLSTM-7B)
+    double fgate_init;       // "fgate_init": σ(b_f) at init (default 0.95)
+    int train_len;         // "train_len": training sequence length (0 = derived: 256)
+    int w_short, w_long;   // "w_short", "w_long" (0 = derived: train_len/128 (≥1), train_len/8)
+    double p_short;        // "p_short": probability of the short window per step (default 0.5)
+    double anneal;         // "anneal": final fraction of steps at w_long (default 0.1)
+} phax_model_cfg;
+
+// Defaults for a family (a small model: vocab 256, d 64, 2 layers, 4 heads).
+phax_model_cfg phax_model_cfg_default(phax_family f);
+// Fill every "0 = derived" field and check the whole config; on error the
+// message names the field: "config: n_heads (6) is not divisible by n_kv_heads (4)".
+int phax_model_cfg_resolve(phax_model_cfg *c);
+
+// ---------------------------------------------------------------------------
+// Parameter layout: one named list per config, PyTorch-style dotted names
+// (blocks.3.attn.wq.weight), nn.Linear shapes (out, in). Parameters are stored
+// back to back in this order in one buffer (offset in elements).
+typedef struct {
+    char name[80];
+    int ndim;
+    int64_t shape[3];
+    size_t numel, offset;
+} phax_param_info;
+
+typedef struct {
+    int n;
+    phax_param_info *p;
+    size_t numel;  // total elements
+} phax_layout;
+
+// Layout of a resolved config. Free with phax_layout_free.
+int phax_layout_build(phax_layout *L, const phax_model_cfg *c);
+void phax_layout_free(phax_layout *L);
+// Index of a parameter by name, or −1.
+int phax_layout_find(const phax_layout *L, const char *name);
+
+// Initialise all parameters (float64, in layout order) from a seed. Each tensor
+// draws from its own stream phax_rng_stream(seed, hash(name)), so the values
+// of one tensor do not depend on which other tensors exist.
+int phax_model_init(double *params, const phax_layout *L, const phax_model_cfg *c, uint64_t seed);
+
+// SWAX: is layer l an mLSTM layer (1) or SWA (0)?
+int phax_layer_is_mlstm(const phax_model_cfg *c, int l);
+
+// ---------------------------------------------------------------------------
+// JSON config I/O (jansson). Unknown keys, wrong types, and impossible values are errors
+// that name the key: "config.json: key \"n_heads\" must be an integer, got string".
+// "family" is required and selects the defaults (phax_model_cfg_default); every other key
+// overrides one; then phax_model_cfg_resolve() runs, its message prefixed by `where`.
+// Int fields take JSON numbers with an integral value in int range (4 and 4.0 both read
+// as 4); switch fields take true/false; "score" "cosine"|"dot"; "mixer_order"
+// "mlstm_first"|"swa_first". Duplicate keys, a top level that is not an object, invalid
+// JSON ("where:line:column: invalid JSON: ...") and non-UTF-8 text are errors. On error
+// *c is left unchanged.
+int phax_model_cfg_from_json_str(phax_model_cfg *c, const char *json, const char *where);  // where = file name or "<string>" for messages
+int phax_model_cfg_from_json_file(phax_model_cfg *c, const char *path);
+// Serialise a config (every field, resolved values, stable key order); caller frees with free().
+char *phax_model_cfg_to_json(const phax_model_cfg *c);
+int phax_model_cfg_write_json_file(const phax_model_cfg *c, const char *path);  // atomic: temp file + rename; no partial file on failure
+
+#endif

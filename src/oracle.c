@@ -1,0 +1,802 @@
+// `phax oracle OP IN.safetensors OUT.safetensors`: run one op (or a whole
+// model) of the float64 ref tier on the tensors in IN and write every output
+// and every gradient to OUT. Inputs may be F64, F32, BF16 or F16 (promoted to
+// float64); token ids and targets any integer type. See docs/oracle.md.
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "phax/model.h"
+#include "phax/ref.h"
+#include "phax/ref_model.h"
+#include "phax/safetensors.h"
+
+#define MAXALLOC 512
+
+typedef struct {
+    const char *path;  // IN, for messages
+    phax_st_file in;
+    phax_st_writer *out;
+    phax_rng rng;  // random upstream gradients (metadata "seed", default 0)
+    void *allocs[MAXALLOC];
+    int nallocs;
+} octx;
+
+static void *keep(octx *c, void *p) {
+    if (!p) return NULL;
+    if (c->nallocs == MAXALLOC) {
+        free(p);
+        phax_fail("oracle: too many tensors");
+        return NULL;
+    }
+    return c->allocs[c->nallocs++] = p;
+}
+
+static double *dalloc(octx *c, size_t n) {
+    double *p = keep(c, calloc(n ? n : 1, sizeof(double)));
+    if (!p) phax_fail("oracle: out of memory (%zu doubles)", n);
+    return p;
+}
+
+static size_t numel(int ndim, const int64_t *s) {
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)s[i];
+    return n;
+}
+
+// --- attributes (strings in __metadata__) ------------------------------------------------
+// Every attr_* sets *v to the default first, so *v is defined on every path
+// (and gcc -O2 has no maybe-uninitialized to report at the callers).
+static int attr_long(octx *c, const char *key, long def, long lo, long hi, long *v) {
+    const char *s = phax_st_meta(&c->in, key);
+    *v = def;
+    if (!s) return PHAX_OK;
+    char *end;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (errno || end == s || *end) return phax_fail("%s: attribute '%s' must be an integer, got '%s'", c->path, key, s);
+    if (x < lo || x > hi) return phax_fail("%s: attribute '%s' = %ld is outside [%ld, %ld]", c->path, key, x, lo, hi);
+    *v = x;
+    return PHAX_OK;
+}
+
+static int attr_int(octx *c, const char *key, int def, int lo, int hi, int *v) {
+    long x;
+    *v = def;
+    if (attr_long(c, key, def, lo, hi, &x)) return PHAX_ERR;
+    *v = (int)x;
+    return PHAX_OK;
+}
+
+static int attr_double(octx *c, const char *key, double def, double *v) {
+    const char *s = phax_st_meta(&c->in, key);
+    *v = def;
+    if (!s) return PHAX_OK;
+    char *end;
+    double x = strtod(s, &end);
+    if (end == s || *end || !isfinite(x)) return phax_fail("%s: attribute '%s' must be a finite number, got '%s'", c->path, key, s);
+    *v = x;
+    return PHAX_OK;
+}
+
+// Index of the attribute's value in `choices` (NULL-terminated); def if absent.
+static int attr_choice(octx *c, const char *key, const char *const *choices, int def, int *v) {
+    const char *s = phax_st_meta(&c->in, key);
+    *v = def;
+    if (!s) return PHAX_OK;
+    for (int i = 0; choices[i]; i++)
+        if (!strcmp(s, choices[i])) {
+            *v = i;
+            return PHAX_OK;
+        }
+    return phax_fail("%s: attribute '%s' = '%s' is not one of the allowed values", c->path, key, s);
+}
+
+// --- tensors -------------------------------------------------------------------------------
+// Shape of a tensor that must exist with ndim in [lo, hi].
+static int shape_of(octx *c, const char *name, int lo, int hi, int *ndim, int64_t *shape) {
+    const phax_st_tensor *t = phax_st_find(&c->in, name);
+    if (!t) return phax_fail("%s: no tensor '%s' (see phax oracle --list)", c->path, name);
+    if (t->ndim < lo || t->ndim > hi)
+        return phax_fail("%s: tensor '%s' has %d dims, expected %d..%d", c->path, name, t->ndim, lo, hi);
+    *ndim = t->ndim;
+    memcpy(shape, t->shape, (size_t)t->ndim * sizeof *shape);
+    for (int i = 0; i < t->ndim; i++)
+        if (shape[i] < 1) return phax_fail("%s: tensor '%s' has an empty dimension", c->path, name);
+    return PHAX_OK;
+}
+
+static double *getf(octx *c, const char *name, int ndim, const int64_t *shape) {
+    double *x = dalloc(c, numel(ndim, shape));
+    if (!x || phax_st_get_f64(&c->in, name, ndim, shape, x)) return NULL;
+    return x;
+}
+
+static int32_t *geti(octx *c, const char *name, int ndim, const int64_t *shape) {
+    int32_t *x = keep(c, calloc(numel(ndim, shape) ? numel(ndim, shape) : 1, sizeof(int32_t)));
+    if (!x) {
+        phax_fail("oracle: out of memory");
+        return NULL;
+    }
+    if (phax_st_get_i32(&c->in, name, ndim, shape, x)) return NULL;
+    return x;
+}
+
+static int put(octx *c, const char *name, const double *x, int ndim, const int64_t *shape) {
+    return phax_st_add_f64(c->out, name, x, ndim, shape);
+}
+
+// The upstream gradient of output `out`: tensor "grad.<out>" from IN when
+// present (its shape must match), else N(0,1) draws from the seeded stream;
+// either way it is written to OUT under the same name.
+static double *upstream(octx *c, const char *out, int ndim, const int64_t *shape) {
+    char name[128];
+    snprintf(name, sizeof name, "grad.%s", out);
+    double *g;
+    if (phax_st_find(&c->in, name)) {
+        g = getf(c, name, ndim, shape);
+    } else {
+        g = dalloc(c, numel(ndim, shape));
+        if (g)
+            for (size_t i = 0; i < numel(ndim, shape); i++) g[i] = phax_rng_normal(&c->rng);
+    }
+    if (!g || put(c, name, g, ndim, shape)) return NULL;
+    return g;
+}
+
+#define TRY(x)                        \
+    do {                              \
+        if ((x)) return PHAX_ERR;     \
+    } while (0)
+#define TRYP(p)                       \
+    do {                              \
+        if (!(p)) return PHAX_ERR;    \
+    } while (0)
+
+// Rows × last dim of a tensor of any rank ≥ 1.
+static void rows_cols(int ndim, const int64_t *s, size_t *rows, int *cols) {
+    *cols = (int)s[ndim - 1];
+    *rows = numel(ndim - 1, s);
+}
+
+// --- ops -------------------------------------------------------------------------------------
+static int op_embedding(octx *c) {
+    int nt, nw;
+    int64_t ts[8], ws[8];
+    TRY(shape_of(c, "tokens", 1, 7, &nt, ts));
+    TRY(shape_of(c, "weight", 2, 2, &nw, ws));
+    int32_t *tok = geti(c, "tokens", nt, ts);
+    double *E = getf(c, "weight", 2, ws);
+    TRYP(tok && E);
+    size_t n = numel(nt, ts);
+    int V = (int)ws[0], d = (int)ws[1];
+    int64_t ys[8];
+    memcpy(ys, ts, (size_t)nt * sizeof *ys);
+    ys[nt] = d;
+    double *y = dalloc(c, n * d), *dE = dalloc(c, (size_t)V * d);
+    TRYP(y && dE);
+    if (ref_embedding_fwd(y, E, tok, n, V, d)) return phax_fail("%s: %s", c->path, phax_error());
+    double *gy = upstream(c, "y", nt + 1, ys);
+    TRYP(gy);
+    ref_embedding_bwd(dE, gy, tok, n, d);
+    TRY(put(c, "y", y, nt + 1, ys));
+    return put(c, "grad.weight", dE, 2, ws);
+}
+
+static int op_linear(octx *c) {
+    int nx, nw, nb;
+    int64_t xs[8], ws[8], bs[8];
+    TRY(shape_of(c, "x", 1, 7, &nx, xs));
+    TRY(shape_of(c, "weight", 2, 2, &nw, ws));
+    size_t n;
+    int in;
+    rows_cols(nx, xs, &n, &in);
+    int out = (int)ws[0];
+    if (ws[1] != in) return phax_fail("%s: weight has %lld input columns, x has %d", c->path, (long long)ws[1], in);
+    int has_b = phax_st_find(&c->in, "bias") != NULL;
+    if (has_b) TRY(shape_of(c, "bias", 1, 1, &nb, bs));
+    double *x = getf(c, "x", nx, xs), *W = getf(c, "weight", 2, ws);
+    int64_t ob[1] = {out};
+    double *b = has_b ? getf(c, "bias", 1, ob) : NULL;
+    TRYP(x && W && (b || !has_b));
+    int64_t ys[8];
+    memcpy(ys, xs, sizeof ys);
+    ys[nx - 1] = out;
+    double *y = dalloc(c, n * out), *dx = dalloc(c, n * in), *dW = dalloc(c, (size_t)out * in), *db = dalloc(c, out);
+    TRYP(y && dx && dW && db);
+    ref_linear_fwd(y, x, W, b, n, in, out);
+    double *gy = upstream(c, "y", nx, ys);
+    TRYP(gy);
+    ref_linear_bwd(dx, dW, has_b ? db : NULL, gy, x, W, n, in, out);
+    TRY(put(c, "y", y, nx, ys));
+    TRY(put(c, "grad.x", dx, nx, xs));
+    TRY(put(c, "grad.weight", dW, 2, ws));
+    return has_b ? put(c, "grad.bias", db, 1, ob) : PHAX_OK;
+}
+
+// rmsnorm, layernorm, headnorm share their I/O.
+static int op_norm(octx *c, int kind) {  // 0 rms, 1 layer, 2 head
+    int nx;
+    int64_t xs[8];
+    TRY(shape_of(c, "x", 1, 7, &nx, xs));
+    size_t n;
+    int d;
+    rows_cols(nx, xs, &n, &d);
+    double eps;
+    TRY(attr_double(c, "eps", kind == 0 ? PHAX_RMSNORM_EPS : kind == 1 ? PHAX_LAYERNORM_EPS : PHAX_HEADNORM_EPS, &eps));
+    if (!(eps >= 0)) return phax_fail("%s: attribute 'eps' must be >= 0", c->path);
+    int heads = 1;
+    if (kind == 2) {
+        TRY(attr_int(c, "heads", 0, 1, INT_MAX, &heads));
+        if (heads < 1 || d % heads) return phax_fail("%s: attribute 'heads' (%d) must be given and divide the last dim %d", c->path, heads, d);
+    }
+    int64_t gs[1] = {d};
+    double *x = getf(c, "x", nx, xs), *g = getf(c, "weight", 1, gs);
+    int has_b = kind == 1 && phax_st_find(&c->in, "bias");
+    double *b = has_b ? getf(c, "bias", 1, gs) : NULL;
+    TRYP(x && g && (b || !has_b));
+    double *y = dalloc(c, n * d), *dx = dalloc(c, n * d), *dg = dalloc(c, d), *db = dalloc(c, d);
+    TRYP(y && dx && dg && db);
+    if (kind == 0) ref_rmsnorm_fwd(y, x, g, n, d, eps);
+    if (kind == 1) ref_layernorm_fwd(y, x, g, b, n, d, eps);
+    if (kind == 2) ref_headnorm_fwd(y, x, g, n, heads, d / heads, eps);
+    double *gy = upstream(c, "y", nx, xs);
+    TRYP(gy);
+    if (kind == 0) ref_rmsnorm_bwd(dx, dg, gy, x, g, n, d, eps);
+    if (kind == 1) ref_layernorm_bwd(dx, dg, has_b ? db : NULL, gy, x, g, n, d, eps);
+    if (kind == 2) ref_headnorm_bwd(dx, dg, gy, x, g, n, heads, d / heads, eps);
+    TRY(put(c, "y", y, nx, xs));
+    TRY(put(c, "grad.x", dx, nx, xs));
+    TRY(put(c, "grad.weight", dg, 1, gs));
+    return has_b ? put(c, "grad.bias", db, 1, gs) : PHAX_OK;
+}
+static int op_rmsnorm(octx *c) { return op_norm(c, 0); }
+static int op_layernorm(octx *c) { return op_norm(c, 1); }
+static int op_headnorm(octx *c) { return op_norm(c, 2); }
+
+static int op_act(octx *c, int silu) {
+    int nx;
+    int64_t xs[8];
+    TRY(shape_of(c, "x", 0, 8, &nx, xs));
+    size_t n = numel(nx, xs);
+    double *x = getf(c, "x", nx, xs), *y = dalloc(c, n), *dx = dalloc(c, n);
+    TRYP(x && y && dx);
+    (silu ? ref_silu_fwd : ref_gelu_fwd)(y, x, n);
+    double *gy = upstream(c, "y", nx, xs);
+    TRYP(gy);
+    (silu ? ref_silu_bwd : ref_gelu_bwd)(dx, gy, x, n);
+    TRY(put(c, "y", y, nx, xs));
+    return put(c, "grad.x", dx, nx, xs);
+}
+static int op_gelu(octx *c) { return op_act(c, 0); }
+static int op_silu(octx *c) { return op_act(c, 1); }
+
+static int op_swiglu(octx *c) {
+    int nx, nw;
+    int64_t xs[8], gs[8];
+    TRY(shape_of(c, "x", 1, 7, &nx, xs));
+    TRY(shape_of(c, "w_gate", 2, 2, &nw, gs));
+    size_t n;
+    int d;
+    rows_cols(nx, xs, &n, &d);
+    int hid = (int)gs[0];
+    int64_t hs[2] = {hid, d}, ds[2] = {d, hid};
+    double *x = getf(c, "x", nx, xs), *Wg = getf(c, "w_gate", 2, hs), *Wu = getf(c, "w_up", 2, hs),
+           *Wd = getf(c, "w_down", 2, ds);
+    TRYP(x && Wg && Wu && Wd);
+    double *y = dalloc(c, n * d), *dx = dalloc(c, n * d), *dWg = dalloc(c, (size_t)hid * d),
+           *dWu = dalloc(c, (size_t)hid * d), *dWd = dalloc(c, (size_t)hid * d);
+    TRYP(y && dx && dWg && dWu && dWd);
+    TRY(ref_swiglu_fwd(y, x, Wg, Wu, Wd, n, d, hid));
+    double *gy = upstream(c, "y", nx, xs);
+    TRYP(gy);
+    TRY(ref_swiglu_bwd(dx, dWg, dWu, dWd, gy, x, Wg, Wu, Wd, n, d, hid));
+    TRY(put(c, "y", y, nx, xs));
+    TRY(put(c, "grad.x", dx, nx, xs));
+    TRY(put(c, "grad.w_gate", dWg, 2, hs));
+    TRY(put(c, "grad.w_up", dWu, 2, hs));
+    return put(c, "grad.w_down", dWd, 2, ds);
+}
+
+static int op_rope(octx *c) {
+    int nx;
+    int64_t xs[8];
+    TRY(shape_of(c, "x", 4, 4, &nx, xs));
+    double base;
+    long pos0;
+    TRY(attr_double(c, "rope_base", PHAX_ROPE_BASE, &base));
+    TRY(attr_long(c, "pos0", 0, 0, LONG_MAX / 2, &pos0));
+    size_t n = numel(4, xs);
+    double *x = getf(c, "x", 4, xs), *y = dalloc(c, n), *dx = dalloc(c, n);
+    TRYP(x && y && dx);
+    int B = (int)xs[0], T = (int)xs[1], H = (int)xs[2], dh = (int)xs[3];
+    if (ref_rope_fwd(y, x, B, T, H, dh, base, pos0)) return phax_fail("%s: %s", c->path, phax_error());
+    double *gy = upstream(c, "y", 4, xs);
+    TRYP(gy);
+    TRY(ref_rope_bwd(dx, gy, B, T, H, dh, base, pos0));
+    TRY(put(c, "y", y, 4, xs));
+    return put(c, "grad.x", dx, 4, xs);
+}
+
+static const char *const SCORES[] = {"dot", "cosine", NULL};
+
+static int op_attention(octx *c) {
+    int nq, nk, nv;
+    int64_t qs[8], ks[8], vs[8];
+    TRY(shape_of(c, "q", 4, 4, &nq, qs));
+    TRY(shape_of(c, "k", 4, 4, &nk, ks));
+    TRY(shape_of(c, "v", 4, 4, &nv, vs));
+    int B = (int)qs[0], T = (int)qs[1];
+    if (ks[0] != B || ks[1] != T || vs[0] != B || vs[1] != T || ks[2] != vs[2] || ks[3] != qs[3])
+        return phax_fail("%s: q (B,T,Hq,dh), k (B,T,Hkv,dh), v (B,T,Hkv,dv) do not agree", c->path);
+    ref_attn_cfg a = ref_attn_cfg_default((int)qs[2], (int)ks[2], (int)qs[3]);
+    a.dv = (int)vs[3];
+    int score;
+    TRY(attr_choice(c, "score", SCORES, 0, &score));
+    a.score = score ? PHAX_SCORE_COSINE : PHAX_SCORE_DOT;
+    TRY(attr_int(c, "window", 0, 0, INT_MAX, &a.window));
+    TRY(attr_int(c, "rope", 1, 0, 1, &a.rope));
+    TRY(attr_double(c, "rope_base", PHAX_ROPE_BASE, &a.rope_base));
+    TRY(attr_long(c, "pos0", 0, 0, LONG_MAX / 2, &a.pos0));
+    if (ref_attn_cfg_check(&a)) return phax_fail("%s: %s", c->path, phax_error());
+    int64_t ls[1] = {a.Hq}, ys[4] = {B, T, a.Hq, a.dv};
+    double *q = getf(c, "q", 4, qs), *k = getf(c, "k", 4, ks), *v = getf(c, "v", 4, vs);
+    double *l = score ? getf(c, "logscale", 1, ls) : NULL;
+    TRYP(q && k && v && (l || !score));
+    double *y = dalloc(c, numel(4, ys)), *dq = dalloc(c, numel(4, qs)), *dk = dalloc(c, numel(4, ks)),
+           *dv = dalloc(c, numel(4, vs)), *dl = dalloc(c, a.Hq);
+    TRYP(y && dq && dk && dv && dl);
+    TRY(ref_attention_fwd(y, q, k, v, l, B, T, &a));
+    double *gy = upstream(c, "y", 4, ys);
+    TRYP(gy);
+    TRY(ref_attention_bwd(dq, dk, dv, score ? dl : NULL, gy, q, k, v, l, B, T, &a));
+    TRY(put(c, "y", y, 4, ys));
+    TRY(put(c, "grad.q", dq, 4, qs));
+    TRY(put(c, "grad.k", dk, 4, ks));
+    TRY(put(c, "grad.v", dv, 4, vs));
+    return score ? put(c, "grad.logscale", dl, 1, ls) : PHAX_OK;
+}
+
+// Λ and C of the DSS kernel: lambda_re, lambda_im (N); c_re, c_im (H, N).
+static int get_dss(octx *c, double **Lre, double **Lim, double **Cre, double **Cim, int *H, int *N) {
+    int nd;
+    int64_t cs[8];
+    TRY(shape_of(c, "c_re", 2, 2, &nd, cs));
+    *H = (int)cs[0], *N = (int)cs[1];
+    int64_t ns[1] = {*N};
+    *Lre = getf(c, "lambda_re", 1, ns), *Lim = getf(c, "lambda_im", 1, ns);
+    *Cre = getf(c, "c_re", 2, cs), *Cim = getf(c, "c_im", 2, cs);
+    return *Lre && *Lim && *Cre && *Cim ? PHAX_OK : PHAX_ERR;
+}
+
+static int put_dss_grads(octx *c, const double *dLre, const double *dLim, const double *dCre,
+                         const double *dCim, int H, int N) {
+    int64_t ns[1] = {N}, cs[2] = {H, N};
+    TRY(put(c, "grad.lambda_re", dLre, 1, ns));
+    TRY(put(c, "grad.lambda_im", dLim, 1, ns));
+    TRY(put(c, "grad.c_re", dCre, 2, cs));
+    return put(c, "grad.c_im", dCim, 2, cs);
+}
+
+static int op_dss_kernel(octx *c) {
+    double *Lre, *Lim, *Cre, *Cim;
+    int H, N, T;
+    TRY(get_dss(c, &Lre, &Lim, &Cre, &Cim, &H, &N));
+    TRY(attr_int(c, "T", 0, 0, 1 << 24, &T));
+    if (T < 1) return phax_fail("%s: attribute 'T' (kernel length) must be given and >= 1", c->path);
+    int64_t ks[2] = {H, T};
+    double *K = dalloc(c, (size_t)H * T), *dLre = dalloc(c, N), *dLim = dalloc(c, N),
+           *dCre = dalloc(c, (size_t)H * N), *dCim = dalloc(c, (size_t)H * N);
+    TRYP(K && dLre && dLim && dCre && dCim);
+    ref_dss_kernel_fwd(K, Lre, Lim, Cre, Cim, H, N, T);
+    double *gk = upstream(c, "k", 2, ks);
+    TRYP(gk);
+    ref_dss_kernel_bwd(dLre, dLim, dCre, dCim, gk, Lre, Lim, Cre, Cim, H, N, T);
+    TRY(put(c, "k", K, 2, ks));
+    return put_dss_grads(c, dLre, dLim, dCre, dCim, H, N);
+}
+
+static int op_ssm(octx *c, int recurrent) {
+    int nu;
+    int64_t us[8];
+    TRY(shape_of(c, "u", 3, 3, &nu, us));
+    int B = (int)us[0], T = (int)us[1], H = (int)us[2], N = 0;
+    int64_t hs[1] = {H}, ks[2] = {H, T};
+    double *u = getf(c, "u", 3, us), *D = getf(c, "d", 1, hs);
+    TRYP(u && D);
+    double *y = dalloc(c, numel(3, us)), *du = dalloc(c, numel(3, us)), *dD = dalloc(c, H);
+    TRYP(y && du && dD);
+    if (!recurrent) {
+        double *K = getf(c, "k", 2, ks), *dK = dalloc(c, (size_t)H * T);
+        TRYP(K && dK);
+        ref_ssm_conv_fwd(y, u, K, D, B, T, H);
+        double *gy = upstream(c, "y", 3, us);
+        TRYP(gy);
+        ref_ssm_conv_bwd(du, dK, dD, gy, u, K, D, B, T, H);
+        TRY(put(c, "grad.k", dK, 2, ks));
+    } else {
+        double *Lre, *Lim, *Cre, *Cim;
+        int H2;
+        TRY(get_dss(c, &Lre, &Lim, &Cre, &Cim, &H2, &N));
+        if (H2 != H) return phax_fail("%s: c_re has %d channels, u has %d", c->path, H2, H);
+        double *dLre = dalloc(c, N), *dLim = dalloc(c, N), *dCre = dalloc(c, (size_t)H * N),
+               *dCim = dalloc(c, (size_t)H * N);
+        TRYP(dLre && dLim && dCre && dCim);
+        ref_ssm_recurrent_fwd(y, u, Lre, Lim, Cre, Cim, D, B, T, H, N);
+        double *gy = upstream(c, "y", 3, us);
+        TRYP(gy);
+        TRY(ref_ssm_recurrent_bwd(du, dLre, dLim, dCre, dCim, dD, gy, u, Lre, Lim, Cre, Cim, D, B, T, H, N));
+        TRY(put_dss_grads(c, dLre, dLim, dCre, dCim, H, N));
+    }
+    TRY(put(c, "y", y, 3, us));
+    TRY(put(c, "grad.u", du, 3, us));
+    return put(c, "grad.d", dD, 1, hs);
+}
+static int op_ssm_conv(octx *c) { return op_ssm(c, 0); }
+static int op_ssm_recurrent(octx *c) { return op_ssm(c, 1); }
+
+static const char *const FORMS[] = {"parallel", "recurrent", NULL};
+
+static int op_mlstm(octx *c) {
+    int nq, nv;
+    int64_t qs[8], vs[8];
+    TRY(shape_of(c, "q", 4, 4, &nq, qs));
+    TRY(shape_of(c, "v", 4, 4, &nv, vs));
+    int B = (int)qs[0], T = (int)qs[1], H = (int)qs[2], dqk = (int)qs[3], dv = (int)vs[3];
+    if (vs[0] != B || vs[1] != T || vs[2] != H) return phax_fail("%s: v must be (B, T, H, dv) with q's B, T, H", c->path);
+    int form;
+    double eps, m0;
+    TRY(attr_choice(c, "form", FORMS, 0, &form));
+    TRY(attr_double(c, "eps", PHAX_MLSTM_EPS, &eps));
+    TRY(attr_double(c, "m0", 0.0, &m0));
+    if (!(eps >= 0)) return phax_fail("%s: attribute 'eps' must be >= 0", c->path);
+    int64_t gs[3] = {B, T, H};
+    double *q = getf(c, "q", 4, qs), *k = getf(c, "k", 4, qs), *v = getf(c, "v", 4, vs),
+           *ig = getf(c, "igate", 3, gs), *fg = getf(c, "fgate", 3, gs);
+    TRYP(q && k && v && ig && fg);
+    size_t nqk = numel(4, qs), nvv = numel(4, vs), ng = numel(3, gs);
+    double *h = dalloc(c, nvv), *dq = dalloc(c, nqk), *dk = dalloc(c, nqk), *dvv = dalloc(c, nvv),
+           *di = dalloc(c, ng), *df = dalloc(c, ng);
+    TRYP(h && dq && dk && dvv && di && df);
+    if (form == 0) TRY(ref_mlstm_parallel_fwd(h, q, k, v, ig, fg, B, T, H, dqk, dv, eps));
+    else TRY(ref_mlstm_recurrent_fwd(h, q, k, v, ig, fg, B, T, H, dqk, dv, eps, m0));
+    double *gh = upstream(c, "h", 4, vs);
+    TRYP(gh);
+    if (form == 0) TRY(ref_mlstm_parallel_bwd(dq, dk, dvv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps));
+    else TRY(ref_mlstm_recurrent_bwd(dq, dk, dvv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, m0));
+    TRY(put(c, "h", h, 4, vs));
+    TRY(put(c, "grad.q", dq, 4, qs));
+    TRY(put(c, "grad.k", dk, 4, qs));
+    TRY(put(c, "grad.v", dvv, 4, vs));
+    TRY(put(c, "grad.igate", di, 3, gs));
+    return put(c, "grad.fgate", df, 3, gs);
+}
+
+static int op_mix(octx *c) {
+    int nb_;
+    int64_t bs[8];
+    TRY(shape_of(c, "branches", 2, 8, &nb_, bs));
+    int nb = (int)bs[0];
+    size_t n = numel(nb_ - 1, bs + 1);
+    int64_t ps[1] = {nb};
+    double *b = getf(c, "branches", nb_, bs), *p = getf(c, "p", 1, ps);
+    TRYP(b && p);
+    double *y = dalloc(c, n), *db = dalloc(c, numel(nb_, bs)), *dp = dalloc(c, nb);
+    TRYP(y && db && dp);
+    ref_mix_fwd(y, b, p, nb, n);
+    double *gy = upstream(c, "y", nb_ - 1, bs + 1);
+    TRYP(gy);
+    ref_mix_bwd(db, dp, gy, b, p, nb, n);
+    TRY(put(c, "y", y, nb_ - 1, bs + 1));
+    TRY(put(c, "grad.branches", db, nb_, bs));
+    return put(c, "grad.p", dp, 1, ps);
+}
+
+static int op_cross_entropy(octx *c) {
+    int nl, nt;
+    int64_t ls[8], ts[8];
+    TRY(shape_of(c, "logits", 1, 8, &nl, ls));
+    TRY(shape_of(c, "targets", 0, 7, &nt, ts));
+    size_t n;
+    int V;
+    rows_cols(nl, ls, &n, &V);
+    if (nt != nl - 1 || memcmp(ts, ls, (size_t)nt * sizeof *ts))
+        return phax_fail("%s: targets must have the shape of logits without its last dim", c->path);
+    double *x = getf(c, "logits", nl, ls);
+    int32_t *tg = geti(c, "targets", nt, ts);
+    TRYP(x && tg);
+    double loss, *dx = dalloc(c, numel(nl, ls));
+    TRYP(dx);
+    if (ref_cross_entropy_fwd(&loss, x, tg, n, V)) return phax_fail("%s: %s", c->path, phax_error());
+    double *gl = upstream(c, "loss", 0, NULL);
+    TRYP(gl);
+    TRY(ref_cross_entropy_bwd(dx, *gl, x, tg, n, V));
+    TRY(put(c, "loss", &loss, 0, NULL));
+    return put(c, "grad.logits", dx, nl, ls);
+}
+
+static int op_adamw(octx *c) {
+    int np;
+    int64_t ps[8];
+    TRY(shape_of(c, "param", 0, 8, &np, ps));
+    ref_adamw_cfg a = ref_adamw_cfg_default();
+    long step;
+    int decay;
+    TRY(attr_double(c, "lr", a.lr, &a.lr));
+    TRY(attr_double(c, "beta1", a.beta1, &a.beta1));
+    TRY(attr_double(c, "beta2", a.beta2, &a.beta2));
+    TRY(attr_double(c, "eps", a.eps, &a.eps));
+    TRY(attr_double(c, "weight_decay", a.weight_decay, &a.weight_decay));
+    TRY(attr_double(c, "clip", a.clip, &a.clip));
+    TRY(attr_long(c, "step", 1, 1, LONG_MAX, &step));
+    TRY(attr_int(c, "decay", 1, 0, 1, &decay));
+    size_t n = numel(np, ps);
+    double *p = getf(c, "param", np, ps), *g = getf(c, "gradient", np, ps);
+    double *m = phax_st_find(&c->in, "exp_avg") ? getf(c, "exp_avg", np, ps) : dalloc(c, n);
+    double *v = phax_st_find(&c->in, "exp_avg_sq") ? getf(c, "exp_avg_sq", np, ps) : dalloc(c, n);
+    TRYP(p && g && m && v);
+    ref_adamw_param t = {.p = p, .g = g, .m = m, .v = v, .n = n, .decay = decay};
+    double gn;
+    if (ref_adamw_step(&t, 1, &a, step, &gn)) return phax_fail("%s: %s", c->path, phax_error());
+    TRY(put(c, "param", p, np, ps));
+    TRY(put(c, "exp_avg", m, np, ps));
+    TRY(put(c, "exp_avg_sq", v, np, ps));
+    return put(c, "grad_norm", &gn, 0, NULL);
+}
+
+static int op_model(octx *c) {
+    const char *json = phax_st_meta(&c->in, "config");
+    if (!json) return phax_fail("%s: metadata 'config' (the model's JSON config) is missing", c->path);
+    phax_model_cfg cfg;
+    if (phax_model_cfg_from_json_str(&cfg, json, "config")) return phax_fail("%s: %s", c->path, phax_error());
+    int window;
+    TRY(attr_int(c, "window", -1, -1, INT_MAX, &window));
+    int nt;
+    int64_t ts[8];
+    TRY(shape_of(c, "tokens", 2, 2, &nt, ts));
+    int B = (int)ts[0], T = (int)ts[1];
+    int32_t *tok = geti(c, "tokens", 2, ts), *tg = geti(c, "targets", 2, ts);
+    TRYP(tok && tg);
+    ref_model m;
+    if (ref_model_new(&m, &cfg, 0)) return phax_fail("%s: %s", c->path, phax_error());
+    int rc = PHAX_OK;
+    for (int i = 0; i < m.layout.n && !rc; i++) {
+        const phax_param_info *p = &m.layout.p[i];
+        rc = phax_st_get_f64(&c->in, p->name, p->ndim, p->shape, m.params + p->offset);
+    }
+    size_t V = (size_t)m.cfg.vocab_size;
+    double loss = NAN, *logits = dalloc(c, (size_t)B * T * V);
+    if (!rc && !logits) rc = PHAX_ERR;
+    if (!rc) rc = ref_model_forward(&m, tok, tg, B, T, window, logits, &loss);
+    if (!rc) rc = ref_model_backward(&m, tok, tg, B, T, window, &loss);
+    int64_t lsh[3] = {B, T, (int64_t)V};
+    if (!rc) rc = put(c, "logits", logits, 3, lsh);
+    if (!rc) rc = put(c, "loss", &loss, 0, NULL);
+    for (int i = 0; i < m.layout.n && !rc; i++) {
+        const phax_param_info *p = &m.layout.p[i];
+        char name[128];
+        snprintf(name, sizeof name, "grad.%s", p->name);
+        rc = put(c, name, m.grads + p->offset, p->ndim, p->shape);
+    }
+    if (rc && !strstr(phax_error(), c->path)) phax_fail("%s: %s", c->path, phax_error());
+    ref_model_free(&m);
+    return rc;
+}
+
+// --- examples: a random valid input for each op -------------------------------------------------
+typedef struct {
+    phax_st_writer *w;
+    phax_rng *r;
+    int err;
+} exw;
+
+static void ex_f(exw *e, const char *name, double lo, double hi, int ndim, ...) {
+    int64_t s[8];
+    va_list ap;
+    va_start(ap, ndim);
+    for (int i = 0; i < ndim; i++) s[i] = va_arg(ap, int);
+    va_end(ap);
+    size_t n = numel(ndim, s);
+    double *x = malloc((n ? n : 1) * sizeof *x);
+    if (!x) {
+        e->err = phax_fail("out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) x[i] = phax_rng_uniform_range(e->r, lo, hi);
+    if (phax_st_add_f64(e->w, name, x, ndim, s)) e->err = PHAX_ERR;
+    free(x);
+}
+
+static void ex_i(exw *e, const char *name, int hi, int ndim, ...) {
+    int64_t s[8];
+    va_list ap;
+    va_start(ap, ndim);
+    for (int i = 0; i < ndim; i++) s[i] = va_arg(ap, int);
+    va_end(ap);
+    size_t n = numel(ndim, s);
+    int32_t *x = malloc((n ? n : 1) * sizeof *x);
+    if (!x) {
+        e->err = phax_fail("out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) x[i] = (int32_t)phax_rng_below(e->r, (uint64_t)hi);
+    if (phax_st_add_i32(e->w, name, x, ndim, s)) e->err = PHAX_ERR;
+    free(x);
+}
+
+static void ex_meta(exw *e, const char *k, const char *v) {
+    if (phax_st_add_meta(e->w, k, v)) e->err = PHAX_ERR;
+}
+
+// Sizes are small and awkward on purpose (odd T, GQA group 2, head dims not powers of two).
+static void ex_embedding(exw *e) { ex_i(e, "tokens", 11, 2, 2, 5), ex_f(e, "weight", -1, 1, 2, 11, 6); }
+static void ex_linear(exw *e) {
+    ex_f(e, "x", -1, 1, 3, 2, 5, 6), ex_f(e, "weight", -0.5, 0.5, 2, 7, 6), ex_f(e, "bias", -1, 1, 1, 7);
+}
+static void ex_rmsnorm(exw *e) { ex_f(e, "x", -2, 2, 3, 2, 5, 6), ex_f(e, "weight", 0.5, 1.5, 1, 6); }
+static void ex_layernorm(exw *e) { ex_rmsnorm(e), ex_f(e, "bias", -1, 1, 1, 6); }
+static void ex_headnorm(exw *e) {
+    ex_f(e, "x", -2, 2, 3, 2, 5, 6), ex_f(e, "weight", 0.5, 1.5, 1, 6), ex_meta(e, "heads", "2");
+}
+static void ex_act(exw *e) { ex_f(e, "x", -3, 3, 2, 3, 7); }
+static void ex_swiglu(exw *e) {
+    ex_f(e, "x", -1, 1, 3, 2, 5, 6), ex_f(e, "w_gate", -0.4, 0.4, 2, 10, 6),
+        ex_f(e, "w_up", -0.4, 0.4, 2, 10, 6), ex_f(e, "w_down", -0.3, 0.3, 2, 6, 10);
+}
+static void ex_rope(exw *e) { ex_f(e, "x", -1, 1, 4, 2, 5, 3, 6), ex_meta(e, "pos0", "3"); }
+static void ex_attention(exw *e) {
+    ex_f(e, "q", -1, 1, 4, 2, 7, 4, 6), ex_f(e, "k", -1, 1, 4, 2, 7, 2, 6), ex_f(e, "v", -1, 1, 4, 2, 7, 2, 5);
+    ex_f(e, "logscale", log(5.0), log(20.0), 1, 4);
+    ex_meta(e, "score", "cosine"), ex_meta(e, "window", "3"), ex_meta(e, "rope", "1");
+}
+static void ex_dss_kernel(exw *e) {
+    ex_f(e, "lambda_re", -2, 0.5, 1, 5), ex_f(e, "lambda_im", -2, 1, 1, 5), ex_f(e, "c_re", -1, 1, 2, 3, 5),
+        ex_f(e, "c_im", -1, 1, 2, 3, 5), ex_meta(e, "T", "9");
+}
+static void ex_ssm_conv(exw *e) {
+    ex_f(e, "u", -1, 1, 3, 2, 9, 3), ex_f(e, "k", -1, 1, 2, 3, 9), ex_f(e, "d", -1, 1, 1, 3);
+}
+static void ex_ssm_recurrent(exw *e) {
+    ex_f(e, "u", -1, 1, 3, 2, 9, 3), ex_f(e, "d", -1, 1, 1, 3), ex_f(e, "lambda_re", -2, 0.5, 1, 5),
+        ex_f(e, "lambda_im", -2, 1, 1, 5), ex_f(e, "c_re", -1, 1, 2, 3, 5), ex_f(e, "c_im", -1, 1, 2, 3, 5);
+}
+static void ex_mlstm(exw *e) {
+    ex_f(e, "q", -1, 1, 4, 2, 7, 2, 3), ex_f(e, "k", -1, 1, 4, 2, 7, 2, 3), ex_f(e, "v", -1, 1, 4, 2, 7, 2, 5);
+    ex_f(e, "igate", -3, 3, 3, 2, 7, 2), ex_f(e, "fgate", 1, 5, 3, 2, 7, 2), ex_meta(e, "form", "parallel");
+}
+static void ex_mix(exw *e) { ex_f(e, "branches", -1, 1, 3, 3, 5, 6), ex_f(e, "p", -1, 1, 1, 3); }
+static void ex_cross_entropy(exw *e) { ex_f(e, "logits", -3, 3, 3, 2, 5, 11), ex_i(e, "targets", 11, 2, 2, 5); }
+static void ex_adamw(exw *e) {
+    ex_f(e, "param", -1, 1, 2, 3, 4), ex_f(e, "gradient", -1, 1, 2, 3, 4), ex_meta(e, "step", "1"),
+        ex_meta(e, "lr", "0.001");
+}
+static void ex_model(exw *e) {
+    phax_model_cfg cfg = phax_model_cfg_default(PHAX_FAMILY_PHA);
+    cfg.vocab_size = 11, cfg.d_model = 12, cfg.n_layers = 2, cfg.n_heads = 2, cfg.n_kv_heads = 1;
+    cfg.gss_expand = 10, cfg.gss_hidden = 3, cfg.gss_state = 5, cfg.ffn_hidden = 16;
+    ref_model m;
+    if (ref_model_new(&m, &cfg, phax_rng_u64(e->r))) {
+        e->err = PHAX_ERR;
+        return;
+    }
+    char *json = phax_model_cfg_to_json(&m.cfg);
+    if (!json) e->err = PHAX_ERR;
+    else ex_meta(e, "config", json);
+    free(json);
+    for (int i = 0; i < m.layout.n && !e->err; i++) {
+        const phax_param_info *p = &m.layout.p[i];
+        if (phax_st_add_f64(e->w, p->name, m.params + p->offset, p->ndim, p->shape)) e->err = PHAX_ERR;
+    }
+    ref_model_free(&m);
+    ex_i(e, "tokens", 11, 2, 2, 7), ex_i(e, "targets", 11, 2, 2, 7);
+}
+
+// --- the table ---------------------------------------------------------------------------------
+typedef struct {
+    const char *name;
+    int (*run)(octx *);
+    void (*example)(exw *);
+    const char *inputs, *attrs, *outputs;
+} oracle_op;
+
+static const oracle_op OPS[] = {
+    {"embedding", op_embedding, ex_embedding, "tokens (any shape, int), weight (V, d)", "-",
+     "y (tokens.shape + (d)); grad.weight"},
+    {"linear", op_linear, ex_linear, "x (..., in), weight (out, in), bias (out) optional", "-",
+     "y (..., out); grad.x, grad.weight, grad.bias"},
+    {"rmsnorm", op_rmsnorm, ex_rmsnorm, "x (..., d), weight (d)", "eps=1e-6", "y; grad.x, grad.weight"},
+    {"layernorm", op_layernorm, ex_layernorm, "x (..., d), weight (d), bias (d) optional", "eps=1e-5",
+     "y; grad.x, grad.weight, grad.bias"},
+    {"headnorm", op_headnorm, ex_headnorm, "x (..., H*dh), weight (H*dh)", "heads (required), eps=1e-6",
+     "y; grad.x, grad.weight"},
+    {"gelu", op_gelu, ex_act, "x (any shape)", "-", "y; grad.x"},
+    {"silu", op_silu, ex_act, "x (any shape)", "-", "y; grad.x"},
+    {"swiglu", op_swiglu, ex_swiglu, "x (..., d), w_gate (hid, d), w_up (hid, d), w_down (d, hid)", "-",
+     "y (..., d); grad.x, grad.w_gate, grad.w_up, grad.w_down"},
+    {"rope", op_rope, ex_rope, "x (B, T, H, dh)", "rope_base=10000, pos0=0", "y; grad.x"},
+    {"attention", op_attention, ex_attention,
+     "q (B, T, Hq, dh), k (B, T, Hkv, dh), v (B, T, Hkv, dv), logscale (Hq) if score=cosine",
+     "score=dot|cosine, window=0 (0 = full), rope=1, rope_base=10000, pos0=0",
+     "y (B, T, Hq, dv); grad.q, grad.k, grad.v, grad.logscale"},
+    {"dss_kernel", op_dss_kernel, ex_dss_kernel, "lambda_re (N), lambda_im (N), c_re (H, N), c_im (H, N)",
+     "T (required)", "k (H, T); grad.lambda_re, grad.lambda_im, grad.c_re, grad.c_im"},
+    {"ssm_conv", op_ssm_conv, ex_ssm_conv, "u (B, T, H), k (H, T), d (H)", "-", "y (B, T, H); grad.u, grad.k, grad.d"},
+    {"ssm_recurrent", op_ssm_recurrent, ex_ssm_recurrent,
+     "u (B, T, H), lambda_re (N), lambda_im (N), c_re (H, N), c_im (H, N), d (H)", "-",
+     "y (B, T, H); grad.u, grad.lambda_re, grad.lambda_im, grad.c_re, grad.c_im, grad.d"},
+    {"mlstm", op_mlstm, ex_mlstm, "q (B, T, H, dqk), k (B, T, H, dqk), v (B, T, H, dv), igate (B, T, H), fgate (B, T, H)",
+     "form=parallel|recurrent, eps=1e-6, m0=0 (recurrent)", "h (B, T, H, dv); grad.q, grad.k, grad.v, grad.igate, grad.fgate"},
+    {"mix", op_mix, ex_mix, "branches (nb, ...), p (nb)", "-", "y (...); grad.branches, grad.p"},
+    {"cross_entropy", op_cross_entropy, ex_cross_entropy, "logits (..., V), targets (...) int, -1 = ignored", "-",
+     "loss (scalar); grad.logits"},
+    {"adamw", op_adamw, ex_adamw, "param, gradient, exp_avg (optional, 0), exp_avg_sq (optional, 0): one shape",
+     "lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, clip=1, step=1, decay=1",
+     "param, exp_avg, exp_avg_sq (after the step), grad_norm (before clipping)"},
+    {"model", op_model, ex_model, "every parameter by name (phax layout), tokens (B, T), targets (B, T)",
+     "config (JSON, required), window=-1 (SWAX family: -1 = w_long, 0 = full)",
+     "logits (B, T, V), loss; grad.<param> for every parameter"},
+};
+#define NOPS ((int)(sizeof OPS / sizeof OPS[0]))
+
+static const oracle_op *find_op(const char *name) {
+    for (int i = 0; i < NOPS; i++)
+        if (!strcmp(OPS[i].name, name)) return &OPS[i];
+    return NULL;
+}
+
+static void list_ops(void) {
+    printf("phax oracle ops (every input may be F64/F32/BF16/F16; gradients are float64;\n"
+           "an upstream gradient grad.<output> is read from IN or drawn N(0,1) from metadata 'seed'):\n");
+    for (int i = 0; i < NOPS; i++)
+        printf("\n%s\n  inputs:  %s\n  attrs:   %s\n  outputs: %s\n", OPS[i].name, OPS[i].inputs,
+               OPS[i].attrs, OPS[i].outputs);
+}
+
+int phax_oracle_main(int argc, char **argv) {
+    if (argc >= 2 && (!strcmp(argv[1], "--list") || !strcmp(argv[1], "-l"))) {
+        list_ops();
+        return 0;
+    }
+    if (argc == 4 && !strcmp(argv[2], "--example")) {
+        const oracle_op *op = find_op(argv[1]);
+        if (!op) phax_die("oracle: unknown op '%s' (see phax oracle --list)", argv[1]);
+        phax_rng r = phax_rng_new(phax_hash_str(op->name));
+        exw e = {.w = phax_st_writer_new(), .r = &r};
+        if (!e.w) phax_die("%s", phax_error());
+        op->example(&e);
+        if (!e.err) e.err = phax_st_add_meta(e.w, "op", op->name);
+        if (!e.err) e.err = phax_st_add_meta(e.w, "seed", "0");
+        if (e.err || phax_st_write(e.w, argv[3])) {
+            phax_st_writer_free(e.w);
+            phax_die("%s", phax_error());
+        }
+        phax_st_writer_free(e.w);
+        return 0;
+    }
+    if (argc != 4)
+        phax_die("usage: phax oracle OP IN.safetensors OUT.safetensors | phax oracle OP --example IN.safetensors | phax oracle --list");
+    const oracle_op *op = find_op(argv[1]);
+    if (!op) phax_die("%s: unknown op '%s' (see phax oracle --list)", argv[2], argv[1]);
+    octx c = {.path = argv[2]};
+    if (phax_st_read(&c.in, argv[2])) phax_die("%s", phax_error());
+    long seed = 0;
+    int rc = attr_long(&c, "seed", 0, 0, LONG_MAX, &seed);
+    c.rng = phax_rng_new((uint64_t)seed);
+    c.out = rc ? NULL : phax_st_writer_new();
+    if (!rc && !c.out) rc = PHAX_ERR;
+    if (!rc) rc = op->run(&c);
+    if (!rc) rc = phax_st_add_meta(c.out, "op", op->name);
+    if (!rc) rc = phax_st_add_meta(c.out, "phax_version", PHAX_VERSION);
+    if (!rc) rc = phax_st_write(c.out, argv[3]);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", phax_error());
+    phax_st_writer_free(c.out);
+    phax_st_free(&c.in);
+    for (int i = 0; i < c.nallocs; i++) free(c.allocs[i]);
+    if (rc) phax_die("%s", msg);
+    return 0;
+}
