@@ -1,0 +1,28 @@
+// phax fast/cpu: float32 kernels on OpenBLAS + OpenMP, the same functions as
+// ref/ (see phax/ref.h and docs/spec.md) and proven equal to them by the
+// equivalence tests (tests/test_fcpu_*.c).
+//
+// Conventions (every fcpu_ function):
+//   * Names fcpu_<op>_fwd/_bwd (the ref_ stem with fcpu_); arguments in the order and layout of
+//     the matching ref_ function, with float instead of double.
+//   * Forward overwrites outputs; backward ADDS into gradients; NULL = skip.
+//   * No allocation inside a call on the hot path. A kernel that needs scratch
+//     exports `size_t fcpu_<op>_<fwd|bwd>_ws(...)` (bytes; may be 0) and takes
+//     `void *ws` as its last argument: the caller allocates once and reuses it.
+//   * Parallel over the independent dimension with OpenMP; deterministic: the
+//     same inputs give bit-identical outputs for a given thread count.
+//   * Returns PHAX_OK / PHAX_ERR (message in phax_error()) where ref does.
+#ifndef PHAX_FCPU_H
+#define PHAX_FCPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phax/core.h"
+#include "phax/ref.h"  // shared attribute structs (ref_attn_cfg, ref_adamw_cfg) and constants
+
+#endif
+
+// Family headers (each owned by its fast/cpu/<family>.c).
+#include "phax/fcpu_basic.h"
+#include "phax/fcpu_mlstm.h"
