@@ -25,4 +25,6 @@
 
 // Family headers (each owned by its fast/cpu/<family>.c).
 #include "phax/fcpu_basic.h"
+#include "phax/fcpu_attention.h"
+#include "phax/fcpu_ssm.h"
 #include "phax/fcpu_mlstm.h"

@@ -1,0 +1,39 @@
+// fast/cpu attention (float32). See phax/fcpu.h for conventions.
+//
+// The function of ref_attention_* (docs/spec.md §2.7: causal GQA, window w with
+// 0 = full, dot or cosine scores, RoPE rotate-half with pos0) computed the
+// FlashAttention-2 way: per (batch, query head, tile of query rows) an online
+// softmax over only the key tiles the causal window can see, so a sliding
+// window costs O(T·w) and no T×T matrix is ever formed; memory is linear in T.
+// RoPE and the cosine normalisation are applied once per row in a pre-pass.
+#pragma once
+#include "phax/fcpu.h"
+
+// Workspace bytes for a call on (B, T, c) run by `nthreads` OpenMP threads
+// (nthreads <= 0: omp_get_max_threads()). A call uses omp_get_max_threads()
+// threads, which must not exceed the nthreads the workspace was sized for.
+// The size is linear in B·T (never T²). Returns 0 for a bad config.
+size_t fcpu_attention_fwd_ws(int B, int T, const ref_attn_cfg *c, int nthreads);
+size_t fcpu_attention_bwd_ws(int B, int T, const ref_attn_cfg *c, int nthreads);
+
+// q: (B, T, Hq, dh); k: (B, T, Hkv, dh); v: (B, T, Hkv, dv); o: (B, T, Hq, dv).
+// logscale: (Hq) (cosine mode; may be NULL for dot).
+// lse: (B, Hq, T) or NULL: the natural-log log-sum-exp of each softmax row,
+//   lse = log Σ_s exp(z_ts) (for callers that want it; the backward does not need it).
+// ws: fcpu_attention_fwd_ws(B, T, c, ·) bytes (any alignment; contents need not persist).
+int fcpu_attention_fwd(float *o, float *lse, const float *q, const float *k, const float *v,
+                       const float *logscale, int B, int T, const ref_attn_cfg *c, void *ws);
+
+// Backward: the arguments of ref_attention_bwd (plus ws). Adds into dq, dk, dv
+// (shapes of q, k, v) and dlogscale (Hq, cosine mode only); any may be NULL.
+// Takes neither the forward's o nor its lse: per query tile it forms S = Q Kᵀ and
+// dP = dO Vᵀ over the key tiles the window lets it see, keeps them (O(T) floats per
+// thread, O(w) with a window), takes the exact row statistics and D = Σ_s P·dP from
+// them, then accumulates dV, dK, dQ — the five tile products of the FlashAttention-2
+// backward, but with P exactly normalised. (Rebuilding P from a float lse costs it a
+// relative |lse|·2⁻²⁴: at cosine logits near 100 that is 20–40× the error of a plain
+// float32 evaluation.)
+// ws: fcpu_attention_bwd_ws(B, T, c, ·) bytes (any alignment).
+int fcpu_attention_bwd(float *dq, float *dk, float *dv, float *dlogscale, const float *dout,
+                       const float *q, const float *k, const float *v, const float *logscale,
+                       int B, int T, const ref_attn_cfg *c, void *ws);
