@@ -4,6 +4,11 @@
 set -uo pipefail
 build=${1:?build dir}; shift
 out="$build/bench"
+# OpenBLAS's idle workers spin for 2^28 cycles after each call and take a core
+# from the next OpenMP region (8–16 ms stalls measured on 2 cores); a short
+# timeout removes that. It applies to the sgemm ceiling as well, so ratios stay
+# measured in one environment. OPENBLAS_CORETYPE is left as the machine sets it.
+export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
 mkdir -p "$out"
 fams=("$@")
 ((${#fams[@]})) || fams=(basic attention ssm mlstm)

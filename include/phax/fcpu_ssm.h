@@ -19,7 +19,8 @@
 
 // --- dss kernel --------------------------------------------------------------------------
 // Lre, Lim: (N); Cre, Cim: (H, N); K: (H, T).  ws: fcpu_dss_kernel_fwd_ws(H, N, T)
-// bytes, 64-byte aligned (phax_alloc), reused across calls.
+// bytes, 64-byte aligned (phax_alloc), reused across calls. Threads: OpenBLAS's, in
+// the one gemm; the set-up around it runs on the calling thread (see fast/cpu/ssm.c).
 size_t fcpu_dss_kernel_fwd_ws(int H, int N, int T);
 void fcpu_dss_kernel_fwd(float *K, const float *Lre, const float *Lim, const float *Cre,
                          const float *Cim, int H, int N, int T, void *ws);
@@ -36,7 +37,9 @@ void fcpu_dss_kernel_bwd(float *dLre, float *dLim, float *dCre, float *dCim, con
 // freeing allocate and call the FFTW planner (serialised among phax callers by
 // an OpenMP critical section; not safe against FFTW planning done concurrently
 // elsewhere in the process). A plan is read-only during calls: several threads
-// may use one plan at once, each with its own workspace.
+// may use one plan at once, each with its own workspace. Each channel's result
+// does not depend on which thread computes it, so outputs are the same bits for
+// any thread count (checked for 1 and 2).
 typedef struct fcpu_ssm_plan fcpu_ssm_plan;
 
 enum {
@@ -44,14 +47,19 @@ enum {
     FCPU_SSM_FFT = 1,
     FCPU_SSM_DIRECT = 2,
 };
-// The crossover measured by benchmarks/bench_ssm.c (H = 64, 2 Zen 5 cores).
+// The crossover measured by benchmarks/bench_ssm.c at B = 1, H = 64 (fwd + bwd, direct
+// vs FFT): one Zen 5 core T = 128 0.153 vs 0.192 ms, T = 192 0.341 vs 0.272 ms; two
+// cores T = 96 0.087 vs 0.097 ms, T = 128 0.134 vs 0.119 ms (within noise of each other
+// from 96 to 128), T = 192 0.254 vs 0.164 ms.
 #define FCPU_SSM_DIRECT_MAX_T 128
 
 // Returns NULL (message in phax_error()) on bad shapes or allocation failure.
 fcpu_ssm_plan *fcpu_ssm_plan_new(int B, int T, int H);  // FCPU_SSM_AUTO, FFTW_ESTIMATE
 // method: FCPU_SSM_*; fftw_measure: 0 plans with FFTW_ESTIMATE (the default:
 // the same FFT algorithm, hence the same bits, in every process), 1 with
-// FFTW_MEASURE (timed at creation; may pick different algorithms run to run).
+// FFTW_MEASURE (timed at creation, 0.5–2.2 s per plan here; the FFT convolution then
+// ran 1.15–1.55× faster at T = 1024…16384, but the algorithm — and the bits — may
+// change from run to run).
 fcpu_ssm_plan *fcpu_ssm_plan_new_ex(int B, int T, int H, int method, int fftw_measure);
 void fcpu_ssm_plan_free(fcpu_ssm_plan *p);
 int fcpu_ssm_plan_method(const fcpu_ssm_plan *p);   // FCPU_SSM_FFT or FCPU_SSM_DIRECT
