@@ -49,6 +49,11 @@
 #define RB 64  // RoPE position block: cos/sin(p·θ) from a per-block and a per-offset table
 #define LOG2E 1.44269504088896340736
 
+#ifndef __AVX512F__
+// Without AVX-512 the 64-byte vectors are lowered to narrower ones; every function
+// that passes them is static, so the ABI note GCC gives for them does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 typedef float vf __attribute__((vector_size(64)));
 typedef int32_t vi __attribute__((vector_size(64)));
 
