@@ -7,6 +7,34 @@
 
 int phax_demo_main(int argc, char **argv);
 int phax_oracle_main(int argc, char **argv);
+// Subcommands in their own files (src/<name>.c), compiled when present (meson.build).
+int phax_train_main(int argc, char **argv);
+int phax_eval_main(int argc, char **argv);
+int phax_generate_main(int argc, char **argv);
+int phax_niah_main(int argc, char **argv);
+int phax_model_info_main(int argc, char **argv);
+
+typedef struct {
+    const char *name;
+    int (*main)(int argc, char **argv);
+    const char *help;
+} subcommand;
+
+static const subcommand subcommands[] = {
+#ifdef PHAX_HAVE_CMD_TRAIN
+    {"train", phax_train_main, "train a model on a text corpus (phax train --help)"},
+#endif
+#ifdef PHAX_HAVE_CMD_EVAL
+    {"eval", phax_eval_main, "perplexity of a checkpoint on a split (phax eval --help)"},
+#endif
+#ifdef PHAX_HAVE_CMD_GENERATE
+    {"generate", phax_generate_main, "continue a prompt with a checkpoint (phax generate --help)"},
+#endif
+#ifdef PHAX_HAVE_CMD_NIAH
+    {"niah", phax_niah_main, "needle-in-a-haystack suite on a checkpoint (phax niah --help)"},
+#endif
+    {NULL, NULL, NULL},
+};
 
 static void usage(FILE *f) {
     fputs("usage: phax <command> [args]\n"
@@ -17,6 +45,7 @@ static void usage(FILE *f) {
           "            by finite differences, and print a table (--seed N)\n"
           "  version   print the version\n",
           f);
+    for (const subcommand *c = subcommands; c->name; c++) fprintf(f, "  %-9s %s\n", c->name, c->help);
 }
 
 int main(int argc, char **argv) {
@@ -33,6 +62,12 @@ int main(int argc, char **argv) {
         printf("phax %s\n", PHAX_VERSION);
         return 0;
     }
+    for (const subcommand *c = subcommands; c->name; c++)
+        if (!strcmp(cmd, c->name)) return c->main(argc - 1, argv + 1);
+#ifdef PHAX_HAVE_CMD_MODEL_INFO
+    // `phax info CHECKPOINT|CONFIG`: the model's config, parameters and memory.
+    if (!strcmp(cmd, "info") && argc > 2) return phax_model_info_main(argc - 1, argv + 1);
+#endif
     if (!strcmp(cmd, "info")) {
         char buf[512];
         printf("phax %s\n", PHAX_VERSION);

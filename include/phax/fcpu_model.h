@@ -1,0 +1,67 @@
+// fast/cpu models (float32): every model family of phax/ref_model.h — pha,
+// transformer, serial, swax, swa, mlstm — forward and backward on the fast/cpu
+// kernels, with the parameter names, layout and initialisation of ref
+// (phax/model.h), proven equal to ref by tests/test_fcpu_model.c.
+//
+// Memory: a workspace (fcpu_model_ws) belongs to one (model config, B, T). It
+// is allocated once — one arena holding every activation the backward needs,
+// the kernels' scratch and the gradient buffers of the activations, with
+// huge pages asked for (madvise) — and reused by every call; nothing is
+// allocated per step. A training loop makes one workspace and keeps it; an
+// evaluation at another T makes its own.
+//
+// Activations are kept, not recomputed: the forward stores every intermediate
+// the backward needs in the workspace (the residual stream, each branch's
+// projections, norms' inputs), so a training step costs one forward and one
+// backward.
+//
+// Threads: OpenMP and OpenBLAS as the kernels use them; results are
+// deterministic for a given thread count.
+#ifndef PHAX_FCPU_MODEL_H
+#define PHAX_FCPU_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phax/model.h"
+
+typedef struct {
+    phax_model_cfg cfg;  // resolved
+    phax_layout layout;
+    float *params;       // (layout.numel), in layout order (docs/spec.md §3.6)
+    float *grads;        // (layout.numel); backward ADDS here
+} fcpu_model;
+
+// Resolve a copy of cfg, build the layout, allocate, and initialise exactly as
+// ref_model_new does (phax_model_init in float64), rounded to float.
+int fcpu_model_new(fcpu_model *m, const phax_model_cfg *cfg, uint64_t seed);
+void fcpu_model_free(fcpu_model *m);
+// Pointers into params / grads by parameter name (NULL if the model has none).
+float *fcpu_model_param(const fcpu_model *m, const char *name);
+float *fcpu_model_grad(const fcpu_model *m, const char *name);
+void fcpu_model_zero_grad(fcpu_model *m);
+// Copy float64 parameters (layout order, e.g. a ref_model's) in, rounding.
+void fcpu_model_set_params_f64(fcpu_model *m, const double *params);
+
+// A workspace for calls on batches of exactly (B, T). NULL on failure
+// (message in phax_error()). The OpenMP thread count at creation is the most a
+// call may use.
+typedef struct fcpu_model_ws fcpu_model_ws;
+fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T);
+void fcpu_model_ws_free(fcpu_model_ws *ws);
+size_t fcpu_model_ws_bytes(const fcpu_model_ws *ws);  // the arena's size
+int fcpu_model_ws_B(const fcpu_model_ws *ws);
+int fcpu_model_ws_T(const fcpu_model_ws *ws);
+
+// tokens, targets: (B, T) int32 (targets −1 are not counted). logits: (B, T, V)
+// or NULL; loss: mean cross-entropy or NULL (then targets may be NULL).
+// window: SWA window of this call in the SWAX family (−1 = cfg.w_long, 0 = full);
+// ignored by the PHA family. Without logits, the output projection and the loss
+// are fused (the (B·T, V) logits are never formed).
+int fcpu_model_forward(const fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
+                       const int32_t *targets, int window, float *logits, double *loss);
+// Forward, then backward of the mean loss: grads += ∂loss/∂params; *loss gets the loss.
+int fcpu_model_backward(fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
+                        const int32_t *targets, int window, double *loss);
+
+#endif
