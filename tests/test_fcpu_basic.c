@@ -798,6 +798,22 @@ Test(fcpu_basic, swiglu) {
             cr_assert(fcpu_swiglu_bwd(dx1, NULL, NULL, NULL, dy, x, Wg, Wu, Wd, n, d, hid, ws) ==
                       PHAX_OK);
             cr_expect(fsame(dx1, dx.f, n * d), "%s: dx-only call differs", label);
+            // The kept-activation pair (whole models): same sgemms and elementwise
+            // expressions, so the same bits as the pair above, from the same priors.
+            float *keep = fbuf(fcpu_swiglu_keep_len(n, hid)), *yk = fbuf(n * d);
+            float *wsk = fbuf(fcpu_swiglu_bwd_kept_ws(n, d, hid) / sizeof(float));
+            cr_assert(fcpu_swiglu_fwd_keep(yk, keep, x, Wg, Wu, Wd, n, d, hid) == PHAX_OK);
+            cr_expect(fsame(yk, y, n * d), "%s: kept forward differs", label);
+            float *dxk = fcopy(dx.p, n * d), *dWgk = fcopy(dWg.p, nw), *dWuk = fcopy(dWu.p, nw),
+                  *dWdk = fcopy(dWd.p, nw);
+            cr_assert(fcpu_swiglu_bwd_kept(dxk, dWgk, dWuk, dWdk, dy, x, Wg, Wu, Wd, n, d, hid,
+                                           keep, wsk) == PHAX_OK);
+            cr_expect(fsame(dxk, dx.f, n * d) && fsame(dWgk, dWg.f, nw) && fsame(dWuk, dWu.f, nw) &&
+                          fsame(dWdk, dWd.f, nw),
+                      "%s: kept backward differs", label);
+            cr_expect(fintact(keep) && fintact(yk) && fintact(wsk) && fintact(dxk) &&
+                      fintact(dWgk) && fintact(dWuk) && fintact(dWdk));
+            ffree(keep), ffree(yk), ffree(wsk), ffree(dxk), ffree(dWgk), ffree(dWuk), ffree(dWdk);
             cr_expect(fintact(x) && fintact(Wg) && fintact(Wu) && fintact(Wd) && fintact(y) &&
                       fintact(yn) && fintact(ws) && fintact(dy) && fintact(dx1));
             g3_free(&dx), g3_free(&dWg), g3_free(&dWu), g3_free(&dWd);

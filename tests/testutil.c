@@ -77,6 +77,44 @@ void tu_free(double *p) {
     if (p) free(p - GUARD - 1);
 }
 
+// Float buffers: [n (size_t in two float slots) | 2 pad][GUARD floats][n payload][GUARD floats].
+static const uint32_t FGUARD_BITS = 0x7FA1CAFEu;  // a signalling-NaN pattern
+#define FHDR 4
+
+static void fset_guard(float *g) {
+    for (int i = 0; i < GUARD; i++) memcpy(&g[i], &FGUARD_BITS, 4);
+}
+
+static bool fguard_ok(const float *g) {
+    for (int i = 0; i < GUARD; i++)
+        if (memcmp(&g[i], &FGUARD_BITS, 4) != 0) return false;
+    return true;
+}
+
+float *tu_fbuf(size_t n) {
+    float *base = malloc((n + 2 * GUARD + FHDR) * sizeof(float));
+    if (!base) {
+        fprintf(stderr, "tu_fbuf: out of memory (%zu floats)\n", n);
+        abort();
+    }
+    memcpy(base, &n, sizeof n);
+    fset_guard(base + FHDR);
+    fset_guard(base + FHDR + GUARD + n);
+    float *p = base + FHDR + GUARD;
+    for (size_t i = 0; i < n; i++) p[i] = NAN;
+    return p;
+}
+
+bool tu_fintact(const float *p) {
+    size_t n;
+    memcpy(&n, p - GUARD - FHDR, sizeof n);
+    return fguard_ok(p - GUARD) && fguard_ok(p + n);
+}
+
+void tu_ffree(float *p) {
+    if (p) free(p - GUARD - FHDR);
+}
+
 void tu_fill_normal(double *x, size_t n, phax_rng *r, double scale) {
     for (size_t i = 0; i < n; i++) x[i] = scale * phax_rng_normal(r);
 }

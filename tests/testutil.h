@@ -31,6 +31,11 @@ void tu_fill(double *x, size_t n, double v);
 void tu_poison(double *x, size_t n);  // NaN
 double *tu_copy(const double *x, size_t n);  // guarded copy
 
+// Float versions for the fast tiers (same layout and guard idea, float payload, NaN).
+float *tu_fbuf(size_t n);
+bool tu_fintact(const float *p);
+void tu_ffree(float *p);
+
 // --- comparisons ---------------------------------------------------------------------------
 // Max over i of |a_i − b_i| / (atol + rtol·|b_i|); NaN or inf anywhere gives +inf.
 // Pass when the result is <= 1 — always test as !(r <= 1) so NaN fails.

@@ -548,6 +548,86 @@ int fcpu_swiglu_bwd(float *dx, float *dWg, float *dWu, float *dWd, const float *
     return PHAX_OK;
 }
 
+// Kept-activation variant for whole models: the forward leaves a, b and h in
+// `keep`, so the backward skips recomputing the two hidden pre-activations.
+size_t fcpu_swiglu_keep_len(size_t n, int hid) { return 3 * n * (size_t)(hid > 0 ? hid : 0); }
+size_t fcpu_swiglu_bwd_kept_ws(size_t n, int d, int hid) {
+    (void)d;
+    return 2 * n * (size_t)(hid > 0 ? hid : 0) * sizeof(float);
+}
+
+int fcpu_swiglu_fwd_keep(float *y, float *keep, const float *x, const float *Wg, const float *Wu,
+                         const float *Wd, size_t n, int d, int hid) {
+    if (n == 0 || d <= 0) return PHAX_OK;
+    if (hid <= 0) {
+        memset(y, 0, n * (size_t)d * sizeof(float));
+        return PHAX_OK;
+    }
+    size_t m = n * (size_t)hid;
+    float *a = keep, *b = a + m, *h = b + m;
+    swiglu_pre(a, b, x, Wg, Wu, n, d, hid);
+    size_t nb = (m + EW_BLOCK - 1) / EW_BLOCK;
+#pragma omp parallel for schedule(static) if (m >= PAR_MIN / 4)
+    for (size_t blk = 0; blk < nb; blk++) {
+        size_t e1 = (blk + 1) * EW_BLOCK < m ? (blk + 1) * EW_BLOCK : m;
+        const float *restrict aa = a, *restrict bb = b;
+        float *restrict hh = h;
+#pragma omp simd
+        for (size_t i = blk * EW_BLOCK; i < e1; i++) {
+            float s, sn;
+            sigmoid2(aa[i], &s, &sn);
+            hh[i] = (aa[i] * s) * bb[i];
+        }
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, d, hid, 1.0f, h, hid, Wd, hid,
+                0.0f, y, d);
+    return PHAX_OK;
+}
+
+int fcpu_swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const float *dy,
+                         const float *x, const float *Wg, const float *Wu, const float *Wd,
+                         size_t n, int d, int hid, const float *keep, void *ws) {
+    if (n == 0 || d <= 0 || hid <= 0 || (!dx && !dWg && !dWu && !dWd)) return PHAX_OK;
+    if (!ws) return phax_fail("fcpu_swiglu_bwd_kept: ws is NULL (need fcpu_swiglu_bwd_kept_ws)");
+    size_t m = n * (size_t)hid;
+    const float *a = keep, *b = a + m, *h = b + m;
+    float *da = ws, *db = da + m;
+    if (dWd)  // (d, hid) += dyᵀ h
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, hid, (int)n, 1.0f, dy, d, h, hid,
+                    1.0f, dWd, hid);
+    // dh = dy Wd: (n, d)(d, hid) → da's slot; then the elementwise pass of fcpu_swiglu_bwd.
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, hid, d, 1.0f, dy, d, Wd, hid,
+                0.0f, da, hid);
+    size_t nb = (m + EW_BLOCK - 1) / EW_BLOCK;
+#pragma omp parallel for schedule(static) if (m >= PAR_MIN / 4)
+    for (size_t blk = 0; blk < nb; blk++) {
+        size_t e1 = (blk + 1) * EW_BLOCK < m ? (blk + 1) * EW_BLOCK : m;
+        const float *restrict aa = a, *restrict bb = b;
+        float *restrict ga = da, *restrict gb = db;
+#pragma omp simd
+        for (size_t i = blk * EW_BLOCK; i < e1; i++) {
+            float av = aa[i], bv = bb[i], g = ga[i], s, sn;
+            sigmoid2(av, &s, &sn);
+            float silu = av * s;
+            gb[i] = g * silu;
+            ga[i] = (g * bv) * (s * (1.0f + av * sn));
+        }
+    }
+    if (dx) {  // (n, d) += da Wg + db Wu
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, d, hid, 1.0f, da, hid, Wg, d,
+                    1.0f, dx, d);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, d, hid, 1.0f, db, hid, Wu, d,
+                    1.0f, dx, d);
+    }
+    if (dWg)  // (hid, d) += daᵀ x
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hid, d, (int)n, 1.0f, da, hid, x, d,
+                    1.0f, dWg, d);
+    if (dWu)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hid, d, (int)n, 1.0f, db, hid, x, d,
+                    1.0f, dWu, d);
+    return PHAX_OK;
+}
+
 // --- RoPE ----------------------------------------------------------------------------------------
 
 static int rope_check(const char *who, int dh, int T) {

@@ -1,11 +1,17 @@
-// fast/cpu models: creation and parameter access (the family runners are in
-// model_pha.c and model_swax.c; the workspace in model_ws.c).
+// fast/cpu models: creation, parameter access, the workspace arena, and the two
+// runners — PHA (parallel branches, softplus mix, DeepNorm post-norm) and the
+// pre-norm residual stack that transformer, serial, swax, swa and mlstm share.
+// The branches themselves are in model_branches.c. Formulas: ref/model_pha.c and
+// ref/model_swax.c (docs/spec.md §3).
+#define _GNU_SOURCE  // madvise(MADV_HUGEPAGE)
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
-#include "phax/fcpu_model.h"
+#include "model_internal.h"
 
 int fcpu_model_new(fcpu_model *m, const phax_model_cfg *cfg, uint64_t seed) {
     memset(m, 0, sizeof *m);
@@ -48,4 +54,343 @@ void fcpu_model_zero_grad(fcpu_model *m) { memset(m->grads, 0, m->layout.numel *
 
 void fcpu_model_set_params_f64(fcpu_model *m, const double *params) {
     for (size_t i = 0; i < m->layout.numel; i++) m->params[i] = (float)params[i];
+}
+
+// ---------------------------------------------------------------------------
+// Branch lists. PHA: per block the present branches in mix order, each with its
+// output norm. The other families: pre-norm residual sub-layers x += F(RMSNorm x).
+static int pha_plan(const phax_model_cfg *c, fm_kind *k, const char **norm) {
+    int nb = 0;
+    if (c->use_gss) k[nb] = FM_GSS, norm[nb++] = "norm_gss.weight";
+    if (c->use_attn) k[nb] = FM_ATTN, norm[nb++] = "norm_attn.weight";
+    if (c->use_ffn && c->ffn_separate_mix) {
+        k[nb] = FM_SWIGLU, norm[nb++] = "norm_ffn.weight";
+        k[nb] = FM_AUX, norm[nb++] = "norm_ffn_aux.weight";
+    } else if (c->use_ffn) {
+        k[nb] = FM_DUAL, norm[nb++] = "norm_ffn.weight";
+    }
+    return nb;
+}
+
+// Sub-layers of block l of a non-PHA family.
+static int stack_plan(const phax_model_cfg *c, int l, fm_kind *k, const char **norm) {
+    switch (c->family) {
+    case PHAX_FAMILY_TRANSFORMER:
+        k[0] = FM_ATTN, norm[0] = "norm_attn.weight";
+        k[1] = FM_SWIGLU, norm[1] = "norm_ffn.weight";
+        return 2;
+    case PHAX_FAMILY_SERIAL:
+        k[0] = FM_GSS, norm[0] = "norm_gss.weight";
+        k[1] = FM_ATTN, norm[1] = "norm_attn.weight";
+        k[2] = FM_DUAL, norm[2] = "norm_ffn.weight";
+        return 3;
+    default:  // swax, swa, mlstm
+        k[0] = phax_layer_is_mlstm(c, l) ? FM_MLSTM : FM_ATTN, norm[0] = "norm_mixer.weight";
+        k[1] = FM_SWIGLU, norm[1] = "norm_ffn.weight";
+        return 2;
+    }
+}
+
+static int is_pha(const phax_model_cfg *c) { return c->family == PHAX_FAMILY_PHA; }
+static int has_gss(const phax_model_cfg *c) {
+    return c->family == PHAX_FAMILY_SERIAL || (is_pha(c) && c->use_gss);
+}
+
+// ---------------------------------------------------------------------------
+// Workspace layout (runs twice: count, then assign).
+static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
+
+static void ws_layout(fcpu_model_ws *w, fm_arena *a, const phax_model_cfg *c) {
+    int B = w->B, T = w->T, d = c->d_model, L = c->n_layers;
+    size_t n = (size_t)B * T, nd = n * (size_t)d;
+    for (int i = 0; i < w->nx; i++) w->xs[i] = fm_take(a, nd);
+    for (int j = 0; j < w->nsub; j++) fm_branch_layout(a, &w->br[j], c, B, T);
+    size_t bwd = 0, kws = 0;
+    for (int j = 0; j < w->nsub; j++) {
+        bwd = zmax(bwd, fm_branch_bwd_len(w->br[j].kind, c, n, T));
+        kws = zmax(kws, fm_branch_kernel_ws(w->br[j].kind, c, B, T, w->nthreads, w));
+    }
+    kws = zmax(kws, fcpu_rmsnorm_bwd_ws(n, d));
+    kws = zmax(kws, fcpu_linear_cross_entropy_ws(n, d, c->vocab_size));
+    if (is_pha(c)) {
+        int nb = w->nsub / L;
+        for (int l = 0; l < L; l++) {
+            w->pr[l] = fm_take(a, (size_t)nb * nd);
+            w->pb[l] = fm_take(a, (size_t)nb * nd);
+            w->pz[l] = fm_take(a, nd);
+        }
+        w->dmix = fm_take(a, (size_t)nb * nd);
+    } else {
+        for (int j = 0; j < w->nsub; j++) w->hs[j] = fm_take(a, nd);
+        w->xf = fm_take(a, nd);
+    }
+    w->tmp = fm_take(a, nd);
+    w->d1 = fm_take(a, nd), w->d2 = fm_take(a, nd);
+    w->bws = fm_take(a, bwd);
+    w->kws_bytes = kws;
+    w->kws = fm_take(a, (kws + sizeof(float) - 1) / sizeof(float));
+}
+
+// One arena for everything, asked for in huge pages and touched once here, so the
+// first training step does not pay ~0.3 GB/s page faults.
+static char *arena_alloc(size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    size_t sz = (bytes + huge - 1) / huge * huge;
+    void *p = NULL;
+    if (posix_memalign(&p, huge, sz ? sz : huge)) {
+        phax_fail("model workspace: out of memory allocating %.1f MB", bytes / 1e6);
+        return NULL;
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(p, sz, MADV_HUGEPAGE);  // advisory: transparent huge pages are in madvise mode
+#endif
+    memset(p, 0, sz);
+    return p;
+}
+
+fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T) {
+    const phax_model_cfg *c = &m->cfg;
+    if (B < 1 || T < 1) {
+        phax_fail("model workspace: batch %d x %d must be at least 1 x 1", B, T);
+        return NULL;
+    }
+    fcpu_model_ws *w = calloc(1, sizeof *w);
+    if (!w) {
+        phax_fail("model workspace: out of memory");
+        return NULL;
+    }
+    w->family = c->family, w->B = B, w->T = T, w->nthreads = omp_get_max_threads();
+    int L = c->n_layers;
+    fm_kind kinds[4];
+    const char *norms[4];
+    int per = is_pha(c) ? pha_plan(c, kinds, norms) : stack_plan(c, 0, kinds, norms);
+    w->nsub = L * per;
+    w->nx = is_pha(c) ? L + 2 : w->nsub + 1;
+    w->br = calloc((size_t)w->nsub, sizeof *w->br);
+    w->xs = calloc((size_t)w->nx, sizeof *w->xs);
+    w->hs = calloc((size_t)w->nsub, sizeof *w->hs);
+    w->pr = calloc((size_t)L, sizeof *w->pr);
+    w->pb = calloc((size_t)L, sizeof *w->pb);
+    w->pz = calloc((size_t)L, sizeof *w->pz);
+    if (!w->br || !w->xs || !w->hs || !w->pr || !w->pb || !w->pz) {
+        phax_fail("model workspace: out of memory");
+        goto fail;
+    }
+    for (int l = 0; l < L; l++) {
+        if (!is_pha(c)) stack_plan(c, l, kinds, norms);
+        for (int i = 0; i < per; i++) {
+            fm_branch *b = &w->br[l * per + i];
+            b->kind = kinds[i], b->layer = l, b->norm = norms[i];
+        }
+    }
+    if (has_gss(c) && !(w->ssm_plan = fcpu_ssm_plan_new(B, T, c->gss_hidden))) goto fail;
+    fm_arena a = {NULL, 0};
+    ws_layout(w, &a, c);
+    w->bytes = a.off;
+    if (!(w->arena = arena_alloc(w->bytes))) goto fail;
+    a = (fm_arena){w->arena, 0};
+    ws_layout(w, &a, c);
+    return w;
+fail:
+    fcpu_model_ws_free(w);
+    return NULL;
+}
+
+void fcpu_model_ws_free(fcpu_model_ws *w) {
+    if (!w) return;
+    free(w->arena);
+    if (w->ssm_plan) fcpu_ssm_plan_free(w->ssm_plan);
+    free(w->br), free(w->xs), free(w->hs), free(w->pr), free(w->pb), free(w->pz);
+    free(w);
+}
+
+size_t fcpu_model_ws_bytes(const fcpu_model_ws *w) { return w ? w->bytes : 0; }
+int fcpu_model_ws_B(const fcpu_model_ws *w) { return w->B; }
+int fcpu_model_ws_T(const fcpu_model_ws *w) { return w->T; }
+
+// ---------------------------------------------------------------------------
+// Output head + loss. x: (n, d) final hidden. Forward: logits (optional) and loss
+// (optional). Backward (dx != NULL): dx += ∂loss/∂x, head weight gradient, fused
+// (no (n, V) logits).
+static int head(const fm_ctx *cx, const float *x, float *dx, const int32_t *targets,
+                float *logits, double *loss) {
+    const fcpu_model *m = cx->m;
+    int V = m->cfg.vocab_size, d = m->cfg.d_model;
+    const char *wname = m->cfg.tie_embeddings ? "embed.weight" : "lm_head.weight";
+    const float *W = fcpu_model_param(m, wname);
+    float lf = 0;
+    if (dx) {
+        float *dW = cx->grads ? cx->grads + (fcpu_model_param(m, wname) - m->params) : NULL;
+        if (fcpu_linear_cross_entropy(&lf, dx, dW, 1.0f, x, W, targets, cx->n, d, V, cx->ws->kws))
+            return PHAX_ERR;
+        if (loss) *loss = lf;
+        if (logits) fcpu_linear_fwd(logits, x, W, NULL, cx->n, d, V);
+        return PHAX_OK;
+    }
+    if (logits) {
+        fcpu_linear_fwd(logits, x, W, NULL, cx->n, d, V);
+        if (loss && fcpu_cross_entropy_fwd(&lf, logits, targets, cx->n, V)) return PHAX_ERR;
+    } else if (loss &&
+               fcpu_linear_cross_entropy(&lf, NULL, NULL, 1.0f, x, W, targets, cx->n, d, V, cx->ws->kws)) {
+        return PHAX_ERR;
+    }
+    if (loss) *loss = lf;
+    return PHAX_OK;
+}
+
+static float *top_grad(const fm_ctx *cx, const char *name) {
+    const float *p = fcpu_model_param(cx->m, name);
+    return p && cx->grads ? cx->grads + (p - cx->m->params) : NULL;
+}
+
+static void fm_add(float *restrict y, const float *restrict a, const float *restrict b, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= 65536)
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static void fzero(float *p, size_t n) { memset(p, 0, n * sizeof *p); }
+
+// ---------------------------------------------------------------------------
+// PHA (docs/spec.md §3.1): x_1 = RMSNorm_emb(E[tokens]); block l:
+//   r_i = branch_i(x), b_i = RMSNorm_i(r_i), z = α x + mix(p; b), y = RMSNorm_res(z).
+// xs[0] = E[tokens], xs[l + 1] = input of block l, xs[L + 1] feeds the head.
+static int pha_run(const fm_ctx *cx, const int32_t *tokens, const int32_t *targets, float *logits,
+                   double *loss) {
+    const fcpu_model *m = cx->m;
+    const phax_model_cfg *c = &m->cfg;
+    fcpu_model_ws *w = cx->ws;
+    int d = c->d_model, L = c->n_layers, nb = w->nsub / L;
+    size_t n = cx->n, nd = n * (size_t)d;
+    float alpha = (float)pow(2.0 * L, 0.25);
+    float pzero[4] = {0, 0, 0, 0};
+    if (fcpu_embedding_fwd(w->xs[0], fcpu_model_param(m, "embed.weight"), tokens, n, c->vocab_size, d))
+        return PHAX_ERR;
+    const float *gemb = fcpu_model_param(m, "norm_emb.weight");
+    fcpu_rmsnorm_fwd(w->xs[1], w->xs[0], gemb, n, d, PHAX_RMSNORM_EPS);
+    for (int l = 0; l < L; l++) {
+        const float *x = w->xs[l + 1];
+        for (int i = 0; i < nb; i++) {
+            fm_branch *b = &w->br[l * nb + i];
+            float *ri = w->pr[l] + i * nd, *bi = w->pb[l] + i * nd;
+            if (fm_branch_fwd(cx, b, ri, x)) return PHAX_ERR;                   // r_i: (n, d)
+            fcpu_rmsnorm_fwd(bi, ri, fm_param(m, l, b->norm), n, d, PHAX_RMSNORM_EPS);  // b_i
+        }
+        const float *p = c->freeze_mix ? pzero : fm_param(m, l, "mix.p");
+        float *z = w->pz[l];
+        fcpu_mix_fwd(z, w->pb[l], p, nb, nd);  // z ← mix: (n, d)
+#pragma omp parallel for simd schedule(static) if (nd >= 65536)
+        for (size_t i = 0; i < nd; i++) z[i] = alpha * x[i] + z[i];
+        fcpu_rmsnorm_fwd(w->xs[l + 2], z, fm_param(m, l, "norm_res.weight"), n, d, PHAX_RMSNORM_EPS);
+    }
+    const float *xL = w->xs[L + 1];
+    if (!cx->grads) return head(cx, xL, NULL, targets, logits, loss);
+
+    // Backward of the mean loss. d1 = ∂loss/∂(current block output).
+    float *d1 = w->d1, *d2 = w->d2;
+    fzero(d1, nd);
+    if (head(cx, xL, d1, targets, logits, loss)) return PHAX_ERR;
+    for (int l = L - 1; l >= 0; l--) {
+        const float *x = w->xs[l + 1];
+        // y = RMSNorm_res(z): d2 = ∂/∂z
+        fzero(d2, nd);
+        fcpu_rmsnorm_bwd(d2, fm_grad(cx, l, "norm_res.weight"), d1, w->pz[l],
+                         fm_param(m, l, "norm_res.weight"), n, d, PHAX_RMSNORM_EPS, w->kws);
+        // z = α x + mix(p; b): dmix = ∂/∂b, dp; then d1 ← α d2 (= ∂/∂x so far)
+        const float *p = c->freeze_mix ? pzero : fm_param(m, l, "mix.p");
+        float *dp = c->freeze_mix ? NULL : fm_grad(cx, l, "mix.p");
+        fzero(w->dmix, (size_t)nb * nd);
+        fcpu_mix_bwd(w->dmix, dp, d2, w->pb[l], p, nb, nd);
+#pragma omp parallel for simd schedule(static) if (nd >= 65536)
+        for (size_t i = 0; i < nd; i++) d1[i] = alpha * d2[i];
+        for (int i = 0; i < nb; i++) {
+            fm_branch *b = &w->br[l * nb + i];
+            // b_i = RMSNorm_i(r_i); r_i = branch_i(x)
+            fzero(w->tmp, nd);
+            fcpu_rmsnorm_bwd(w->tmp, fm_grad(cx, l, b->norm), w->dmix + i * nd, w->pr[l] + i * nd,
+                             fm_param(m, l, b->norm), n, d, PHAX_RMSNORM_EPS, w->kws);
+            if (fm_branch_bwd(cx, b, d1, w->tmp, x)) return PHAX_ERR;
+        }
+    }
+    fzero(d2, nd);
+    fcpu_rmsnorm_bwd(d2, top_grad(cx, "norm_emb.weight"), d1, w->xs[0], gemb, n, d,
+                     PHAX_RMSNORM_EPS, w->kws);
+    float *dE = top_grad(cx, "embed.weight");
+    if (dE) fcpu_embedding_bwd(dE, d2, tokens, n, d);
+    return PHAX_OK;
+}
+
+// ---------------------------------------------------------------------------
+// The other families (docs/spec.md §3.2–3.3): x_0 = E[tokens]; sub-layer j:
+// xs[j + 1] = xs[j] + F_j(RMSNorm_j xs[j]); logits = RMSNorm_f(xs[J]) Wᵀ.
+static int stack_run(const fm_ctx *cx, const int32_t *tokens, const int32_t *targets, float *logits,
+                     double *loss) {
+    const fcpu_model *m = cx->m;
+    const phax_model_cfg *c = &m->cfg;
+    fcpu_model_ws *w = cx->ws;
+    int d = c->d_model, J = w->nsub;
+    size_t n = cx->n, nd = n * (size_t)d;
+    if (fcpu_embedding_fwd(w->xs[0], fcpu_model_param(m, "embed.weight"), tokens, n, c->vocab_size, d))
+        return PHAX_ERR;
+    for (int j = 0; j < J; j++) {
+        fm_branch *b = &w->br[j];
+        fcpu_rmsnorm_fwd(w->hs[j], w->xs[j], fm_param(m, b->layer, b->norm), n, d, PHAX_RMSNORM_EPS);
+        if (fm_branch_fwd(cx, b, w->tmp, w->hs[j])) return PHAX_ERR;
+        fm_add(w->xs[j + 1], w->xs[j], w->tmp, nd);
+    }
+    const float *gf = fcpu_model_param(m, "norm_f.weight");
+    fcpu_rmsnorm_fwd(w->xf, w->xs[J], gf, n, d, PHAX_RMSNORM_EPS);
+    if (!cx->grads) return head(cx, w->xf, NULL, targets, logits, loss);
+
+    // Backward: d1 = ∂loss/∂xs[j + 1] walking down; rmsnorm_bwd adds the branch
+    // path into d1 in place, which already holds the identity path.
+    float *d1 = w->d1, *d2 = w->d2;
+    fzero(d2, nd);
+    if (head(cx, w->xf, d2, targets, logits, loss)) return PHAX_ERR;  // d2 = ∂/∂x_f
+    fzero(d1, nd);
+    fcpu_rmsnorm_bwd(d1, top_grad(cx, "norm_f.weight"), d2, w->xs[J], gf, n, d, PHAX_RMSNORM_EPS,
+                     w->kws);
+    for (int j = J - 1; j >= 0; j--) {
+        fm_branch *b = &w->br[j];
+        fzero(d2, nd);
+        if (fm_branch_bwd(cx, b, d2, d1, w->hs[j])) return PHAX_ERR;  // d2 = ∂/∂h_j
+        fcpu_rmsnorm_bwd(d1, fm_grad(cx, b->layer, b->norm), d2, w->xs[j],
+                         fm_param(m, b->layer, b->norm), n, d, PHAX_RMSNORM_EPS, w->kws);
+    }
+    float *dE = top_grad(cx, "embed.weight");
+    if (dE) fcpu_embedding_bwd(dE, d1, tokens, n, d);
+    return PHAX_OK;
+}
+
+// ---------------------------------------------------------------------------
+static int run(const fcpu_model *m, fcpu_model_ws *w, const int32_t *tokens,
+               const int32_t *targets, int window, float *logits, double *loss, float *grads) {
+    if (!w) return phax_fail("model: no workspace");
+    if (w->family != m->cfg.family) return phax_fail("model: the workspace was made for another model");
+    if (!tokens) return phax_fail("model: tokens missing");
+    if ((loss || grads) && !targets) return phax_fail("model: a loss needs targets");
+    if (omp_get_max_threads() > w->nthreads)
+        return phax_fail("model: %d OpenMP threads, but the workspace was made for %d",
+                         omp_get_max_threads(), w->nthreads);
+    const phax_model_cfg *c = &m->cfg;
+    int win = c->attn_window;
+    if (!is_pha(c) && c->family != PHAX_FAMILY_TRANSFORMER && c->family != PHAX_FAMILY_SERIAL)
+        win = window < 0 ? c->w_long : window;
+    fm_ctx cx = {m, w, w->B, w->T, (size_t)w->B * w->T, win, grads};
+    int rc = is_pha(c) ? pha_run(&cx, tokens, targets, logits, loss)
+                       : stack_run(&cx, tokens, targets, logits, loss);
+    if (rc && loss) *loss = NAN;
+    return rc;
+}
+
+int fcpu_model_forward(const fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
+                       const int32_t *targets, int window, float *logits, double *loss) {
+    return run(m, ws, tokens, targets, window, logits, loss, NULL);
+}
+
+int fcpu_model_backward(fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
+                        const int32_t *targets, int window, double *loss) {
+    double l = 0;
+    int rc = run(m, ws, tokens, targets, window, NULL, &l, m->grads);
+    if (loss) *loss = l;
+    return rc;
 }

@@ -72,6 +72,18 @@ int fcpu_swiglu_bwd(float *dx, float *dWg, float *dWu, float *dWd, const float *
                     const float *Wg, const float *Wu, const float *Wd, size_t n, int d, int hid,
                     void *ws);
 
+// Kept-activation variant (whole models): the forward stores a = x Wgᵀ, b = x Wuᵀ and
+// h = SiLU(a) ⊙ b in keep: (3, n, hid) (fcpu_swiglu_keep_len floats); the backward reads
+// them instead of recomputing a and b (6 sgemms, not 8). Same values as the pair above:
+// the same sgemms and elementwise expressions, so bit-identical outputs and gradients.
+size_t fcpu_swiglu_keep_len(size_t n, int hid);
+int fcpu_swiglu_fwd_keep(float *y, float *keep, const float *x, const float *Wg, const float *Wu,
+                         const float *Wd, size_t n, int d, int hid);
+size_t fcpu_swiglu_bwd_kept_ws(size_t n, int d, int hid);  // 2 n hid floats
+int fcpu_swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const float *dy,
+                         const float *x, const float *Wg, const float *Wu, const float *Wd,
+                         size_t n, int d, int hid, const float *keep, void *ws);
+
 // --- RoPE (rotate-half) ------------------------------------------------------------------
 // cos/sin of the angle p·θ_i, p = pos0 + t, θ_i = base^{−2i/dh}, formed and
 // evaluated in double exactly as ref does, then rounded to float.

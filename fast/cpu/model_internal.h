@@ -1,0 +1,104 @@
+// Shared pieces of the fast/cpu models (not public API): the workspace arena and
+// the branches (sub-layers) every family is built from, each with the
+// activations its backward reads kept in the arena.
+#ifndef PHAX_FCPU_MODEL_INTERNAL_H
+#define PHAX_FCPU_MODEL_INTERNAL_H
+
+#include "phax/fcpu.h"
+#include "phax/fcpu_model.h"
+
+// --- arena -------------------------------------------------------------------------------
+// Bump allocation in two passes over the same layout code: with base == NULL
+// it only counts (fm_take returns NULL), then the arena is allocated once and the
+// layout runs again with the real base. Every block is 64-byte aligned.
+typedef struct {
+    char *base;
+    size_t off;
+} fm_arena;
+
+static inline float *fm_take(fm_arena *a, size_t nfloats) {
+    size_t off = a->off;
+    a->off += (nfloats * sizeof(float) + 63) / 64 * 64;
+    return a->base ? (float *)(a->base + off) : NULL;
+}
+
+// --- branches ----------------------------------------------------------------------------
+typedef enum {
+    FM_GSS,     // GSS(x)                       (pha, serial)
+    FM_ATTN,    // attention sub-layer          (every family with attention)
+    FM_SWIGLU,  // SwiGLU(x)
+    FM_AUX,     // W4 GELU(W3 x)                (pha, serial)
+    FM_DUAL,    // SwiGLU(x) + W4 GELU(W3 x)    (pha, serial)
+    FM_MLSTM,   // mLSTM layer                  (swax, mlstm)
+} fm_kind;
+
+// Activations one branch instance keeps for its backward (only its kind's are set).
+typedef struct {
+    fm_kind kind;
+    int layer;         // block index (parameter names blocks.<layer>.*)
+    const char *norm;  // its norm's suffix: PHA the output norm, others the pre-norm
+    // attention: q (n, Hq·dh); k, v (n, Hkv·dh); o (n, Hq·dh)
+    float *q, *k, *v, *o;
+    // SwiGLU: keep (3, n, hid) = a, b, h
+    float *keep;
+    // aux FFN: hpre, h (n, Ha)
+    float *hpre, *ha;
+    // GSS: xv, v (n, F); xu, u, ub, ys (n, Hs); K (Hs, T); yc, gt (n, F)
+    float *gxv, *gv, *gxu, *gu, *gub, *gK, *gys, *gyc, *ggt;
+    // mLSTM: mq, mk (n, d/2); mv, mo, mhc, mhn, mh (n, d); ipre, fpre, ig, fg (n, NH)
+    float *mq, *mk, *mv, *mo, *mhc, *mhn, *mh, *mipre, *mfpre, *mig, *mfg;
+    // DUAL: the aux part's output (n, d) during the forward
+    float *tmp;
+} fm_branch;
+
+// Everything a call needs: the model, the workspace sizes, the call's window.
+typedef struct {
+    const fcpu_model *m;
+    struct fcpu_model_ws *ws;
+    int B, T;
+    size_t n;      // B·T
+    int window;    // attention window of this call (resolved: 0 = full)
+    float *grads;  // NULL in a forward-only call
+} fm_ctx;
+
+// Lay out the kept activations of branch b (n = B·T rows).
+void fm_branch_layout(fm_arena *a, fm_branch *b, const phax_model_cfg *c, int B, int T);
+// Backward scratch (floats) a branch kind needs, shared by all branches.
+size_t fm_branch_bwd_len(fm_kind k, const phax_model_cfg *c, size_t n, int T);
+// Kernel scratch (bytes) a branch kind needs in any call.
+size_t fm_branch_kernel_ws(fm_kind k, const phax_model_cfg *c, int B, int T, int nthreads,
+                           const struct fcpu_model_ws *ws);
+
+// y: (n, d) = branch(x: (n, d)); keeps its activations in b.
+int fm_branch_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x);
+// dx: (n, d) += ∂/∂x, grads += the branch's parameter gradients, from dy: (n, d).
+int fm_branch_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, const float *x);
+
+// Parameter / gradient of block l by suffix ("attn.wq.weight"); NULL if absent.
+const float *fm_param(const fcpu_model *m, int l, const char *suffix);
+float *fm_grad(const fm_ctx *cx, int l, const char *suffix);
+
+// --- the workspace ------------------------------------------------------------------------
+struct fcpu_model_ws {
+    phax_family family;
+    int B, T, nthreads;
+    char *arena;
+    size_t bytes;
+    fcpu_ssm_plan *ssm_plan;  // GSS convolution plan for (B, T, Hs), or NULL
+    void *kws;                // kernel scratch (64-byte aligned)
+    size_t kws_bytes;
+    float *bws;               // backward scratch shared by the branches
+    // Residual stream and per-family activations.
+    int nsub;                 // branches (PHA: over all blocks; others: sub-layers)
+    fm_branch *br;            // (nsub)
+    float **xs;               // residual-stream tensors (n, d), count nx
+    int nx;
+    float **hs;               // pre-norm outputs of each sub-layer (n, d) (non-PHA)
+    float **pr, **pb, **pz;   // PHA per block: r, b (nb, n·d); z (n, d)
+    float *xf;                // final norm output (n, d) (non-PHA)
+    float *tmp;               // (n, d) branch output
+    float *d1, *d2;           // (n, d) gradient buffers
+    float *dmix;              // PHA: (nb, n·d) gradient of the branch norms' outputs
+};
+
+#endif

@@ -1,0 +1,359 @@
+// fast/cpu models against ref: every family, forward (logits, loss) and every
+// parameter gradient, at awkward sizes (odd T, T past the mLSTM chunk and the
+// SSM FFT threshold, head dims 6/10, GQA groups 1/2/3, windows 1, small, ≥ T),
+// plus accumulation, determinism, workspace size and bad input.
+//
+// The bound. A float32 model commits at least the error of rounding its
+// parameters to float; every op then rounds its output once more, which is
+// equivalent (backward stability) to perturbing that op's inputs by a few
+// units of 2^-24. So the error of a correct float32 evaluation is a small
+// multiple of the output change under a random relative perturbation of every
+// parameter by U(−u, u), u = 2^-24 — the baseline measured here with ref in
+// float64 (max of two draws). Per output (logits, loss, each gradient tensor):
+//   ‖fast − ref‖ / ‖ref‖  ≤  C · baseline + FLOOR,
+// (The mLSTM cases keep the default igate bias −10. Near ĩ ≈ 0 the cell's output is
+// nearly invariant to adding a constant to every ĩ_s — exactly so when the |nᵀq̂|
+// branch of the normaliser is active and eps = 0 — so the igate bias gradient
+// Σ_s ∂L/∂ĩ_s is a near-total cancellation: parameter perturbations respect the
+// invariance while float rounding of each term does not, and the ratio reached
+// 57–93 in 2 of 8 seeds with bias 0. That regime is checked per element against a
+// naive float32 evaluation in tests/test_fcpu_mlstm.c.)
+// C = 16: per block ~10–20 rounded op outputs feed each result against ~8
+// perturbed parameter tensors, and the kernels' own bounds are 2–4× a naive
+// float32 evaluation (tests/test_fcpu_*.c); FLOOR = 16 u for outputs whose
+// baseline is tiny by cancellation. Both fast and ref see the same
+// float-rounded parameters, so parameter rounding itself is not in the error.
+#include <criterion/criterion.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "phax/fcpu_model.h"
+#include "phax/ref_model.h"
+#include "testutil.h"
+
+#define U32 0x1p-24
+#define C_MODEL 16.0
+#define FLOOR (16.0 * U32)
+
+// ---------------------------------------------------------------------------
+typedef struct {
+    const char *label;
+    phax_model_cfg cfg;
+    int B, T, window;
+} mcase;
+
+// Small awkward base config of a family: vocab 37, d 24, 2 layers, 3 query heads
+// of width 6 over 1 kv head (GQA group 3), SwiGLU hidden 40, GSS F 36, Hs 5, N 7,
+// mLSTM 2 heads (dqk 6, dv 12).
+static phax_model_cfg base_cfg(phax_family f) {
+    phax_model_cfg c = phax_model_cfg_default(f);
+    c.vocab_size = 37, c.d_model = 24, c.n_layers = 2;
+    c.n_heads = 3, c.n_kv_heads = 1, c.head_dim = 6;
+    c.ffn_hidden = 40, c.ffn_aux_hidden = 11;
+    c.gss_expand = 36, c.gss_hidden = 5, c.gss_state = 7;
+    c.mlstm_heads = 2;
+    return c;
+}
+
+// Spreads the init so no gradient is trivially zero or symmetric: norm gains and
+// the mix logits get N(0, 0.3²) offsets, gate biases N(0, 1), the embedding and
+// head ×8 (logits O(1)).
+static void spread_params(double *p, const phax_layout *L, phax_rng *r) {
+    for (int j = 0; j < L->n; j++) {
+        const phax_param_info *t = &L->p[j];
+        int is_norm = strstr(t->name, "norm") != NULL && strstr(t->name, ".weight") != NULL;
+        int is_mix = strstr(t->name, "mix.p") != NULL, is_bias = strstr(t->name, ".bias") != NULL;
+        int is_emb = !strcmp(t->name, "embed.weight") || !strcmp(t->name, "lm_head.weight");
+        for (size_t i = 0; i < t->numel; i++) {
+            double *v = &p[t->offset + i];
+            if (is_norm || is_mix) *v += 0.3 * phax_rng_normal(r);
+            else if (is_bias) *v += phax_rng_normal(r);
+            else if (is_emb) *v *= 8.0;
+            *v = (double)(float)*v;  // fast and ref run the same float parameters
+        }
+    }
+}
+
+// ‖a − b‖ / ‖b‖ (a float or double), +inf on NaN/inf.
+static double rel_f(const float *a, const double *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
+        double e = a[i] - b[i];
+        num += e * e, den += b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+static double rel_d(const double *a, const double *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
+        double e = a[i] - b[i];
+        num += e * e, den += b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static bool within(const char *label, const char *what, double err, double base, double *worst) {
+    bool ok = err <= C_MODEL * base + FLOOR;
+    double ratio = err / (base > 0 ? base : U32);
+    if (!(ratio <= *worst)) *worst = ratio;
+    if (!ok || ratio > C_MODEL / 2 || getenv("PHAX_TEST_VERBOSE"))
+        printf("[%s] %-28s err %.3e  baseline %.3e  ratio %.2f%s\n", label, what, err, base, ratio,
+               ok ? "" : "  FAIL");
+    return ok;
+}
+
+static void fill_batch(int32_t *tok, int32_t *tg, size_t n, int V, phax_rng *r) {
+    for (size_t i = 0; i < n; i++) {
+        tok[i] = (int32_t)phax_rng_below(r, (uint64_t)V);
+        tg[i] = (int32_t)phax_rng_below(r, (uint64_t)V);
+    }
+    tg[phax_rng_below(r, n)] = -1;  // ignored by the loss
+}
+
+// One case: fast vs ref for logits, loss and every gradient tensor.
+static bool check_case(const mcase *k, phax_rng *r, double *worst) {
+    ref_model rm, rp;
+    fcpu_model fm;
+    uint64_t seed = phax_rng_u64(r);
+    cr_assert(ref_model_new(&rm, &k->cfg, seed) == PHAX_OK, "%s: %s", k->label, phax_error());
+    cr_assert(ref_model_new(&rp, &k->cfg, seed) == PHAX_OK);
+    cr_assert(fcpu_model_new(&fm, &k->cfg, seed) == PHAX_OK, "%s: %s", k->label, phax_error());
+    spread_params(rm.params, &rm.layout, r);
+    fcpu_model_set_params_f64(&fm, rm.params);
+    const phax_model_cfg *c = &rm.cfg;
+    int B = k->B, T = k->T, V = c->vocab_size;
+    size_t n = (size_t)B * T, P = rm.layout.numel;
+    int32_t *tok = malloc(n * sizeof *tok), *tg = malloc(n * sizeof *tg);
+    fill_batch(tok, tg, n, V, r);
+
+    // ref, and ref under two random relative parameter perturbations of size u.
+    double *lr = tu_buf(n * V), *lp = tu_buf(n * V), *gbase = tu_buf(P), loss_r, loss_p;
+    cr_assert(ref_model_forward(&rm, tok, tg, B, T, k->window, lr, &loss_r) == PHAX_OK);
+    ref_model_zero_grad(&rm);
+    cr_assert(ref_model_backward(&rm, tok, tg, B, T, k->window, NULL) == PHAX_OK);
+    double base_logits = 0, base_loss = 0;
+    tu_fill(gbase, P, 0);
+    double *gpert = tu_buf(P);
+    for (int draw = 0; draw < 2; draw++) {
+        for (size_t i = 0; i < P; i++)
+            rp.params[i] = rm.params[i] * (1.0 + U32 * phax_rng_uniform_range(r, -1, 1));
+        cr_assert(ref_model_forward(&rp, tok, tg, B, T, k->window, lp, &loss_p) == PHAX_OK);
+        ref_model_zero_grad(&rp);
+        cr_assert(ref_model_backward(&rp, tok, tg, B, T, k->window, NULL) == PHAX_OK);
+        base_logits = fmax(base_logits, rel_d(lp, lr, n * V));
+        base_loss = fmax(base_loss, fabs(loss_p - loss_r) / fabs(loss_r));
+        // Per tensor, the larger of the two draws' errors (kept in gbase[offset]).
+        for (int j = 0; j < rm.layout.n; j++) {
+            const phax_param_info *t = &rm.layout.p[j];
+            double e = rel_d(rp.grads + t->offset, rm.grads + t->offset, t->numel);
+            gpert[j] = draw ? fmax(gpert[j], e) : e;
+        }
+    }
+
+    // fast: forward with logits (poisoned first), then backward from zero grads.
+    fcpu_model_ws *ws = fcpu_model_ws_new(&fm, B, T);
+    cr_assert(ws, "%s: %s", k->label, phax_error());
+    float *lf = tu_fbuf(n * V);
+    double loss_f = NAN, loss_fb = NAN, loss_fused = NAN;
+    cr_assert(fcpu_model_forward(&fm, ws, tok, tg, k->window, lf, &loss_f) == PHAX_OK, "%s: %s",
+              k->label, phax_error());
+    cr_assert(fcpu_model_forward(&fm, ws, tok, tg, k->window, NULL, &loss_fused) == PHAX_OK);
+    fcpu_model_zero_grad(&fm);
+    cr_assert(fcpu_model_backward(&fm, ws, tok, tg, k->window, &loss_fb) == PHAX_OK, "%s: %s",
+              k->label, phax_error());
+
+    bool ok = tu_fintact(lf);
+    ok &= within(k->label, "logits", rel_f(lf, lr, n * V), base_logits, worst);
+    ok &= within(k->label, "loss", fabs(loss_f - loss_r) / fabs(loss_r), base_loss, worst);
+    // The fused head (no logits) and the backward's loss are the same computation.
+    if (!(loss_fused == loss_fb)) {
+        printf("[%s] fused loss %.9g != backward loss %.9g\n", k->label, loss_fused, loss_fb);
+        ok = false;
+    }
+    ok &= within(k->label, "loss (fused head)", fabs(loss_fused - loss_r) / fabs(loss_r), base_loss,
+                 worst);
+    for (int j = 0; j < rm.layout.n; j++) {
+        const phax_param_info *t = &rm.layout.p[j];
+        double e = rel_f(fm.grads + t->offset, rm.grads + t->offset, t->numel);
+        ok &= within(k->label, t->name, e, gpert[j], worst);
+    }
+    printf("[%s] B %d T %d window %d: loss ref %.6f fast %.6f, logits err %.2e (baseline %.2e)\n",
+           k->label, B, T, k->window, loss_r, loss_f, rel_f(lf, lr, n * V), base_logits);
+
+    fcpu_model_ws_free(ws);
+    tu_ffree(lf);
+    tu_free(lr), tu_free(lp), tu_free(gbase), tu_free(gpert);
+    free(tok), free(tg);
+    ref_model_free(&rm), ref_model_free(&rp);
+    fcpu_model_free(&fm);
+    return ok;
+}
+
+static void run_cases(const char *name, const mcase *ks, int nk) {
+    phax_rng r = tu_rng(name);
+    double worst = 0;
+    bool ok = true;
+    for (int i = 0; i < nk; i++) ok &= check_case(&ks[i], &r, &worst);
+    printf("[%s] worst err/baseline %.2f (bound %.0f + floor)\n", name, worst, C_MODEL);
+    cr_expect(ok, "%s: fast/cpu model differs from ref beyond the bound (see log)", name);
+}
+
+// ---------------------------------------------------------------------------
+Test(fcpu_model, pha) {
+    phax_model_cfg a = base_cfg(PHAX_FAMILY_PHA);
+    phax_model_cfg b = a;  // separate FFN branches, frozen mix, window 3, dot, untied, GQA 1
+    b.ffn_separate_mix = 1, b.freeze_mix = 1, b.attn_window = 3, b.score_cosine = 0;
+    b.tie_embeddings = 0, b.n_kv_heads = 3, b.n_layers = 3;
+    phax_model_cfg g = a;  // no attention; head dim 10, 2 heads over 1
+    g.use_attn = 0;
+    phax_model_cfg h = a;
+    h.use_gss = 0, h.n_heads = 2, h.n_kv_heads = 1, h.head_dim = 10;
+    phax_model_cfg f = a;
+    f.use_ffn = 0;
+    mcase ks[] = {
+        {"pha", a, 2, 13, -1},
+        {"pha sep/frozen/w3/dot/untied", b, 1, 37, -1},
+        {"pha no-attn T130 (FFT conv)", g, 1, 130, -1},
+        {"pha no-gss dh10", h, 2, 9, -1},
+        {"pha no-ffn T1", f, 3, 1, -1},
+    };
+    run_cases("fcpu_model/pha", ks, sizeof ks / sizeof *ks);
+}
+
+Test(fcpu_model, transformer_serial) {
+    phax_model_cfg t = base_cfg(PHAX_FAMILY_TRANSFORMER);
+    t.n_heads = 4, t.n_kv_heads = 2, t.head_dim = 10, t.d_model = 20, t.ffn_hidden = 64;
+    phax_model_cfg tw = t;
+    tw.attn_window = 5, tw.tie_embeddings = 0;
+    phax_model_cfg s = base_cfg(PHAX_FAMILY_SERIAL);
+    phax_model_cfg s2 = s;
+    s2.gss_state = 3, s2.attn_window = 40;  // window ≥ T
+    mcase ks[] = {
+        {"transformer GQA2 dh10", t, 2, 21, -1},
+        {"transformer w5 untied", tw, 1, 37, -1},
+        {"serial", s, 2, 11, -1},
+        {"serial T150 (FFT) w40", s2, 1, 150, -1},
+    };
+    run_cases("fcpu_model/transformer_serial", ks, sizeof ks / sizeof *ks);
+}
+
+Test(fcpu_model, swax_family) {
+    phax_model_cfg x = base_cfg(PHAX_FAMILY_SWAX);
+    x.train_len = 64;  // w_short 1, w_long 8
+    phax_model_cfg xs = x;
+    xs.mlstm_first = 0, xs.n_layers = 3, xs.n_kv_heads = 3;
+    phax_model_cfg sw = base_cfg(PHAX_FAMILY_SWA);
+    phax_model_cfg ml = base_cfg(PHAX_FAMILY_MLSTM);
+    ml.mlstm_heads = 3;  // dqk 4, dv 8
+    mcase ks[] = {
+        {"swax w_long T70 (partial chunk)", x, 1, 70, -1},
+        {"swax w1", x, 2, 17, 1},
+        {"swax full", x, 1, 33, 0},
+        {"swax swa_first w>T", xs, 2, 13, 50},
+        {"swa w3", sw, 2, 19, 3},
+        {"mlstm 3 heads T129", ml, 1, 129, -1},
+    };
+    run_cases("fcpu_model/swax_family", ks, sizeof ks / sizeof *ks);
+}
+
+// ---------------------------------------------------------------------------
+// Backward adds; results are the same bits from run to run; the fused-head loss
+// of a forward equals the backward's.
+Test(fcpu_model, accumulate_deterministic) {
+    phax_rng r = tu_rng("fcpu_model/accumulate_deterministic");
+    phax_family fams[] = {PHAX_FAMILY_PHA, PHAX_FAMILY_SWAX};
+    for (int fi = 0; fi < 2; fi++) {
+        fcpu_model m;
+        cr_assert(fcpu_model_new(&m, &(phax_model_cfg){0}, 0) == PHAX_ERR);  // family pha, all zero: invalid
+        phax_model_cfg c = base_cfg(fams[fi]);
+        cr_assert(fcpu_model_new(&m, &c, phax_rng_u64(&r)) == PHAX_OK);
+        int B = 2, T = 23;
+        size_t n = (size_t)B * T, P = m.layout.numel;
+        int32_t tok[46], tg[46];
+        fill_batch(tok, tg, n, c.vocab_size, &r);
+        fcpu_model_ws *ws = fcpu_model_ws_new(&m, B, T);
+        cr_assert(ws);
+        double l1, l2;
+        fcpu_model_zero_grad(&m);
+        cr_assert(fcpu_model_backward(&m, ws, tok, tg, -1, &l1) == PHAX_OK);
+        float *g1 = malloc(P * sizeof *g1);
+        memcpy(g1, m.grads, P * sizeof *g1);
+        cr_assert(fcpu_model_backward(&m, ws, tok, tg, -1, &l2) == PHAX_OK);
+        cr_expect(l1 == l2, "loss differs between identical calls");
+        // g2 = g1 + g1' with g1' the same bits as g1: one float add per element, plus
+        // the order in which sgemm (beta 1) and the embedding scatter add — a few u.
+        double num = 0, den = 0;
+        for (size_t i = 0; i < P; i++) {
+            double e = m.grads[i] - 2.0 * g1[i];
+            num += e * e, den += 4.0 * g1[i] * g1[i];
+        }
+        cr_expect(sqrt(num / den) <= 8 * U32, "%s: second backward does not add (%.3e)",
+                  phax_family_name(c.family), sqrt(num / den));
+        // Determinism: a fresh zero_grad + backward gives g1's bits.
+        fcpu_model_zero_grad(&m);
+        cr_assert(fcpu_model_backward(&m, ws, tok, tg, -1, NULL) == PHAX_OK);
+        cr_expect(!memcmp(m.grads, g1, P * sizeof *g1), "%s: backward not deterministic",
+                  phax_family_name(c.family));
+        free(g1);
+        fcpu_model_ws_free(ws);
+        fcpu_model_free(&m);
+    }
+}
+
+// The workspace is linear in T (no T×T buffer), for full attention too.
+Test(fcpu_model, workspace_linear_in_T) {
+    phax_family fams[] = {PHAX_FAMILY_TRANSFORMER, PHAX_FAMILY_PHA, PHAX_FAMILY_SWAX};
+    for (int fi = 0; fi < 3; fi++) {
+        phax_model_cfg c = base_cfg(fams[fi]);
+        fcpu_model m;
+        cr_assert(fcpu_model_new(&m, &c, 1) == PHAX_OK);
+        fcpu_model_ws *w1 = fcpu_model_ws_new(&m, 1, 2048), *w2 = fcpu_model_ws_new(&m, 1, 8192);
+        cr_assert(w1 && w2, "%s", phax_error());
+        double ratio = (double)fcpu_model_ws_bytes(w2) / (double)fcpu_model_ws_bytes(w1);
+        printf("[workspace] %s: %.1f MB at T 2048, %.1f MB at T 8192 (ratio %.2f)\n",
+               phax_family_name(c.family), fcpu_model_ws_bytes(w1) / 1e6,
+               fcpu_model_ws_bytes(w2) / 1e6, ratio);
+        // 4× the tokens: linear is 4 (plus the fixed parts, which only lower it).
+        cr_expect(ratio <= 4.2, "%s: workspace grows faster than T (%.2f for 4x T)",
+                  phax_family_name(c.family), ratio);
+        fcpu_model_ws_free(w1), fcpu_model_ws_free(w2);
+        fcpu_model_free(&m);
+    }
+}
+
+// Bad input: a clear error, no gradient written, no logits left that pass for a result.
+Test(fcpu_model, bad_input) {
+    phax_model_cfg c = base_cfg(PHAX_FAMILY_PHA);
+    fcpu_model m, o;
+    cr_assert(fcpu_model_new(&m, &c, 3) == PHAX_OK);
+    phax_model_cfg cs = base_cfg(PHAX_FAMILY_SWAX);
+    cr_assert(fcpu_model_new(&o, &cs, 3) == PHAX_OK);
+    int32_t tok[6] = {1, 2, 3, 4, 5, 6}, tg[6] = {2, 3, 4, 5, 6, 7};
+    fcpu_model_ws *ws = fcpu_model_ws_new(&m, 2, 3), *wo = fcpu_model_ws_new(&o, 2, 3);
+    cr_assert(ws && wo);
+    cr_expect(fcpu_model_ws_new(&m, 0, 3) == NULL && strstr(phax_error(), "at least"));
+    fcpu_model_zero_grad(&m);
+    double loss = 0;
+    tok[4] = c.vocab_size;  // out of range
+    cr_expect(fcpu_model_backward(&m, ws, tok, tg, -1, &loss) == PHAX_ERR);
+    cr_expect(strstr(phax_error(), "token") != NULL, "message: %s", phax_error());
+    cr_expect(isnan(loss));
+    tok[4] = 5, tg[1] = -7;  // bad target
+    cr_expect(fcpu_model_backward(&m, ws, tok, tg, -1, &loss) == PHAX_ERR);
+    printf("[bad_input] %s\n", phax_error());
+    size_t written = 0;
+    for (size_t i = 0; i < m.layout.numel; i++) written += m.grads[i] != 0;
+    cr_expect(written == 0, "%zu gradient elements written by a failed backward", written);
+    tg[1] = 3;
+    cr_expect(fcpu_model_forward(&m, wo, tok, tg, -1, NULL, &loss) == PHAX_ERR);
+    cr_expect(strstr(phax_error(), "another model") != NULL, "message: %s", phax_error());
+    cr_expect(fcpu_model_forward(&m, ws, tok, NULL, -1, NULL, &loss) == PHAX_ERR);
+    cr_expect(fcpu_model_forward(&m, ws, tok, tg, -1, NULL, &loss) == PHAX_OK && isfinite(loss));
+    fcpu_model_ws_free(ws), fcpu_model_ws_free(wo);
+    fcpu_model_free(&m), fcpu_model_free(&o);
+}
