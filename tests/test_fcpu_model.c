@@ -107,6 +107,21 @@ static bool within(const char *label, const char *what, double err, double base,
     return ok;
 }
 
+// Per-row cross-entropy from float64 logits (0 for target −1).
+static void row_ce(double *out, const double *lg, const int32_t *tg, size_t n, int V) {
+    for (size_t r = 0; r < n; r++) {
+        if (tg[r] < 0) {
+            out[r] = 0;
+            continue;
+        }
+        const double *z = lg + r * V;
+        double mx = z[0], se = 0;
+        for (int j = 1; j < V; j++) mx = fmax(mx, z[j]);
+        for (int j = 0; j < V; j++) se += exp(z[j] - mx);
+        out[r] = mx + log(se) - z[tg[r]];
+    }
+}
+
 static void fill_batch(int32_t *tok, int32_t *tg, size_t n, int V, phax_rng *r) {
     for (size_t i = 0; i < n; i++) {
         tok[i] = (int32_t)phax_rng_below(r, (uint64_t)V);
@@ -136,7 +151,9 @@ static bool check_case(const mcase *k, phax_rng *r, double *worst) {
     cr_assert(ref_model_forward(&rm, tok, tg, B, T, k->window, lr, &loss_r) == PHAX_OK);
     ref_model_zero_grad(&rm);
     cr_assert(ref_model_backward(&rm, tok, tg, B, T, k->window, NULL) == PHAX_OK);
-    double base_logits = 0, base_loss = 0;
+    double base_logits = 0, base_loss = 0, base_rows = 0;
+    double *cer = tu_buf(n), *cep = tu_buf(n);
+    row_ce(cer, lr, tg, n, V);
     tu_fill(gbase, P, 0);
     double *gpert = tu_buf(P);
     for (int draw = 0; draw < 2; draw++) {
@@ -146,6 +163,8 @@ static bool check_case(const mcase *k, phax_rng *r, double *worst) {
         ref_model_zero_grad(&rp);
         cr_assert(ref_model_backward(&rp, tok, tg, B, T, k->window, NULL) == PHAX_OK);
         base_logits = fmax(base_logits, rel_d(lp, lr, n * V));
+        row_ce(cep, lp, tg, n, V);
+        base_rows = fmax(base_rows, rel_d(cep, cer, n));
         base_loss = fmax(base_loss, fabs(loss_p - loss_r) / fabs(loss_r));
         // Per tensor, the larger of the two draws' errors (kept in gbase[offset]).
         for (int j = 0; j < rm.layout.n; j++) {
@@ -167,7 +186,22 @@ static bool check_case(const mcase *k, phax_rng *r, double *worst) {
     cr_assert(fcpu_model_backward(&fm, ws, tok, tg, k->window, &loss_fb) == PHAX_OK, "%s: %s",
               k->label, phax_error());
 
-    bool ok = tu_fintact(lf);
+    // Per-token losses (evaluation path): against ref's, and their mean against the loss.
+    float *rows = tu_fbuf(n);
+    cr_assert(fcpu_model_token_losses(&fm, ws, tok, tg, k->window, rows) == PHAX_OK);
+    double mean = 0;
+    size_t counted = 0;
+    for (size_t i = 0; i < n; i++) mean += rows[i], counted += tg[i] >= 0;
+    mean /= (double)counted;
+    bool ok = tu_fintact(lf) && tu_fintact(rows);
+    ok &= within(k->label, "token losses", rel_f(rows, cer, n), base_rows, worst);
+    // Same tile logits and row sums as the fused loss; the rows are stored as float
+    // (u/2 each, all positive) and the loss once more: ≤ 2u relative.
+    if (!(fabs(mean - loss_fused) <= 2 * U32 * loss_fused)) {
+        printf("[%s] mean token loss %.9g vs loss %.9g\n", k->label, mean, loss_fused);
+        ok = false;
+    }
+    tu_ffree(rows);
     ok &= within(k->label, "logits", rel_f(lf, lr, n * V), base_logits, worst);
     ok &= within(k->label, "loss", fabs(loss_f - loss_r) / fabs(loss_r), base_loss, worst);
     // The fused head (no logits) and the backward's loss are the same computation.
@@ -187,7 +221,7 @@ static bool check_case(const mcase *k, phax_rng *r, double *worst) {
 
     fcpu_model_ws_free(ws);
     tu_ffree(lf);
-    tu_free(lr), tu_free(lp), tu_free(gbase), tu_free(gpert);
+    tu_free(lr), tu_free(lp), tu_free(gbase), tu_free(gpert), tu_free(cer), tu_free(cep);
     free(tok), free(tg);
     ref_model_free(&rm), ref_model_free(&rp);
     fcpu_model_free(&fm);

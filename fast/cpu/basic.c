@@ -964,6 +964,40 @@ int fcpu_linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, co
     return PHAX_OK;
 }
 
+// Per-row losses of the fused projection (evaluation: loss by position).
+int fcpu_linear_cross_entropy_rows(float *row_loss, const float *x, const float *W,
+                                   const int32_t *targets, size_t n, int d, int V, void *ws) {
+    for (size_t r = 0; r < n; r++)
+        if (targets[r] < -1 || targets[r] >= V)
+            return phax_fail("cross_entropy: target %d at row %zu is outside [0, %d) (or -1 to ignore)",
+                             (int)targets[r], r, V);
+    if (!ws) return phax_fail("fcpu_linear_cross_entropy_rows: ws is NULL");
+    float *L = ws;  // (rows, V) logits of one tile
+    for (size_t r0 = 0; r0 < n; r0 += FCPU_LCE_TILE) {
+        size_t R = n - r0 < FCPU_LCE_TILE ? n - r0 : FCPU_LCE_TILE;
+        if (d > 0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)R, V, d, 1.0f, &x[r0 * d], d,
+                        W, d, 0.0f, L, V);
+        else
+            memset(L, 0, R * (size_t)V * sizeof(float));
+#pragma omp parallel for schedule(static) if (R * (size_t)V >= PAR_MIN)
+        for (size_t r = 0; r < R; r++) {
+            const float *restrict row = &L[r * V];
+            int t = targets[r0 + r];
+            if (t < 0) {
+                row_loss[r0 + r] = 0.0f;
+                continue;
+            }
+            float mx = -INFINITY;
+            for (int j = 0; j < V; j++) mx = row[j] > mx ? row[j] : mx;
+            double se = 0;
+            for (int j = 0; j < V; j++) se += vexpf(row[j] - mx);
+            row_loss[r0 + r] = (float)((double)mx + log(se) - (double)row[t]);
+        }
+    }
+    return PHAX_OK;
+}
+
 // --- AdamW ---------------------------------------------------------------------------------------
 
 typedef struct {

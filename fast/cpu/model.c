@@ -219,6 +219,8 @@ static int head(const fm_ctx *cx, const float *x, float *dx, const int32_t *targ
     const char *wname = m->cfg.tie_embeddings ? "embed.weight" : "lm_head.weight";
     const float *W = fcpu_model_param(m, wname);
     float lf = 0;
+    if (cx->row_loss)
+        return fcpu_linear_cross_entropy_rows(cx->row_loss, x, W, targets, cx->n, d, V, cx->ws->kws);
     if (dx) {
         float *dW = cx->grads ? cx->grads + (fcpu_model_param(m, wname) - m->params) : NULL;
         if (fcpu_linear_cross_entropy(&lf, dx, dW, 1.0f, x, W, targets, cx->n, d, V, cx->ws->kws))
@@ -363,7 +365,8 @@ static int stack_run(const fm_ctx *cx, const int32_t *tokens, const int32_t *tar
 
 // ---------------------------------------------------------------------------
 static int run(const fcpu_model *m, fcpu_model_ws *w, const int32_t *tokens,
-               const int32_t *targets, int window, float *logits, double *loss, float *grads) {
+               const int32_t *targets, int window, float *logits, double *loss, float *grads,
+               float *row_loss) {
     if (!w) return phax_fail("model: no workspace");
     if (w->family != m->cfg.family) return phax_fail("model: the workspace was made for another model");
     if (!tokens) return phax_fail("model: tokens missing");
@@ -375,7 +378,7 @@ static int run(const fcpu_model *m, fcpu_model_ws *w, const int32_t *tokens,
     int win = c->attn_window;
     if (!is_pha(c) && c->family != PHAX_FAMILY_TRANSFORMER && c->family != PHAX_FAMILY_SERIAL)
         win = window < 0 ? c->w_long : window;
-    fm_ctx cx = {m, w, w->B, w->T, (size_t)w->B * w->T, win, grads};
+    fm_ctx cx = {m, w, w->B, w->T, (size_t)w->B * w->T, win, grads, row_loss};
     int rc = is_pha(c) ? pha_run(&cx, tokens, targets, logits, loss)
                        : stack_run(&cx, tokens, targets, logits, loss);
     if (rc && loss) *loss = NAN;
@@ -384,13 +387,19 @@ static int run(const fcpu_model *m, fcpu_model_ws *w, const int32_t *tokens,
 
 int fcpu_model_forward(const fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
                        const int32_t *targets, int window, float *logits, double *loss) {
-    return run(m, ws, tokens, targets, window, logits, loss, NULL);
+    return run(m, ws, tokens, targets, window, logits, loss, NULL, NULL);
+}
+
+int fcpu_model_token_losses(const fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
+                            const int32_t *targets, int window, float *losses) {
+    if (!losses || !targets) return phax_fail("model: token losses need targets and an output");
+    return run(m, ws, tokens, targets, window, NULL, NULL, NULL, losses);
 }
 
 int fcpu_model_backward(fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
                         const int32_t *targets, int window, double *loss) {
     double l = 0;
-    int rc = run(m, ws, tokens, targets, window, NULL, &l, m->grads);
+    int rc = run(m, ws, tokens, targets, window, NULL, &l, m->grads, NULL);
     if (loss) *loss = l;
     return rc;
 }

@@ -58,7 +58,8 @@ typedef struct {
     int B, T;
     size_t n;      // B·T
     int window;    // attention window of this call (resolved: 0 = full)
-    float *grads;  // NULL in a forward-only call
+    float *grads;     // NULL in a forward-only call
+    float *row_loss;  // (n) per-token losses instead of the mean (evaluation), or NULL
 } fm_ctx;
 
 // Lay out the kept activations of branch b (n = B·T rows).

@@ -130,6 +130,11 @@ int fcpu_linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, co
                               const float *W, const int32_t *targets, size_t n, int d, int V,
                               void *ws);
 
+// Per-row cross-entropy of the fused projection: row_loss[r] = lse(x_r Wᵀ) − (x_r Wᵀ)[t_r]
+// (0 where t_r = −1), for evaluation by position. Same tiling and ws as above.
+int fcpu_linear_cross_entropy_rows(float *row_loss, const float *x, const float *W,
+                                   const int32_t *targets, size_t n, int d, int V, void *ws);
+
 // --- AdamW with global-norm clipping (the rules of ref_adamw_step) -----------------------------
 // float32 parameters and moments; the gradient norm is accumulated in double
 // (fixed per-thread partition, summed in thread order) and the per-element

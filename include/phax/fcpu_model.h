@@ -60,6 +60,10 @@ int fcpu_model_ws_T(const fcpu_model_ws *ws);
 // are fused (the (B·T, V) logits are never formed).
 int fcpu_model_forward(const fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
                        const int32_t *targets, int window, float *logits, double *loss);
+// Per-token cross-entropy (nats) of a forward: losses: (B, T), 0 where the target is −1.
+// For evaluation by position; the logits are never formed.
+int fcpu_model_token_losses(const fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
+                            const int32_t *targets, int window, float *losses);
 // Forward, then backward of the mean loss: grads += ∂loss/∂params; *loss gets the loss.
 int fcpu_model_backward(fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
                         const int32_t *targets, int window, double *loss);
