@@ -1,0 +1,427 @@
+// Checkpoints (model + vocabulary + training state) and the trainer's
+// deterministic schedules; see include/phax/checkpoint.h.
+#include "phax/checkpoint.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+// ---------------------------------------------------------------------------
+// Small helpers
+
+// The files store little-endian bytes and are read and written with memcpy,
+// so the host must be little-endian (every platform phax builds on is).
+static int host_is_le(void) {
+    const uint16_t one = 1;
+    unsigned char b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+static char *xstrdup(const char *s) {
+    char *p = strdup(s ? s : "");
+    if (!p) phax_fail("out of memory");
+    return p;
+}
+
+static char *concat(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    char *p = malloc(na + nb + 1);
+    if (!p) {
+        phax_fail("out of memory");
+        return NULL;
+    }
+    memcpy(p, a, na);
+    memcpy(p + na, b, nb + 1);
+    return p;
+}
+
+// The path without a trailing ".safetensors" (the checkpoint's stem).
+static char *stem_of(const char *model_path) {
+    static const char ext[] = ".safetensors";
+    size_t n = strlen(model_path), ne = sizeof ext - 1;
+    char *p = xstrdup(model_path);
+    if (p && n > ne && !strcmp(model_path + n - ne, ext)) p[n - ne] = '\0';
+    return p;
+}
+
+static const char *base_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+// Directory part of path including the final '/', or "" for a bare name.
+static char *dir_part(const char *path) {
+    const char *s = strrchr(path, '/');
+    size_t n = s ? (size_t)(s - path) + 1 : 0;
+    char *p = malloc(n + 1);
+    if (!p) {
+        phax_fail("out of memory");
+        return NULL;
+    }
+    memcpy(p, path, n);
+    p[n] = '\0';
+    return p;
+}
+
+char *phax_ckpt_model_path(const char *path) {
+    struct stat sb;
+    if (path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        size_t n = strlen(path);
+        const char *sep = n && path[n - 1] == '/' ? "" : "/";
+        char *d = concat(path, sep);
+        char *r = d ? concat(d, PHAX_CKPT_DEFAULT_NAME ".safetensors") : NULL;
+        free(d);
+        return r;
+    }
+    return xstrdup(path);
+}
+
+static char *with_suffix(const char *model_path, const char *suffix) {
+    char *s = stem_of(model_path);
+    char *r = s ? concat(s, suffix) : NULL;
+    free(s);
+    return r;
+}
+
+char *phax_ckpt_state_path(const char *model_path) { return with_suffix(model_path, ".state.safetensors"); }
+char *phax_ckpt_vocab_path(const char *model_path) { return with_suffix(model_path, ".vocab"); }
+
+static int add_meta_i64(phax_st_writer *w, const char *key, int64_t v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRId64, v);
+    return phax_st_add_meta(w, key, buf);
+}
+
+// A metadata value that must be a non-negative decimal integer.
+static int meta_i64(const phax_st_file *f, const char *key, int required, int64_t *out) {
+    const char *s = phax_st_meta(f, key);
+    *out = 0;
+    if (!s) return required ? phax_fail("%s: no \"%s\" metadata", f->path, key) : PHAX_OK;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < 0)
+        return phax_fail("%s: metadata \"%s\" is \"%s\", expected a non-negative integer", f->path,
+                         key, s);
+    *out = v;
+    return PHAX_OK;
+}
+
+static int check_format(const phax_st_file *f, const char *want, const char *what) {
+    const char *fmt = phax_st_meta(f, "format");
+    if (!fmt) return phax_fail("%s: not a %s (no \"format\" metadata)", f->path, what);
+    if (strcmp(fmt, want))
+        return phax_fail("%s: not a %s (format \"%s\", expected \"%s\")", f->path, what, fmt, want);
+    return PHAX_OK;
+}
+
+// Tensor `name` must exist with the layout's shape and dtype dt.
+static const phax_st_tensor *want_tensor(const phax_st_file *f, const char *name,
+                                         const phax_param_info *p, phax_dtype dt) {
+    const phax_st_tensor *t = phax_st_find(f, name);
+    if (!t) {
+        phax_fail("%s: tensor '%s' is missing", f->path, name);
+        return NULL;
+    }
+    if (t->dtype != dt) {
+        phax_fail("%s: tensor '%s' is %s, expected %s", f->path, name, phax_dtype_name(t->dtype),
+                  phax_dtype_name(dt));
+        return NULL;
+    }
+    int same = t->ndim == p->ndim;
+    for (int i = 0; same && i < p->ndim; i++) same = t->shape[i] == p->shape[i];
+    if (!same) {
+        char got[128] = "", exp[128] = "";
+        for (int i = 0; i < t->ndim; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%" PRId64, i ? ", " : "",
+                     t->shape[i]);
+        for (int i = 0; i < p->ndim; i++)
+            snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%" PRId64, i ? ", " : "",
+                     p->shape[i]);
+        phax_fail("%s: tensor '%s' has shape [%s], expected [%s]", f->path, name, got, exp);
+        return NULL;
+    }
+    return t;
+}
+
+// ---------------------------------------------------------------------------
+// Model file
+
+int phax_ckpt_save(const char *model_path, const phax_ckpt *ck) {
+    if (!model_path || !ck || !ck->params || !ck->vocab || !ck->layout.p)
+        return phax_fail("checkpoint: NULL argument");
+    if (!host_is_le()) return phax_fail("%s: checkpoints need a little-endian host", model_path);
+    if ((size_t)ck->cfg.vocab_size != phax_vocab_size(ck->vocab))
+        return phax_fail("%s: config vocab_size %d but the vocabulary has %zu tokens", model_path,
+                         ck->cfg.vocab_size, phax_vocab_size(ck->vocab));
+    char *cfg_json = phax_model_cfg_to_json(&ck->cfg);
+    char *vpath = phax_ckpt_vocab_path(model_path);
+    phax_st_writer *w = phax_st_writer_new();
+    int rc = cfg_json && vpath && w ? PHAX_OK : PHAX_ERR;
+    if (rc == PHAX_OK) rc = phax_vocab_save(ck->vocab, vpath);
+    char hash[17];
+    snprintf(hash, sizeof hash, "%016" PRIx64, phax_vocab_hash(ck->vocab));
+    for (int i = 0; rc == PHAX_OK && i < ck->layout.n; i++) {
+        const phax_param_info *p = &ck->layout.p[i];
+        rc = phax_st_add_raw(w, p->name, PHAX_DT_F32, p->ndim, p->shape, ck->params + p->offset);
+    }
+    if (rc == PHAX_OK)
+        rc = phax_st_add_meta(w, "format", PHAX_CKPT_FORMAT) |
+             phax_st_add_meta(w, "config", cfg_json) |
+             phax_st_add_meta(w, "vocab", base_name(vpath)) |
+             phax_st_add_meta(w, "vocab_hash", hash) | add_meta_i64(w, "step", ck->step) |
+             add_meta_i64(w, "tokens_seen", ck->tokens_seen) |
+             add_meta_i64(w, "train_batch", ck->train_batch) |
+             add_meta_i64(w, "train_seq", ck->train_seq);
+    if (rc == PHAX_OK) rc = phax_st_write(w, model_path);
+    phax_st_writer_free(w);
+    free(vpath);
+    free(cfg_json);
+    return rc ? PHAX_ERR : PHAX_OK;
+}
+
+void phax_ckpt_free(phax_ckpt *ck) {
+    if (!ck) return;
+    free(ck->path);
+    free(ck->vocab_path);
+    phax_layout_free(&ck->layout);
+    phax_free(ck->params);
+    phax_vocab_free(ck->vocab);
+    memset(ck, 0, sizeof *ck);
+}
+
+// Config from the "config" metadata, checked against the expected family.
+static int load_config(const phax_st_file *f, int expect_family, phax_model_cfg *cfg) {
+    const char *json = phax_st_meta(f, "config");
+    if (!json) return phax_fail("%s: no \"config\" metadata", f->path);
+    char *where = concat(f->path, ": config");
+    if (!where) return PHAX_ERR;
+    int rc = phax_model_cfg_from_json_str(cfg, json, where);
+    free(where);
+    if (rc) return PHAX_ERR;
+    if (expect_family >= 0 && (int)cfg->family != expect_family)
+        return phax_fail("%s: a %s checkpoint, expected %s", f->path, phax_family_name(cfg->family),
+                         phax_family_name((phax_family)expect_family));
+    return PHAX_OK;
+}
+
+// Every layout tensor, F32, of its shape; nothing else.
+static int load_params(const phax_st_file *f, const phax_layout *L, float *params) {
+    for (int i = 0; i < L->n; i++) {
+        const phax_st_tensor *t = want_tensor(f, L->p[i].name, &L->p[i], PHAX_DT_F32);
+        if (!t) return PHAX_ERR;
+        memcpy(params + L->p[i].offset, t->data, t->nbytes);
+    }
+    for (int i = 0; i < f->n; i++)
+        if (phax_layout_find(L, f->t[i].name) < 0)
+            return phax_fail("%s: unexpected tensor '%s' (not a parameter of this config)", f->path,
+                             f->t[i].name);
+    return PHAX_OK;
+}
+
+// The vocabulary file named by the metadata, beside the checkpoint.
+static int load_vocab(const phax_st_file *f, phax_ckpt *ck) {
+    const char *name = phax_st_meta(f, "vocab");
+    const char *hash = phax_st_meta(f, "vocab_hash");
+    if (!name || !*name) return phax_fail("%s: no \"vocab\" metadata", f->path);
+    if (strchr(name, '/')) return phax_fail("%s: vocab \"%s\" is not a plain file name", f->path, name);
+    if (!hash) return phax_fail("%s: no \"vocab_hash\" metadata", f->path);
+    char *dir = dir_part(f->path);
+    ck->vocab_path = dir ? concat(dir, name) : NULL;
+    free(dir);
+    if (!ck->vocab_path) return PHAX_ERR;
+    struct stat sb;
+    if (stat(ck->vocab_path, &sb) != 0)
+        return phax_fail("%s: vocabulary file %s is missing", f->path, ck->vocab_path);
+    if (phax_vocab_load(ck->vocab_path, &ck->vocab)) {
+        return phax_fail("%s: vocabulary: %s", f->path, phax_error());
+    }
+    char got[17];
+    snprintf(got, sizeof got, "%016" PRIx64, phax_vocab_hash(ck->vocab));
+    if (strcmp(got, hash))
+        return phax_fail("%s: vocabulary file %s has hash %s, the checkpoint expects %s", f->path,
+                         ck->vocab_path, got, hash);
+    if (phax_vocab_size(ck->vocab) != (size_t)ck->cfg.vocab_size)
+        return phax_fail("%s: vocabulary has %zu tokens, config vocab_size is %d", f->path,
+                         phax_vocab_size(ck->vocab), ck->cfg.vocab_size);
+    return PHAX_OK;
+}
+
+static int load_counters(const phax_st_file *f, phax_ckpt *ck) {
+    int64_t b, t;
+    if (meta_i64(f, "step", 1, &ck->step) || meta_i64(f, "tokens_seen", 1, &ck->tokens_seen) ||
+        meta_i64(f, "train_batch", 0, &b) || meta_i64(f, "train_seq", 0, &t))
+        return PHAX_ERR;
+    if (b > INT32_MAX || t > INT32_MAX)
+        return phax_fail("%s: train_batch / train_seq out of range", f->path);
+    ck->train_batch = (int)b, ck->train_seq = (int)t;
+    return PHAX_OK;
+}
+
+int phax_ckpt_load(const char *path, int expect_family, phax_ckpt *ck) {
+    if (!ck) return phax_fail("checkpoint: NULL argument");
+    memset(ck, 0, sizeof *ck);
+    if (!path) return phax_fail("checkpoint: NULL path");
+    if (!host_is_le()) return phax_fail("%s: checkpoints need a little-endian host", path);
+    phax_st_file f = {0};
+    ck->path = phax_ckpt_model_path(path);
+    int rc = ck->path ? phax_st_read(&f, ck->path) : PHAX_ERR;
+    if (rc == PHAX_OK) rc = check_format(&f, PHAX_CKPT_FORMAT, "phax checkpoint");
+    if (rc == PHAX_OK) rc = load_config(&f, expect_family, &ck->cfg);
+    if (rc == PHAX_OK) rc = phax_layout_build(&ck->layout, &ck->cfg);
+    if (rc == PHAX_OK && !(ck->params = phax_alloc(ck->layout.numel * sizeof(float)))) rc = PHAX_ERR;
+    if (rc == PHAX_OK) rc = load_params(&f, &ck->layout, ck->params);
+    if (rc == PHAX_OK) rc = load_counters(&f, ck);
+    if (rc == PHAX_OK) rc = load_vocab(&f, ck);
+    phax_st_free(&f);
+    if (rc != PHAX_OK) phax_ckpt_free(ck);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+// Training state
+
+static const char *const state_prefix[3] = {"m.", "v.", "p."};
+
+int phax_ckpt_state_save(const char *state_path, const phax_layout *L, const phax_ckpt_state *s) {
+    if (!state_path || !L || !s || !s->m || !s->v) return phax_fail("training state: NULL argument");
+    if (!host_is_le()) return phax_fail("%s: checkpoints need a little-endian host", state_path);
+    if (s->dtype != PHAX_DT_F32 && s->dtype != PHAX_DT_F64)
+        return phax_fail("%s: training state dtype must be F32 or F64", state_path);
+    if (s->master && s->dtype != PHAX_DT_F64)
+        return phax_fail("%s: master parameters need dtype F64", state_path);
+    size_t es = phax_dtype_size(s->dtype);
+    const void *bufs[3] = {s->m, s->v, s->master};
+    phax_st_writer *w = phax_st_writer_new();
+    int rc = w ? PHAX_OK : PHAX_ERR;
+    for (int k = 0; k < 3 && rc == PHAX_OK; k++) {
+        if (!bufs[k]) continue;
+        for (int i = 0; rc == PHAX_OK && i < L->n; i++) {
+            const phax_param_info *p = &L->p[i];
+            char name[96];
+            snprintf(name, sizeof name, "%s%s", state_prefix[k], p->name);
+            rc = phax_st_add_raw(w, name, s->dtype, p->ndim, p->shape,
+                                 (const char *)bufs[k] + p->offset * es);
+        }
+    }
+    if (rc == PHAX_OK)
+        rc = phax_st_add_meta(w, "format", PHAX_CKPT_STATE_FORMAT) | add_meta_i64(w, "step", s->step) |
+             phax_st_add_meta(w, "options", s->options_json ? s->options_json : "{}") |
+             phax_st_add_meta(w, "rng", s->rng_json ? s->rng_json : "{}") |
+             phax_st_add_meta(w, "data", s->data_json ? s->data_json : "{}");
+    if (rc == PHAX_OK) rc = phax_st_write(w, state_path);
+    phax_st_writer_free(w);
+    return rc ? PHAX_ERR : PHAX_OK;
+}
+
+void phax_ckpt_state_free(phax_ckpt_state *s) {
+    if (!s) return;
+    phax_free(s->m), phax_free(s->v), phax_free(s->master);
+    free(s->options_json), free(s->rng_json), free(s->data_json);
+    memset(s, 0, sizeof *s);
+}
+
+// Fill one moment/master buffer from the tensors "<prefix><param>".
+static int load_state_group(const phax_st_file *f, const phax_layout *L, const char *prefix,
+                            phax_dtype dt, void *out) {
+    size_t es = phax_dtype_size(dt);
+    for (int i = 0; i < L->n; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", prefix, L->p[i].name);
+        const phax_st_tensor *t = want_tensor(f, name, &L->p[i], dt);
+        if (!t) return PHAX_ERR;
+        memcpy((char *)out + L->p[i].offset * es, t->data, t->nbytes);
+    }
+    return PHAX_OK;
+}
+
+int phax_ckpt_state_load(const char *state_path, const phax_layout *L, phax_ckpt_state *s) {
+    if (!s || !L || !state_path) return phax_fail("training state: NULL argument");
+    memset(s, 0, sizeof *s);
+    phax_st_file f = {0};
+    int rc = phax_st_read(&f, state_path);
+    if (rc == PHAX_OK) rc = check_format(&f, PHAX_CKPT_STATE_FORMAT, "phax training state");
+    if (rc == PHAX_OK) rc = meta_i64(&f, "step", 1, &s->step);
+    // The dtype is the first moment tensor's; every other must agree.
+    const phax_st_tensor *t0 = NULL;
+    if (rc == PHAX_OK && L->n) {
+        char name[96];
+        snprintf(name, sizeof name, "m.%s", L->p[0].name);
+        t0 = phax_st_find(&f, name);
+        if (!t0) rc = phax_fail("%s: tensor '%s' is missing", f.path, name);
+    }
+    if (rc == PHAX_OK) {
+        s->dtype = t0 ? t0->dtype : PHAX_DT_F32;
+        if (s->dtype != PHAX_DT_F32 && s->dtype != PHAX_DT_F64)
+            rc = phax_fail("%s: moments are %s, expected F32 or F64", f.path, phax_dtype_name(s->dtype));
+    }
+    int has_master = 0;
+    for (int i = 0; rc == PHAX_OK && i < f.n; i++) {
+        const char *n = f.t[i].name;
+        int known = strlen(n) > 2 && (n[0] == 'm' || n[0] == 'v' || n[0] == 'p') && n[1] == '.' &&
+                    phax_layout_find(L, n + 2) >= 0;
+        if (!known)
+            rc = phax_fail("%s: unexpected tensor '%s' (not a moment of this config)", f.path, n);
+        has_master |= n[0] == 'p';
+    }
+    if (rc == PHAX_OK && has_master && s->dtype != PHAX_DT_F64)
+        rc = phax_fail("%s: master parameters 'p.*' in an F32 training state", f.path);
+    size_t bytes = L->numel * phax_dtype_size(s->dtype);
+    void **bufs[3] = {&s->m, &s->v, &s->master};
+    for (int k = 0; k < 2 + has_master && rc == PHAX_OK; k++) {
+        if (!(*bufs[k] = phax_alloc(bytes))) rc = PHAX_ERR;
+        if (rc == PHAX_OK) rc = load_state_group(&f, L, state_prefix[k], s->dtype, *bufs[k]);
+    }
+    const char *keys[3] = {"options", "rng", "data"};
+    char **dst[3] = {&s->options_json, &s->rng_json, &s->data_json};
+    for (int k = 0; k < 3 && rc == PHAX_OK; k++) {
+        const char *v = phax_st_meta(&f, keys[k]);
+        if (!v) rc = phax_fail("%s: no \"%s\" metadata", f.path, keys[k]);
+        else if (!(*dst[k] = xstrdup(v))) rc = PHAX_ERR;
+    }
+    phax_st_free(&f);
+    if (rc != PHAX_OK) phax_ckpt_state_free(s);
+    return rc;
+}
+
+int phax_ckpt_state_check(const char *state_path, const phax_ckpt_state *s, int64_t model_step) {
+    if (s->step != model_step)
+        return phax_fail("%s: training state is at step %" PRId64 " but the model file is at step %" PRId64
+                         " (torn checkpoint)",
+                         state_path, s->step, model_step);
+    return PHAX_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Schedules
+
+static const double PI = 3.14159265358979323846;
+
+double phax_lr_at(const phax_lr_schedule *s, long step) {
+    if (step < 0) step = 0;
+    if (step >= s->total) return s->min_lr;
+    if (step < s->warmup) return s->lr * (double)(step + 1) / (double)s->warmup;
+    long span = s->total - s->warmup;
+    double q = (double)(step - s->warmup) / (double)(span > 1 ? span : 1);
+    return s->min_lr + 0.5 * (s->lr - s->min_lr) * (1.0 + cos(PI * q));
+}
+
+uint64_t phax_seed_derive(uint64_t seed, const char *purpose) {
+    phax_rng r = phax_rng_stream(seed, phax_hash_str(purpose));
+    return phax_rng_u64(&r);
+}
+
+long phax_swax_anneal_start(const phax_model_cfg *cfg, long total) {
+    return (long)ceil((1.0 - cfg->anneal) * (double)total - 1e-9);
+}
+
+int phax_swax_window_at(const phax_model_cfg *cfg, uint64_t window_seed, long step, long total) {
+    if (step >= phax_swax_anneal_start(cfg, total)) return cfg->w_long;
+    phax_rng r = phax_rng_stream(window_seed, (uint64_t)step);
+    return phax_rng_uniform(&r) < cfg->p_short ? cfg->w_short : cfg->w_long;
+}
