@@ -588,6 +588,7 @@ static int assemble(const phax_niah *t, const draw *d, phax_niah_haystack h, int
             order[j] = order[j - 1];
             order[j - 1] = tmp;
         }
+    // All `length` tokens are reserved here, so the appends below cannot fail.
     if ((rc = ibuf_reserve(&all, (size_t)length)) != PHAX_OK) goto done;
     ibuf_append(&all, p.head.p, p.head.n);
     out->haystack_at = all.n;
@@ -669,29 +670,29 @@ static int is_space(int c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
-// Whether needle occurs in hay, comparing ASCII case-insensitively.
-static int contains(const char *hay, size_t n, const char *needle, size_t m) {
-    if (m == 0) return 1;
-    for (size_t i = 0; i + m <= n; i++) {
-        size_t j = 0;
-        while (j < m && ascii_lower((unsigned char)hay[i + j]) == ascii_lower((unsigned char)needle[j]))
-            j++;
-        if (j == m) return 1;
+// Whether value occurs in text at i, comparing ASCII case-insensitively; with
+// skip_space, whitespace in the text is passed over (it is not part of the match).
+static int match_at(const char *text, size_t len, size_t i, const char *value, int skip_space) {
+    for (const char *c = value; *c; c++, i++) {
+        while (skip_space && i < len && is_space((unsigned char)text[i])) i++;
+        if (i >= len || ascii_lower((unsigned char)text[i]) != ascii_lower((unsigned char)*c))
+            return 0;
     }
+    return 1;
+}
+
+static int occurs(const char *text, size_t len, const char *value, int skip_space) {
+    if (!*value) return 1;
+    for (size_t i = 0; i < len; i++)
+        if (match_at(text, len, i, value, skip_space)) return 1;
     return 0;
 }
 
 double phax_niah_match(phax_tok_kind kind, const char *text, size_t len,
                        const char *const *values, int n_values) {
-    if (n_values < 1 || !values) return 0.0;
-    char *norm = malloc(len + 1);
-    if (!norm) return 0.0;
-    size_t k = 0;
-    for (size_t i = 0; i < len; i++)
-        if (kind != PHAX_TOK_WORD || !is_space((unsigned char)text[i])) norm[k++] = text[i];
+    if (n_values < 1 || !values || (!text && len)) return 0.0;
     int found = 0;
-    for (int i = 0; i < n_values; i++) found += contains(norm, k, values[i], strlen(values[i]));
-    free(norm);
+    for (int i = 0; i < n_values; i++) found += occurs(text, len, values[i], kind == PHAX_TOK_WORD);
     return (double)found / n_values;
 }
 

@@ -19,7 +19,8 @@
 // Byte vocabularies: the plain English text, "is: 4019273.", NL = '\n'.
 //
 // Every function returns PHAX_OK, or PHAX_ERR with a one-line message in
-// phax_error(); nothing here exits.
+// phax_error(); nothing here exits. A task is only read after phax_niah_new, so
+// several threads may build prompts and training rows from one task at once.
 #ifndef PHAX_NIAH_H
 #define PHAX_NIAH_H
 
@@ -110,7 +111,7 @@ void phax_niah_prompt_free(phax_niah_prompt *p);
 // compared case-insensitively. Word vocabularies: all ASCII whitespace is first
 // removed from the text (decoding joins words by spaces, so "4 0 1 9 2 7 3"
 // reads "4019273"). Byte vocabularies: the text is used as it is, so a value is
-// found only with its digits adjacent. n_values ≥ 1.
+// found only with its digits adjacent. 0 when n_values < 1.
 double phax_niah_match(phax_tok_kind kind, const char *text, size_t len,
                        const char *const *values, int n_values);
 // Decode ids with v and score them against the prompt's values.
