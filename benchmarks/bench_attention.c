@@ -30,37 +30,13 @@
 #include <time.h>
 
 #include "phax/fcpu.h"
+#include "bench_util.h"
 
-static clockid_t bench_clock = CLOCK_MONOTONIC;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(bench_clock, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-typedef void (*bench_fn)(void *ctx);
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median_time(bench_fn f, void *ctx) {
-    double t[256];
-    int n = 0;
-    f(ctx);  // warm-up
-    double start = now();
-    while (n < 256) {
-        double t0 = now();
-        f(ctx);
-        t[n++] = now() - t0;
-        double tot = now() - start;
-        if (n >= 3 && (n >= 5 || tot >= 0.5)) break;
-    }
-    qsort(t, n, sizeof *t, cmp_d);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
+// Timing (bench_util.h): one warm-up call, then at least 3 and at most 5 repeats,
+// stopping after 3 once 0.5 s have passed; the median (mean of the middle two of
+// an even count).
+#define ATT_POLICY ((bench_policy){3, 5, 0.5, 1})
+static double median_time(bench_fn f, void *ctx) { return bench_time(f, ctx, ATT_POLICY).med; }
 
 // --- the attention calls ------------------------------------------------------------------
 typedef struct {
@@ -88,18 +64,7 @@ static void run_fwdbwd(void *p) {
     }
 }
 
-// --- sgemm ceilings -------------------------------------------------------------------------
-typedef struct {
-    int M, N, K;
-    const float *A, *Bm;
-    float *C;
-} gemm_ctx;
-
-static void run_sgemm(void *p) {
-    gemm_ctx *g = p;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->M, g->N, g->K, 1.0f, g->A, g->K, g->Bm,
-                g->K, 0.0f, g->C, g->N);
-}
+// --- sgemm ceilings: bench_sgemm_time (bench_util.h) on Q·Kᵀ-shaped products -------------
 
 // 64×64×K tile products, one cblas call each, over a run of distinct tiles.
 typedef struct {
@@ -153,24 +118,18 @@ static float *falloc(size_t n, unsigned *seed) {
 }
 
 int main(int argc, char **argv) {
-    FILE *csv = argc > 1 ? fopen(argv[1], "w") : NULL;
-    if (argc > 1 && !csv) {
-        perror(argv[1]);
-        return 1;
-    }
-    const char *ck = getenv("PHAX_BENCH_CLOCK");
-    if (ck && !strcmp(ck, "cpu")) bench_clock = CLOCK_PROCESS_CPUTIME_ID;
+    FILE *csv = bench_csv_open(argc > 1 ? argv[1] : NULL,
+                               "op,dh,T,window,tvis,ms_fwd,ms_fwdbwd,gflops_fwd,gflops_fwdbwd,"
+                               "sgemm_gflops,pct_sgemm_fwd,pct_sgemm_fwdbwd,ws_fwd_bytes,"
+                               "ws_bwd_bytes");
+    bench_clock_from_env("PHAX_BENCH_CLOCK", "cpu", CLOCK_PROCESS_CPUTIME_ID);
     const int B = 1, Hq = 8, Hkv = 2, Tmax = 16384, NG = 1024;
     const int Ts[] = {512, 1024, 2048, 4096, 8192, 16384}, nT = 6;
     const int dhs[] = {32, 64}, wins[] = {0, 64, 256};
     int nthr = omp_get_max_threads();
-    printf("phax bench_attention: OpenBLAS core %s, %d OpenMP threads, OpenBLAS threads %d, %s clock\n",
-           openblas_get_corename(), nthr, openblas_get_num_threads(),
-           bench_clock == CLOCK_MONOTONIC ? "wall" : "process CPU");
+    bench_print_env(stdout, "bench_attention");
+    printf("%s clock\n", bench_clock_id == CLOCK_MONOTONIC ? "wall" : "process CPU");
     printf("FLOPs: fwd 4·T·Tvis·dh·Hq (B=1, Hq=8, Hkv=2); fwd+bwd 3.5× that. sgemm: (T×dh)·(dh×min(T,%d)).\n", NG);
-    if (csv)
-        fprintf(csv, "op,dh,T,window,tvis,ms_fwd,ms_fwdbwd,gflops_fwd,gflops_fwdbwd,sgemm_gflops,"
-                     "pct_sgemm_fwd,pct_sgemm_fwdbwd,ws_fwd_bytes,ws_bwd_bytes\n");
 
     unsigned seed = 12345;
     size_t nq = (size_t)B * Tmax * Hq * 64, nk = (size_t)B * Tmax * Hkv * 64;
@@ -223,9 +182,10 @@ int main(int argc, char **argv) {
                 double tv = tvis(T, w);
                 double fl = 4.0 * T * tv * dh * Hq * B;
                 double tf = median_time(run_fwd, &a), tfb = median_time(run_fwdbwd, &a);
-                gemm_ctx g = {.M = T, .N = T < NG ? T : NG, .K = dh, .A = gA, .Bm = gB, .C = gC};
-                double tg = median_time(run_sgemm, &g);
-                double ggf = 2.0 * g.M * g.N * g.K / tg * 1e-9;
+                int gn = T < NG ? T : NG;
+                double tg = bench_sgemm_time(CblasNoTrans, CblasTrans, T, gn, dh, gA, gB, gC,
+                                             ATT_POLICY).med;
+                double ggf = 2.0 * T * gn * dh / tg * 1e-9;
                 double gf = fl / tf * 1e-9, gfb = 3.5 * fl / tfb * 1e-9;
                 size_t wf = fcpu_attention_fwd_ws(B, T, &a.c, nthr), wb = fcpu_attention_bwd_ws(B, T, &a.c, nthr);
                 const char *op = w ? "swa" : "causal";

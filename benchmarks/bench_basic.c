@@ -29,72 +29,16 @@
 
 #include "phax/fcpu.h"
 #include "phax/ref.h"
+#include "bench_util.h"
 
-// Wall clock by default. PHAX_BENCH_CLOCK=thread switches to the calling thread's
-// CPU time: meaningful only with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1, and
-// then nearly immune to other processes competing for the cores (a loaded
-// machine otherwise inflates every parallel region by whole scheduler slices).
-static clockid_t bench_clock = CLOCK_MONOTONIC;
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(bench_clock, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
+// Timing, buffers, the environment line: bench_util.h. Wall clock by default;
+// PHAX_BENCH_CLOCK=thread switches to the calling thread's CPU time: meaningful
+// only with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1, and then nearly immune to
+// other processes competing for the cores (a loaded machine otherwise inflates
+// every parallel region by whole scheduler slices).
+// bench_time_med: median of ≥ 5 repeats and ≥ 0.5 s; bench_time_pair: a, b, a, b, ...
+// alternated, for every reported ratio; bench_falloc/bench_dalloc: touched buffers.
 
-typedef void (*fn_t)(void *);
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-// Median seconds of fn: one warm-up, then ≥ 5 repeats and ≥ 0.5 s (at most 1000).
-static double time_med(fn_t fn, void *ctx) {
-    fn(ctx);
-    double t[1000];
-    int k = 0;
-    double start = now();
-    while (k < 1000 && (k < 5 || now() - start < 0.5)) {
-        double t0 = now();
-        fn(ctx);
-        t[k++] = now() - t0;
-    }
-    qsort(t, k, sizeof *t, cmp_d);
-    return t[k / 2];
-}
-
-// Medians of fa and fb timed alternately (a, b, a, b, ...), so that both see the
-// same machine conditions: used wherever a ratio of the two is reported.
-static void time_pair(fn_t fa, void *ca, fn_t fb, void *cb, double *ta, double *tb) {
-    fa(ca), fb(cb);
-    double A[500], Bt[500];
-    int k = 0;
-    double start = now();
-    while (k < 500 && (k < 5 || now() - start < 1.0)) {
-        double t0 = now();
-        fa(ca);
-        double t1 = now();
-        fb(cb);
-        A[k] = t1 - t0, Bt[k] = now() - t1, k++;
-    }
-    qsort(A, k, sizeof *A, cmp_d);
-    qsort(Bt, k, sizeof *Bt, cmp_d);
-    *ta = A[k / 2], *tb = Bt[k / 2];
-}
-
-// Touched (written) buffers: first touch of fresh pages is slow here.
-static float *falloc(size_t n, unsigned seed) {
-    float *p = phax_alloc(n * sizeof *p);
-    if (!p) phax_die("%s", phax_error());
-    srand(seed);
-    for (size_t i = 0; i < n; i++) p[i] = (float)rand() / RAND_MAX * 2.0f - 1.0f;
-    return p;
-}
-static double *dalloc(size_t n, unsigned seed) {
-    double *p = phax_alloc(n * sizeof *p);
-    if (!p) phax_die("%s", phax_error());
-    srand(seed);
-    for (size_t i = 0; i < n; i++) p[i] = (double)rand() / RAND_MAX * 2.0 - 1.0;
-    return p;
-}
 static void fscale(float *p, size_t n, float s) {
     for (size_t i = 0; i < n; i++) p[i] *= s;
 }
@@ -386,31 +330,18 @@ static void k_triad(void *v) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1) {
-        csv = fopen(argv[1], "w");
-        if (!csv) phax_die("cannot write %s", argv[1]);
-        fprintf(csv, "op,shape,median_ms,rate,unit,pct_of_ceiling,vs\n");
-    }
-    const char *clk = getenv("PHAX_BENCH_CLOCK");
-    if (clk && !strcmp(clk, "thread")) {
-        bench_clock = CLOCK_THREAD_CPUTIME_ID, triad_threads = 1;
+    csv = bench_csv_open(argc > 1 ? argv[1] : NULL, "op,shape,median_ms,rate,unit,pct_of_ceiling,vs");
+    if (bench_clock_from_env("PHAX_BENCH_CLOCK", "thread", CLOCK_THREAD_CPUTIME_ID)) {
+        triad_threads = 1;
         printf("timing: thread CPU time (PHAX_BENCH_CLOCK=thread); valid with 1 thread only\n");
     }
-    printf("bench_basic: OpenBLAS core %s, config %s; OpenMP threads %d\n", openblas_get_corename(),
-           openblas_get_config(), omp_get_max_threads());
-    // Other processes distort every number: say how busy the machine was.
-    char la[64] = "?";
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (!fgets(la, sizeof la, f)) la[0] = 0;
-        fclose(f);
-    }
-    printf("load average at start (1, 5, 15 min ...): %s", la);
+    // Other processes distort every number: the line says how busy the machine was.
+    bench_print_env(stdout, "bench_basic");
 
     // --- bandwidth ceiling -----------------------------------------------------------------
     triad_t tr = {.n = (size_t)32 << 20};  // 3 × 128 MiB
-    tr.a = falloc(tr.n, 1), tr.b = falloc(tr.n, 2), tr.c = falloc(tr.n, 3);
-    double t_triad = time_med(k_triad, &tr);
+    tr.a = bench_falloc(tr.n, 1), tr.b = bench_falloc(tr.n, 2), tr.c = bench_falloc(tr.n, 3);
+    double t_triad = bench_time_med(k_triad, &tr);
     double bw = 12.0 * tr.n / t_triad / 1e9;
     printf("memory ceiling: STREAM triad, %d thread(s), %zu floats/array: %.1f GB/s\n",
            triad_threads, tr.n, bw);
@@ -425,9 +356,9 @@ int main(int argc, char **argv) {
     if (want("linear")) {
         size_t maxn = 8192, maxw = 256 * 8192;
         ctx_t c = {0};
-        c.x = falloc(maxn * 683, 11), c.W = falloc(maxw, 12), c.b = falloc(8192, 13);
-        c.y = falloc(maxn * 8192, 14), c.dy = falloc(maxn * 8192, 15);
-        c.dx = falloc(maxn * 683, 16), c.dW = falloc(maxw, 17), c.db = falloc(8192, 18);
+        c.x = bench_falloc(maxn * 683, 11), c.W = bench_falloc(maxw, 12), c.b = bench_falloc(8192, 13);
+        c.y = bench_falloc(maxn * 8192, 14), c.dy = bench_falloc(maxn * 8192, 15);
+        c.dx = bench_falloc(maxn * 683, 16), c.dW = bench_falloc(maxw, 17), c.db = bench_falloc(8192, 18);
         fscale(c.dy, maxn * 8192, 1e-3f);
         for (int k = 0; k < 4; k++)
             for (int ni = 0; ni < 3; ni++) {
@@ -436,8 +367,8 @@ int main(int argc, char **argv) {
                 char shape[64], note[64];
                 snprintf(shape, sizeof shape, "n=%zu %d->%d", c.n, c.in, c.out);
                 double tf, tsf, tb, tsb;
-                time_pair(k_lin_fwd, &c, k_sgemm_fwd, &c, &tf, &tsf);
-                time_pair(k_lin_bwd, &c, k_sgemm_bwd, &c, &tb, &tsb);
+                bench_time_pair(k_lin_fwd, &c, k_sgemm_fwd, &c, &tf, &tsf);
+                bench_time_pair(k_lin_bwd, &c, k_sgemm_bwd, &c, &tb, &tsb);
                 snprintf(note, sizeof note, "sgemm %.1f GFLOP/s (+bias)", fl / tsf / 1e9);
                 row("linear fwd", shape, tf * 1e3, fl / tf / 1e9, "GFLOP/s", 100 * tsf / tf, note);
                 snprintf(note, sizeof note, "sgemm %.1f GFLOP/s (+db)", 2 * fl / tsb / 1e9);
@@ -452,20 +383,20 @@ int main(int argc, char **argv) {
     if (want("swiglu")) {
         ctx_t c = {.d = 256, .hid = 683};
         size_t maxn = 8192, nw = (size_t)c.d * c.hid;
-        c.x = falloc(maxn * c.d, 21), c.y = falloc(maxn * c.d, 22), c.dy = falloc(maxn * c.d, 23);
-        c.dx = falloc(maxn * c.d, 24);
-        c.Wg = falloc(nw, 25), c.Wu = falloc(nw, 26), c.Wd = falloc(nw, 27);
-        c.dWg = falloc(nw, 28), c.dWu = falloc(nw, 29), c.dWd = falloc(nw, 30);
+        c.x = bench_falloc(maxn * c.d, 21), c.y = bench_falloc(maxn * c.d, 22), c.dy = bench_falloc(maxn * c.d, 23);
+        c.dx = bench_falloc(maxn * c.d, 24);
+        c.Wg = bench_falloc(nw, 25), c.Wu = bench_falloc(nw, 26), c.Wd = bench_falloc(nw, 27);
+        c.dWg = bench_falloc(nw, 28), c.dWu = bench_falloc(nw, 29), c.dWd = bench_falloc(nw, 30);
         fscale(c.Wg, nw, 0.06f), fscale(c.Wu, nw, 0.06f), fscale(c.Wd, nw, 0.04f);
-        c.ws = falloc(fcpu_swiglu_bwd_ws(maxn, c.d, c.hid) / 4, 31);
+        c.ws = bench_falloc(fcpu_swiglu_bwd_ws(maxn, c.d, c.hid) / 4, 31);
         for (int ni = 0; ni < 3; ni++) {
             c.n = NS[ni];
             double fl = 2.0 * c.n * c.d * c.hid;
             char shape[64], note[64];
             snprintf(shape, sizeof shape, "n=%zu d=256 hid=683", c.n);
             double tf, tsf, tb, tsb;
-            time_pair(k_swi_fwd, &c, k_swi_sgemm_fwd, &c, &tf, &tsf);
-            time_pair(k_swi_bwd, &c, k_swi_sgemm_bwd, &c, &tb, &tsb);
+            bench_time_pair(k_swi_fwd, &c, k_swi_sgemm_fwd, &c, &tf, &tsf);
+            bench_time_pair(k_swi_bwd, &c, k_swi_sgemm_bwd, &c, &tb, &tsb);
             snprintf(note, sizeof note, "its 3 sgemms alone %.3f ms", tsf * 1e3);
             row("swiglu fwd", shape, tf * 1e3, 3 * fl / tf / 1e9, "GFLOP/s", 100 * tsf / tf, note);
             snprintf(note, sizeof note, "its 8 sgemms alone %.3f ms", tsb * 1e3);
@@ -480,11 +411,11 @@ int main(int argc, char **argv) {
     if (want("pointwise")) {
         size_t maxe = (size_t)8192 * 683;
         ctx_t c = {0};
-        c.x = falloc(maxe * 3, 41), c.y = falloc(maxe, 42), c.dy = falloc(maxe, 43);
-        c.dx = falloc(maxe * 3, 44), c.g = falloc(1024, 45), c.b = falloc(1024, 46);
-        c.dg = falloc(1024, 47), c.db = falloc(1024, 48), c.p = falloc(8, 49), c.dp = falloc(8, 50);
-        c.ws = falloc(fcpu_layernorm_bwd_ws(8192, 1024) / 4, 51);
-        c.cs = falloc(fcpu_rope_table_len(8192, 64), 52);
+        c.x = bench_falloc(maxe * 3, 41), c.y = bench_falloc(maxe, 42), c.dy = bench_falloc(maxe, 43);
+        c.dx = bench_falloc(maxe * 3, 44), c.g = bench_falloc(1024, 45), c.b = bench_falloc(1024, 46);
+        c.dg = bench_falloc(1024, 47), c.db = bench_falloc(1024, 48), c.p = bench_falloc(8, 49), c.dp = bench_falloc(8, 50);
+        c.ws = bench_falloc(fcpu_layernorm_bwd_ws(8192, 1024) / 4, 51);
+        c.cs = bench_falloc(fcpu_rope_table_len(8192, 64), 52);
         fscale(c.dy, maxe, 1e-3f);
         char shape[64], note[80];
         for (int ni = 0; ni < 3; ni++) {
@@ -493,13 +424,13 @@ int main(int argc, char **argv) {
             snprintf(shape, sizeof shape, "n=%zu d=256", c.n);
             struct {
                 const char *name;
-                fn_t fn;
+                bench_fn fn;
                 double bytes;
             } ops[] = {{"rmsnorm fwd", k_rms_fwd, 8 * e},  {"rmsnorm bwd", k_rms_bwd, 16 * e},
                        {"layernorm fwd", k_ln_fwd, 8 * e}, {"layernorm bwd", k_ln_bwd, 16 * e},
                        {"headnorm fwd", k_hn_fwd, 8 * e},  {"headnorm bwd", k_hn_bwd, 16 * e}};
             for (int k = 0; k < 6; k++) {
-                double t = time_med(ops[k].fn, &c), gbs = ops[k].bytes / t / 1e9;
+                double t = bench_time_med(ops[k].fn, &c), gbs = ops[k].bytes / t / 1e9;
                 row(ops[k].name,
                     k >= 4 ? (snprintf(note, sizeof note, "%s H=4", shape), note) : shape, t * 1e3,
                     gbs, "GB/s", 100 * gbs / bw, "");
@@ -511,14 +442,14 @@ int main(int argc, char **argv) {
             snprintf(shape, sizeof shape, "n=%zu (%zux683)", c.n, NS[ni]);
             struct {
                 const char *name;
-                fn_t fn;
+                bench_fn fn;
                 double bytes;
             } ops[] = {{"gelu fwd", k_gelu_fwd, 8 * e},
                        {"gelu bwd", k_gelu_bwd, 16 * e},
                        {"silu fwd", k_silu_fwd, 8 * e},
                        {"silu bwd", k_silu_bwd, 16 * e}};
             for (int k = 0; k < 4; k++) {
-                double t = time_med(ops[k].fn, &c), gbs = ops[k].bytes / t / 1e9;
+                double t = bench_time_med(ops[k].fn, &c), gbs = ops[k].bytes / t / 1e9;
                 row(ops[k].name, shape, t * 1e3, gbs, "GB/s", 100 * gbs / bw, "");
             }
         }
@@ -527,25 +458,25 @@ int main(int argc, char **argv) {
             double e = (double)c.B * c.T * c.H * c.dh;
             snprintf(shape, sizeof shape, "B=%d T=512 H=4 dh=64", c.B);
             k_rope_table(&c);
-            double t = time_med(k_rope_fwd, &c), gbs = 8 * e / t / 1e9;
+            double t = bench_time_med(k_rope_fwd, &c), gbs = 8 * e / t / 1e9;
             row("rope fwd (table)", shape, t * 1e3, gbs, "GB/s", 100 * gbs / bw, "");
-            t = time_med(k_rope_bwd, &c), gbs = 12 * e / t / 1e9;
+            t = bench_time_med(k_rope_bwd, &c), gbs = 12 * e / t / 1e9;
             row("rope bwd (table)", shape, t * 1e3, gbs, "GB/s", 100 * gbs / bw, "");
             float *keep = c.cs;
             c.cs = NULL;
-            t = time_med(k_rope_fwd, &c), gbs = 8 * e / t / 1e9;
+            t = bench_time_med(k_rope_fwd, &c), gbs = 8 * e / t / 1e9;
             row("rope fwd (no table)", shape, t * 1e3, gbs, "GB/s", 100 * gbs / bw, "");
             c.cs = keep;
-            t = time_med(k_rope_table, &c);
+            t = bench_time_med(k_rope_table, &c);
             row("rope table", "T=512 dh=64", t * 1e3, 0, "-", 0, "once per forward");
         }
         for (int ni = 0; ni < 3; ni++) {
             c.n = NS[ni] * 256, c.nb = 3;
             double e = (double)c.n;
             snprintf(shape, sizeof shape, "nb=3 n=%zu", c.n);
-            double t = time_med(k_mix_fwd, &c), gbs = 4 * (c.nb + 1) * e / t / 1e9;
+            double t = bench_time_med(k_mix_fwd, &c), gbs = 4 * (c.nb + 1) * e / t / 1e9;
             row("mix fwd", shape, t * 1e3, gbs, "GB/s", 100 * gbs / bw, "");
-            t = time_med(k_mix_bwd, &c), gbs = 4 * (3 * c.nb + 1) * e / t / 1e9;
+            t = bench_time_med(k_mix_bwd, &c), gbs = 4 * (3 * c.nb + 1) * e / t / 1e9;
             row("mix bwd", shape, t * 1e3, gbs, "GB/s", 100 * gbs / bw, "");
         }
         phax_free(c.x), phax_free(c.y), phax_free(c.dy), phax_free(c.dx), phax_free(c.g);
@@ -557,7 +488,7 @@ int main(int argc, char **argv) {
     if (want("xent")) {
         ctx_t c = {.V = 8192, .d = 256};
         size_t maxn = 8192, nv = maxn * c.V;
-        c.x = falloc(nv, 61), c.dx = falloc(nv, 62);
+        c.x = bench_falloc(nv, 61), c.dx = bench_falloc(nv, 62);
         fscale(c.x, nv, 3.0f);
         c.tok = malloc(maxn * sizeof *c.tok);
         for (size_t i = 0; i < maxn; i++) c.tok[i] = (int32_t)(i * 2654435761u % c.V);
@@ -565,22 +496,22 @@ int main(int argc, char **argv) {
         for (int ni = 0; ni < 3; ni++) {
             c.n = NS[ni];
             snprintf(shape, sizeof shape, "n=%zu V=8192", c.n);
-            double t = time_med(k_ce, &c), gbs = 12.0 * c.n * c.V / t / 1e9;
+            double t = bench_time_med(k_ce, &c), gbs = 12.0 * c.n * c.V / t / 1e9;
             row("xent fwd+bwd", shape, t * 1e3, gbs, "GB/s", 100 * gbs / bw, "");
         }
         phax_free(c.x), phax_free(c.dx);
         // fused projection + CE vs unfused
-        c.x = falloc(maxn * c.d, 63), c.W = falloc((size_t)c.V * c.d, 64);
-        c.dx = falloc(maxn * c.d, 65), c.dW = falloc((size_t)c.V * c.d, 66);
+        c.x = bench_falloc(maxn * c.d, 63), c.W = bench_falloc((size_t)c.V * c.d, 64);
+        c.dx = bench_falloc(maxn * c.d, 65), c.dW = bench_falloc((size_t)c.V * c.d, 66);
         fscale(c.W, (size_t)c.V * c.d, 0.2f);
-        c.y = falloc(nv, 67), c.dy = falloc(nv, 68);
-        c.ws = falloc(fcpu_linear_cross_entropy_ws(maxn, c.d, c.V) / 4, 69);
+        c.y = bench_falloc(nv, 67), c.dy = bench_falloc(nv, 68);
+        c.ws = bench_falloc(fcpu_linear_cross_entropy_ws(maxn, c.d, c.V) / 4, 69);
         for (int ni = 0; ni < 3; ni++) {
             c.n = NS[ni];
             double fl = 3 * 2.0 * c.n * c.d * c.V;
             snprintf(shape, sizeof shape, "n=%zu d=256 V=8192", c.n);
             double tf, tu;
-            time_pair(k_lce, &c, k_lce_unfused, &c, &tf, &tu);
+            bench_time_pair(k_lce, &c, k_lce_unfused, &c, &tf, &tu);
             snprintf(note, sizeof note, "unfused %.2f ms (%.0f MB logits+grad); ws %.0f MB",
                      tu * 1e3, 8.0 * c.n * c.V / 1e6,
                      fcpu_linear_cross_entropy_ws(c.n, c.d, c.V) / 1e6);
@@ -606,14 +537,14 @@ int main(int argc, char **argv) {
                        : j % 3 == 2 ? 3 * 256 * 683
                                     : 512;
             c.ap[j] = (fcpu_adamw_param){
-                falloc(n, 80 + j), falloc(n, 120 + j), falloc(n, 160 + j), falloc(n, 200 + j), n,
+                bench_falloc(n, 80 + j), bench_falloc(n, 120 + j), bench_falloc(n, 160 + j), bench_falloc(n, 200 + j), n,
                 j % 3 != 0};
             for (size_t i = 0; i < n; i++) c.ap[j].m[i] = 0, c.ap[j].v[i] = 0;
             total += n;
         }
         char shape[64];
         snprintf(shape, sizeof shape, "%zu params, %d tensors", total, c.np);
-        double t = time_med(k_adamw, &c), gbs = 28.0 * total / t / 1e9;
+        double t = bench_time_med(k_adamw, &c), gbs = 28.0 * total / t / 1e9;
         row("adamw step", shape, t * 1e3, gbs, "GB/s", 100 * gbs / bw, "clip 1, wd 0.1");
         for (int j = 0; j < c.np; j++)
             phax_free(c.ap[j].p), phax_free((float *)c.ap[j].g), phax_free(c.ap[j].m),
@@ -626,23 +557,23 @@ int main(int argc, char **argv) {
         printf("\nspeed-up over ref (float64, scalar) at small sizes:\n");
         ctx_t c = {0};
         size_t E = 256 * 683 + 16;
-        c.x = falloc(E * 3, 91), c.y = falloc(E * 3, 92), c.dy = falloc(E * 3, 93);
-        c.dx = falloc(E * 3, 94), c.W = falloc(E, 95), c.b = falloc(1024, 96);
-        c.dW = falloc(E, 97), c.db = falloc(1024, 98), c.g = falloc(1024, 99),
-        c.dg = falloc(1024, 100);
-        c.Wg = falloc(E, 101), c.Wu = falloc(E, 102), c.Wd = falloc(E, 103);
-        c.dWg = falloc(E, 104), c.dWu = falloc(E, 105), c.dWd = falloc(E, 106);
-        c.p = falloc(8, 107), c.dp = falloc(8, 108), c.cs = falloc(256 * 64, 109);
-        c.xd = dalloc(E * 3, 111), c.yd = dalloc(E * 3, 112), c.dyd = dalloc(E * 3, 113);
-        c.dxd = dalloc(E * 3, 114), c.Wd_ = dalloc(E, 115), c.bd = dalloc(1024, 116);
-        c.dWd_ = dalloc(E, 117), c.dbd = dalloc(1024, 118), c.gd = dalloc(1024, 119);
-        c.dgd = dalloc(1024, 120), c.pd_ = dalloc(8, 121), c.dpd = dalloc(8, 122);
-        c.ws = falloc(fcpu_swiglu_bwd_ws(256, 256, 683) / 4 + 4 * 256 * 1024, 123);
+        c.x = bench_falloc(E * 3, 91), c.y = bench_falloc(E * 3, 92), c.dy = bench_falloc(E * 3, 93);
+        c.dx = bench_falloc(E * 3, 94), c.W = bench_falloc(E, 95), c.b = bench_falloc(1024, 96);
+        c.dW = bench_falloc(E, 97), c.db = bench_falloc(1024, 98), c.g = bench_falloc(1024, 99),
+        c.dg = bench_falloc(1024, 100);
+        c.Wg = bench_falloc(E, 101), c.Wu = bench_falloc(E, 102), c.Wd = bench_falloc(E, 103);
+        c.dWg = bench_falloc(E, 104), c.dWu = bench_falloc(E, 105), c.dWd = bench_falloc(E, 106);
+        c.p = bench_falloc(8, 107), c.dp = bench_falloc(8, 108), c.cs = bench_falloc(256 * 64, 109);
+        c.xd = bench_dalloc(E * 3, 111), c.yd = bench_dalloc(E * 3, 112), c.dyd = bench_dalloc(E * 3, 113);
+        c.dxd = bench_dalloc(E * 3, 114), c.Wd_ = bench_dalloc(E, 115), c.bd = bench_dalloc(1024, 116);
+        c.dWd_ = bench_dalloc(E, 117), c.dbd = bench_dalloc(1024, 118), c.gd = bench_dalloc(1024, 119);
+        c.dgd = bench_dalloc(1024, 120), c.pd_ = bench_dalloc(8, 121), c.dpd = bench_dalloc(8, 122);
+        c.ws = bench_falloc(fcpu_swiglu_bwd_ws(256, 256, 683) / 4 + 4 * 256 * 1024, 123);
         c.tok = malloc(256 * sizeof *c.tok);
         for (int i = 0; i < 256; i++) c.tok[i] = i * 37 % 683;
         struct {
             const char *name, *shape;
-            fn_t fast, ref;
+            bench_fn fast, ref;
             size_t n;
             int in, out, d, hid, H, dh, B, T, V, nb;
         } cases[] = {
@@ -681,7 +612,7 @@ int main(int argc, char **argv) {
             c.T = cases[k].T, c.V = cases[k].V, c.nb = cases[k].nb;
             if (c.T) k_rope_table(&c);
             double tf, tr;
-            time_pair(cases[k].fast, &c, cases[k].ref, &c, &tf, &tr);
+            bench_time_pair(cases[k].fast, &c, cases[k].ref, &c, &tf, &tr);
             char note[64];
             snprintf(note, sizeof note, "ref %.3f ms: %.1fx", tr * 1e3, tr / tf);
             printf("  %-20s %-22s fast %9.4f ms   %s\n", cases[k].name, cases[k].shape, tf * 1e3,
@@ -695,24 +626,24 @@ int main(int argc, char **argv) {
         c.ap = calloc(4, sizeof *c.ap), c.rp = calloc(4, sizeof *c.rp);
         for (int j = 0; j < 4; j++) {
             size_t n = 1 << 18;
-            c.ap[j] = (fcpu_adamw_param){falloc(n, 130 + j),
-                                         falloc(n, 140 + j),
-                                         falloc(n, 150 + j),
-                                         falloc(n, 160 + j),
+            c.ap[j] = (fcpu_adamw_param){bench_falloc(n, 130 + j),
+                                         bench_falloc(n, 140 + j),
+                                         bench_falloc(n, 150 + j),
+                                         bench_falloc(n, 160 + j),
                                          n,
                                          1};
-            c.rp[j] = (ref_adamw_param){dalloc(n, 170 + j),
-                                        dalloc(n, 180 + j),
-                                        dalloc(n, 190 + j),
-                                        dalloc(n, 200 + j),
+            c.rp[j] = (ref_adamw_param){bench_dalloc(n, 170 + j),
+                                        bench_dalloc(n, 180 + j),
+                                        bench_dalloc(n, 190 + j),
+                                        bench_dalloc(n, 200 + j),
                                         n,
                                         1};
             for (size_t i = 0; i < n; i++)
                 c.ap[j].m[i] = c.ap[j].v[i] = 0, c.rp[j].m[i] = c.rp[j].v[i] = 0;
         }
-        double tf = time_med(k_adamw, &c);
+        double tf = bench_time_med(k_adamw, &c);
         c.step = 0;
-        double tr = time_med(k_ref_adamw, &c);
+        double tr = bench_time_med(k_ref_adamw, &c);
         printf("  %-20s %-22s fast %9.4f ms   ref %.3f ms: %.1fx\n", "adamw step", "1M params",
                tf * 1e3, tr * 1e3, tr / tf);
         if (csv)
@@ -720,9 +651,9 @@ int main(int argc, char **argv) {
                     tr / tf, tr * 1e3);
     }
     // The ceiling again, to show how much the machine's state drifted during the run.
-    tr.a = falloc(tr.n, 1), tr.b = falloc(tr.n, 2), tr.c = falloc(tr.n, 3);
+    tr.a = bench_falloc(tr.n, 1), tr.b = bench_falloc(tr.n, 2), tr.c = bench_falloc(tr.n, 3);
     printf("\nmemory ceiling again at the end: %.1f GB/s (start: %.1f GB/s)\n",
-           12.0 * tr.n / time_med(k_triad, &tr) / 1e9, bw);
+           12.0 * tr.n / bench_time_med(k_triad, &tr) / 1e9, bw);
     phax_free(tr.a), phax_free(tr.b), phax_free(tr.c);
     if (csv) fclose(csv);
     return 0;

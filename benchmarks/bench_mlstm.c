@@ -40,42 +40,15 @@
 
 #include "phax/fast.h"
 #include "phax/fcpu.h"
+#include "bench_util.h"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-static double cpu_now(void) {  // CPU seconds of all the process's threads
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-// Median wall seconds of fn(ctx) (and in *cpu the median CPU seconds summed
-// over threads): one warm-up, then ≥ 5 runs and ≥ 0.5 s (≤ 200 runs).
+// Timing (bench_util.h): one warm-up, then ≥ 5 runs and ≥ 0.5 s (≤ 200 runs);
+// median wall seconds, and in *cpu the median CPU seconds summed over threads.
 static double timeit2(void (*fn)(void *), void *ctx, double *cpu) {
-    double t[200], c[200];
-    int n = 0;
-    fn(ctx);
-    double t0 = now();
-    while (n < 200 && (n < 5 || now() - t0 < 0.5)) {
-        double a = now(), ca = cpu_now();
-        fn(ctx);
-        t[n] = now() - a, c[n] = cpu_now() - ca;
-        n++;
-    }
-    qsort(t, n, sizeof *t, cmpd);
-    qsort(c, n, sizeof *c, cmpd);
-    if (cpu) *cpu = c[n / 2];
-    return t[n / 2];
+    bench_stats s = bench_time(fn, ctx, (bench_policy){5, 200, 0.5, 0});
+    if (cpu) *cpu = s.cpu_med;
+    return s.med;
 }
-
 typedef struct {
     int B, T, H, dqk, dv, chunk;
     float *q, *k, *v, *ig, *fg, *h, *dh, *dq, *dk, *dvv, *dig, *dfg;
@@ -120,16 +93,6 @@ static void gemm_mix(void *p) {
     }
 }
 
-typedef struct {
-    int n;
-    float *A, *B, *C;
-} bigctx;
-static void gemm_big(void *p) {
-    bigctx *g = p;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->n, g->n, g->n, 1.0f, g->A, g->n, g->B,
-                g->n, 0.0f, g->C, g->n);
-}
-
 static void fill(float *x, size_t n, unsigned *s, float mu, float sd) {
     for (size_t i = 0; i < n; i++) {
         *s = *s * 1664525u + 1013904223u;
@@ -140,41 +103,27 @@ static void fill(float *x, size_t n, unsigned *s, float mu, float sd) {
     }
 }
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    memset(p, 0, n);  // first touch outside the timing
-    return p;
-}
-
 int main(int argc, char **argv) {
     const int B = 1, H = 4, dqk = 32, dv = 64, Tmax = 16384;
     const int Ts[] = {512, 1024, 2048, 4096, 8192, 16384};
     const int chunks[] = {32, 64, 128};
-    FILE *csv = argc > 1 ? fopen(argv[1], "w") : NULL;
-    if (argc > 1 && !csv) {
-        fprintf(stderr, "cannot open %s\n", argv[1]);
-        return 1;
-    }
+    FILE *csv = bench_csv_open(argc > 1 ? argv[1] : NULL,
+                               "op,B,T,H,dqk,dv,chunk,median_ms,gflops,pct_sgemm,median_cpu_ms,"
+                               "gflop_per_cpu_s,pct_sgemm_cpu,speedup_vs_ref_wall,"
+                               "speedup_vs_ref_cpu");
     char info[256];
     phax_cpu_info(info, sizeof info);
-    printf("OpenBLAS core: %s\n%s\n", openblas_get_corename(), info);
-    if (csv)
-        fprintf(csv,
-                "op,B,T,H,dqk,dv,chunk,median_ms,gflops,pct_sgemm,median_cpu_ms,gflop_per_cpu_s,"
-                "pct_sgemm_cpu,speedup_vs_ref_wall,speedup_vs_ref_cpu\n");
+    bench_print_env(stdout, "bench_mlstm");
+    printf("%s\n", info);
 
     // Buffers for the largest T, allocated and touched once.
     size_t ng = (size_t)B * Tmax * H, nk = ng * dqk, nv = ng * dv;
     unsigned seed = 12345u;
     mctx c = {.B = B, .H = H, .dqk = dqk, .dv = dv};
-    c.q = xmalloc(nk * 4), c.k = xmalloc(nk * 4), c.v = xmalloc(nv * 4);
-    c.ig = xmalloc(ng * 4), c.fg = xmalloc(ng * 4), c.h = xmalloc(nv * 4), c.dh = xmalloc(nv * 4);
-    c.dq = xmalloc(nk * 4), c.dk = xmalloc(nk * 4), c.dvv = xmalloc(nv * 4);
-    c.dig = xmalloc(ng * 4), c.dfg = xmalloc(ng * 4);
+    c.q = bench_xmalloc(nk * 4), c.k = bench_xmalloc(nk * 4), c.v = bench_xmalloc(nv * 4);
+    c.ig = bench_xmalloc(ng * 4), c.fg = bench_xmalloc(ng * 4), c.h = bench_xmalloc(nv * 4), c.dh = bench_xmalloc(nv * 4);
+    c.dq = bench_xmalloc(nk * 4), c.dk = bench_xmalloc(nk * 4), c.dvv = bench_xmalloc(nv * 4);
+    c.dig = bench_xmalloc(ng * 4), c.dfg = bench_xmalloc(ng * 4);
     fill(c.q, nk, &seed, 0, 1), fill(c.k, nk, &seed, 0, 1), fill(c.v, nv, &seed, 0, 1);
     fill(c.ig, ng, &seed, 0, 2), fill(c.fg, ng, &seed, 3, 1.5f), fill(c.dh, nv, &seed, 0, 1);
     size_t wsf = 0, wsb = 0;
@@ -183,19 +132,22 @@ int main(int argc, char **argv) {
         size_t b = fcpu_mlstm_chunkwise_bwd_ws(B, Tmax, H, dqk, dv, chunks[ic]);
         wsf = a > wsf ? a : wsf, wsb = b > wsb ? b : wsb;
     }
-    c.wsf = xmalloc(wsf), c.wsb = xmalloc(wsb);
+    c.wsf = bench_xmalloc(wsf), c.wsb = bench_xmalloc(wsb);
 
     // Ceilings.
-    bigctx bg = {1024, xmalloc(1024 * 1024 * 4), xmalloc(1024 * 1024 * 4),
-                 xmalloc(1024 * 1024 * 4)};
-    fill(bg.A, 1024 * 1024, &seed, 0, 1), fill(bg.B, 1024 * 1024, &seed, 0, 1);
-    double tbigc, tbig = timeit2(gemm_big, &bg, &tbigc);
+    float *bgA = bench_xmalloc(1024 * 1024 * 4), *bgB = bench_xmalloc(1024 * 1024 * 4);
+    float *bgC = bench_xmalloc(1024 * 1024 * 4);
+    fill(bgA, 1024 * 1024, &seed, 0, 1), fill(bgB, 1024 * 1024, &seed, 0, 1);
+    bench_stats sbig = bench_sgemm_time(CblasNoTrans, CblasNoTrans, 1024, 1024, 1024, bgA, bgB,
+                                        bgC, (bench_policy){5, 200, 0.5, 0});
+    double tbig = sbig.med, tbigc = sbig.cpu_med;
+    free(bgA), free(bgB), free(bgC);
     printf("sgemm 1024^3 (OpenBLAS threads): %.1f GFLOP/s wall, %.1f GFLOP per CPU-second\n",
            2.0 * 1024 * 1024 * 1024 / tbig * 1e-9, 2.0 * 1024 * 1024 * 1024 / tbigc * 1e-9);
     double mix_gf[3], mix_cpu[3];
     gctx gc = {.dqk = dqk, .dv = dv, .reps = 200};
     for (int i = 0; i < 8; i++) {
-        gc.buf[i] = xmalloc(3 * 256 * 256 * 4);
+        gc.buf[i] = bench_xmalloc(3 * 256 * 256 * 4);
         fill(gc.buf[i], 3 * 256 * 256, &seed, 0, 1);
     }
     int nth = omp_get_max_threads(), blas_threads = openblas_get_num_threads();
@@ -223,30 +175,30 @@ int main(int argc, char **argv) {
     {
         int T = 512;
         size_t g = (size_t)B * T * H, K = g * dqk, V = g * dv;
-        double *q = xmalloc(K * 8), *k = xmalloc(K * 8), *v = xmalloc(V * 8), *ig = xmalloc(g * 8);
-        double *fg = xmalloc(g * 8), *h = xmalloc(V * 8), *dh = xmalloc(V * 8);
-        double *dq = xmalloc(K * 8), *dk = xmalloc(K * 8), *dvv = xmalloc(V * 8);
-        double *dig = xmalloc(g * 8), *dfg = xmalloc(g * 8);
+        double *q = bench_xmalloc(K * 8), *k = bench_xmalloc(K * 8), *v = bench_xmalloc(V * 8), *ig = bench_xmalloc(g * 8);
+        double *fg = bench_xmalloc(g * 8), *h = bench_xmalloc(V * 8), *dh = bench_xmalloc(V * 8);
+        double *dq = bench_xmalloc(K * 8), *dk = bench_xmalloc(K * 8), *dvv = bench_xmalloc(V * 8);
+        double *dig = bench_xmalloc(g * 8), *dfg = bench_xmalloc(g * 8);
         // Same values as the float buffers' first T rows (layout (B, T, H, ·), B = 1).
         for (size_t i = 0; i < K; i++) q[i] = c.q[i], k[i] = c.k[i];
         for (size_t i = 0; i < V; i++) v[i] = c.v[i], dh[i] = c.dh[i];
         for (size_t i = 0; i < g; i++) ig[i] = c.ig[i], fg[i] = c.fg[i];
         // (single-threaded: wall and CPU time agree on an idle machine; the CPU
         // time is kept as the robust figure)
-        double a = now(), ca = cpu_now();
+        double a = bench_wall(), ca = bench_cpu();
         ref_mlstm_parallel_fwd(h, q, k, v, ig, fg, B, T, H, dqk, dv, PHAX_MLSTM_EPS);
-        ref_fwd_s = now() - a, ref_fwd_c = cpu_now() - ca;
-        a = now(), ca = cpu_now();
+        ref_fwd_s = bench_wall() - a, ref_fwd_c = bench_cpu() - ca;
+        a = bench_wall(), ca = bench_cpu();
         ref_mlstm_parallel_bwd(dq, dk, dvv, dig, dfg, dh, q, k, v, ig, fg, B, T, H, dqk, dv,
                                PHAX_MLSTM_EPS);
-        ref_bwd_s = now() - a, ref_bwd_c = cpu_now() - ca;
-        a = now(), ca = cpu_now();
+        ref_bwd_s = bench_wall() - a, ref_bwd_c = bench_cpu() - ca;
+        a = bench_wall(), ca = bench_cpu();
         ref_mlstm_recurrent_fwd(h, q, k, v, ig, fg, B, T, H, dqk, dv, PHAX_MLSTM_EPS, 0.0);
-        rrec_fwd_s = now() - a, rrec_fwd_c = cpu_now() - ca;
-        a = now(), ca = cpu_now();
+        rrec_fwd_s = bench_wall() - a, rrec_fwd_c = bench_cpu() - ca;
+        a = bench_wall(), ca = bench_cpu();
         ref_mlstm_recurrent_bwd(dq, dk, dvv, dig, dfg, dh, q, k, v, ig, fg, B, T, H, dqk, dv,
                                 PHAX_MLSTM_EPS, 0.0);
-        rrec_bwd_s = now() - a, rrec_bwd_c = cpu_now() - ca;
+        rrec_bwd_s = bench_wall() - a, rrec_bwd_c = bench_cpu() - ca;
         printf(
             "ref T=512 (wall / CPU ms): parallel fwd %.1f / %.1f, bwd %.1f / %.1f; "
             "recurrent fwd %.1f / %.1f, bwd %.1f / %.1f\n",

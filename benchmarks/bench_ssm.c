@@ -39,52 +39,24 @@
 
 #include "phax/fcpu.h"
 #include "phax/ref.h"
+#include "bench_util.h"
 
-// BENCH_CLOCK=cpu times with the process CPU clock instead of the wall clock: with one
-// thread (OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1) that is the compute time even on a
-// machine shared with other jobs, where wall-clock medians measure the scheduler.
-static clockid_t clk = CLOCK_MONOTONIC;
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
+// Timing and buffers: bench_util.h. BENCH_CLOCK=cpu times with the process CPU
+// clock instead of the wall clock: with one thread (OMP_NUM_THREADS=1
+// OPENBLAS_NUM_THREADS=1) that is the compute time even on a machine shared with
+// other jobs, where wall-clock medians measure the scheduler.
 static double tmin;  // the fastest repeat of the last time_med
-
-typedef void (*fn_t)(void *);
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 // Median seconds of fn: one warm-up, then ≥ 5 repeats and ≥ 0.5 s (at most 1000).
-static double time_med(fn_t fn, void *ctx) {
-    fn(ctx);
-    double t[1000];
-    int k = 0;
-    double start = now();
-    while (k < 1000 && (k < 5 || now() - start < 0.5)) {
-        double t0 = now();
-        fn(ctx);
-        t[k++] = now() - t0;
-    }
-    qsort(t, k, sizeof *t, cmp_d);
-    tmin = t[0];
-    return t[k / 2];
+static double time_med(bench_fn fn, void *ctx) {
+    bench_stats s = bench_time(fn, ctx, BENCH_POLICY);
+    tmin = s.min;
+    return s.med;
 }
-
-static float *falloc(size_t n, unsigned seed) {
-    float *p = phax_alloc(n * sizeof *p);
-    if (!p) phax_die("%s", phax_error());
-    srand(seed);
-    for (size_t i = 0; i < n; i++) p[i] = (float)rand() / RAND_MAX * 2.0f - 1.0f;  // touched
-    return p;
-}
-static double *dalloc(size_t n, unsigned seed) {
-    double *p = phax_alloc(n * sizeof *p);
-    if (!p) phax_die("%s", phax_error());
-    srand(seed);
-    for (size_t i = 0; i < n; i++) p[i] = (double)rand() / RAND_MAX * 2.0 - 1.0;
-    return p;
+// sgemm (row-major, no transposes) M×K · K×N on the given buffers, the ceiling's timing.
+static double time_sgemm(int M, int N, int K, const float *A, const float *B, float *C) {
+    bench_stats s = bench_sgemm_time(CblasNoTrans, CblasNoTrans, M, N, K, A, B, C, BENCH_POLICY);
+    tmin = s.min;
+    return s.med;
 }
 
 // --- contexts ------------------------------------------------------------------------------
@@ -94,9 +66,6 @@ typedef struct {
     float *gLre, *gLim, *gCre, *gCim;
     void *ws;
     fcpu_ssm_plan *plan;
-    // sgemm
-    int m, n, k;
-    float *a, *b, *c;
     // ref
     double *rLre, *rLim, *rCre, *rCim, *rK, *rdK, *rD, *ru, *ry, *rdy, *rdu, *rdD, *rg[4];
 } ctx_t;
@@ -120,11 +89,6 @@ static void f_conv_bwd(void *p) {
     if (fcpu_ssm_conv_bwd(c->du, c->dK, c->dD, c->dy, c->u, c->K, c->D, c->B, c->T, c->H, c->plan,
                           c->ws) != PHAX_OK)
         phax_die("%s", phax_error());
-}
-static void f_sgemm(void *p) {
-    ctx_t *c = p;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->m, c->n, c->k, 1.0f, c->a, c->k,
-                c->b, c->n, 0.0f, c->c, c->n);
 }
 static void f_ref_dss_fwd(void *p) {
     ctx_t *c = p;
@@ -167,10 +131,10 @@ static double fft_flop(int n, int transforms) { return transforms * 2.5 * n * lo
 static double mf, mb;  // the fastest repeats of the last bench_conv
 static void bench_conv(ctx_t *c, int method, int measure, double *tf, double *tb, int *nfft,
                        double *plan_s) {
-    double t0 = now();
+    double t0 = bench_now();
     c->plan = fcpu_ssm_plan_new_ex(c->B, c->T, c->H, method, measure);
     if (!c->plan) phax_die("%s", phax_error());
-    *plan_s = now() - t0;
+    *plan_s = bench_now() - t0;
     size_t w = fcpu_ssm_conv_fwd_ws(c->plan), wb = fcpu_ssm_conv_bwd_ws(c->plan);
     c->ws = phax_alloc(w > wb ? w : wb);
     if (!c->ws) phax_die("%s", phax_error());
@@ -188,15 +152,15 @@ static void setup(ctx_t *c, int B, int T, int H, int N) {
     memset(c, 0, sizeof *c);
     c->B = B, c->T = T, c->H = H, c->N = N;
     size_t BTH = (size_t)B * T * H, HT = (size_t)H * T, HN = (size_t)H * N;
-    c->Lre = falloc(N, 1), c->Lim = falloc(N, 2), c->Cre = falloc(HN, 3), c->Cim = falloc(HN, 4);
+    c->Lre = bench_falloc(N, 1), c->Lim = bench_falloc(N, 2), c->Cre = bench_falloc(HN, 3), c->Cim = bench_falloc(HN, 4);
     for (int n = 0; n < N; n++) {  // long-memory init
         c->Lre[n] = (float)log(1e-3 * pow(100.0, (n + 0.5) / N));
         c->Lim[n] = (float)log(3.14159265358979 * (n + 1) / N);
     }
-    c->K = falloc(HT, 5), c->dK = falloc(HT, 6), c->D = falloc(H, 7), c->u = falloc(BTH, 8);
-    c->y = falloc(BTH, 9), c->dy = falloc(BTH, 10), c->du = falloc(BTH, 11), c->dD = falloc(H, 12);
-    c->gLre = falloc(N, 13), c->gLim = falloc(N, 14), c->gCre = falloc(HN, 15),
-    c->gCim = falloc(HN, 16);
+    c->K = bench_falloc(HT, 5), c->dK = bench_falloc(HT, 6), c->D = bench_falloc(H, 7), c->u = bench_falloc(BTH, 8);
+    c->y = bench_falloc(BTH, 9), c->dy = bench_falloc(BTH, 10), c->du = bench_falloc(BTH, 11), c->dD = bench_falloc(H, 12);
+    c->gLre = bench_falloc(N, 13), c->gLim = bench_falloc(N, 14), c->gCre = bench_falloc(HN, 15),
+    c->gCim = bench_falloc(HN, 16);
 }
 static void teardown(ctx_t *c) {
     float *f[] = {c->Lre, c->Lim, c->Cre, c->Cim, c->K, c->dK, c->D, c->u, c->y, c->dy, c->du,
@@ -205,34 +169,22 @@ static void teardown(ctx_t *c) {
 }
 
 int main(int argc, char **argv) {
-    const char *ck = getenv("BENCH_CLOCK");
-    if (ck && strcmp(ck, "cpu") == 0) clk = CLOCK_PROCESS_CPUTIME_ID;
+    bench_clock_from_env("BENCH_CLOCK", "cpu", CLOCK_PROCESS_CPUTIME_ID);
     int tmax = getenv("BENCH_TMAX") ? atoi(getenv("BENCH_TMAX")) : 16384;
-    if (argc > 1) {
-        csv = fopen(argv[1], "w");
-        if (!csv) phax_die("cannot open %s", argv[1]);
-        fprintf(csv, "op,B,T,H,N,n_fft,ms,min_ms,gflops,frac_sgemm,eff_gflops,speedup_vs_ref\n");
-    }
-    const char *tto = getenv("OPENBLAS_THREAD_TIMEOUT"), *owp = getenv("OMP_WAIT_POLICY");
-    printf("OpenBLAS core: %s; %s; OpenBLAS threads %d; OpenMP threads %d; clock %s; "
-           "OPENBLAS_THREAD_TIMEOUT=%s OMP_WAIT_POLICY=%s\n",
-           openblas_get_corename(), openblas_get_config(), openblas_get_num_threads(),
-           omp_get_max_threads(), clk == CLOCK_MONOTONIC ? "wall" : "process cpu",
-           tto ? tto : "(unset)", owp ? owp : "(unset)");
+    csv = bench_csv_open(argc > 1 ? argv[1] : NULL,
+                         "op,B,T,H,N,n_fft,ms,min_ms,gflops,frac_sgemm,eff_gflops,speedup_vs_ref");
+    const char *tto = getenv("OPENBLAS_THREAD_TIMEOUT");
+    bench_print_env(stdout, "bench_ssm");
+    printf("clock %s\n", bench_clock_id == CLOCK_MONOTONIC ? "wall" : "process cpu");
     if (!tto && openblas_get_num_threads() > 1 && omp_get_max_threads() > 1)
         printf("warning: OpenBLAS's idle threads spin for 2^28 cycles after each call and take a "
                "core from the next OpenMP region (8-16 ms stalls seen here); run with "
                "OPENBLAS_THREAD_TIMEOUT=4\n");
 
     // Ceiling: square sgemm 1024³.
-    ctx_t g = {0};
-    g.m = g.n = g.k = 1024;
-    g.a = falloc((size_t)1024 * 1024, 21), g.b = falloc((size_t)1024 * 1024, 22),
-    g.c = falloc((size_t)1024 * 1024, 23);
-    double ts = time_med(f_sgemm, &g);
+    double ts = time_sgemm(1024, 1024, 1024, NULL, NULL, NULL);  // touched buffers, seeds 21-23
     sgemm_gf = 2.0 * 1024 * 1024 * 1024 / ts * 1e-9;
     printf("sgemm 1024^3: %.3f ms, %.1f GFLOP/s (the ceiling below)\n\n", ts * 1e3, sgemm_gf);
-    phax_free(g.a), phax_free(g.b), phax_free(g.c);
 
     const int B = 1, H = 64, N = 64;
     // --- speed-up over ref at T = 512 ---------------------------------------------------
@@ -241,12 +193,12 @@ int main(int argc, char **argv) {
         ctx_t c;
         setup(&c, B, 512, H, N);
         size_t BTH = (size_t)B * 512 * H, HT = (size_t)H * 512, HN = (size_t)H * N;
-        c.rLre = dalloc(N, 1), c.rLim = dalloc(N, 2), c.rCre = dalloc(HN, 3),
-        c.rCim = dalloc(HN, 4), c.rK = dalloc(HT, 5), c.rdK = dalloc(HT, 6), c.rD = dalloc(H, 7),
-        c.ru = dalloc(BTH, 8), c.ry = dalloc(BTH, 9), c.rdy = dalloc(BTH, 10),
-        c.rdu = dalloc(BTH, 11), c.rdD = dalloc(H, 12);
+        c.rLre = bench_dalloc(N, 1), c.rLim = bench_dalloc(N, 2), c.rCre = bench_dalloc(HN, 3),
+        c.rCim = bench_dalloc(HN, 4), c.rK = bench_dalloc(HT, 5), c.rdK = bench_dalloc(HT, 6), c.rD = bench_dalloc(H, 7),
+        c.ru = bench_dalloc(BTH, 8), c.ry = bench_dalloc(BTH, 9), c.rdy = bench_dalloc(BTH, 10),
+        c.rdu = bench_dalloc(BTH, 11), c.rdD = bench_dalloc(H, 12);
         for (int n = 0; n < N; n++) c.rLre[n] = c.Lre[n], c.rLim[n] = c.Lim[n];
-        for (int i = 0; i < 4; i++) c.rg[i] = dalloc(i < 2 ? N : HN, 30 + i);
+        for (int i = 0; i < 4; i++) c.rg[i] = bench_dalloc(i < 2 ? N : HN, 30 + i);
         ref_t[0] = time_med(f_ref_dss_fwd, &c);
         ref_t[1] = time_med(f_ref_dss_bwd, &c);
         ref_t[2] = time_med(f_ref_conv_fwd, &c);
@@ -271,12 +223,10 @@ int main(int argc, char **argv) {
         t = time_med(f_dss_bwd, &c);
         row("dss_bwd", B, T, H, N, 0, t, tmin, 2.0 * H * 4 * N * T, 0, T == 512 ? ref_t[1] : 0);
         // the same-shaped sgemm (H × T × 2N) as the forward's own ceiling
-        ctx_t gg = {0};
-        gg.m = H, gg.n = T, gg.k = 2 * N, gg.a = c.dK, gg.c = c.K;
-        gg.b = falloc((size_t)2 * N * T, 24);
-        t = time_med(f_sgemm, &gg);
+        float *gb = bench_falloc((size_t)2 * N * T, 24);
+        t = time_sgemm(H, T, 2 * N, c.dK, gb, c.K);
         row("sgemm_HxTx2N", B, T, H, N, 0, t, tmin, 2.0 * H * T * 2 * N, 0, 0);
-        phax_free(gg.b);
+        phax_free(gb);
         phax_free(c.ws);
 
         double direct = (double)B * H * T * (T + 1.0);

@@ -1,0 +1,250 @@
+// bench_util.h: what every benchmark driver needs — clocks, a median timer, the
+// sgemm ceiling, the environment line (OpenBLAS core, threads, load), CSV files,
+// touched buffers and peak resident memory. Header-only (static inline), one
+// copy per driver; drivers are single translation units.
+//
+// Timing policy (bench_time): one warm-up call, then repeats while fewer than
+// min_reps were run or less than min_s seconds have passed since the first timed
+// repeat, at most max_reps; the result is the median (and the fastest repeat,
+// and the median CPU seconds of all the process's threads). BENCH_POLICY (≥ 5
+// repeats and ≥ 0.5 s, ≤ 1000) is what the drivers use unless they say otherwise.
+//
+// Clock: wall (CLOCK_MONOTONIC) unless a driver switches bench_clock_id
+// (bench_clock_from_env): with one thread (OMP_NUM_THREADS=1
+// OPENBLAS_NUM_THREADS=1) a CPU clock gives the compute time even on a machine
+// shared with other jobs, where wall-clock medians measure the scheduler.
+//
+// Ceiling: bench_sgemm_time times cblas_sgemm on the shape given, with the
+// OpenBLAS threads and environment of the caller — the ceiling is always
+// measured in the same environment as the kernels it is compared with
+// (OPENBLAS_CORETYPE is left as the machine sets it; bench_print_env shows it
+// and the kernel OpenBLAS chose).
+#ifndef PHAX_BENCH_UTIL_H
+#define PHAX_BENCH_UTIL_H
+
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "phax/core.h"
+
+// --- clocks ---------------------------------------------------------------------------------
+static clockid_t bench_clock_id = CLOCK_MONOTONIC;
+
+static inline double bench_clock_read(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+static inline double bench_now(void) { return bench_clock_read(bench_clock_id); }
+static inline double bench_wall(void) { return bench_clock_read(CLOCK_MONOTONIC); }
+// CPU seconds of all the process's threads.
+static inline double bench_cpu(void) { return bench_clock_read(CLOCK_PROCESS_CPUTIME_ID); }
+
+// If the environment variable var equals word, time with clock id; returns 1 then.
+static inline int bench_clock_from_env(const char *var, const char *word, clockid_t id) {
+    const char *v = getenv(var);
+    if (v && !strcmp(v, word)) {
+        bench_clock_id = id;
+        return 1;
+    }
+    return 0;
+}
+
+// --- medians --------------------------------------------------------------------------------
+typedef void (*bench_fn)(void *ctx);
+
+static inline int bench_cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+// Median of t[0..n) (sorted in place). avg_even: mean of the two middle values
+// when n is even; otherwise the upper one, t[n/2].
+static inline double bench_median(double *t, int n, int avg_even) {
+    if (n <= 0) return 0;
+    qsort(t, (size_t)n, sizeof *t, bench_cmp_d);
+    return avg_even && n % 2 == 0 ? 0.5 * (t[n / 2 - 1] + t[n / 2]) : t[n / 2];
+}
+
+typedef struct {
+    int min_reps, max_reps;  // at least / at most this many timed repeats
+    double min_s;            // keep repeating (up to max_reps) until this much time has passed
+    int avg_even;            // median of an even count: mean of the middle two (1) or upper (0)
+} bench_policy;
+#define BENCH_POLICY ((bench_policy){5, 1000, 0.5, 0})
+
+typedef struct {
+    double med, min;  // seconds on bench_clock_id: median and fastest repeat
+    double cpu_med;   // median CPU seconds of all the process's threads
+    int reps;
+} bench_stats;
+
+static inline bench_stats bench_time(bench_fn fn, void *ctx, bench_policy p) {
+    if (p.max_reps < 1) p.max_reps = 1;
+    if (p.min_reps > p.max_reps) p.min_reps = p.max_reps;
+    double *t = malloc(2 * (size_t)p.max_reps * sizeof *t);
+    if (!t) phax_die("bench_time: out of memory");
+    double *c = t + p.max_reps;
+    fn(ctx);  // warm-up
+    int k = 0;
+    double start = bench_now();
+    while (k < p.max_reps && (k < p.min_reps || bench_now() - start < p.min_s)) {
+        double c0 = bench_cpu(), t0 = bench_now();
+        fn(ctx);
+        t[k] = bench_now() - t0, c[k] = bench_cpu() - c0;
+        k++;
+    }
+    bench_stats s = {.reps = k};
+    s.med = bench_median(t, k, p.avg_even);
+    s.min = t[0];
+    s.cpu_med = bench_median(c, k, p.avg_even);
+    free(t);
+    return s;
+}
+// Median seconds under BENCH_POLICY.
+static inline double bench_time_med(bench_fn fn, void *ctx) {
+    return bench_time(fn, ctx, BENCH_POLICY).med;
+}
+
+// Medians of fa and fb timed alternately (a, b, a, b, ...), so that both see the
+// same machine conditions: for every reported ratio of the two. One warm-up call
+// each, then ≥ 5 pairs and ≥ 1 s (at most 500 pairs).
+static inline void bench_time_pair(bench_fn fa, void *ca, bench_fn fb, void *cb, double *ta,
+                                   double *tb) {
+    fa(ca), fb(cb);
+    double A[500], Bt[500];
+    int k = 0;
+    double start = bench_now();
+    while (k < 500 && (k < 5 || bench_now() - start < 1.0)) {
+        double t0 = bench_now();
+        fa(ca);
+        double t1 = bench_now();
+        fb(cb);
+        A[k] = t1 - t0, Bt[k] = bench_now() - t1, k++;
+    }
+    *ta = bench_median(A, k, 0), *tb = bench_median(Bt, k, 0);
+}
+
+// --- buffers --------------------------------------------------------------------------------
+// Touched (written) buffers: the first touch of fresh pages is slow, so it is
+// done before timing. Values uniform in [-1, 1] from srand(seed)/rand().
+static inline float *bench_falloc(size_t n, unsigned seed) {
+    float *p = phax_alloc(n * sizeof *p);
+    if (!p) phax_die("%s", phax_error());
+    srand(seed);
+    for (size_t i = 0; i < n; i++) p[i] = (float)rand() / RAND_MAX * 2.0f - 1.0f;
+    return p;
+}
+static inline double *bench_dalloc(size_t n, unsigned seed) {
+    double *p = phax_alloc(n * sizeof *p);
+    if (!p) phax_die("%s", phax_error());
+    srand(seed);
+    for (size_t i = 0; i < n; i++) p[i] = (double)rand() / RAND_MAX * 2.0 - 1.0;
+    return p;
+}
+// malloc, zeroed (touched), exits with a message when out of memory.
+static inline void *bench_xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    memset(p, 0, n);
+    return p;
+}
+
+// --- the sgemm ceiling ----------------------------------------------------------------------
+typedef struct {
+    CBLAS_TRANSPOSE ta, tb;
+    int M, N, K;
+    const float *A, *B;
+    float *C;
+} bench_sgemm_ctx;
+
+static inline void bench_sgemm_run(void *v) {
+    bench_sgemm_ctx *g = v;
+    int lda = g->ta == CblasNoTrans ? g->K : g->M, ldb = g->tb == CblasNoTrans ? g->N : g->K;
+    cblas_sgemm(CblasRowMajor, g->ta, g->tb, g->M, g->N, g->K, 1.0f, g->A, lda, g->B, ldb, 0.0f,
+                g->C, g->N);
+}
+// Row-major C (M×N) = op(A)·op(B), op(A): M×K, op(B): K×N, with the caller's
+// OpenBLAS threads. A, B, C may be NULL: then touched buffers are allocated for
+// this call. Returns the timing; GFLOP/s = 2·M·N·K / med.
+static inline bench_stats bench_sgemm_time(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N,
+                                           int K, const float *A, const float *B, float *C,
+                                           bench_policy p) {
+    float *a = NULL, *b = NULL, *c = NULL;
+    if (!A) A = a = bench_falloc((size_t)M * K, 21);
+    if (!B) B = b = bench_falloc((size_t)K * N, 22);
+    if (!C) C = c = bench_falloc((size_t)M * N, 23);
+    bench_sgemm_ctx g = {ta, tb, M, N, K, A, B, C};
+    bench_stats s = bench_time(bench_sgemm_run, &g, p);
+    phax_free(a), phax_free(b), phax_free(c);
+    return s;
+}
+static inline double bench_sgemm_gflops(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N,
+                                        int K) {
+    bench_stats s = bench_sgemm_time(ta, tb, M, N, K, NULL, NULL, NULL, BENCH_POLICY);
+    return 2.0 * M * N * K / s.med * 1e-9;
+}
+
+// --- environment ----------------------------------------------------------------------------
+// The 1/5/15-minute load averages ("?" if unreadable), without the newline.
+static inline const char *bench_loadavg(char *buf, size_t n) {
+    snprintf(buf, n, "?");
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        double a, b, c;
+        if (fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3) snprintf(buf, n, "%.2f %.2f %.2f", a, b, c);
+        fclose(f);
+    }
+    return buf;
+}
+static inline const char *bench_env_or(const char *var, const char *dflt) {
+    const char *v = getenv(var);
+    return v ? v : dflt;
+}
+// One line: the kernel OpenBLAS chose (openblas_get_corename) and its build,
+// the thread counts, the environment variables that change the numbers, and the
+// machine's load at the start.
+static inline void bench_print_env(FILE *f, const char *name) {
+    char la[64];
+    fprintf(f,
+            "%s: OpenBLAS core %s (%s); OpenBLAS threads %d, OpenMP threads %d; "
+            "OPENBLAS_CORETYPE=%s OPENBLAS_THREAD_TIMEOUT=%s OMP_WAIT_POLICY=%s; "
+            "load average %s\n",
+            name, openblas_get_corename(), openblas_get_config(), openblas_get_num_threads(),
+            omp_get_max_threads(), bench_env_or("OPENBLAS_CORETYPE", "(unset)"),
+            bench_env_or("OPENBLAS_THREAD_TIMEOUT", "(unset)"),
+            bench_env_or("OMP_WAIT_POLICY", "(unset)"), bench_loadavg(la, sizeof la));
+}
+
+// --- CSV ------------------------------------------------------------------------------------
+// Open path for writing and write the header line (no newline needed in header);
+// NULL path → NULL (no CSV). Exits with a message if the file cannot be written.
+static inline FILE *bench_csv_open(const char *path, const char *header) {
+    if (!path) return NULL;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    if (header) fprintf(f, "%s\n", header);
+    return f;
+}
+
+// --- memory ---------------------------------------------------------------------------------
+// Peak resident set size in MB (10^6 bytes) of this process (RUSAGE_SELF) or of
+// its waited-for children (RUSAGE_CHILDREN: the largest of them); ru_maxrss is
+// in KiB on Linux.
+static inline double bench_peak_rss_mb(int who) {
+    struct rusage ru;
+    if (getrusage(who, &ru)) return 0;
+    return ru.ru_maxrss * 1024.0 / 1e6;
+}
+
+#endif
