@@ -325,3 +325,19 @@ int phax_eval_iter_next(phax_eval_iter *it, int32_t *x, int32_t *y) {
 size_t phax_eval_iter_count(const phax_eval_iter *it) {
     return it ? (it->n + (size_t)it->T - 1) / (size_t)it->T : 0;
 }
+
+// ---------------------------------------------------------------------------
+char *phax_data_find_split(const char *dir, const char *name) {
+    static const char *prefix[] = {"", "ptb.", "ptb.char."};
+    for (int i = 0; i < 3; i++)
+        for (int xz = 0; xz < 2; xz++) {
+            size_t len = strlen(dir) + strlen(prefix[i]) + strlen(name) + 16;
+            char *p = malloc(len);
+            if (!p) return NULL;
+            snprintf(p, len, "%s/%s%s.txt%s", dir, prefix[i], name, xz ? ".xz" : "");
+            struct stat sb;
+            if (stat(p, &sb) == 0 && S_ISREG(sb.st_mode)) return p;
+            free(p);
+        }
+    return NULL;
+}

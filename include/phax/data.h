@@ -49,6 +49,12 @@ int phax_write_file_atomic(const char *path, const void *data, size_t n);
 // Create a directory and any missing parents (like mkdir -p).
 int phax_mkdir_p(const char *dir);
 
+// The file of split `name` ("train", "valid", "test") in a corpus folder: the
+// first of <dir>/<name>.txt, ptb.<name>.txt, ptb.char.<name>.txt, each also with
+// .xz, that exists (WikiText, PTB and PTB-char layouts). malloc'd path, or NULL
+// (no error recorded) when none exists.
+char *phax_data_find_split(const char *dir, const char *name);
+
 // ---------------------------------------------------------------------------
 // Training batches: B random windows of T tokens.
 // Row b of a batch starts at an offset o_b drawn uniformly from [0, n−T−1]

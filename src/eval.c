@@ -1,0 +1,334 @@
+// phax eval: perplexity of a checkpoint on a corpus split, and the loss by
+// position inside the evaluation window (to show extrapolation beyond the
+// training length).
+//
+//   windows (default): the split is cut into consecutive windows of T tokens
+//     (T = the training length unless --seq says otherwise), each scored
+//     independently from an empty state (docs/spec.md §5): every token after the
+//     first is predicted exactly once, by the window that holds it.
+//   --carry: the split is read token by token with the per-token decoder, so
+//     recurrent state (GSS, mLSTM) and the sliding-window KV cache carry across
+//     the whole split; every attention layer must then have a finite window
+//     (swax/swa/mlstm: w_long or --window; pha family: attn_window > 0).
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "phax/checkpoint.h"
+#include "phax/data.h"
+#include "phax/fcpu_decode.h"
+#include "phax/fcpu_model.h"
+#include "phax/tokenizer.h"
+
+#define MAX_SEQ 65536  // the longest window phax accepts (as phax train)
+#define MAX_BUCKETS 40
+
+static _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static _Noreturn void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("phax eval: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+static _Noreturn void die_lib(void) { die("%s", phax_error()); }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+typedef struct {
+    const char *ckpt, *data_dir, *file, *split, *json_out, *csv_out, *cache_dir;
+    int T, B, window, carry;
+    long max_tokens;
+    int nb;
+    long edges[MAX_BUCKETS + 1];  // bucket b: positions [edges[b], edges[b+1])
+} eval_opts;
+
+static void usage(FILE *f) {
+    fputs("usage: phax eval CHECKPOINT (--data DIR [--split test|valid|train] | --file FILE) [options]\n"
+          "  CHECKPOINT     a model file or a phax train run folder\n"
+          "  --data DIR     corpus folder (train/valid/test as for phax train); --split picks the\n"
+          "                 split (default test)\n"
+          "  --file FILE    score this text file (.txt or .xz) instead\n"
+          "  --seq T        window length (default: the checkpoint's training length)\n"
+          "  --batch B      windows per forward (default 4)\n"
+          "  --window W     SWA window of the swax/swa/mlstm families (default: w_long; 0 = full)\n"
+          "  --carry        read the split token by token carrying recurrent state and the\n"
+          "                 sliding-window cache across windows (needs windowed attention;\n"
+          "                 slow: one decoder step per token)\n"
+          "  --max-tokens N score only the first N tokens of the split (default: all)\n"
+          "  --buckets E1,E2,...  position bucket edges inside a window (default 0,16,32,64,...,T)\n"
+          "  --cache-dir D  token cache folder (default: beside the checkpoint, cache/)\n"
+          "  --json FILE    write the result as JSON (atomically)\n"
+          "  --csv FILE     write the loss by position bucket as CSV (atomically)\n",
+          f);
+}
+
+static long parse_long(const char *flag, const char *s, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi)
+        die("%s: '%s' is not an integer in [%ld, %ld]", flag, s, lo, hi);
+    return v;
+}
+
+static void parse_buckets(eval_opts *o, const char *s) {
+    o->nb = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || (o->nb && v <= o->edges[o->nb - 1]))
+            die("--buckets: '%s' must be increasing non-negative integers", s);
+        if (o->nb > MAX_BUCKETS) die("--buckets: at most %d edges", MAX_BUCKETS + 1);
+        o->edges[o->nb++] = v;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') die("--buckets: '%s' must be comma-separated integers", s);
+    }
+    if (o->nb < 2) die("--buckets: need at least two edges");
+    o->nb--;  // edges → buckets
+}
+
+static void parse_args(int argc, char **argv, eval_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->B = 4, o->window = -1, o->split = "test", o->max_tokens = -1, o->nb = -1;
+    const char *buckets = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define TAKE() (v ? (i++, v) : (die("%s needs a value", a), v))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage(stdout), exit(0);
+        else if (!strcmp(a, "--data")) o->data_dir = TAKE();
+        else if (!strcmp(a, "--split")) o->split = TAKE();
+        else if (!strcmp(a, "--file")) o->file = TAKE();
+        else if (!strcmp(a, "--seq")) o->T = (int)parse_long(a, TAKE(), 1, MAX_SEQ);
+        else if (!strcmp(a, "--batch")) o->B = (int)parse_long(a, TAKE(), 1, 4096);
+        else if (!strcmp(a, "--window")) o->window = (int)parse_long(a, TAKE(), 0, MAX_SEQ);
+        else if (!strcmp(a, "--carry")) o->carry = 1;
+        else if (!strcmp(a, "--max-tokens")) o->max_tokens = parse_long(a, TAKE(), 2, 1L << 40);
+        else if (!strcmp(a, "--buckets")) buckets = TAKE();
+        else if (!strcmp(a, "--cache-dir")) o->cache_dir = TAKE();
+        else if (!strcmp(a, "--json")) o->json_out = TAKE();
+        else if (!strcmp(a, "--csv")) o->csv_out = TAKE();
+        else if (a[0] == '-' && a[1]) die("unknown option '%s' (see phax eval --help)", a);
+        else if (!o->ckpt) o->ckpt = a;
+        else die("unexpected argument '%s'", a);
+#undef TAKE
+    }
+    if (!o->ckpt) usage(stderr), exit(2);
+    if (!o->data_dir == !o->file) die("give exactly one of --data DIR and --file FILE");
+    if (strcmp(o->split, "test") && strcmp(o->split, "valid") && strcmp(o->split, "train"))
+        die("--split: '%s' is not one of test, valid, train", o->split);
+    if (buckets) parse_buckets(o, buckets);
+}
+
+// Default buckets: 0, 16, 32, 64, ..., T.
+static void default_buckets(eval_opts *o, int T) {
+    o->nb = 0;
+    o->edges[0] = 0;
+    long e = 16;
+    while (e < T && o->nb < MAX_BUCKETS - 1) o->edges[++o->nb] = e, e *= 2;
+    o->edges[++o->nb] = T;
+}
+
+static char *locate_split(const eval_opts *o) {
+    if (o->file) {
+        struct stat sb;
+        if (stat(o->file, &sb) != 0) die("%s: no such file", o->file);
+        if (!S_ISREG(sb.st_mode) || sb.st_size == 0) die("%s: empty or not a regular file", o->file);
+        return strdup(o->file);
+    }
+    struct stat sb;
+    if (stat(o->data_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) die("%s: no such directory", o->data_dir);
+    char *p = phax_data_find_split(o->data_dir, o->split);
+    if (!p) die("%s: no %s split (%s.txt[.xz], ptb.%s.txt[.xz], ptb.char.%s.txt[.xz])", o->data_dir,
+                o->split, o->split, o->split, o->split);
+    if (stat(p, &sb) == 0 && sb.st_size == 0) die("%s: empty file", p);
+    return p;
+}
+
+// Windows of the SWA layers of a call: the SWAX family's (−1 = w_long).
+static int is_swax_family(phax_family f) {
+    return f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM;
+}
+
+typedef struct {
+    double sum[MAX_BUCKETS];
+    long count[MAX_BUCKETS];
+    double total;
+    long n;
+} tally;
+
+static void tally_add(tally *t, const eval_opts *o, long pos, double loss) {
+    t->total += loss, t->n++;
+    for (int b = 0; b < o->nb; b++)
+        if (pos >= o->edges[b] && pos < o->edges[b + 1]) {
+            t->sum[b] += loss, t->count[b]++;
+            return;
+        }
+}
+
+// Independent windows of T, B per forward.
+static void eval_windows(const fcpu_model *m, const int32_t *tok, size_t n, const eval_opts *o,
+                         tally *t) {
+    fcpu_model_ws *ws = fcpu_model_ws_new(m, o->B, o->T);
+    if (!ws) die_lib();
+    size_t BT = (size_t)o->B * o->T;
+    int32_t *x = malloc(BT * sizeof *x), *y = malloc(BT * sizeof *y);
+    float *loss = malloc(BT * sizeof *loss);
+    if (!x || !y || !loss) die("out of memory");
+    phax_eval_iter it;
+    if (phax_eval_iter_init(&it, tok, n, o->T)) die_lib();
+    for (;;) {
+        int rows = 0;
+        for (; rows < o->B; rows++)
+            if (!phax_eval_iter_next(&it, x + (size_t)rows * o->T, y + (size_t)rows * o->T)) break;
+        if (rows == 0) break;
+        for (size_t i = (size_t)rows * o->T; i < BT; i++) x[i] = 0, y[i] = -1;
+        if (fcpu_model_token_losses(m, ws, x, y, o->window, loss)) die_lib();
+        for (size_t i = 0; i < BT; i++)
+            if (y[i] >= 0) tally_add(t, o, (long)(i % o->T), loss[i]);
+        if (rows < o->B) break;
+    }
+    free(x), free(y), free(loss);
+    fcpu_model_ws_free(ws);
+}
+
+// Token by token, state carried over the whole split; "position" is the index
+// modulo T, so the buckets compare with the windowed mode.
+static void eval_carry(const fcpu_model *m, const int32_t *tok, size_t n, const eval_opts *o,
+                       tally *t) {
+    const phax_model_cfg *c = &m->cfg;
+    int has_full = is_swax_family(c->family) ? (c->family != PHAX_FAMILY_MLSTM && o->window == 0)
+                                             : (c->use_attn || c->family != PHAX_FAMILY_PHA) &&
+                                                   c->attn_window == 0;
+    if (has_full)
+        die("--carry needs windowed attention: this %s model attends to the whole split "
+            "(use the windowed mode, or a model with a finite window)", phax_family_name(c->family));
+    fcpu_decoder *d = fcpu_decoder_new(m, 1, o->window);
+    if (!d) die_lib();
+    int V = c->vocab_size;
+    float *lg = malloc((size_t)V * sizeof *lg);
+    if (!lg) die("out of memory");
+    double t0 = now_s();
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (fcpu_decoder_step(d, tok[i], lg)) die_lib();
+        float mx = lg[0];
+        for (int j = 1; j < V; j++) mx = lg[j] > mx ? lg[j] : mx;
+        double se = 0;
+        for (int j = 0; j < V; j++) se += exp((double)lg[j] - mx);
+        tally_add(t, o, (long)(i % o->T), mx + log(se) - lg[tok[i + 1]]);
+        if (isatty(2) && i % 1000 == 999)
+            fprintf(stderr, "\r%zu / %zu tokens, %.0f tok/s ", i + 1, n - 1, (i + 1) / (now_s() - t0));
+    }
+    if (isatty(2)) fputc('\n', stderr);
+    free(lg);
+    fcpu_decoder_free(d);
+}
+
+static void write_outputs(const eval_opts *o, const phax_ckpt *ck, const char *split_path, size_t n,
+                          const tally *t, double secs) {
+    double loss = t->total / (double)t->n;
+    if (o->json_out) {
+        json_t *b = json_array();
+        for (int i = 0; i < o->nb; i++)
+            json_array_append_new(b, json_pack("{s:I, s:I, s:I, s:f, s:f}", "lo", (json_int_t)o->edges[i],
+                                               "hi", (json_int_t)o->edges[i + 1], "tokens",
+                                               (json_int_t)t->count[i], "loss",
+                                               t->count[i] ? t->sum[i] / t->count[i] : NAN, "ppl",
+                                               t->count[i] ? exp(t->sum[i] / t->count[i]) : NAN));
+        json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:s, s:f, s:f, s:f, s:o}", "checkpoint",
+                              ck->path, "family", phax_family_name(ck->cfg.family), "split", split_path,
+                              "tokens_in_split", (json_int_t)n, "tokens_scored", (json_int_t)t->n,
+                              "seq", o->T, "window", o->window, "mode", o->carry ? "carry" : "windows",
+                              "loss", loss, "ppl", exp(loss), "seconds", secs, "buckets", b);
+        char *s = json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        json_decref(j);
+        if (!s || phax_write_file_atomic(o->json_out, s, strlen(s))) die_lib();
+        free(s);
+    }
+    if (o->csv_out) {
+        size_t cap = 128 + (size_t)o->nb * 96, len = 0;
+        char *s = malloc(cap);
+        len += snprintf(s + len, cap - len, "lo,hi,tokens,loss,ppl\n");
+        for (int i = 0; i < o->nb; i++) {
+            double l = t->count[i] ? t->sum[i] / t->count[i] : NAN;
+            len += snprintf(s + len, cap - len, "%ld,%ld,%ld,%.6f,%.4f\n", o->edges[i], o->edges[i + 1],
+                            t->count[i], l, exp(l));
+        }
+        if (phax_write_file_atomic(o->csv_out, s, len)) die_lib();
+        free(s);
+    }
+}
+
+int phax_eval_main(int argc, char **argv) {
+    eval_opts o;
+    parse_args(argc, argv, &o);
+    char *split_path = locate_split(&o);  // the data is checked before the checkpoint is read
+    phax_ckpt ck;
+    if (phax_ckpt_load(o.ckpt, -1, &ck)) die_lib();
+    if (!o.T) o.T = ck.train_seq > 0 ? ck.train_seq : 256;
+    if (o.nb < 0) default_buckets(&o, o.T);
+    fcpu_model m;
+    if (fcpu_model_new(&m, &ck.cfg, 0)) die_lib();
+    memcpy(m.params, ck.params, m.layout.numel * sizeof(float));
+    if (!is_swax_family(ck.cfg.family) && o.window >= 0)
+        die("--window applies to the swax, swa and mlstm families; %s uses attn_window (%d)",
+            phax_family_name(ck.cfg.family), ck.cfg.attn_window);
+    if (o.window < 0 && is_swax_family(ck.cfg.family)) o.window = ck.cfg.w_long;
+
+    // Tokens of the split with the checkpoint's vocabulary (cached).
+    char *cache = NULL;
+    if (o.cache_dir) cache = strdup(o.cache_dir);
+    else {
+        size_t len = strlen(ck.path) + 16;
+        cache = malloc(len);
+        snprintf(cache, len, "%s", ck.path);
+        char *slash = strrchr(cache, '/');
+        if (slash) strcpy(slash + 1, "cache");
+        else strcpy(cache, "cache");
+    }
+    int32_t *tok;
+    size_t n;
+    if (phax_tokens_load_cached(ck.vocab, split_path, cache, &tok, &n)) die_lib();
+    if (o.max_tokens > 0 && (size_t)o.max_tokens < n) n = (size_t)o.max_tokens;
+    if (n < 2) die("%s: fewer than 2 tokens to score", split_path);
+
+    tally t = {0};
+    double t0 = now_s();
+    if (o.carry) eval_carry(&m, tok, n, &o, &t);
+    else eval_windows(&m, tok, n, &o, &t);
+    double secs = now_s() - t0;
+    double loss = t.total / (double)t.n;
+    printf("%s  %s  %s: %ld tokens scored, loss %.4f nats, perplexity %.2f  (%s, T %d, %.1f s, "
+           "%.0f tok/s)\n",
+           ck.path, phax_family_name(ck.cfg.family), split_path, t.n, loss, exp(loss),
+           o.carry ? "state carried across the split" : "independent windows", o.T, secs,
+           t.n / secs);
+    if (is_swax_family(ck.cfg.family)) printf("  SWA window %d\n", o.window);
+    printf("  %-16s %10s %10s %10s\n", "positions", "tokens", "loss", "ppl");
+    for (int b = 0; b < o.nb; b++) {
+        char r[40];
+        snprintf(r, sizeof r, "[%ld, %ld)", o.edges[b], o.edges[b + 1]);
+        double l = t.count[b] ? t.sum[b] / t.count[b] : NAN;
+        printf("  %-16s %10ld %10.4f %10.2f\n", r, t.count[b], l, exp(l));
+    }
+    write_outputs(&o, &ck, split_path, n, &t, secs);
+    free(tok), free(cache), free(split_path);
+    fcpu_model_free(&m);
+    phax_ckpt_free(&ck);
+    return 0;
+}
