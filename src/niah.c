@@ -1,0 +1,442 @@
+// `phax niah`: the needle-in-a-haystack suite (docs/niah.md) on a checkpoint.
+// Prompts come from core/niah.c; each is read by the fast/cpu per-token
+// decoder (no logits until the last prompt token), then continued greedily
+// and scored with string_match_all. Prints an accuracy table per (variant,
+// haystack, length, depth) and writes it as CSV.
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "phax/checkpoint.h"
+#include "phax/data.h"
+#include "phax/fcpu_decode.h"
+#include "phax/fcpu_model.h"
+#include "phax/niah.h"
+#include "phax/tokenizer.h"
+
+#define MAX_LIST 64
+
+// ---------------------------------------------------------------------------
+// Errors: one line on stderr, "phax niah: <file or option>: <what>", exit 1.
+
+static _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static _Noreturn void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("phax niah: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static _Noreturn void die_lib(void) { die("%s", phax_error()); }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// ---------------------------------------------------------------------------
+// Options.
+
+typedef struct {
+    const char *checkpoint, *data_dir, *text_path, *csv_path;
+    int lengths[MAX_LIST], n_lengths;
+    double depths[MAX_LIST];
+    int n_depths;
+    phax_niah_variant variants[PHAX_NIAH_N_VARIANTS];
+    int n_variants;
+    phax_niah_haystack haystacks[PHAX_NIAH_N_HAYSTACKS];
+    int n_haystacks;
+    int samples, window, no_header, n_multi, verbose;
+    uint64_t seed;
+} niah_opts;
+
+static void usage(FILE *f) {
+    fputs("usage: phax niah CHECKPOINT (--data DIR | --text FILE) [options]\n"
+          "Needle-in-a-haystack accuracy of a checkpoint (docs/niah.md). CHECKPOINT: a model\n"
+          "file or a `phax train` run folder.\n"
+          "  --data DIR          haystack text: DIR's validation split (valid.txt[.xz],\n"
+          "                      ptb.valid.txt, ...; input.txt: its last 10%)\n"
+          "  --text FILE         haystack text: this file\n"
+          "  --lengths L,...     prompt lengths in tokens (default train_len × 1/2, 1, 2, 4, 8)\n"
+          "  --depths D,...      needle depths in [0, 1]\n"
+          "  --n-depths K        K evenly spaced depths i/(K−1), K ≥ 2 (default 5)\n"
+          "  --variants V,...    single, multikey, multivalue, multiquery (default all)\n"
+          "  --haystacks H,...   noise, text, needles (default noise, and text when given)\n"
+          "  --samples N         prompts per cell (default 4)\n"
+          "  --seed S            prompt seed (default 0)\n"
+          "  --window W          SWA window of the SWAX family (−1 = w_long, default; 0 = full)\n"
+          "  --n-multi M         needles of the multi-variants (default 4)\n"
+          "  --no-header         leave out the instruction line\n"
+          "  --csv FILE          write variant,haystack,length,depth,samples,accuracy (atomically)\n"
+          "  --verbose           print every continuation\n",
+          f);
+}
+
+static long parse_long(const char *flag, const char *s, long lo, long hi) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi)
+        die("%s: '%s' is not an integer in [%ld, %ld]", flag, s, lo, hi);
+    return v;
+}
+
+static double parse_depth(const char *flag, const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= 0.0 && v <= 1.0)) die("%s: '%s' is not a depth in [0, 1]", flag, s);
+    return v;
+}
+
+// Split a comma list into at most max items (pointers into a copy of s).
+static int split_list(const char *flag, const char *s, char **items, int max) {
+    char *copy = strdup(s);
+    if (!copy) die("out of memory");
+    int n = 0;
+    for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+        if (n == max) die("%s: more than %d items", flag, max);
+        items[n++] = tok;
+    }
+    if (n == 0) die("%s: empty list", flag);
+    return n;  // copy is kept: items point into it for the program's life
+}
+
+static void parse_list_option(niah_opts *o, const char *flag, const char *val) {
+    char *items[MAX_LIST];
+    int n = split_list(flag, val, items, MAX_LIST);
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(flag, "--lengths")) {
+            o->lengths[i] = (int)parse_long(flag, items[i], 1, 1 << 24);
+        } else if (!strcmp(flag, "--depths")) {
+            o->depths[i] = parse_depth(flag, items[i]);
+        } else if (!strcmp(flag, "--variants")) {
+            if (n > PHAX_NIAH_N_VARIANTS || phax_niah_variant_parse(items[i], &o->variants[i]))
+                die("--variants: %s", n > PHAX_NIAH_N_VARIANTS ? "too many" : phax_error());
+        } else if (n > PHAX_NIAH_N_HAYSTACKS ||
+                   phax_niah_haystack_parse(items[i], &o->haystacks[i])) {
+            die("--haystacks: %s", n > PHAX_NIAH_N_HAYSTACKS ? "too many" : phax_error());
+        }
+    }
+    if (!strcmp(flag, "--lengths")) o->n_lengths = n;
+    else if (!strcmp(flag, "--depths")) o->n_depths = n;
+    else if (!strcmp(flag, "--variants")) o->n_variants = n;
+    else o->n_haystacks = n;
+}
+
+static void parse_args(int argc, char **argv, niah_opts *o) {
+    *o = (niah_opts){.samples = 4, .window = -1};
+    int n_even = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i];
+        if (!strcmp(flag, "-h") || !strcmp(flag, "--help")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (flag[0] != '-') {
+            if (o->checkpoint) die("%s: a second checkpoint (one is enough)", flag);
+            o->checkpoint = flag;
+            continue;
+        }
+        if (!strcmp(flag, "--no-header")) {
+            o->no_header = 1;
+            continue;
+        }
+        if (!strcmp(flag, "--verbose")) {
+            o->verbose = 1;
+            continue;
+        }
+        if (i + 1 >= argc) die("%s: missing value", flag);
+        const char *val = argv[++i];
+        if (!strcmp(flag, "--data")) o->data_dir = val;
+        else if (!strcmp(flag, "--text")) o->text_path = val;
+        else if (!strcmp(flag, "--csv")) o->csv_path = val;
+        else if (!strcmp(flag, "--lengths") || !strcmp(flag, "--depths") ||
+                 !strcmp(flag, "--variants") || !strcmp(flag, "--haystacks"))
+            parse_list_option(o, flag, val);
+        else if (!strcmp(flag, "--n-depths")) n_even = (int)parse_long(flag, val, 2, MAX_LIST);
+        else if (!strcmp(flag, "--samples")) o->samples = (int)parse_long(flag, val, 1, 1 << 20);
+        else if (!strcmp(flag, "--seed")) o->seed = (uint64_t)parse_long(flag, val, 0, LONG_MAX);
+        else if (!strcmp(flag, "--window")) o->window = (int)parse_long(flag, val, -1, 1 << 30);
+        else if (!strcmp(flag, "--n-multi"))
+            o->n_multi = (int)parse_long(flag, val, 2, PHAX_NIAH_MAX_MULTI);
+        else die("%s: unknown option (phax niah --help)", flag);
+    }
+    if (!o->checkpoint) die("no checkpoint given (phax niah --help)");
+    if (o->data_dir && o->text_path) die("--data and --text: give one haystack text, not both");
+    if (n_even && o->n_depths) die("--depths and --n-depths: give one of them");
+    if (!o->n_depths) {
+        o->n_depths = n_even ? n_even : 5;
+        for (int i = 0; i < o->n_depths; i++) o->depths[i] = (double)i / (o->n_depths - 1);
+    }
+    if (!o->n_variants)
+        for (int v = 0; v < PHAX_NIAH_N_VARIANTS; v++) o->variants[o->n_variants++] = v;
+}
+
+// ---------------------------------------------------------------------------
+// The haystack text, encoded with the checkpoint's vocabulary.
+
+static char *path_join(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (!p) die("out of memory");
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static int file_exists(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+// DIR's validation split, as `phax train --data` finds it; for a corpus with a
+// single input.txt, the last 10% of its tokens (the split phax train holds out).
+static char *find_valid(const char *dir, int *tail_tenth) {
+    char *p = phax_data_find_split(dir, "valid");
+    *tail_tenth = 0;
+    if (p) return p;
+    p = path_join(dir, "input.txt");
+    if (file_exists(p)) {
+        *tail_tenth = 1;
+        return p;
+    }
+    die("%s: no validation text (valid.txt[.xz], ptb.valid.txt[.xz], ptb.char.valid.txt[.xz] "
+        "or input.txt)", dir);
+}
+
+// Tokens of the haystack text (NULL when none was asked for); *off: first token used.
+static int32_t *load_text(const niah_opts *o, const phax_vocab *v, size_t *n, size_t *off) {
+    *n = *off = 0;
+    if (!o->data_dir && !o->text_path) return NULL;
+    int tail_tenth = 0;
+    char *path = o->text_path ? strdup(o->text_path) : find_valid(o->data_dir, &tail_tenth);
+    int32_t *ids;
+    if (phax_encode_file(v, path, &ids, n)) die_lib();
+    if (tail_tenth) *off = *n - *n / 10;
+    fprintf(stderr, "haystack text: %s, %zu tokens\n", path, *n - *off);
+    free(path);
+    return ids;
+}
+
+// ---------------------------------------------------------------------------
+// Generation.
+
+static int32_t argmax(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;  // ties: the lower id
+    return best;
+}
+
+// Read the prompt (logits only at its last token), then n_gen greedy tokens.
+static void generate(fcpu_decoder *d, const int32_t *prompt, size_t n, int n_gen, float *logits,
+                     int V, int32_t *out) {
+    fcpu_decoder_reset(d);
+    for (size_t i = 0; i < n; i++)
+        if (fcpu_decoder_step(d, prompt[i], i + 1 == n ? logits : NULL)) die_lib();
+    for (int g = 0; g < n_gen; g++) {
+        out[g] = argmax(logits, V);
+        if (g + 1 < n_gen && fcpu_decoder_step(d, out[g], logits)) die_lib();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The suite.
+
+typedef struct {
+    const phax_ckpt *ck;
+    fcpu_model model;  // a view of the checkpoint's parameters (not freed)
+    fcpu_decoder *dec;
+    int dec_cap;       // max_len the decoder was made for
+    float *logits;
+    int32_t *gen;
+    int gen_cap;
+    double tokens, seconds;  // decoder throughput
+} runner;
+
+// A decoder that holds `need` tokens (full attention caches are sized by it).
+static fcpu_decoder *decoder_for(runner *r, int need, int window) {
+    if (r->dec && r->dec_cap >= need) return r->dec;
+    fcpu_decoder_free(r->dec);
+    r->dec = fcpu_decoder_new(&r->model, need, window);
+    if (!r->dec) die_lib();
+    r->dec_cap = need;
+    return r->dec;
+}
+
+// The prompt seed of one sample: a function of (S, variant, haystack, length,
+// sample) and not of the depth, so that a depth sweep moves only the needle.
+static uint64_t prompt_seed(uint64_t seed, phax_niah_variant v, phax_niah_haystack h, int length,
+                            int sample) {
+    char name[128];
+    snprintf(name, sizeof name, "niah/%s/%s/%d/%d", phax_niah_variant_name(v),
+             phax_niah_haystack_name(h), length, sample);
+    phax_rng r = phax_rng_stream(seed, phax_hash_str(name));
+    return phax_rng_u64(&r);
+}
+
+// Mean score of one (variant, haystack, length, depth) cell.
+static double run_cell(runner *r, const niah_opts *o, const phax_niah *t, phax_niah_variant var,
+                       phax_niah_haystack h, int length, double depth) {
+    const phax_vocab *v = r->ck->vocab;
+    double sum = 0;
+    for (int s = 0; s < o->samples; s++) {
+        phax_niah_spec spec = {var, h, length, depth, prompt_seed(o->seed, var, h, length, s)};
+        phax_niah_prompt p;
+        if (phax_niah_build(t, &spec, &p)) die_lib();
+        if (p.n_gen > r->gen_cap) {
+            free(r->gen);
+            r->gen = malloc((size_t)p.n_gen * sizeof *r->gen);
+            if (!r->gen) die("out of memory");
+            r->gen_cap = p.n_gen;
+        }
+        fcpu_decoder *d = decoder_for(r, length + p.n_gen, o->window);
+        double t0 = now_s();
+        generate(d, p.tokens, p.n_tokens, p.n_gen, r->logits, r->ck->cfg.vocab_size, r->gen);
+        r->seconds += now_s() - t0;
+        r->tokens += (double)(p.n_tokens + (size_t)p.n_gen);
+        double score;
+        if (phax_niah_score(v, r->gen, (size_t)p.n_gen, &p, &score)) die_lib();
+        sum += score;
+        if (o->verbose) {
+            char *text;
+            if (phax_decode(v, r->gen, (size_t)p.n_gen, &text, NULL)) die_lib();
+            for (char *c = text; *c; c++)
+                if (*c == '\n') *c = '|';
+            printf("  %s %s L=%d d=%.3f #%d: expected %s%s, score %.2f: %s\n",
+                   phax_niah_variant_name(var), phax_niah_haystack_name(h), length, depth, s,
+                   p.values[0], p.n_values > 1 ? ",..." : "", score, text);
+            free(text);
+        }
+        phax_niah_prompt_free(&p);
+    }
+    return sum / o->samples;
+}
+
+// Results: acc[variant][haystack][length][depth], NAN for skipped lengths.
+typedef struct {
+    double acc[PHAX_NIAH_N_VARIANTS][PHAX_NIAH_N_HAYSTACKS][MAX_LIST][MAX_LIST];
+} results;
+
+static void print_block(const niah_opts *o, const results *res, int vi, int hi) {
+    phax_niah_variant var = o->variants[vi];
+    phax_niah_haystack h = o->haystacks[hi];
+    printf("\n%s, %s haystack (accuracy, %d sample%s per cell)\n%8s", phax_niah_variant_name(var),
+           phax_niah_haystack_name(h), o->samples, o->samples == 1 ? "" : "s", "length");
+    for (int di = 0; di < o->n_depths; di++) printf("  d=%-5.3g", o->depths[di]);
+    printf("  %7s\n", "mean");
+    for (int li = 0; li < o->n_lengths; li++) {
+        printf("%8d", o->lengths[li]);
+        double sum = 0;
+        for (int di = 0; di < o->n_depths; di++) {
+            double a = res->acc[var][h][li][di];
+            if (isnan(a)) printf("  %7s", "-");
+            else printf("  %7.3f", a);
+            sum += a;
+        }
+        if (isnan(sum)) printf("  %7s\n", "skipped");
+        else printf("  %7.3f\n", sum / o->n_depths);
+    }
+}
+
+static void write_csv(const niah_opts *o, const results *res) {
+    size_t cap = 256 + (size_t)PHAX_NIAH_N_VARIANTS * PHAX_NIAH_N_HAYSTACKS * MAX_LIST * MAX_LIST * 80;
+    char *buf = malloc(cap);
+    if (!buf) die("out of memory");
+    size_t k = (size_t)snprintf(buf, cap, "variant,haystack,length,depth,samples,accuracy\n");
+    for (int vi = 0; vi < o->n_variants; vi++)
+        for (int hi = 0; hi < o->n_haystacks; hi++)
+            for (int li = 0; li < o->n_lengths; li++)
+                for (int di = 0; di < o->n_depths; di++) {
+                    double a = res->acc[o->variants[vi]][o->haystacks[hi]][li][di];
+                    if (isnan(a)) continue;
+                    k += (size_t)snprintf(buf + k, cap - k, "%s,%s,%d,%.6g,%d,%.6f\n",
+                                          phax_niah_variant_name(o->variants[vi]),
+                                          phax_niah_haystack_name(o->haystacks[hi]),
+                                          o->lengths[li], o->depths[di], o->samples, a);
+                }
+    if (phax_write_file_atomic(o->csv_path, buf, k)) die_lib();
+    free(buf);
+}
+
+// Fill the defaults that depend on the checkpoint and the text.
+static void default_sweep(niah_opts *o, const phax_ckpt *ck, int have_text) {
+    if (!o->n_lengths) {
+        int tl = ck->train_seq > 0 ? ck->train_seq : ck->cfg.train_len;
+        const int mult2[] = {1, 2, 4, 8, 16};  // ×½, 1, 2, 4, 8
+        for (int i = 0; i < 5; i++) o->lengths[o->n_lengths++] = tl * mult2[i] / 2;
+    }
+    if (!o->n_haystacks) {
+        o->haystacks[o->n_haystacks++] = PHAX_NIAH_NOISE;
+        if (have_text) o->haystacks[o->n_haystacks++] = PHAX_NIAH_TEXT;
+    }
+    for (int hi = 0; hi < o->n_haystacks; hi++)
+        if (o->haystacks[hi] == PHAX_NIAH_TEXT && !have_text)
+            die("--haystacks text: needs --data DIR or --text FILE");
+}
+
+int phax_niah_main(int argc, char **argv) {
+    niah_opts o;
+    parse_args(argc, argv, &o);
+    phax_ckpt ck;
+    if (phax_ckpt_load(o.checkpoint, -1, &ck)) die_lib();
+    size_t n_text, off;
+    int32_t *text = load_text(&o, ck.vocab, &n_text, &off);
+    default_sweep(&o, &ck, text != NULL);
+    phax_niah_opts no = {.no_header = o.no_header, .n_multi = o.n_multi};
+    phax_niah *t;
+    if (phax_niah_new(ck.vocab, text ? text + off : NULL, n_text - off, &no, &t)) die_lib();
+    if (*phax_niah_unknown_words(t))
+        fprintf(stderr, "note: the vocabulary lacks %s: encoded as <unk>\n", phax_niah_unknown_words(t));
+    printf("phax niah: %s (%s, vocab %d), seed %llu\n", ck.path, phax_family_name(ck.cfg.family),
+           ck.cfg.vocab_size, (unsigned long long)o.seed);
+
+    runner r = {.ck = &ck};
+    r.model = (fcpu_model){.cfg = ck.cfg, .layout = ck.layout, .params = ck.params, .grads = NULL};
+    r.logits = malloc((size_t)ck.cfg.vocab_size * sizeof *r.logits);
+    results *res = malloc(sizeof *res);
+    if (!r.logits || !res) die("out of memory");
+    for (int vi = 0; vi < o.n_variants; vi++) {
+        phax_niah_variant var = o.variants[vi];
+        int min_len;
+        if (phax_niah_min_length(t, var, &min_len)) die_lib();
+        for (int hi = 0; hi < o.n_haystacks; hi++) {
+            phax_niah_haystack h = o.haystacks[hi];
+            for (int li = 0; li < o.n_lengths; li++) {
+                int L = o.lengths[li];
+                double t0 = now_s();
+                for (int di = 0; di < o.n_depths; di++)
+                    res->acc[var][h][li][di] =
+                        L < min_len ? NAN : run_cell(&r, &o, t, var, h, L, o.depths[di]);
+                fflush(stdout);  // --verbose lines before the progress line
+                if (L < min_len)
+                    fprintf(stderr, "%s %s %d: skipped (a %s prompt needs %d tokens)\n",
+                            phax_niah_variant_name(var), phax_niah_haystack_name(h), L,
+                            phax_niah_variant_name(var), min_len);
+                else
+                    fprintf(stderr, "%s %s %d: %.1f s\n", phax_niah_variant_name(var),
+                            phax_niah_haystack_name(h), L, now_s() - t0);
+            }
+            print_block(&o, res, vi, hi);
+        }
+    }
+    if (r.seconds > 0)
+        printf("\ndecoder: %.0f tokens in %.1f s (%.0f tokens/s, prefill and generation)\n",
+               r.tokens, r.seconds, r.tokens / r.seconds);
+    if (o.csv_path) {
+        write_csv(&o, res);
+        printf("wrote %s\n", o.csv_path);
+    }
+    fcpu_decoder_free(r.dec);
+    free(r.logits), free(r.gen), free(res), free(text);
+    phax_niah_free(t);
+    phax_ckpt_free(&ck);
+    return 0;
+}
