@@ -1,0 +1,182 @@
+// phax generate: continue a prompt with a checkpoint, token by token with the
+// per-token decoder (recurrent state for GSS and mLSTM, a KV cache for
+// attention, a ring buffer of w entries for SWA), greedy or sampled
+// (temperature, top-k) from a seeded RNG.
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "phax/checkpoint.h"
+#include "phax/data.h"
+#include "phax/fcpu_decode.h"
+#include "phax/fcpu_model.h"
+#include "phax/tokenizer.h"
+
+#define MAX_SEQ 65536
+
+static _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static _Noreturn void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("phax generate: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+static _Noreturn void die_lib(void) { die("%s", phax_error()); }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static void usage(FILE *f) {
+    fputs("usage: phax generate CHECKPOINT (--prompt TEXT | --prompt-file FILE) [options]\n"
+          "  --tokens N       tokens to generate (default 100)\n"
+          "  --temperature T  0 = greedy (default 0); > 0 samples from softmax(logits / T)\n"
+          "  --top-k K        sample among the K most likely tokens only (default 0 = all)\n"
+          "  --seed S         sampling seed (default 1)\n"
+          "  --window W       SWA window of the swax/swa/mlstm families (default w_long)\n"
+          "  --stats          print prefill and decode tokens/s and the state size to stderr\n"
+          "The prompt is encoded with the checkpoint's vocabulary (word: split on whitespace,\n"
+          "each newline an <eos>; a word not in the vocabulary is an error unless it has <unk>).\n",
+          f);
+}
+
+static long parse_long(const char *flag, const char *s, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi)
+        die("%s: '%s' is not an integer in [%ld, %ld]", flag, s, lo, hi);
+    return v;
+}
+
+static double parse_f64(const char *flag, const char *s) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !isfinite(v) || v < 0)
+        die("%s: '%s' is not a finite non-negative number", flag, s);
+    return v;
+}
+
+// Greedy: the first maximum. Sampled: softmax(logits / temp) over the top k.
+static int32_t pick(const float *lg, int V, double temp, int top_k, phax_rng *r, int *idx, double *p) {
+    if (temp == 0) {
+        int best = 0;
+        for (int j = 1; j < V; j++)
+            if (lg[j] > lg[best]) best = j;
+        return best;
+    }
+    int k = top_k > 0 && top_k < V ? top_k : V;
+    // Top k by partial selection (k is small in practice; V when 0).
+    for (int j = 0; j < V; j++) idx[j] = j;
+    if (k < V)
+        for (int a = 0; a < k; a++) {
+            int best = a;
+            for (int j = a + 1; j < V; j++)
+                if (lg[idx[j]] > lg[idx[best]]) best = j;
+            int t = idx[a];
+            idx[a] = idx[best], idx[best] = t;
+        }
+    double mx = -INFINITY, sum = 0;
+    for (int a = 0; a < k; a++) mx = fmax(mx, lg[idx[a]]);
+    for (int a = 0; a < k; a++) sum += (p[a] = exp((lg[idx[a]] - mx) / temp));
+    double u = phax_rng_uniform(r) * sum, acc = 0;
+    for (int a = 0; a < k; a++)
+        if ((acc += p[a]) > u) return idx[a];
+    return idx[k - 1];
+}
+
+int phax_generate_main(int argc, char **argv) {
+    const char *ckpt_path = NULL, *prompt = NULL, *prompt_file = NULL;
+    long ntok = 100, top_k = 0, window = -1;
+    double temp = 0;
+    uint64_t seed = 1;
+    int stats = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define TAKE() (v ? (i++, v) : (die("%s needs a value", a), v))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage(stdout), exit(0);
+        else if (!strcmp(a, "--prompt")) prompt = TAKE();
+        else if (!strcmp(a, "--prompt-file")) prompt_file = TAKE();
+        else if (!strcmp(a, "--tokens")) ntok = parse_long(a, TAKE(), 0, MAX_SEQ);
+        else if (!strcmp(a, "--temperature")) temp = parse_f64(a, TAKE());
+        else if (!strcmp(a, "--top-k")) top_k = parse_long(a, TAKE(), 0, 1L << 30);
+        else if (!strcmp(a, "--seed")) seed = (uint64_t)parse_long(a, TAKE(), 0, (1L << 62));
+        else if (!strcmp(a, "--window")) window = parse_long(a, TAKE(), 0, MAX_SEQ);
+        else if (!strcmp(a, "--stats")) stats = 1;
+        else if (a[0] == '-' && a[1]) die("unknown option '%s' (see phax generate --help)", a);
+        else if (!ckpt_path) ckpt_path = a;
+        else die("unexpected argument '%s'", a);
+#undef TAKE
+    }
+    if (!ckpt_path) usage(stderr), exit(2);
+    if (!prompt == !prompt_file) die("give exactly one of --prompt and --prompt-file");
+    char *text = NULL;
+    if (prompt_file) {
+        uint8_t *buf;
+        size_t len;
+        if (phax_data_read(prompt_file, &buf, &len)) die_lib();
+        text = (char *)buf;
+    } else {
+        text = strdup(prompt);
+    }
+
+    phax_ckpt ck;
+    if (phax_ckpt_load(ckpt_path, -1, &ck)) die_lib();
+    int32_t *ids;
+    size_t np;
+    if (phax_encode_prompt(ck.vocab, text, &ids, &np)) die_lib();
+    if (np == 0) die("the prompt is empty (no tokens)");
+    if (np + (size_t)ntok > MAX_SEQ)
+        die("prompt (%zu tokens) + %ld new tokens exceed the maximum sequence length %d", np, ntok,
+            MAX_SEQ);
+    fcpu_model m;
+    if (fcpu_model_new(&m, &ck.cfg, 0)) die_lib();
+    memcpy(m.params, ck.params, m.layout.numel * sizeof(float));
+    fcpu_decoder *d = fcpu_decoder_new(&m, (int)(np + ntok), (int)window);
+    if (!d) die_lib();
+    int V = ck.cfg.vocab_size;
+    float *lg = malloc((size_t)V * sizeof *lg);
+    int *idx = malloc((size_t)V * sizeof *idx);
+    double *p = malloc((size_t)V * sizeof *p);
+    int32_t *out = malloc(((size_t)ntok + 1) * sizeof *out);
+    if (!lg || !idx || !p || !out) die("out of memory");
+
+    // Prefill: the output head only at the last prompt token.
+    double t0 = now_s();
+    for (size_t i = 0; i < np; i++)
+        if (fcpu_decoder_step(d, ids[i], i + 1 == np ? lg : NULL)) die_lib();
+    double t1 = now_s();
+    phax_rng r = phax_rng_stream(seed, phax_hash_str("generate"));
+    for (long s = 0; s < ntok; s++) {
+        out[s] = pick(lg, V, temp, (int)top_k, &r, idx, p);
+        if (s + 1 < ntok && fcpu_decoder_step(d, out[s], lg)) die_lib();
+    }
+    double t2 = now_s();
+    char *gen;
+    size_t glen;
+    if (phax_decode(ck.vocab, out, (size_t)ntok, &gen, &glen)) die_lib();
+    fputs(text, stdout);
+    if (phax_vocab_kind(ck.vocab) == PHAX_TOK_WORD && glen && text[0] && text[strlen(text) - 1] != '\n')
+        fputc(' ', stdout);
+    fwrite(gen, 1, glen, stdout);
+    fputc('\n', stdout);
+    if (stats)
+        fprintf(stderr, "prefill %zu tokens %.0f tok/s; decode %ld tokens %.0f tok/s; state %.1f MB\n", np,
+                np / (t1 - t0), ntok, ntok / (t2 - t1 > 0 ? t2 - t1 : 1e-9),
+                fcpu_decoder_state_bytes(d) / 1e6);
+    free(gen), free(lg), free(idx), free(p), free(out), free(ids), free(text);
+    fcpu_decoder_free(d);
+    fcpu_model_free(&m);
+    phax_ckpt_free(&ck);
+    return 0;
+}
