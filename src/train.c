@@ -135,7 +135,7 @@ static void usage(FILE *f) {
         "optimizer (AdamW, docs/spec.md §2.12):\n"
         "  --lr X              peak learning rate (default 1e-3)\n"
         "  --min-lr X          final learning rate of the cosine decay (default 1e-4)\n"
-        "  --warmup N          linear warmup steps (default 100, capped at --steps)\n"
+        "  --warmup N          linear warmup steps (default 100, capped at half the steps)\n"
         "  --beta1 X --beta2 X (default 0.9, 0.95)\n"
         "  --eps X             (default 1e-8)\n"
         "  --wd X              decoupled weight decay (default 0.1), applied to 2-D '*.weight'\n"
@@ -197,8 +197,8 @@ static int resume_compatible(const char *flag) {
     return 0;
 }
 
-// Parse argv into o. given_training: the first flag that changes the run (for
-// the --resume check), or NULL.
+// Parse argv into o. *changing: the first flag that changes the run (refused
+// with --resume), or NULL.
 static void parse_args(int argc, char **argv, train_opts *o, const char **changing) {
     *changing = NULL;
     for (int i = 1; i < argc; i++) {
@@ -777,7 +777,7 @@ static void run_eval(run *r, long done) {
     fflush(stdout);
 }
 
-// One optimizer step s (0-based). Returns 0, or exits on a non-finite loss/norm.
+// One optimizer step s (0-based), logged; exits on a non-finite loss or gradient norm.
 static void train_step(run *r, long s, double *loss_out, int *win_out, double *dt) {
     trainer *t = &r->tr;
     double t0 = now_s();
@@ -902,7 +902,6 @@ static void new_run_setup(run *r) {
     corpus_locate(&r->data, &r->o);
     corpus_vocab(&r->data, &r->o);
     r->cfg = build_config(&r->o, (int)phax_vocab_size(r->data.vocab));
-    if (r->o.warmup > r->o.steps && r->o.steps) r->o.warmup = r->o.steps;
     r->start = 0;
 }
 
@@ -956,7 +955,7 @@ int phax_train_main(int argc, char **argv) {
     } else {
         r.total = r.o.steps ? r.o.steps : r.o.time_budget > 0 ? steps_for_budget(&r) : DEFAULT_STEPS;
         r.o.steps = r.total;
-        if (r.o.warmup > r.total) r.o.warmup = r.total;
+        if (r.o.warmup > r.total / 2) r.o.warmup = r.total / 2;  // leave half the run to decay
     }
     r.options_json = opts_to_json(&r.o, r.data.train, r.data.valid, r.data.split);
     r.rng_json = rng_identity(&r);
