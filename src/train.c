@@ -26,6 +26,7 @@
 #include "phax/fcpu_basic.h"
 #include "phax/fcpu_model.h"
 #include "phax/model.h"
+#include "phax/niah.h"
 #include "phax/ref.h"
 #include "phax/ref_model.h"
 #include "phax/tokenizer.h"
@@ -87,6 +88,7 @@ typedef struct {
     double lr, min_lr, beta1, beta2, eps, wd, clip;
     long warmup;
     uint64_t seed;
+    double niah_frac;  // fraction of batch rows replaced by needle-in-a-haystack examples
     const char *backend;
     // evaluation, checkpoints, output
     long eval_every, eval_tokens, ckpt_every, log_every, stop_after;
@@ -143,6 +145,10 @@ static void usage(FILE *f) {
         "                      lm_head; not to norms, biases, mix.p, GSS Λ/C/D, attn.logscale\n"
         "  --clip X            global gradient-norm clip (default 1.0; 0 = off)\n"
         "  --seed N            seed of the initialisation, batches and SWA windows (default 1)\n"
+        "  --niah-frac F       replace each batch row with probability F by a needle-in-a-\n"
+        "                      haystack example (docs/niah.md; haystack: noise, distractor\n"
+        "                      needles or the training text), so small models see retrieval\n"
+        "                      (default 0; word vocabularies need the digits 0-9)\n"
         "  --backend B         fast (float32, OpenBLAS+OpenMP; default) or ref (float64, tiny runs)\n"
         "evaluation and output:\n"
         "  --eval-every N      validate every N steps and at the end (default 200; 0 = end only)\n"
@@ -250,6 +256,7 @@ static void parse_args(int argc, char **argv, train_opts *o, const char **changi
         else if (!strcmp(flag, "--wd")) o->wd = parse_f64(flag, val);
         else if (!strcmp(flag, "--clip")) o->clip = parse_f64(flag, val);
         else if (!strcmp(flag, "--seed")) o->seed = parse_u64(flag, val);
+        else if (!strcmp(flag, "--niah-frac")) o->niah_frac = parse_f64(flag, val);
         else if (!strcmp(flag, "--backend")) o->backend = val;
         else if (!strcmp(flag, "--eval-every")) o->eval_every = parse_long(flag, val, 0, 1L << 40);
         else if (!strcmp(flag, "--eval-tokens")) o->eval_tokens = parse_long(flag, val, 0, 1L << 40);
@@ -271,6 +278,7 @@ static void check_opts(const train_opts *o) {
     if (!(isfinite(o->eps) && o->eps > 0)) die("--eps: must be a finite number > 0, got %g", o->eps);
     if (!(isfinite(o->wd) && o->wd >= 0)) die("--wd: must be a finite number >= 0, got %g", o->wd);
     if (!(isfinite(o->clip) && o->clip >= 0)) die("--clip: must be a finite number >= 0, got %g", o->clip);
+    if (!(o->niah_frac >= 0 && o->niah_frac <= 1)) die("--niah-frac: must be in [0, 1], got %g", o->niah_frac);
     if (!(isfinite(o->time_budget) && o->time_budget >= 0))
         die("--time-budget: must be a finite number of seconds >= 0, got %g", o->time_budget);
     if (o->steps && o->time_budget > 0) die("--steps and --time-budget: give one, not both");
@@ -296,13 +304,14 @@ static char *opts_to_json(const train_opts *o, const char *train, const char *va
     char sb[24];
     json_t *j = json_pack(
         "{s:s, s:s, s:s, s:s?, s:b, s:I, s:f, s:i, s:i, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f,"
-        " s:s, s:I, s:I, s:I}",
+        " s:s, s:I, s:I, s:I, s:f}",
         "backend", o->backend, "tokenizer", o->tokenizer, "train", train, "valid", valid,
         "split_input", split, "steps", (json_int_t)o->steps, "time_budget", o->time_budget,
         "batch", o->B, "seq", o->T, "lr", o->lr, "min_lr", o->min_lr, "warmup",
         (json_int_t)o->warmup, "beta1", o->beta1, "beta2", o->beta2, "eps", o->eps, "wd", o->wd,
         "clip", o->clip, "seed", u64_str(o->seed, sb), "eval_every", (json_int_t)o->eval_every,
-        "eval_tokens", (json_int_t)o->eval_tokens, "ckpt_every", (json_int_t)o->ckpt_every);
+        "eval_tokens", (json_int_t)o->eval_tokens, "ckpt_every", (json_int_t)o->ckpt_every,
+        "niah_frac", o->niah_frac);
     if (!j) die("out of memory");
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);
@@ -320,13 +329,14 @@ static void opts_from_json(train_opts *o, const char *json, const char *where, j
     int B, T;
     if (!j || json_unpack_ex(j, &e, 0,
                              "{s:s, s:s, s:s, s?s, s:b, s:I, s:F, s:i, s:i, s:F, s:F, s:I, s:F, s:F,"
-                             " s:F, s:F, s:F, s:s, s:I, s:I, s:I}",
+                             " s:F, s:F, s:F, s:s, s:I, s:I, s:I, s?F}",
                              "backend", &o->backend, "tokenizer", &o->tokenizer, "train",
                              &o->train_path, "valid", &valid, "split_input", split, "steps", &steps,
                              "time_budget", &o->time_budget, "batch", &B, "seq", &T, "lr", &o->lr,
                              "min_lr", &o->min_lr, "warmup", &warmup, "beta1", &o->beta1, "beta2",
                              &o->beta2, "eps", &o->eps, "wd", &o->wd, "clip", &o->clip, "seed",
-                             &seed, "eval_every", &ee, "eval_tokens", &et, "ckpt_every", &ce))
+                             &seed, "eval_every", &ee, "eval_tokens", &et, "ckpt_every", &ce,
+                             "niah_frac", &o->niah_frac))
         die("%s: training options unreadable: %s", where, e.text);
     o->valid_path = valid;
     o->steps = (long)steps, o->warmup = (long)warmup, o->B = B, o->T = T;
@@ -683,6 +693,8 @@ typedef struct {
     phax_sampler sampler;
     uint64_t batch_seed, window_seed;
     int stochastic_window;  // swax, swa: the §3.4 draw per step
+    phax_niah *niah;        // --niah-frac > 0: the task that makes the retrieval rows
+    uint64_t niah_seed, niah_mix_seed;
     long start, total;      // first step to run, total steps
     size_t eval_n;          // valid tokens scored per evaluation
     char *model_path, *state_path, *log_path;
@@ -777,11 +789,32 @@ static void run_eval(run *r, long done) {
     fflush(stdout);
 }
 
+// --niah-frac: row b of step s becomes a needle-in-a-haystack example when the
+// first uniform of its own stream (mix seed, s·B + b) is below the fraction; the
+// example itself is drawn from (niah seed, s·B + b). Both are functions of the
+// step, so a resumed run makes the same batches. Returns the rows replaced.
+static int mix_niah_rows(run *r, long s) {
+    if (!r->niah) return 0;
+    trainer *t = &r->tr;
+    int k = 0;
+    for (int b = 0; b < r->o.B; b++) {
+        uint64_t idx = (uint64_t)s * (uint64_t)r->o.B + (uint64_t)b;
+        phax_rng u = phax_rng_stream(r->niah_mix_seed, idx);
+        if (!(phax_rng_uniform(&u) < r->o.niah_frac)) continue;
+        size_t off = (size_t)b * r->o.T;
+        if (phax_niah_train_sample(r->niah, r->niah_seed, idx, r->o.T, t->x + off, t->y + off, NULL))
+            die_lib();
+        k++;
+    }
+    return k;
+}
+
 // One optimizer step s (0-based), logged; exits on a non-finite loss or gradient norm.
 static void train_step(run *r, long s, double *loss_out, int *win_out, double *dt) {
     trainer *t = &r->tr;
     double t0 = now_s();
     if (phax_sampler_batch(&r->sampler, (uint64_t)s, t->x, t->y, NULL)) die_lib();
+    int niah_rows = mix_niah_rows(r, s);
     int window = r->stochastic_window ? phax_swax_window_at(&t->cfg, r->window_seed, s, r->total) : -1;
     phax_lr_schedule ls = {r->o.lr, r->o.min_lr, r->o.warmup, r->total};
     double lr = phax_lr_at(&ls, s), loss = NAN, gnorm = NAN;
@@ -803,6 +836,7 @@ static void train_step(run *r, long s, double *loss_out, int *win_out, double *d
                                 "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.9g, \"gnorm\": %.9g", s + 1,
                                 loss, lr, gnorm);
     if (r->stochastic_window) k += (size_t)snprintf(line + k, sizeof line - k, ", \"window\": %d", window);
+    if (r->niah) k += (size_t)snprintf(line + k, sizeof line - k, ", \"niah_rows\": %d", niah_rows);
     k += fmt_mix(r, line + k, sizeof line - k);
     if (k < sizeof line)
         snprintf(line + k, sizeof line - k, ", \"tokens_per_s\": %.1f}", (double)r->o.B * r->o.T / *dt);
@@ -948,6 +982,18 @@ int phax_train_main(int argc, char **argv) {
         die("%s: %zu tokens, too few for --seq %d (%s)", r.data.train, r.data.ntr, r.o.T, phax_error());
     r.window_seed = phax_seed_derive(r.o.seed, "swax.window");
     r.stochastic_window = r.cfg.family == PHAX_FAMILY_SWAX || r.cfg.family == PHAX_FAMILY_SWA;
+    if (r.o.niah_frac > 0) {
+        // Text haystacks come from the training tokens (never the validation split).
+        if (phax_niah_new(r.data.vocab, r.data.tr, r.data.ntr, NULL, &r.niah))
+            die("--niah-frac: %s", phax_error());
+        int32_t *x = malloc((size_t)r.o.T * sizeof *x), *y = malloc((size_t)r.o.T * sizeof *y);
+        if (!x || !y) die("out of memory");
+        if (phax_niah_train_sample(r.niah, 0, 0, r.o.T, x, y, NULL))
+            die("--niah-frac with --seq %d: %s", r.o.T, phax_error());
+        free(x), free(y);
+        r.niah_seed = phax_seed_derive(r.o.seed, "train.niah");
+        r.niah_mix_seed = phax_seed_derive(r.o.seed, "train.niah.mix");
+    }
     trainer_new(&r.tr, &r.cfg, &r.o);
     if (r.o.resume) {
         trainer_restore(&r.tr, &ck, &st, r.state_path);
@@ -1005,6 +1051,7 @@ int phax_train_main(int argc, char **argv) {
     if (s < r.total) printf("resume with: phax train --resume --out %s\n", r.o.out);
     fclose(r.log);
     trainer_free(&r.tr);
+    phax_niah_free(r.niah);
     corpus_free(&r.data);
     json_decref(keep);
     free(r.model_path), free(r.state_path), free(r.log_path);
