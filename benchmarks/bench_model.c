@@ -32,8 +32,9 @@
 // (fork + exec of this binary), so "peak RSS" is that configuration's alone:
 // ru_maxrss of the child from wait4. Linux keeps a process's pre-exec peak in
 // ru_maxrss, so it includes what the parent had resident when it forked: the
-// parent stays small (a few MB, printed) and never runs a model itself. "ws MB" is fcpu_model_ws_bytes (the activation arena);
-// parameters, gradients and the two AdamW moments add 16 bytes per parameter.
+// parent stays small (a few MB, printed) and never runs a model itself. "ws MB" is
+// fcpu_model_ws_bytes (the activation arena); parameters, gradients and the two
+// AdamW moments add 16 bytes per parameter.
 //
 // FLOP per training step (stated, not measured; fwd + bwd = 3 × fwd, nothing
 // recomputed is counted), tokens n = B·T:
