@@ -1,0 +1,642 @@
+// fast/cpu per-token decoding (phax/fcpu_decode.h): the models of
+// ref/model_pha.c and ref/model_swax.c evaluated one token at a time.
+//
+// One step function per layer kind — attention, GSS, SwiGLU, the aux FFN,
+// mLSTM — each reading one input vector x: (d) and writing y: (d) while it
+// advances its own state. Two compositions build the families from them:
+//   * parallel_block (pha): every branch on x, RMSNorm per branch, softplus mix,
+//     x ← RMSNorm_res(α·x + mix), α = (2L)^{1/4};
+//   * prenorm_block (transformer, serial, swax, swa, mlstm): per sub-layer
+//     x ← x + F(RMSNorm x).
+// Vectors are float32; matrix-vector products are cblas_sgemv; dot products
+// that feed exponentials (attention scores, mLSTM gates), the attention output
+// sums and every recurrent state are double.
+//
+// Threads: a step runs on the calling thread, apart from OpenBLAS inside the
+// sgemv calls (the output head is the one large enough to use them). Attention
+// heads spread over OpenMP threads were tried and dropped: on this 2-core
+// machine the spinning OpenMP workers starved OpenBLAS's threads, 1 k-context
+// steps took ~48 ms instead of ~4 ms.
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "phax/fcpu.h"
+#include "phax/fcpu_decode.h"
+
+#define MAX_SUB 4        // branches of a PHA block / sub-layers of a pre-norm block
+#define GATE_CAP 15.0    // mLSTM gate soft-cap: cap(z) = 15·tanh(z/15) (docs/spec.md §1.4)
+
+typedef enum {
+    K_GSS,     // GSS(x)
+    K_ATTN,    // attention (RoPE, GQA, window)
+    K_SWIGLU,  // SwiGLU(x)
+    K_AUX,     // W4 GELU(W3 x)
+    K_DUAL,    // SwiGLU(x) + W4 GELU(W3 x)
+    K_MLSTM,   // mLSTM layer
+} kind;
+
+// --- per-layer parameters and state --------------------------------------------------------
+
+typedef struct {
+    const float *wq, *wk, *wv, *wo, *logscale;  // logscale: (Hq), cosine mode only
+    float *k_cache;  // k_cache: (Hkv, cap, dh), rotated (and unit-normalised in cosine mode)
+    float *v_cache;  // v_cache: (Hkv, cap, dh); each head's keys contiguous for its scan
+} attn_layer;
+
+typedef struct {
+    const float *wv, *wu, *ln_w, *ln_b, *D, *wc, *wo;
+    const float *lre, *lim, *cre, *cim;  // Λ: (N) each; C: (Hs, N) each
+    double *ea;  // e^{λ_n}: (N, 2) re, im
+    double *ct;  // C̃_hn = C_hn (e^{λ_n} − 1)/λ_n: (Hs, N, 2)
+    double *z;   // modal state: (Hs, N, 2)
+} gss_layer;
+
+typedef struct {
+    const float *wq, *wk, *wv, *wog, *wi, *bi, *wf, *bf, *hnorm, *wout;
+    double *C;  // (NH, dqk, dv)
+    double *n;  // (NH, dqk)
+    double *m;  // (NH) stabiliser; −∞ = the start (see phax/fcpu_decode.h)
+} mlstm_layer;
+
+typedef struct {
+    int nsub;
+    kind sub[MAX_SUB];            // PHA: branches in mix order; else pre-norm sub-layers in order
+    const float *norm[MAX_SUB];   // PHA: each branch's output norm; else each sub-layer's pre-norm
+    const float *mix_p;           // PHA: (nsub), or the decoder's zeros for a frozen mix
+    const float *norm_res;        // PHA: the post-norm
+    attn_layer attn;
+    gss_layer gss;
+    const float *ffn_wg, *ffn_wu, *ffn_wd;  // SwiGLU
+    const float *aux_w3, *aux_w4;           // aux FFN
+    mlstm_layer mlstm;
+} layer;
+
+struct fcpu_decoder {
+    const fcpu_model *m;
+    const phax_model_cfg *c;
+    int max_len;
+    int window;   // of every attention layer: 0 = full, w > 0 = sliding
+    int cap;      // KV entries per attention layer (0: no attention)
+    int limited;  // full attention: at most max_len tokens
+    int pos;      // tokens consumed
+    layer *L;     // (n_layers)
+    const float *embed, *norm_emb, *norm_f, *head;  // norm_emb: pha only; norm_f: the rest
+    float zero_p[MAX_SUB];                          // frozen mix logits
+    float alpha;                                    // PHA residual scale (2L)^{1/4}
+    // Scratch, float unless marked.
+    float *x, *e, *h, *y, *t;     // (d) each
+    float *br, *bn;               // (MAX_SUB, d): PHA branch outputs, normalised
+    float *q, *q_raw, *o;         // (Hq·dh) each
+    float *k_raw, *k_rot, *v_new; // (Hkv·dh) each
+    float *rope;                  // (dh): cos | sin of this step's position
+    double *score;                // (cap) attention row
+    double *attn_acc;             // (dh) attention output accumulators
+    double *acc;                  // (d) mLSTM accumulators
+    float *f1, *f2, *f3;          // (max(hid, F, ha)) FFN / GSS / aux hidden
+    float *s1, *s2, *s3, *s4;     // (Hs) GSS channels
+    float *mq, *mk, *mv, *mo, *mh, *mhn;  // mLSTM (d/2, d/2, d, d, d, d)
+    void *arena;
+    size_t state_bytes;
+};
+
+// --- small helpers -----------------------------------------------------------------------------
+
+// y: (out) = W x, W: (out, in).
+static void matvec(float *y, const float *W, const float *x, int out, int in) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, out, in, 1.0f, W, in, x, 1, 0.0f, y, 1);
+}
+
+// Σ a_i b_i in double (float products are exact in double). The simd reduction
+// fixes a lane order at compile time: the same bits on every call.
+static double dot_f64(const float *a, const float *b, int n) {
+    double s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+static void add_into(float *x, const float *y, int n) {
+    for (int i = 0; i < n; i++) x[i] += y[i];
+}
+
+// Each of the rows (rows, w) scaled to unit norm, the norm clamped below by 1e-12 (§2.7).
+static void unit_rows(float *x, int rows, int w) {
+    for (int r = 0; r < rows; r++) {
+        float *v = x + (size_t)r * w;
+        double nrm = fmax(sqrt(dot_f64(v, v, w)), PHAX_COSINE_NORM_EPS);
+        for (int i = 0; i < w; i++) v[i] = (float)(v[i] / nrm);
+    }
+}
+
+static double gate_cap(double z) { return GATE_CAP * tanh(z / GATE_CAP); }
+
+static int is_pha_family(const phax_model_cfg *c) {
+    return c->family == PHAX_FAMILY_PHA || c->family == PHAX_FAMILY_TRANSFORMER ||
+           c->family == PHAX_FAMILY_SERIAL;
+}
+
+static int has_attention(const phax_model_cfg *c) {
+    if (c->family == PHAX_FAMILY_PHA) return c->use_attn;
+    for (int l = 0; l < c->n_layers; l++)
+        if (!phax_layer_is_mlstm(c, l)) return 1;
+    return 0;
+}
+
+// --- layer kinds ---------------------------------------------------------------------------------
+
+// One query head h of attention over the visible keys s = first..pos, which lie in
+// the ring slots first % cap onwards (wrapping at cap):
+//   o_h: (dh) = Σ_s softmax_s(scale·q̃_h·k̃_s) v_s,   k̃_s, v_s of kv head h / (Hq/Hkv).
+// score: (pos − first + 1) and acc: (dh) are scratch. The weights stay unnormalised
+// (e^{z − max}) and the sum divides the accumulated output once.
+static void attend_head(const fcpu_decoder *dc, const attn_layer *A, int h, int first, float *oh,
+                        double *score, double *acc) {
+    const phax_model_cfg *c = dc->c;
+    const int dh = c->head_dim, j = h / (c->n_heads / c->n_kv_heads);
+    const int nvis = dc->pos - first + 1, slot0 = first % dc->cap;
+    const float *qh = dc->q + (size_t)h * dh;
+    const float *kj = A->k_cache + (size_t)j * dc->cap * dh;  // (cap, dh)
+    const float *vj = A->v_cache + (size_t)j * dc->cap * dh;  // (cap, dh)
+    const double scale = c->score_cosine
+                             ? exp(fmin((double)A->logscale[h], PHAX_COSINE_MAX_LOGSCALE))
+                             : 1.0 / sqrt((double)dh);
+    double mx = -INFINITY, sum = 0;
+    for (int i = 0, slot = slot0; i < nvis; i++, slot = slot + 1 == dc->cap ? 0 : slot + 1) {
+        score[i] = scale * dot_f64(qh, kj + (size_t)slot * dh, dh);
+        mx = fmax(mx, score[i]);
+    }
+    for (int i = 0; i < nvis; i++) sum += (score[i] = exp(score[i] - mx));
+    for (int e = 0; e < dh; e++) acc[e] = 0;
+    for (int i = 0, slot = slot0; i < nvis; i++, slot = slot + 1 == dc->cap ? 0 : slot + 1) {
+        const float *vs = vj + (size_t)slot * dh;
+        const double p = score[i];
+#pragma omp simd
+        for (int e = 0; e < dh; e++) acc[e] += p * vs[e];
+    }
+    for (int e = 0; e < dh; e++) oh[e] = (float)(acc[e] / sum);
+}
+
+// Attention on x: (d) → y: (d). This token's rotated k and its v go into ring
+// slot pos % cap of every kv head's cache first; then every query head attends
+// (attend_head).
+static void attn_step(fcpu_decoder *dc, attn_layer *A, float *y, const float *x) {
+    const phax_model_cfg *c = dc->c;
+    const int d = c->d_model, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
+    const int qd = Hq * dh, kd = Hkv * dh, pos = dc->pos;
+    float *k = dc->k_rot, *v = dc->v_new;  // (Hkv, dh) each
+
+    matvec(dc->q_raw, A->wq, x, qd, d);  // (Hq, dh)
+    matvec(dc->k_raw, A->wk, x, kd, d);  // (Hkv, dh)
+    matvec(v, A->wv, x, kd, d);          // (Hkv, dh)
+    fcpu_rope_fwd(dc->q, dc->q_raw, 1, 1, Hq, dh, c->rope_base, pos, dc->rope);
+    fcpu_rope_fwd(k, dc->k_raw, 1, 1, Hkv, dh, c->rope_base, pos, dc->rope);
+    if (c->score_cosine) {
+        unit_rows(dc->q, Hq, dh);
+        unit_rows(k, Hkv, dh);
+    }
+    const size_t slot = (size_t)(pos % dc->cap);
+    for (int j = 0; j < Hkv; j++) {
+        memcpy(A->k_cache + ((size_t)j * dc->cap + slot) * dh, k + (size_t)j * dh, dh * sizeof *k);
+        memcpy(A->v_cache + ((size_t)j * dc->cap + slot) * dh, v + (size_t)j * dh, dh * sizeof *v);
+    }
+    const int first = dc->window > 0 && pos - dc->window + 1 > 0 ? pos - dc->window + 1 : 0;
+    for (int h = 0; h < Hq; h++)
+        attend_head(dc, A, h, first, dc->o + (size_t)h * dh, dc->score, dc->attn_acc);
+    matvec(y, A->wo, dc->o, d, qd);
+}
+
+// GSS on x: (d) → y: (d):
+//   v = GELU(W_v x): (F);  ū = LayerNorm(GELU(W_u x)): (Hs)
+//   z_hn ← e^{λ_n} z_hn + ū_h;  ys_h = Re Σ_n C̃_hn z_hn + D_h ū_h: (Hs)
+//   y = W_o((W_c ys) ⊙ v)
+static void gss_step(fcpu_decoder *dc, gss_layer *G, float *y, const float *x) {
+    const phax_model_cfg *c = dc->c;
+    const int d = c->d_model, F = c->gss_expand, Hs = c->gss_hidden, N = c->gss_state;
+    float *xv = dc->f1, *v = dc->f2, *gt = dc->f3;
+    float *xu = dc->s1, *u = dc->s2, *ub = dc->s3, *ys = dc->s4;
+
+    matvec(xv, G->wv, x, F, d);
+    fcpu_gelu_fwd(v, xv, F);
+    matvec(xu, G->wu, x, Hs, d);
+    fcpu_gelu_fwd(u, xu, Hs);
+    fcpu_layernorm_fwd(ub, u, G->ln_w, G->ln_b, 1, Hs, PHAX_LAYERNORM_EPS);
+    for (int h = 0; h < Hs; h++) {
+        const double uh = ub[h];
+        double *z = G->z + (size_t)h * N * 2;
+        const double *ct = G->ct + (size_t)h * N * 2, *ea = G->ea;
+        double acc = 0;
+        for (int n = 0; n < N; n++) {
+            const double zr = z[2 * n], zi = z[2 * n + 1];
+            const double nr = ea[2 * n] * zr - ea[2 * n + 1] * zi + uh;
+            const double ni = ea[2 * n] * zi + ea[2 * n + 1] * zr;
+            z[2 * n] = nr, z[2 * n + 1] = ni;
+            acc += ct[2 * n] * nr - ct[2 * n + 1] * ni;  // Re(C̃ z)
+        }
+        ys[h] = (float)(acc + G->D[h] * uh);
+    }
+    matvec(xv, G->wc, ys, F, Hs);  // W_c ys: (F), reusing xv
+    for (int i = 0; i < F; i++) gt[i] = xv[i] * v[i];
+    matvec(y, G->wo, gt, d, F);
+}
+
+// SwiGLU: y = W_d(SiLU(W_g x) ⊙ W_u x); hidden (hid).
+static void swiglu_step(fcpu_decoder *dc, const layer *ly, float *y, const float *x) {
+    const int d = dc->c->d_model, hid = dc->c->ffn_hidden;
+    float *g = dc->f1, *u = dc->f2, *a = dc->f3;
+    matvec(g, ly->ffn_wg, x, hid, d);
+    matvec(u, ly->ffn_wu, x, hid, d);
+    fcpu_silu_fwd(a, g, hid);
+    for (int i = 0; i < hid; i++) a[i] *= u[i];
+    matvec(y, ly->ffn_wd, a, d, hid);
+}
+
+// Aux FFN: y = W4 GELU(W3 x); hidden (ha).
+static void aux_step(fcpu_decoder *dc, const layer *ly, float *y, const float *x) {
+    const int d = dc->c->d_model, ha = dc->c->ffn_aux_hidden;
+    matvec(dc->f1, ly->aux_w3, x, ha, d);
+    fcpu_gelu_fwd(dc->f2, dc->f1, ha);
+    matvec(y, ly->aux_w4, dc->f2, d, ha);
+}
+
+// mLSTM layer on x̄: (d) → y: (d) (docs/spec.md §2.9, §3.3), per head hh:
+//   ĩ = cap(w_i·x̄ + b_i), f̃ = cap(w_f·x̄ + b_f)
+//   m' = max(logσ(f̃) + m, ĩ);  f' = e^{logσ(f̃) + m − m'};  i' = e^{ĩ − m'}
+//   C ← f' C + i' k vᵀ;  n ← f' n + i' k;  h̃ = Cᵀ q̂ / (max(|nᵀ q̂|, e^{−m'}) + eps)
+// then y = W_out(σ(W_o x̄) ⊙ headnorm(h̃)).
+static void mlstm_step(fcpu_decoder *dc, mlstm_layer *M, float *y, const float *x) {
+    const int d = dc->c->d_model, NH = dc->c->mlstm_heads, dk = d / 2;
+    const int dqk = dk / NH, dv = d / NH;
+    const double qs = 1.0 / sqrt((double)dqk);
+    float *q = dc->mq, *k = dc->mk, *v = dc->mv, *og = dc->mo, *hc = dc->mh, *hn = dc->mhn;
+
+    matvec(q, M->wq, x, dk, d);   // (NH, dqk)
+    matvec(k, M->wk, x, dk, d);   // (NH, dqk)
+    matvec(v, M->wv, x, d, d);    // (NH, dv)
+    matvec(og, M->wog, x, d, d);  // (d), before σ
+    for (int hh = 0; hh < NH; hh++) {
+        const double ig = gate_cap(dot_f64(M->wi + (size_t)hh * d, x, d) + M->bi[hh]);
+        const double fg = gate_cap(dot_f64(M->wf + (size_t)hh * d, x, d) + M->bf[hh]);
+        const double a = ref_logsigmoid(fg) + M->m[hh];  // −∞ at the start
+        const double mt = fmax(a, ig), fp = exp(a - mt), ip = exp(ig - mt);
+        M->m[hh] = mt;
+        const float *kh = k + (size_t)hh * dqk, *qh = q + (size_t)hh * dqk;
+        const float *vh = v + (size_t)hh * dv;
+        double *C = M->C + (size_t)hh * dqk * dv, *n = M->n + (size_t)hh * dqk;
+        double *num = dc->acc, s = 0;
+        for (int j = 0; j < dv; j++) num[j] = 0;
+        for (int i = 0; i < dqk; i++) {
+            const double iki = ip * kh[i], qi = qh[i] * qs;
+            double *Ci = C + (size_t)i * dv;
+            for (int j = 0; j < dv; j++) {
+                Ci[j] = fp * Ci[j] + iki * vh[j];
+                num[j] += Ci[j] * qi;  // (Cᵀ q̂)_j
+            }
+            n[i] = fp * n[i] + iki;
+            s += n[i] * qi;
+        }
+        const double den = fmax(fabs(s), exp(-mt)) + PHAX_MLSTM_EPS;
+        for (int j = 0; j < dv; j++) hc[(size_t)hh * dv + j] = (float)(num[j] / den);
+    }
+    fcpu_headnorm_fwd(hn, hc, M->hnorm, 1, NH, dv, PHAX_HEADNORM_EPS);
+    for (int i = 0; i < d; i++) hc[i] = (float)ref_sigmoid(og[i]) * hn[i];  // h = o ⊙ headnorm(h̃)
+    matvec(y, M->wout, hc, d, d);
+}
+
+static void sub_step(fcpu_decoder *dc, layer *ly, kind k, float *y, const float *x) {
+    switch (k) {
+    case K_GSS: gss_step(dc, &ly->gss, y, x); break;
+    case K_ATTN: attn_step(dc, &ly->attn, y, x); break;
+    case K_SWIGLU: swiglu_step(dc, ly, y, x); break;
+    case K_AUX: aux_step(dc, ly, y, x); break;
+    case K_DUAL:
+        swiglu_step(dc, ly, y, x);
+        aux_step(dc, ly, dc->t, x);
+        add_into(y, dc->t, dc->c->d_model);
+        break;
+    case K_MLSTM: mlstm_step(dc, &ly->mlstm, y, x); break;
+    }
+}
+
+// --- blocks ------------------------------------------------------------------------------------
+
+// PHA block on x: (d), in place: b_i = RMSNorm_i(branch_i(x)); x ← RMSNorm_res(α x + mix(p; b)).
+static void parallel_block(fcpu_decoder *dc, layer *ly, float *x) {
+    const int d = dc->c->d_model;
+    for (int i = 0; i < ly->nsub; i++) {
+        float *r = dc->br + (size_t)i * d, *b = dc->bn + (size_t)i * d;
+        sub_step(dc, ly, ly->sub[i], r, x);
+        fcpu_rmsnorm_fwd(b, r, ly->norm[i], 1, d, PHAX_RMSNORM_EPS);
+    }
+    fcpu_mix_fwd(dc->y, dc->bn, ly->mix_p, ly->nsub, d);
+    for (int i = 0; i < d; i++) dc->t[i] = dc->alpha * x[i] + dc->y[i];
+    fcpu_rmsnorm_fwd(x, dc->t, ly->norm_res, 1, d, PHAX_RMSNORM_EPS);
+}
+
+// Pre-norm block on x: (d), in place: for each sub-layer, x ← x + F(RMSNorm x).
+static void prenorm_block(fcpu_decoder *dc, layer *ly, float *x) {
+    const int d = dc->c->d_model;
+    for (int i = 0; i < ly->nsub; i++) {
+        fcpu_rmsnorm_fwd(dc->h, x, ly->norm[i], 1, d, PHAX_RMSNORM_EPS);
+        sub_step(dc, ly, ly->sub[i], dc->y, dc->h);
+        add_into(x, dc->y, d);
+    }
+}
+
+// --- creation ------------------------------------------------------------------------------------
+
+// Bump allocation in one arena: carve() runs once with base == NULL to size it,
+// then again to hand out the pieces (the layer plans must be bound first).
+typedef struct {
+    char *base;
+    size_t off, state;  // bytes so far; of them, per-sequence state
+} arena;
+
+static void *take(arena *a, size_t bytes) {
+    void *p = a->base ? a->base + a->off : NULL;
+    a->off += (bytes + 63) / 64 * 64;
+    return p;
+}
+static void *take_state(arena *a, size_t bytes) {
+    a->state += bytes;
+    return take(a, bytes);
+}
+
+static int layer_has(const layer *ly, kind k) {
+    for (int i = 0; i < ly->nsub; i++)
+        if (ly->sub[i] == k || (ly->sub[i] == K_DUAL && (k == K_SWIGLU || k == K_AUX))) return 1;
+    return 0;
+}
+
+static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+static void carve(fcpu_decoder *dc, arena *a) {
+    const phax_model_cfg *c = dc->c;
+    const size_t d = c->d_model, qd = (size_t)c->n_heads * c->head_dim;
+    const size_t kd = (size_t)c->n_kv_heads * c->head_dim, dh = c->head_dim;
+    const size_t Hs = c->gss_hidden, N = c->gss_state, NH = c->mlstm_heads;
+    const size_t dqk = d / 2 / NH, dv = d / NH;
+    const size_t wide = max3(c->ffn_hidden, c->gss_expand, c->ffn_aux_hidden);
+    float **vd[] = {&dc->x, &dc->e, &dc->h, &dc->y, &dc->t, &dc->mv, &dc->mo, &dc->mh, &dc->mhn};
+    for (size_t i = 0; i < sizeof vd / sizeof *vd; i++) *vd[i] = take(a, d * sizeof(float));
+    dc->mq = take(a, (d / 2) * sizeof(float));
+    dc->mk = take(a, (d / 2) * sizeof(float));
+    dc->br = take(a, MAX_SUB * d * sizeof(float));
+    dc->bn = take(a, MAX_SUB * d * sizeof(float));
+    dc->q = take(a, qd * sizeof(float));
+    dc->q_raw = take(a, qd * sizeof(float));
+    dc->o = take(a, qd * sizeof(float));
+    dc->k_raw = take(a, kd * sizeof(float));
+    dc->k_rot = take(a, kd * sizeof(float));
+    dc->v_new = take(a, kd * sizeof(float));
+    dc->rope = take(a, dh * sizeof(float));
+    dc->score = take(a, (size_t)dc->cap * sizeof(double));
+    dc->attn_acc = take(a, dh * sizeof(double));
+    dc->acc = take(a, d * sizeof(double));
+    dc->f1 = take(a, wide * sizeof(float));
+    dc->f2 = take(a, wide * sizeof(float));
+    dc->f3 = take(a, wide * sizeof(float));
+    float **vs[] = {&dc->s1, &dc->s2, &dc->s3, &dc->s4};
+    for (int i = 0; i < 4; i++) *vs[i] = take(a, Hs * sizeof(float));
+    // Per-layer state and constants, by the kinds the layer has.
+    for (int l = 0; l < c->n_layers; l++) {
+        layer *ly = &dc->L[l];
+        if (layer_has(ly, K_ATTN)) {
+            ly->attn.k_cache = take_state(a, (size_t)dc->cap * kd * sizeof(float));
+            ly->attn.v_cache = take_state(a, (size_t)dc->cap * kd * sizeof(float));
+        }
+        if (layer_has(ly, K_GSS)) {
+            ly->gss.ea = take(a, 2 * N * sizeof(double));
+            ly->gss.ct = take(a, 2 * Hs * N * sizeof(double));
+            ly->gss.z = take_state(a, 2 * Hs * N * sizeof(double));
+        }
+        if (layer_has(ly, K_MLSTM)) {
+            ly->mlstm.C = take_state(a, NH * dqk * dv * sizeof(double));
+            ly->mlstm.n = take_state(a, NH * dqk * sizeof(double));
+            ly->mlstm.m = take_state(a, NH * sizeof(double));
+        }
+    }
+}
+
+// The sub-layer plan of every layer: kinds and their norms (by name suffix).
+static void plan_layer(const phax_model_cfg *c, int l, kind *sub, const char **norm, int *nsub) {
+    int n = 0;
+#define ADD(k, nm) (sub[n] = (k), norm[n++] = (nm))
+    switch (c->family) {
+    case PHAX_FAMILY_PHA:  // branches in mix order, each with its output norm
+        if (c->use_gss) ADD(K_GSS, "norm_gss.weight");
+        if (c->use_attn) ADD(K_ATTN, "norm_attn.weight");
+        if (c->use_ffn && c->ffn_separate_mix) {
+            ADD(K_SWIGLU, "norm_ffn.weight");
+            ADD(K_AUX, "norm_ffn_aux.weight");
+        } else if (c->use_ffn) {
+            ADD(K_DUAL, "norm_ffn.weight");
+        }
+        break;
+    case PHAX_FAMILY_TRANSFORMER:
+        ADD(K_ATTN, "norm_attn.weight");
+        ADD(K_SWIGLU, "norm_ffn.weight");
+        break;
+    case PHAX_FAMILY_SERIAL:
+        ADD(K_GSS, "norm_gss.weight");
+        ADD(K_ATTN, "norm_attn.weight");
+        ADD(K_DUAL, "norm_ffn.weight");
+        break;
+    default:  // swax, swa, mlstm
+        ADD(phax_layer_is_mlstm(c, l) ? K_MLSTM : K_ATTN, "norm_mixer.weight");
+        ADD(K_SWIGLU, "norm_ffn.weight");
+        break;
+    }
+#undef ADD
+    *nsub = n;
+}
+
+// Parameter lookup that records the first missing name.
+typedef struct {
+    const fcpu_model *m;
+    int l, missing;
+} lookup;
+
+static const float *P(lookup *lk, const char *suffix) {
+    char name[112];
+    if (lk->l >= 0) snprintf(name, sizeof name, "blocks.%d.%s", lk->l, suffix);
+    else snprintf(name, sizeof name, "%s", suffix);
+    const float *p = fcpu_model_param(lk->m, name);
+    if (!p && !lk->missing) lk->missing = 1, phax_fail("fcpu_decoder_new: the model has no %s", name);
+    return p;
+}
+
+// e^{λ_n} and C̃_hn of one GSS layer, in double. A(λ) = (e^λ − 1)/λ comes from
+// the oracle's DSS kernel at lag 0 (K_h[0] = Re(C_h A) with C = 1 and C = i gives
+// Re A and −Im A, exactly), so the cancellation-free form of docs/spec.md §2.8 is
+// implemented once, in ref/ssm.c; e^{λ} = e^{Re λ}(cos Im λ + i sin Im λ) as there.
+static void gss_modes(gss_layer *G, int Hs, int N) {
+    const double one[2] = {1.0, 0.0}, eye[2] = {0.0, 1.0};
+    for (int n = 0; n < N; n++) {
+        double lre = G->lre[n], lim = G->lim[n], K[2];
+        ref_dss_kernel_fwd(K, &lre, &lim, one, eye, 2, 1, 1);
+        const double Ar = K[0], Ai = -K[1];
+        const double r = exp(-exp(lre)), th = exp(lim);
+        G->ea[2 * n] = r * cos(th), G->ea[2 * n + 1] = r * sin(th);
+        for (int h = 0; h < Hs; h++) {
+            const double cr = G->cre[(size_t)h * N + n], ci = G->cim[(size_t)h * N + n];
+            double *ct = G->ct + ((size_t)h * N + n) * 2;
+            ct[0] = cr * Ar - ci * Ai, ct[1] = cr * Ai + ci * Ar;
+        }
+    }
+}
+
+// Plan and parameter pointers of layer l (no arena needed). PHAX_ERR on a missing parameter.
+static int bind_layer(fcpu_decoder *dc, layer *ly, int l) {
+    const phax_model_cfg *c = dc->c;
+    const char *norm[MAX_SUB];
+    lookup lk = {dc->m, l, 0};
+    int has[K_MLSTM + 1] = {0};
+    plan_layer(c, l, ly->sub, norm, &ly->nsub);
+    for (int i = 0; i < ly->nsub; i++) has[ly->sub[i]] = 1, ly->norm[i] = P(&lk, norm[i]);
+    if (c->family == PHAX_FAMILY_PHA) {
+        ly->mix_p = c->freeze_mix ? dc->zero_p : P(&lk, "mix.p");
+        ly->norm_res = P(&lk, "norm_res.weight");
+    }
+    if (has[K_ATTN]) {
+        attn_layer *A = &ly->attn;
+        A->wq = P(&lk, "attn.wq.weight"), A->wk = P(&lk, "attn.wk.weight");
+        A->wv = P(&lk, "attn.wv.weight"), A->wo = P(&lk, "attn.wo.weight");
+        if (c->score_cosine) A->logscale = P(&lk, "attn.logscale");
+    }
+    if (has[K_SWIGLU] || has[K_DUAL]) {
+        ly->ffn_wg = P(&lk, "ffn.w_gate.weight"), ly->ffn_wu = P(&lk, "ffn.w_up.weight");
+        ly->ffn_wd = P(&lk, "ffn.w_down.weight");
+    }
+    if (has[K_AUX] || has[K_DUAL])
+        ly->aux_w3 = P(&lk, "ffn_aux.w3.weight"), ly->aux_w4 = P(&lk, "ffn_aux.w4.weight");
+    if (has[K_MLSTM]) {
+        mlstm_layer *M = &ly->mlstm;
+        M->wq = P(&lk, "mlstm.wq.weight"), M->wk = P(&lk, "mlstm.wk.weight");
+        M->wv = P(&lk, "mlstm.wv.weight"), M->wog = P(&lk, "mlstm.ogate.weight");
+        M->wi = P(&lk, "mlstm.igate.weight"), M->bi = P(&lk, "mlstm.igate.bias");
+        M->wf = P(&lk, "mlstm.fgate.weight"), M->bf = P(&lk, "mlstm.fgate.bias");
+        M->hnorm = P(&lk, "mlstm.headnorm.weight"), M->wout = P(&lk, "mlstm.out.weight");
+    }
+    if (has[K_GSS]) {
+        gss_layer *G = &ly->gss;
+        G->wv = P(&lk, "gss.wv.weight"), G->wu = P(&lk, "gss.wu.weight");
+        G->ln_w = P(&lk, "gss.ln.weight"), G->ln_b = P(&lk, "gss.ln.bias");
+        G->D = P(&lk, "gss.d"), G->wc = P(&lk, "gss.wc.weight"), G->wo = P(&lk, "gss.wo.weight");
+        G->lre = P(&lk, "gss.lambda_re"), G->lim = P(&lk, "gss.lambda_im");
+        G->cre = P(&lk, "gss.c_re"), G->cim = P(&lk, "gss.c_im");
+    }
+    return lk.missing ? PHAX_ERR : PHAX_OK;
+}
+
+fcpu_decoder *fcpu_decoder_new(const fcpu_model *m, int max_len, int window) {
+    if (!m || !m->params) {
+        phax_fail("fcpu_decoder_new: no model");
+        return NULL;
+    }
+    if (max_len < 1) {
+        phax_fail("fcpu_decoder_new: max_len %d must be at least 1", max_len);
+        return NULL;
+    }
+    if (window < -1) {
+        phax_fail("fcpu_decoder_new: window %d must be -1 (w_long), 0 (full) or positive", window);
+        return NULL;
+    }
+    fcpu_decoder *dc = phax_alloc(sizeof *dc);
+    if (!dc) return NULL;
+    const phax_model_cfg *c = &m->cfg;
+    dc->m = m, dc->c = c, dc->max_len = max_len;
+    dc->window = is_pha_family(c) ? c->attn_window : window < 0 ? c->w_long : window;
+    if (has_attention(c)) {
+        dc->cap = dc->window > 0 ? dc->window : max_len;
+        dc->limited = dc->window == 0;
+    }
+    dc->alpha = (float)pow(2.0 * c->n_layers, 0.25);
+
+    lookup top = {m, -1, 0};
+    dc->embed = P(&top, "embed.weight");
+    dc->head = P(&top, c->tie_embeddings ? "embed.weight" : "lm_head.weight");
+    if (c->family == PHAX_FAMILY_PHA) dc->norm_emb = P(&top, "norm_emb.weight");
+    else dc->norm_f = P(&top, "norm_f.weight");
+    if (top.missing || !(dc->L = phax_alloc((size_t)c->n_layers * sizeof(layer)))) goto fail;
+    for (int l = 0; l < c->n_layers; l++)
+        if (bind_layer(dc, &dc->L[l], l)) goto fail;
+
+    arena a = {0};
+    carve(dc, &a);  // sizing pass
+    if (!(a.base = dc->arena = phax_alloc(a.off))) goto fail;
+    a.off = a.state = 0;
+    carve(dc, &a);
+    dc->state_bytes = a.state;
+    for (int l = 0; l < c->n_layers; l++)
+        if (layer_has(&dc->L[l], K_GSS)) gss_modes(&dc->L[l].gss, c->gss_hidden, c->gss_state);
+    fcpu_decoder_reset(dc);
+    return dc;
+fail:
+    fcpu_decoder_free(dc);
+    return NULL;
+}
+
+void fcpu_decoder_free(fcpu_decoder *dc) {
+    if (!dc) return;
+    phax_free(dc->arena);
+    phax_free(dc->L);
+    phax_free(dc);
+}
+
+void fcpu_decoder_reset(fcpu_decoder *dc) {
+    const phax_model_cfg *c = dc->c;
+    const size_t Hs = c->gss_hidden, N = c->gss_state, NH = c->mlstm_heads;
+    const size_t dqk = (size_t)c->d_model / 2 / NH, dv = (size_t)c->d_model / NH;
+    for (int l = 0; l < c->n_layers; l++) {
+        layer *ly = &dc->L[l];
+        if (layer_has(ly, K_GSS)) memset(ly->gss.z, 0, 2 * Hs * N * sizeof(double));
+        if (layer_has(ly, K_MLSTM)) {
+            memset(ly->mlstm.C, 0, NH * dqk * dv * sizeof(double));
+            memset(ly->mlstm.n, 0, NH * dqk * sizeof(double));
+            for (size_t h = 0; h < NH; h++) ly->mlstm.m[h] = -INFINITY;
+        }
+        // The KV caches need no clearing: only slots of positions < pos are read.
+    }
+    dc->pos = 0;
+}
+
+int fcpu_decoder_pos(const fcpu_decoder *dc) { return dc->pos; }
+
+size_t fcpu_decoder_state_bytes(const fcpu_decoder *dc) { return dc->state_bytes; }
+
+// --- one step ------------------------------------------------------------------------------------
+
+int fcpu_decoder_step(fcpu_decoder *dc, int32_t token, float *logits) {
+    const phax_model_cfg *c = dc->c;
+    const int d = c->d_model, V = c->vocab_size;
+    if (token < 0 || token >= V)
+        return phax_fail("fcpu_decoder_step: token %d is outside [0, %d)", (int)token, V);
+    if (dc->limited && dc->pos >= dc->max_len)
+        return phax_fail("fcpu_decoder_step: the decoder already holds max_len = %d tokens (full "
+                         "attention keeps every key); reset it or create one with a larger max_len",
+                         dc->max_len);
+    if (dc->pos == INT_MAX) return phax_fail("fcpu_decoder_step: position limit %d reached", INT_MAX);
+
+    // This position's RoPE cos/sin, shared by every attention layer.
+    if (dc->cap > 0 && fcpu_rope_table(dc->rope, 1, c->head_dim, c->rope_base, dc->pos))
+        return PHAX_ERR;
+    float *x = dc->x;  // the residual stream: (d)
+    const float *row = dc->embed + (size_t)token * d;
+    if (c->family == PHAX_FAMILY_PHA) {
+        fcpu_rmsnorm_fwd(x, row, dc->norm_emb, 1, d, PHAX_RMSNORM_EPS);  // x_1 = RMSNorm_emb(E[tok])
+        for (int l = 0; l < c->n_layers; l++) parallel_block(dc, &dc->L[l], x);
+    } else {
+        memcpy(x, row, (size_t)d * sizeof *x);  // x = E[tok]
+        for (int l = 0; l < c->n_layers; l++) prenorm_block(dc, &dc->L[l], x);
+    }
+    dc->pos++;
+    if (logits) {
+        const float *xf = x;  // PHA: already normalised; the rest: RMSNorm_f
+        if (dc->norm_f) fcpu_rmsnorm_fwd(dc->e, x, dc->norm_f, 1, d, PHAX_RMSNORM_EPS), xf = dc->e;
+        matvec(logits, dc->head, xf, V, d);
+    }
+    return PHAX_OK;
+}

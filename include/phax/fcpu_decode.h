@@ -1,0 +1,65 @@
+// fast/cpu per-token decoding (float32): run a model of phax/fcpu_model.h one
+// token at a time, carrying its state, for text generation and long-context
+// evaluation (needle-in-a-haystack). Step t computes exactly the logits that
+// ref_model_forward gives at position t of the sequence of tokens stepped so
+// far (checked by tests/test_fcpu_decode.c for every family), at a cost of
+// O(params + context) per step and with no allocation after fcpu_decoder_new.
+//
+// State per layer (allocated once, in one arena):
+//   * attention: a KV cache of the RoPE-rotated keys (unit-normalised in cosine
+//     mode) and the values, (Hkv, cap, dh) each. Full attention (window 0): cap =
+//     max_len, and stepping past max_len is an error. Sliding window w > 0: a ring
+//     buffer of cap = w entries and no length limit. Either way the RoPE position of
+//     a token is its absolute index (the number of tokens stepped before it).
+//   * GSS (pha, serial): the complex modal state z: (Hs, N) in double, updated
+//     z ← e^{λ} z + ū; e^{λ} and C̃ = C·(e^{λ} − 1)/λ are formed once in double at
+//     fcpu_decoder_new.
+//   * mLSTM (swax, mlstm): C: (NH, dqk, dv), n: (NH, dqk), m: (NH) in double, the
+//     recurrent form of docs/spec.md §2.9, started at m = −∞ (C = n = 0). That start
+//     makes m_t = max(m_{t−1} + logσ(f̃_t), ĩ_t) equal to the parallel form's
+//     max_s D̃_ts at every t, so decoding computes the models' cell (the parallel
+//     form) for any eps — not only within the stabiliser bound that separates the
+//     m0 = 0 recurrent form from it.
+//
+// Numerics: float32 storage and float32 matrix-vector products (cblas_sgemv);
+// attention scores, softmax sums and the attention output accumulated in double;
+// RoPE angles, the GSS and mLSTM states and the scalar gates in double.
+// Threads: the calling thread, plus OpenBLAS's inside the sgemv calls.
+//
+// The decoder keeps pointers into the model's parameters (read at every step) and
+// precomputes the GSS modes from them at creation: make a new decoder after the
+// parameters change. One decoder is one sequence; it is not safe to step it from
+// two threads at once (different decoders on one model are independent).
+#ifndef PHAX_FCPU_DECODE_H
+#define PHAX_FCPU_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phax/fcpu_model.h"
+
+typedef struct fcpu_decoder fcpu_decoder;
+
+// A decoder for model m at position 0. max_len (≥ 1): the most tokens a sequence
+// may hold when the model has full attention (the KV cache size); ignored as a
+// limit otherwise. window: the SWA window of the SWAX family (−1 = cfg.w_long,
+// 0 = full, w > 0 = w), as ref_model_forward's; the PHA family uses
+// cfg.attn_window and ignores it (it must still be ≥ −1). NULL on failure
+// (message in phax_error()).
+fcpu_decoder *fcpu_decoder_new(const fcpu_model *m, int max_len, int window);
+void fcpu_decoder_free(fcpu_decoder *d);
+// Back to position 0 with an empty state (no allocation).
+void fcpu_decoder_reset(fcpu_decoder *d);
+// Tokens consumed so far (the RoPE position of the next token).
+int fcpu_decoder_pos(const fcpu_decoder *d);
+// Bytes of the per-sequence state: KV caches, GSS modal states, mLSTM states
+// (not the scratch vectors or the precomputed GSS modes).
+size_t fcpu_decoder_state_bytes(const fcpu_decoder *d);
+
+// Feed one token; logits: (V) gets the next-token logits, or NULL to skip the
+// output head (e.g. while reading a prompt). PHAX_ERR, with nothing written and
+// the state unchanged, for a token outside [0, V) or a full-attention decoder
+// already holding max_len tokens.
+int fcpu_decoder_step(fcpu_decoder *d, int32_t token, float *logits);
+
+#endif

@@ -1,0 +1,631 @@
+// fast/cpu per-token decoding (phax/fcpu_decode.h) against the float64 ref
+// models: for every family and every PHA switch, T tokens decoded one at a
+// time must give, at every step t, the logits ref_model_forward computes at
+// position t over the same T tokens on the same parameters. Then: reset ≡ a
+// fresh decoder, the max_len limit, window ≥ T ≡ full, the ring buffer wrapping
+// many times, skipping the head, bad input, and that the tolerance does reject
+// a genuinely different function (an off-by-one window).
+//
+// Parameters: ref's seeded init, moved off its symmetric points (norm gains,
+// biases, mix logits, cosine log-scales drawn), then rounded to float32 and
+// written back into the ref model, so both sides evaluate the same function of
+// the same numbers and the error measured is the float32 evaluation alone.
+//
+// Error per step: ‖decode − ref‖₂ / ‖ref‖₂ over the V logits, in double.
+//
+// Tolerance per step: tol_t = 8·u·n_chain + 16·δ_t, u = 2^-24 — a first-order
+// float32 rounding bound for the widths and depth, plus the reference's measured
+// conditioning; 8 and 16 are safety margins on the two (reasons below).
+//  * n_chain is the sum of the lengths of every float32 reduction one step's
+//    logits depend on (chain_len below: each matrix-vector product counts its
+//    input width, each norm its width, attention its softmax/output sums over the
+//    visible keys plus its score error, the head d). A float32 sum of n terms has
+//    relative error at most ~n·u (γ_n, first order); errors entering at different
+//    points of the chain add to first order when every map on the way — norms,
+//    GELU/SiLU, the mix, the residual adds — has O(1) relative condition; the
+//    factor 8 covers the few-ulp elementwise functions (exp, erf, tanh, the RoPE
+//    cos/sin table, rsqrt) between the reductions. Attention scores are logits of
+//    a softmax, so an absolute score error δ is a relative error δ of the weights;
+//    the score error is ≤ dh·u·scale·|q||k|: in cosine mode |q̂||k̂| = 1 and scale =
+//    exp(min(ℓ, log 100)) ≤ 100 (the model's largest ℓ is used); in dot mode
+//    scale = 1/√dh and |q|, |k| ≈ √dh for unit-RMS inputs and N(0, 1/d) weights,
+//    so the term is dh·√dh.
+//  * δ_t is the MEASURED conditioning of the reference at step t: the relative
+//    change of ref's logits when every parameter is multiplied by (1 + u·ξ),
+//    ξ ~ N(0, 1) (the larger of two draws) — what rounding the inputs of the
+//    step to float32 alone does to the exact function. Where the function is
+//    well conditioned it is ~1e-7–1e-6 and the first term dominates; where a
+//    near-constant head row meets the mLSTM headnorm (dv = 4, ĩ ≈ 0) it reached
+//    4e-5 at one step of one seed, and any float32 evaluation errs by as much
+//    there. A float32 evaluation also rounds every intermediate (each a relative
+//    u of the same kind); 16 covers those few more rounding events per reduction
+//    than the parameter draw injects (measured: err_t ≤ 5.8·δ_t over 40 seeds).
+// mLSTM: the decoder runs the recurrent form from m = −∞, whose stabiliser
+// equals the parallel form's (m_t = max(m_{t−1} + logσ(f̃_t), ĩ_t) is exactly
+// max_s D̃_ts), so the models' parallel cell is reproduced for any eps and the
+// stabiliser bound of docs/spec.md §2.9 (|h|·eps·|e^{m} − e^{m′}|, relative
+// ≤ eps = 1e-6 for the m0 = 0 start) does not enter: no extra term.
+// Measured over 40 seeds: err/tol ≤ 0.06 (mLSTM, dv = 4, ĩ ≈ 0), ≤ 0.034 elsewhere;
+// a wrong formula (window off by one, a head mixed up, the SSM sign) is off by
+// 1e-3–1 (err/tol ≫ 1).
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "phax/fcpu_decode.h"
+#include "phax/ref_model.h"
+#include "testutil.h"
+
+static const double U32 = 1.0 / 16777216.0;  // 2^-24
+static const double TOL_FACTOR = 8.0;    // × u·n_chain
+static const double SENS_FACTOR = 16.0;  // × δ_t
+
+// ---------------------------------------------------------------------------
+// Models.
+
+// Small awkward widths: d 20, 2 layers, head_dim 6 (not a power of two), GQA
+// group 2, odd hidden widths, 9 SSM modes on 5 channels, vocabulary 23.
+static phax_model_cfg small_cfg(phax_family f) {
+    phax_model_cfg c = phax_model_cfg_default(f);
+    c.vocab_size = 23, c.d_model = 20, c.n_layers = 2;
+    c.n_heads = 2, c.n_kv_heads = 1, c.head_dim = 6;
+    c.ffn_hidden = 24, c.ffn_aux_hidden = 7;
+    c.gss_expand = 30, c.gss_hidden = 5, c.gss_state = 9;
+    c.mlstm_heads = 2;  // d/2 = 10 → dqk 5, dv 10
+    return c;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+typedef struct {
+    ref_model r;
+    fcpu_model f;
+} pair;
+
+// Both models on the same float32-representable parameters (see the top).
+static void pair_new(pair *p, const phax_model_cfg *cfg, phax_rng *rng) {
+    uint64_t seed = phax_rng_u64(rng);
+    cr_assert(ref_model_new(&p->r, cfg, seed) == PHAX_OK, "%s", phax_error());
+    for (int j = 0; j < p->r.layout.n; j++) {
+        const phax_param_info *t = &p->r.layout.p[j];
+        double *x = p->r.params + t->offset;
+        for (size_t i = 0; i < t->numel; i++) {
+            if (strstr(t->name, "norm") && ends_with(t->name, ".weight")) x[i] = 1.0 + 0.3 * phax_rng_normal(rng);
+            else if (ends_with(t->name, ".bias")) x[i] += phax_rng_normal(rng);
+            else if (ends_with(t->name, "mix.p")) x[i] = phax_rng_normal(rng);
+            else if (ends_with(t->name, "attn.logscale")) x[i] += 0.5 * phax_rng_normal(rng);
+        }
+    }
+    for (size_t i = 0; i < p->r.layout.numel; i++) p->r.params[i] = (float)p->r.params[i];
+    cr_assert(fcpu_model_new(&p->f, cfg, seed) == PHAX_OK, "%s", phax_error());
+    fcpu_model_set_params_f64(&p->f, p->r.params);
+}
+
+static void pair_free(pair *p) {
+    ref_model_free(&p->r);
+    fcpu_model_free(&p->f);
+}
+
+// The largest cosine scale exp(min(ℓ_h, log 100)) over the model (1 in dot mode).
+static double max_cos_scale(const ref_model *m) {
+    double s = 1.0;
+    if (!m->cfg.score_cosine) return s;
+    for (int j = 0; j < m->layout.n; j++) {
+        const phax_param_info *t = &m->layout.p[j];
+        if (!ends_with(t->name, "attn.logscale")) continue;
+        for (size_t i = 0; i < t->numel; i++)
+            s = fmax(s, exp(fmin(m->params[t->offset + i], PHAX_COSINE_MAX_LOGSCALE)));
+    }
+    return s;
+}
+
+// ---------------------------------------------------------------------------
+// Tolerance: n_chain (see the top) for T visible keys at most.
+static double chain_len(const phax_model_cfg *c, int T, double cmax) {
+    const double d = c->d_model, dh = c->head_dim, qd = (double)c->n_heads * c->head_dim;
+    const double score = c->score_cosine ? dh + cmax * dh : dh * sqrt(dh);  // cosine adds the norms
+    const double attn = 3 * d + score + 2.0 * T + qd;                     // q,k,v; scores; P, P·v; W_o
+    const double gss = 2 * d + 2.0 * c->gss_hidden + c->gss_expand;       // W_v,W_u; LN, W_c; W_o
+    const double swiglu = 2 * d + c->ffn_hidden;
+    const double aux = d + c->ffn_aux_hidden;
+    const double NH = c->mlstm_heads, dqk = d / 2 / NH, dv = d / NH;
+    const double mlstm = 6 * d + dqk + dv + d;  // q,k,v,o,ĩ,f̃; nᵀq̂, Cᵀq̂; headnorm; W_out
+    double per_layer = 0, n = 0;
+    switch (c->family) {
+    case PHAX_FAMILY_PHA:  // each branch + its norm; the mix (nb terms) and the post-norm
+        if (c->use_gss) per_layer += gss + d, n++;
+        if (c->use_attn) per_layer += attn + d, n++;
+        if (c->use_ffn) per_layer += swiglu + aux + 2 * d, n += 2;
+        per_layer += n + d;
+        break;
+    case PHAX_FAMILY_TRANSFORMER: per_layer = attn + swiglu + 2 * d; break;
+    case PHAX_FAMILY_SERIAL: per_layer = gss + attn + swiglu + aux + 3 * d; break;
+    case PHAX_FAMILY_SWA: per_layer = attn + swiglu + 2 * d; break;
+    case PHAX_FAMILY_MLSTM: per_layer = mlstm + swiglu + 2 * d; break;
+    default: per_layer = fmax(attn, mlstm) + swiglu + 2 * d; break;  // swax: the costlier mixer
+    }
+    return c->n_layers * per_layer + 2 * d;  // embedding norm or final norm; the head
+}
+
+// ---------------------------------------------------------------------------
+// Guarded float logits: [GUARD][V][GUARD], the guards a fixed NaN pattern.
+#define GUARD 16
+static const uint32_t GUARD_BITS = 0x7FA5C0DEu;
+
+static float *lbuf(int V) {
+    float *b = malloc((size_t)(V + 2 * GUARD) * sizeof(float));
+    cr_assert(b);
+    for (int i = 0; i < V + 2 * GUARD; i++) memcpy(&b[i], &GUARD_BITS, 4);
+    return b + GUARD;
+}
+static int lintact(const float *p, int V) {
+    for (int i = 0; i < GUARD; i++)
+        if (memcmp(&p[-GUARD + i], &GUARD_BITS, 4) || memcmp(&p[V + i], &GUARD_BITS, 4)) return 0;
+    return 1;
+}
+static void lfree(float *p) { free(p - GUARD); }
+static void lpoison(float *p, int V) {
+    for (int i = 0; i < V; i++) p[i] = NAN;
+}
+
+static double rel_err(const float *a, const double *b, int n) {
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++) {
+        double e = (double)a[i] - b[i];
+        num += e * e, den += b[i] * b[i];
+    }
+    return sqrt(num) / sqrt(den);
+}
+
+static void random_tokens(int32_t *tok, int T, int V, phax_rng *r) {
+    for (int t = 0; t < T; t++) tok[t] = (int32_t)phax_rng_below(r, (uint64_t)V);
+}
+
+// δ_t (see the top): per step, the larger over two draws of the relative change of
+// ref's logits (T, V) when every parameter p becomes p·(1 + u·ξ), ξ ~ N(0, 1).
+static double *ref_sensitivity(ref_model *r, const int32_t *tok, int T, int window,
+                               const double *logits, phax_rng *rng) {
+    const int V = r->cfg.vocab_size;
+    const size_t np = r->layout.numel;
+    double *sens = calloc((size_t)T, sizeof *sens), *p0 = malloc(np * sizeof *p0);
+    double *other = malloc((size_t)T * V * sizeof *other);
+    cr_assert(sens && p0 && other);
+    memcpy(p0, r->params, np * sizeof *p0);
+    for (int draw = 0; draw < 2; draw++) {
+        for (size_t i = 0; i < np; i++) r->params[i] = p0[i] * (1.0 + U32 * phax_rng_normal(rng));
+        cr_assert(ref_model_forward(r, tok, NULL, 1, T, window, other, NULL) == PHAX_OK);
+        for (int t = 0; t < T; t++) {
+            double num = 0, den = 0;
+            for (int v = 0; v < V; v++) {
+                double e = other[(size_t)t * V + v] - logits[(size_t)t * V + v];
+                num += e * e, den += logits[(size_t)t * V + v] * logits[(size_t)t * V + v];
+            }
+            sens[t] = fmax(sens[t], sqrt(num / den));
+        }
+    }
+    memcpy(r->params, p0, np * sizeof *p0);
+    free(p0), free(other);
+    return sens;
+}
+
+// ---------------------------------------------------------------------------
+// The main check: decode T random tokens with the decoder's window dec_window
+// and compare every step with ref over the same tokens at ref_window (the same
+// window unless a test wants a mismatch). max_len: the decoder's. Returns the
+// worst err/tol; with expect_pass, fails the test on any step over tol.
+static double decode_vs_ref(const char *label, const phax_model_cfg *cfg, int T, int ref_window,
+                            int dec_window, int max_len, int expect_pass) {
+    phax_rng rng = tu_rng(label);
+    pair p;
+    pair_new(&p, cfg, &rng);
+    const int V = p.r.cfg.vocab_size;
+    int32_t *tok = malloc((size_t)T * sizeof *tok);
+    double *ref = malloc((size_t)T * V * sizeof *ref);
+    cr_assert(tok && ref);
+    random_tokens(tok, T, V, &rng);
+    cr_assert(ref_model_forward(&p.r, tok, NULL, 1, T, ref_window, ref, NULL) == PHAX_OK, "%s",
+              phax_error());
+
+    const double tol_chain = TOL_FACTOR * U32 * chain_len(&p.r.cfg, T, max_cos_scale(&p.r));
+    double *sens = ref_sensitivity(&p.r, tok, T, ref_window, ref, &rng);
+    fcpu_decoder *dc = fcpu_decoder_new(&p.f, max_len, dec_window);
+    cr_assert(dc, "%s", phax_error());
+    float *lg = lbuf(V);
+    double worst = 0, worst_err = 0, worst_tol = 0, err_per_sens = 0;
+    int worst_t = 0;
+    for (int t = 0; t < T; t++) {
+        lpoison(lg, V);
+        cr_assert(fcpu_decoder_step(dc, tok[t], lg) == PHAX_OK, "[%s] step %d: %s", label, t,
+                  phax_error());
+        cr_assert(lintact(lg, V), "[%s] step %d: guard zone overwritten", label, t);
+        cr_assert(fcpu_decoder_pos(dc) == t + 1);
+        const double err = rel_err(lg, ref + (size_t)t * V, V);
+        const double tol = tol_chain + SENS_FACTOR * sens[t];
+        if (expect_pass)
+            cr_assert(err <= tol, "[%s] step %d: err %.3e > tol %.3e (or NaN)", label, t, err, tol);
+        const double ratio = err / tol;
+        err_per_sens = fmax(err_per_sens, err / sens[t]);
+        if (!(ratio <= worst)) worst = ratio, worst_err = err, worst_tol = tol, worst_t = t;
+    }
+    printf("[%s] T=%d window=%d: worst err %.3e at step %d, tol %.3e (8u·n_chain %.3e, "
+           "δ %.3e), worst err/tol %.3e, max err/δ %.2f\n",
+           label, T, dec_window, worst_err, worst_t, worst_tol, tol_chain, sens[worst_t], worst,
+           err_per_sens);
+    fcpu_decoder_free(dc);
+    lfree(lg);
+    free(tok), free(ref), free(sens);
+    pair_free(&p);
+    return worst;
+}
+
+static void check(const char *label, const phax_model_cfg *cfg, int T, int window) {
+    decode_vs_ref(label, cfg, T, window, window, T, 1);
+}
+
+// ---------------------------------------------------------------------------
+// PHA and its switches (cosine scores, GQA group 2, head_dim 6).
+
+Test(fcpu_decode, pha) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_PHA);
+    check("fcpu_decode.pha", &c, 37, -1);
+}
+
+Test(fcpu_decode, pha_no_gss) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_PHA);
+    c.use_gss = 0;
+    check("fcpu_decode.pha_no_gss", &c, 13, -1);
+}
+
+Test(fcpu_decode, pha_no_attn) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_PHA);
+    c.use_attn = 0;
+    check("fcpu_decode.pha_no_attn", &c, 37, -1);
+}
+
+Test(fcpu_decode, pha_no_ffn) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_PHA);
+    c.use_ffn = 0;
+    check("fcpu_decode.pha_no_ffn", &c, 13, -1);
+}
+
+Test(fcpu_decode, pha_separate_mix) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_PHA);
+    c.ffn_separate_mix = 1;
+    check("fcpu_decode.pha_separate_mix", &c, 37, -1);
+}
+
+Test(fcpu_decode, pha_freeze_mix) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_PHA);
+    c.freeze_mix = 1, c.ffn_separate_mix = 1;
+    check("fcpu_decode.pha_freeze_mix", &c, 13, -1);
+}
+
+Test(fcpu_decode, pha_window_3) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_PHA);
+    c.attn_window = 3;
+    check("fcpu_decode.pha_window_3", &c, 37, -1);
+}
+
+Test(fcpu_decode, pha_window_1) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_PHA);
+    c.attn_window = 1;
+    check("fcpu_decode.pha_window_1", &c, 13, -1);
+}
+
+Test(fcpu_decode, pha_untied_gqa1_dh10) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_PHA);
+    c.tie_embeddings = 0, c.n_kv_heads = 2, c.head_dim = 10, c.n_layers = 3;
+    check("fcpu_decode.pha_untied_gqa1_dh10", &c, 37, -1);
+}
+
+// Long-memory modes (|e^{λ}| close to 1): the recurrence carries state across all T.
+Test(fcpu_decode, pha_long_memory) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_PHA);
+    c.gss_long_memory_init = 1, c.gss_state = 16;
+    check("fcpu_decode.pha_long_memory", &c, 37, -1);
+}
+
+// ---------------------------------------------------------------------------
+// Baselines.
+
+// 4 query heads on 2 kv heads of width 10 (Hq·dh = 40 ≠ d), 3 layers.
+Test(fcpu_decode, transformer) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_TRANSFORMER);
+    c.n_layers = 3, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 10;
+    check("fcpu_decode.transformer", &c, 37, -1);
+}
+
+Test(fcpu_decode, transformer_dot_window_5) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_TRANSFORMER);
+    c.score_cosine = 0, c.attn_window = 5, c.tie_embeddings = 0;
+    check("fcpu_decode.transformer_dot_window_5", &c, 37, -1);
+}
+
+Test(fcpu_decode, serial) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_SERIAL);
+    c.n_kv_heads = 2;
+    check("fcpu_decode.serial", &c, 13, -1);
+}
+
+Test(fcpu_decode, serial_window_3_gqa2) {
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_SERIAL);
+    c.attn_window = 3;
+    check("fcpu_decode.serial_window_3_gqa2", &c, 37, -1);
+}
+
+// ---------------------------------------------------------------------------
+// SWAX family (dot scores by default; head_dim 10, mLSTM dqk 5, dv 10).
+
+static phax_model_cfg swax_cfg(phax_family f) {
+    phax_model_cfg c = small_cfg(f);
+    c.head_dim = 10;
+    return c;
+}
+
+Test(fcpu_decode, swax_mlstm_first) {
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWAX);
+    c.n_layers = 3, c.mlstm_first = 1;
+    check("fcpu_decode.swax_mlstm_first", &c, 37, 3);
+}
+
+Test(fcpu_decode, swax_swa_first) {
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWAX);
+    c.n_layers = 3, c.mlstm_first = 0, c.n_kv_heads = 2, c.tie_embeddings = 0;
+    check("fcpu_decode.swax_swa_first", &c, 37, 5);
+}
+
+Test(fcpu_decode, swax_w_long) {  // window −1 → cfg.w_long (2 at train_len 16)
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWAX);
+    c.mlstm_first = 0, c.train_len = 16;
+    check("fcpu_decode.swax_w_long", &c, 13, -1);
+}
+
+Test(fcpu_decode, swa_windows) {
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWA);
+    const int T = 37, windows[] = {1, 3, T, T + 4, 0};
+    for (int i = 0; i < 5; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "fcpu_decode.swa_windows.w%d", windows[i]);
+        check(label, &c, T, windows[i]);
+    }
+}
+
+Test(fcpu_decode, swa_cosine_gqa1) {
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWA);
+    c.score_cosine = 1, c.n_kv_heads = 2, c.head_dim = 6;
+    check("fcpu_decode.swa_cosine_gqa1", &c, 13, 3);
+}
+
+Test(fcpu_decode, mlstm) {
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_MLSTM);
+    c.n_layers = 3;
+    check("fcpu_decode.mlstm", &c, 37, -1);
+}
+
+// 5 heads: dqk 2, dv 4; input gates near 0, so the stabiliser follows the
+// forget branch as often as the input gate.
+Test(fcpu_decode, mlstm_5_heads_igate_0) {
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_MLSTM);
+    c.mlstm_heads = 5, c.igate_bias_init = 0.0, c.fgate_init = 0.7;
+    check("fcpu_decode.mlstm_5_heads_igate_0", &c, 37, -1);
+}
+
+// ---------------------------------------------------------------------------
+// The tolerance rejects a different function: a decoder with window 4 against ref
+// at window 3 (every step from t = 3 on sees one key too many).
+Test(fcpu_decode, tolerance_rejects_window_off_by_one) {
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWA);
+    double r = decode_vs_ref("fcpu_decode.tolerance_rejects_window_off_by_one", &c, 13, 3, 4, 13, 0);
+    cr_assert(r > 10.0, "an off-by-one window reached only err/tol %.3e", r);
+}
+
+// ---------------------------------------------------------------------------
+// Properties of the decoder itself (bit-for-bit: same operations in the same order).
+
+// Steps T tokens, writing (T, V) logits.
+static void run_tokens(fcpu_decoder *dc, const int32_t *tok, int T, float *out, int V) {
+    for (int t = 0; t < T; t++)
+        cr_assert(fcpu_decoder_step(dc, tok[t], out + (size_t)t * V) == PHAX_OK, "%s", phax_error());
+}
+
+static void reset_check(const char *label, phax_model_cfg c, int window) {
+    phax_rng rng = tu_rng(label);
+    pair p;
+    pair_new(&p, &c, &rng);
+    const int T = 19, V = c.vocab_size;
+    int32_t tok[19], other[19];
+    random_tokens(tok, T, V, &rng);
+    random_tokens(other, T, V, &rng);
+    float *a = malloc((size_t)T * V * sizeof(float)), *b = malloc((size_t)T * V * sizeof(float));
+    float *junk = malloc((size_t)T * V * sizeof(float));
+    fcpu_decoder *fresh = fcpu_decoder_new(&p.f, T, window), *used = fcpu_decoder_new(&p.f, T, window);
+    cr_assert(fresh && used && a && b && junk, "%s", phax_error());
+    run_tokens(fresh, tok, T, a, V);
+    run_tokens(used, other, T, junk, V);  // fill every kind of state with something else
+    fcpu_decoder_reset(used);
+    cr_assert(fcpu_decoder_pos(used) == 0);
+    run_tokens(used, tok, T, b, V);
+    cr_assert(!memcmp(a, b, (size_t)T * V * sizeof(float)), "[%s] reset differs from fresh", label);
+    fcpu_decoder_free(fresh), fcpu_decoder_free(used);
+    free(a), free(b), free(junk);
+    pair_free(&p);
+}
+
+Test(fcpu_decode, reset_equals_fresh) {
+    reset_check("fcpu_decode.reset_equals_fresh.pha", small_cfg(PHAX_FAMILY_PHA), -1);
+    phax_model_cfg s = swax_cfg(PHAX_FAMILY_SWAX);
+    s.n_layers = 2;
+    reset_check("fcpu_decode.reset_equals_fresh.swax", s, 3);
+}
+
+Test(fcpu_decode, max_len_is_enforced) {
+    phax_rng rng = tu_rng("fcpu_decode.max_len_is_enforced");
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_TRANSFORMER);
+    pair p;
+    pair_new(&p, &c, &rng);
+    const int V = c.vocab_size;
+    fcpu_decoder *dc = fcpu_decoder_new(&p.f, 5, -1);
+    cr_assert(dc, "%s", phax_error());
+    float *lg = lbuf(V);
+    for (int t = 0; t < 5; t++) cr_assert(fcpu_decoder_step(dc, t, lg) == PHAX_OK, "%s", phax_error());
+    for (int i = 0; i < V; i++) lg[i] = 7.0f;
+    cr_assert(fcpu_decoder_step(dc, 1, lg) == PHAX_ERR, "a 6th token fitted in max_len 5");
+    printf("[fcpu_decode.max_len_is_enforced] message: %s\n", phax_error());
+    cr_assert(strstr(phax_error(), "max_len = 5"), "unclear message: %s", phax_error());
+    for (int i = 0; i < V; i++) cr_assert(lg[i] == 7.0f, "logits written on error");
+    cr_assert(lintact(lg, V) && fcpu_decoder_pos(dc) == 5);
+    fcpu_decoder_reset(dc);
+    cr_assert(fcpu_decoder_step(dc, 1, lg) == PHAX_OK, "%s", phax_error());
+    fcpu_decoder_free(dc);
+    lfree(lg);
+    pair_free(&p);
+}
+
+// Window ≥ T: the same logits as full attention, bit for bit (SWA via the window
+// argument; PHA via attn_window on the same parameters).
+Test(fcpu_decode, window_ge_T_equals_full) {
+    phax_rng rng = tu_rng("fcpu_decode.window_ge_T_equals_full");
+    const int T = 17;
+    for (int fam = 0; fam < 2; fam++) {
+        phax_model_cfg c = fam ? small_cfg(PHAX_FAMILY_PHA) : swax_cfg(PHAX_FAMILY_SWA);
+        const int V = c.vocab_size;
+        pair p;
+        pair_new(&p, &c, &rng);
+        fcpu_model wide = {0};
+        phax_model_cfg cw = c;
+        cw.attn_window = T;
+        cr_assert(fcpu_model_new(&wide, &cw, 1) == PHAX_OK, "%s", phax_error());
+        fcpu_model_set_params_f64(&wide, p.r.params);
+        int32_t tok[17];
+        random_tokens(tok, T, V, &rng);
+        float *a = malloc((size_t)T * V * sizeof(float)), *b = malloc((size_t)T * V * sizeof(float));
+        fcpu_decoder *full = fcpu_decoder_new(&p.f, T, 0);
+        fcpu_decoder *win = fam ? fcpu_decoder_new(&wide, T, 0) : fcpu_decoder_new(&p.f, T, T);
+        cr_assert(full && win && a && b, "%s", phax_error());
+        run_tokens(full, tok, T, a, V);
+        run_tokens(win, tok, T, b, V);
+        cr_assert(!memcmp(a, b, (size_t)T * V * sizeof(float)), "window T differs from full (%s)",
+                  phax_family_name(c.family));
+        fcpu_decoder_free(full), fcpu_decoder_free(win);
+        free(a), free(b);
+        fcpu_model_free(&wide);
+        pair_free(&p);
+    }
+}
+
+// The ring buffer of a sliding window wraps many times (T = 61 = 20·3 + 1 with
+// w = 3; 12 times with w = 5) and there is no length limit: max_len 2 < T.
+Test(fcpu_decode, ring_buffer_wraps) {
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWA);
+    decode_vs_ref("fcpu_decode.ring_buffer_wraps.swa_w3", &c, 61, 3, 3, 2, 1);
+    phax_model_cfg s = swax_cfg(PHAX_FAMILY_SWAX);
+    s.mlstm_first = 0;
+    decode_vs_ref("fcpu_decode.ring_buffer_wraps.swax_w5", &s, 61, 5, 5, 2, 1);
+    phax_model_cfg q = small_cfg(PHAX_FAMILY_PHA);
+    q.attn_window = 4;
+    decode_vs_ref("fcpu_decode.ring_buffer_wraps.pha_w4", &q, 41, -1, -1, 1, 1);
+}
+
+// State size: the KV cache follows max_len for full attention and the window
+// for a sliding one; recurrent state does not grow.
+Test(fcpu_decode, state_bytes) {
+    phax_rng rng = tu_rng("fcpu_decode.state_bytes");
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWA);
+    pair p;
+    pair_new(&p, &c, &rng);
+    const size_t kv = (size_t)2 * c.n_kv_heads * c.head_dim * sizeof(float) * c.n_layers;  // k and v
+    fcpu_decoder *a = fcpu_decoder_new(&p.f, 100, 0), *b = fcpu_decoder_new(&p.f, 100, 7);
+    fcpu_decoder *b2 = fcpu_decoder_new(&p.f, 3, 7);
+    cr_assert(a && b && b2, "%s", phax_error());
+    cr_assert(fcpu_decoder_state_bytes(a) == 100 * kv, "%zu", fcpu_decoder_state_bytes(a));
+    cr_assert(fcpu_decoder_state_bytes(b) == 7 * kv && fcpu_decoder_state_bytes(b2) == 7 * kv);
+    fcpu_decoder_free(a), fcpu_decoder_free(b), fcpu_decoder_free(b2);
+    pair_free(&p);
+
+    phax_model_cfg m = swax_cfg(PHAX_FAMILY_MLSTM);
+    pair_new(&p, &m, &rng);
+    const size_t NH = m.mlstm_heads, dqk = m.d_model / 2 / NH, dv = m.d_model / NH;
+    fcpu_decoder *r = fcpu_decoder_new(&p.f, 1000, -1);
+    cr_assert(r, "%s", phax_error());
+    cr_assert(fcpu_decoder_state_bytes(r) == m.n_layers * NH * (dqk * dv + dqk + 1) * sizeof(double));
+    fcpu_decoder_free(r);
+    pair_free(&p);
+}
+
+// logits = NULL skips the head but not the state: later logits are unchanged.
+Test(fcpu_decode, null_logits_skip_head) {
+    phax_rng rng = tu_rng("fcpu_decode.null_logits_skip_head");
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_SERIAL);
+    pair p;
+    pair_new(&p, &c, &rng);
+    const int T = 11, V = c.vocab_size;
+    int32_t tok[11];
+    random_tokens(tok, T, V, &rng);
+    float *a = malloc((size_t)T * V * sizeof(float)), *b = lbuf(V);
+    fcpu_decoder *x = fcpu_decoder_new(&p.f, T, -1), *y = fcpu_decoder_new(&p.f, T, -1);
+    cr_assert(a && x && y, "%s", phax_error());
+    run_tokens(x, tok, T, a, V);
+    for (int t = 0; t < T; t++) {
+        lpoison(b, V);
+        cr_assert(fcpu_decoder_step(y, tok[t], t < T - 3 ? NULL : b) == PHAX_OK);
+        if (t >= T - 3) cr_assert(!memcmp(b, a + (size_t)t * V, V * sizeof(float)), "step %d", t);
+    }
+    cr_assert(lintact(b, V));
+    fcpu_decoder_free(x), fcpu_decoder_free(y);
+    free(a), lfree(b);
+    pair_free(&p);
+}
+
+// ---------------------------------------------------------------------------
+// Bad input.
+
+// A token outside [0, V) fails before anything is written; the sequence then
+// continues exactly as if it had never been offered.
+Test(fcpu_decode, bad_token) {
+    phax_rng rng = tu_rng("fcpu_decode.bad_token");
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWAX);
+    pair p;
+    pair_new(&p, &c, &rng);
+    const int T = 7, V = c.vocab_size;
+    int32_t tok[7];
+    random_tokens(tok, T, V, &rng);
+    float *a = malloc((size_t)T * V * sizeof(float)), *b = lbuf(V);
+    fcpu_decoder *x = fcpu_decoder_new(&p.f, T, 3), *y = fcpu_decoder_new(&p.f, T, 3);
+    cr_assert(a && x && y, "%s", phax_error());
+    run_tokens(x, tok, T, a, V);
+    const int32_t bad[] = {-1, V, V + 1000, INT32_MIN};
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < 4; i++) {
+            for (int j = 0; j < V; j++) b[j] = 7.0f;
+            cr_assert(fcpu_decoder_step(y, bad[i], b) == PHAX_ERR, "token %d accepted", (int)bad[i]);
+            cr_assert(strstr(phax_error(), "outside"), "message: %s", phax_error());
+            for (int j = 0; j < V; j++) cr_assert(b[j] == 7.0f, "logits written for a bad token");
+            cr_assert(fcpu_decoder_pos(y) == t);
+        }
+        cr_assert(fcpu_decoder_step(y, tok[t], b) == PHAX_OK);
+        cr_assert(!memcmp(b, a + (size_t)t * V, V * sizeof(float)), "step %d", t);
+    }
+    cr_assert(lintact(b, V));
+    fcpu_decoder_free(x), fcpu_decoder_free(y);
+    free(a), lfree(b);
+    pair_free(&p);
+}
+
+Test(fcpu_decode, bad_arguments) {
+    phax_rng rng = tu_rng("fcpu_decode.bad_arguments");
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_PHA);
+    pair p;
+    pair_new(&p, &c, &rng);
+    cr_assert(!fcpu_decoder_new(&p.f, 0, -1));
+    cr_assert(strstr(phax_error(), "max_len"), "%s", phax_error());
+    cr_assert(!fcpu_decoder_new(&p.f, 8, -2));
+    cr_assert(strstr(phax_error(), "window"), "%s", phax_error());
+    cr_assert(!fcpu_decoder_new(NULL, 8, -1));
+    fcpu_decoder_free(NULL);  // no-op
+    pair_free(&p);
+}
