@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(meson ninja-build pkg-config gcc libc6-dev libcriterion-dev libopenblas-dev libfftw3-dev
-      libjansson-dev liblzma-dev xz-utils gnuplot-nox)
+      libjansson-dev liblzma-dev xz-utils gnuplot-nox jq)
 
 missing=()
 for p in "${PKGS[@]}"; do
