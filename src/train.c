@@ -986,13 +986,16 @@ int phax_train_main(int argc, char **argv) {
         // Text haystacks come from the training tokens (never the validation split).
         if (phax_niah_new(r.data.vocab, r.data.tr, r.data.ntr, NULL, &r.niah))
             die("--niah-frac: %s", phax_error());
-        int32_t *x = malloc((size_t)r.o.T * sizeof *x), *y = malloc((size_t)r.o.T * sizeof *y);
-        if (!x || !y) die("out of memory");
-        if (phax_niah_train_sample(r.niah, 0, 0, r.o.T, x, y, NULL))
-            die("--niah-frac with --seq %d: %s", r.o.T, phax_error());
-        free(x), free(y);
         r.niah_seed = phax_seed_derive(r.o.seed, "train.niah");
         r.niah_mix_seed = phax_seed_derive(r.o.seed, "train.niah.mix");
+        // Every variant must fit a row (multi-needle ones need ~2x a single needle):
+        // probe the first 256 examples of this run's stream before anything is trained.
+        int32_t *x = malloc((size_t)r.o.T * sizeof *x), *y = malloc((size_t)r.o.T * sizeof *y);
+        if (!x || !y) die("out of memory");
+        for (uint64_t i = 0; i < 256; i++)
+            if (phax_niah_train_sample(r.niah, r.niah_seed, i, r.o.T, x, y, NULL))
+                die("--niah-frac with --seq %d: %s (use a longer --seq)", r.o.T, phax_error());
+        free(x), free(y);
     }
     trainer_new(&r.tr, &r.cfg, &r.o);
     if (r.o.resume) {
