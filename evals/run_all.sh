@@ -107,14 +107,14 @@ BENCH_FAMILIES=(transformer pha serial swax swa mlstm)
 TORCH_FAMILIES=transformer,swax,pha
 NIAH_FRAC=0.25
 if [ "$MODE" = quick ]; then
-    D=128 L=4 T=256 B=4 LM_BUDGET=100 NIAH_BUDGET=60 WARMUP=20
+    D=128 L=4 T=256 B=4 LM_BUDGET=100 NIAH_BUDGET=60 WARMUP=20 LR=2e-3 MIN_LR=2e-4
     EVAL_EVERY=15 EVAL_TOKENS=4096 LOG_EVERY=20
     TEST_MAX=16384 EXTRAP_MAX=16384 CARRY_MAX=4096
     NIAH_HAYSTACKS=noise NIAH_DEPTHS=3 NIAH_SAMPLES=4
     BENCH_TS=(512 2048) BENCH_EXTRA=() TORCH=0
 else
-    D=256 L=4 T=256 B=8 LM_BUDGET=900 NIAH_BUDGET=900 WARMUP=100
-    EVAL_EVERY=40 EVAL_TOKENS=16384 LOG_EVERY=50
+    D=256 L=4 T=256 B=8 LM_BUDGET=900 NIAH_BUDGET=900 WARMUP=50 LR=2e-3 MIN_LR=2e-4
+    EVAL_EVERY=100 EVAL_TOKENS=32768 LOG_EVERY=50
     TEST_MAX=0 EXTRAP_MAX=65536 CARRY_MAX=16384
     NIAH_HAYSTACKS=noise,text NIAH_DEPTHS=5 NIAH_SAMPLES=10
     BENCH_TS=(512 2048 8192) BENCH_EXTRA=() TORCH=1
@@ -221,7 +221,8 @@ train_run() {
     local stage=$1 name=$2 budget=$3 fam=$4; shift 4
     local dir="$OUT/runs/$name"
     local cmd=("$PHAX" train --family "$fam" --data "$CORPUS_DIR" --tokenizer "$TOKENIZER"
-        --set "d_model=$D" --set "n_layers=$L" --seq "$T" --batch "$B" --time-budget "$budget"
+        --set "d_model=$D" --set "n_layers=$L" --set n_heads=4 --set n_kv_heads=2 --seq "$T"
+        --batch "$B" --time-budget "$budget" --lr "$LR" --min-lr "$MIN_LR"
         --warmup "$WARMUP" --eval-every "$EVAL_EVERY" --eval-tokens "$EVAL_TOKENS"
         --log-every "$LOG_EVERY" --cache-dir "$OUT/cache" "$@" --out "$dir")
     local line desc=$fam
@@ -528,7 +529,7 @@ S="$OUT/summary.md"
     echo "- phax: $("$PHAX" version 2>/dev/null || echo '?'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$dirty; OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT"
     echo "- invocation: \`$INVOCATION\` (from the repository root; this invocation took $((SECONDS - T_START)) s, reused outputs not counted)"
     echo "- data: $CORPUS_DIR ($CORPUS, $TOKENIZER tokenizer)${CORPUS_NOTE:+; $CORPUS_NOTE}"
-    echo "- models: $SETTINGS; AdamW lr 1e-3 → 1e-4 cosine, warmup $WARMUP (capped at half the steps); validation every $EVAL_EVERY steps on the first $EVAL_TOKENS validation tokens; time budget $LM_BUDGET s per lm model, $NIAH_BUDGET s per SWAX regime (evaluations included)"
+    echo "- models: $SETTINGS; AdamW lr $LR → $MIN_LR cosine, warmup $WARMUP (capped at half the steps); validation every $EVAL_EVERY steps on the first $EVAL_TOKENS validation tokens; time budget $LM_BUDGET s per lm model, $NIAH_BUDGET s per SWAX regime (evaluations included)"
     echo
     if [ -f "$OUT/lm/lm.tsv" ]; then
         echo "## lm: perplexity and throughput"
