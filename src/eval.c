@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "phax/checkpoint.h"
 #include "phax/data.h"
 #include "phax/fcpu_decode.h"
@@ -30,23 +31,10 @@
 #define MAX_SEQ 65536  // the longest window phax accepts (as phax train)
 #define MAX_BUCKETS 40
 
-static _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static _Noreturn void die(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("phax eval: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
-}
-static _Noreturn void die_lib(void) { die("%s", phax_error()); }
+#define die(...) cli_die("phax eval", __VA_ARGS__)
+#define die_lib() die("%s", phax_error())  // the library's message names the file
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
+#define now_s cli_now
 
 typedef struct {
     const char *ckpt, *data_dir, *file, *split, *json_out, *csv_out, *cache_dir;

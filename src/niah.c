@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cli.h"
 #include "phax/checkpoint.h"
 #include "phax/data.h"
 #include "phax/fcpu_decode.h"
@@ -24,24 +25,11 @@
 // ---------------------------------------------------------------------------
 // Errors: one line on stderr, "phax niah: <file or option>: <what>", exit 1.
 
-static _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static _Noreturn void die(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("phax niah: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
-}
+#define die(...) cli_die("phax niah", __VA_ARGS__)
 
-static _Noreturn void die_lib(void) { die("%s", phax_error()); }
+#define die_lib() die("%s", phax_error())  // the library's message names the file
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#define now_s cli_now
 
 // ---------------------------------------------------------------------------
 // Options.

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "phax/checkpoint.h"
 #include "phax/data.h"
 #include "phax/fcpu_basic.h"
@@ -37,25 +38,11 @@
 // ---------------------------------------------------------------------------
 // Errors: one line on stderr, "phax train: <file or option>: <what>", exit 1.
 
-static _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static _Noreturn void die(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("phax train: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
-}
+#define die(...) cli_die("phax train", __VA_ARGS__)
 
-// The library's message (it already names the file).
-static _Noreturn void die_lib(void) { die("%s", phax_error()); }
+#define die_lib() die("%s", phax_error())  // the library's message names the file
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#define now_s cli_now
 
 static int file_exists(const char *p) {
     struct stat sb;
