@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "phax/checkpoint.h"
+#include "testutil.h"
 
 // --- helpers ---------------------------------------------------------------------------------
 
@@ -29,25 +30,6 @@ static char *xprintf(const char *fmt, ...) {
     cr_assert(vasprintf(&s, fmt, ap) >= 0);
     va_end(ap);
     return s;
-}
-
-static void rm_rf(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char *c = xprintf("%s/%s", path, e->d_name);
-            rm_rf(c);
-            free(c);
-        }
-        if (d) closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
 }
 
 static int exists(const char *p) {
@@ -109,7 +91,7 @@ static sandbox sandbox_new(void) {
 }
 
 static void sandbox_free(sandbox *s) {
-    rm_rf(s->dir);
+    tu_rm_rf(s->dir);
     free(s->dir), free(s->data), free(s->out), free(s->err);
 }
 

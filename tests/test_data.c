@@ -15,49 +15,6 @@
 
 // --- helpers ---------------------------------------------------------------------------------
 
-static char *tmpdir_new(void) {
-    const char *t = getenv("TMPDIR");
-    char *d = malloc(4096);
-    cr_assert(d);
-    snprintf(d, 4096, "%s/phax_data_XXXXXX", t && *t ? t : "/tmp");
-    cr_assert(mkdtemp(d), "mkdtemp: %s", strerror(errno));
-    return d;
-}
-
-static char *join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    cr_assert(p);
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static void write_bytes(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    cr_assert(f, "%s: %s", path, strerror(errno));
-    cr_assert(n == 0 || fwrite(p, 1, n, f) == n);
-    cr_assert(fclose(f) == 0);
-}
-
-static void rm_rf(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char *c = join(path, e->d_name);
-            rm_rf(c);
-            free(c);
-        }
-        if (d) closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 // Number of entries in a directory other than . and ..
 static int dir_entries(const char *path) {
     DIR *d = opendir(path);
@@ -103,9 +60,9 @@ static char *random_text(phax_rng *r, size_t n) {
 
 // Bytes come back exactly, NUL and invalid UTF-8 included, with a NUL after them.
 Test(data, read_plain_bytes) {
-    char *d = tmpdir_new(), *p = join(d, "a.txt");
+    char *d = tu_tmpdir("phax_data"), *p = tu_join(d, "a.txt");
     const uint8_t src[] = {'h', 'i', 0, 0xff, 0xfe, '\n', 'x'};
-    write_bytes(p, src, sizeof src);
+    tu_write_file(p, src, sizeof src);
     uint8_t *b;
     size_t n;
     cr_assert(phax_data_read(p, &b, &n) == PHAX_OK, "%s", phax_error());
@@ -119,14 +76,14 @@ Test(data, read_plain_bytes) {
     cr_assert(rn == sizeof src && st.size == sizeof src && st.mtime_sec > 0);
     free(r);
     free(b);
-    rm_rf(d);
+    tu_rm_rf(d);
     free(p);
     free(d);
 }
 
 Test(data, read_errors) {
-    char *d = tmpdir_new(), *p = join(d, "missing.txt"), *e = join(d, "empty.txt"),
-         *ex = join(d, "empty.txt.xz"), msg[600];
+    char *d = tu_tmpdir("phax_data"), *p = tu_join(d, "missing.txt"), *e = tu_join(d, "empty.txt"),
+         *ex = tu_join(d, "empty.txt.xz"), msg[600];
     uint8_t *b = (uint8_t *)"sentinel";
     size_t n = 7;
     cr_assert(phax_data_read(p, &b, &n) == PHAX_ERR);
@@ -134,11 +91,11 @@ Test(data, read_errors) {
     cr_assert_str_eq(phax_error(), msg);
     cr_assert(b == NULL && n == 0, "outputs cleared on error");
 
-    write_bytes(e, "", 0);
+    tu_write_file(e, "", 0);
     cr_assert(phax_data_read(e, &b, &n) == PHAX_ERR);
     snprintf(msg, sizeof msg, "%s: empty file", e);
     cr_assert_str_eq(phax_error(), msg);
-    write_bytes(ex, "", 0);
+    tu_write_file(ex, "", 0);
     cr_assert(phax_data_read(ex, &b, &n) == PHAX_ERR);
     snprintf(msg, sizeof msg, "%s: empty file", ex);
     cr_assert_str_eq(phax_error(), msg);
@@ -146,22 +103,22 @@ Test(data, read_errors) {
     cr_assert(phax_data_read(d, &b, &n) == PHAX_ERR);
     snprintf(msg, sizeof msg, "%s: is a directory, not a file", d);
     cr_assert_str_eq(phax_error(), msg);
-    rm_rf(d);
+    tu_rm_rf(d);
     free(p), free(e), free(ex), free(d);
 }
 
 // Permission bits do not stop root, so this check needs an ordinary user.
 Test(data, read_unreadable) {
     if (geteuid() == 0) cr_skip_test("running as root: file permissions are not enforced");
-    char *d = tmpdir_new(), *p = join(d, "secret.txt"), msg[600];
-    write_bytes(p, "x\n", 2);
+    char *d = tu_tmpdir("phax_data"), *p = tu_join(d, "secret.txt"), msg[600];
+    tu_write_file(p, "x\n", 2);
     cr_assert(chmod(p, 0) == 0);
     uint8_t *b;
     size_t n;
     cr_assert(phax_data_read(p, &b, &n) == PHAX_ERR);
     snprintf(msg, sizeof msg, "%s: cannot open: %s", p, strerror(EACCES));
     cr_assert_str_eq(phax_error(), msg);
-    rm_rf(d);
+    tu_rm_rf(d);
     free(p), free(d);
 }
 
@@ -169,13 +126,13 @@ Test(data, read_unreadable) {
 // streams concatenated (what `cat a.xz b.xz` gives).
 Test(data, xz_round_trip) {
     phax_rng r = tu_rng("data/xz_round_trip");
-    char *d = tmpdir_new(), *p = join(d, "c.txt.xz"), *q = join(d, "cat.txt.xz");
+    char *d = tu_tmpdir("phax_data"), *p = tu_join(d, "c.txt.xz"), *q = tu_join(d, "cat.txt.xz");
     size_t n1 = 50000 + phax_rng_below(&r, 50000), n2 = 1 + phax_rng_below(&r, 3000);
     char *t1 = random_text(&r, n1), *t2 = random_text(&r, n2);
     n1 = strlen(t1), n2 = strlen(t2);
     size_t x1n, x2n;
     uint8_t *x1 = xz_encode(t1, n1, &x1n), *x2 = xz_encode(t2, n2, &x2n);
-    write_bytes(p, x1, x1n);
+    tu_write_file(p, x1, x1n);
     uint8_t *b;
     size_t n;
     cr_assert(phax_data_read(p, &b, &n) == PHAX_OK, "%s", phax_error());
@@ -185,14 +142,14 @@ Test(data, xz_round_trip) {
     uint8_t *both = malloc(x1n + x2n);
     memcpy(both, x1, x1n);
     memcpy(both + x1n, x2, x2n);
-    write_bytes(q, both, x1n + x2n);
+    tu_write_file(q, both, x1n + x2n);
     cr_assert(phax_data_read(q, &b, &n) == PHAX_OK, "%s", phax_error());
     cr_assert(n == n1 + n2 && memcmp(b, t1, n1) == 0 && memcmp(b + n1, t2, n2) == 0);
     free(b);
     // The raw reader does not decode.
     cr_assert(phax_data_read_raw(p, &b, &n, NULL) == PHAX_OK && n == x1n && memcmp(b, x1, n) == 0);
     free(b);
-    rm_rf(d);
+    tu_rm_rf(d);
     free(both), free(x1), free(x2), free(t1), free(t2), free(p), free(q), free(d);
 }
 
@@ -203,10 +160,10 @@ Test(data, xz_truncated) {
     char *t = random_text(&r, 20000);
     size_t xn;
     uint8_t *x = xz_encode(t, strlen(t), &xn);
-    char *d = tmpdir_new(), *p = join(d, "t.txt.xz");
+    char *d = tu_tmpdir("phax_data"), *p = tu_join(d, "t.txt.xz");
     const size_t cuts[] = {xn / 2, xn - 1, xn - 12, 40};
     for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++) {
-        write_bytes(p, x, cuts[k]);
+        tu_write_file(p, x, cuts[k]);
         uint8_t *b;
         size_t n;
         cr_assert(phax_data_read(p, &b, &n) == PHAX_ERR, "cut at %zu of %zu accepted", cuts[k], xn);
@@ -215,12 +172,12 @@ Test(data, xz_truncated) {
     }
     // Every prefix, byte by byte over the tail (stream footer, index), is refused.
     for (size_t c = xn - 80; c < xn; c++) {
-        write_bytes(p, x, c);
+        tu_write_file(p, x, c);
         uint8_t *b;
         size_t n;
         cr_assert(phax_data_read(p, &b, &n) == PHAX_ERR, "cut at %zu of %zu accepted", c, xn);
     }
-    rm_rf(d);
+    tu_rm_rf(d);
     free(x), free(t), free(p), free(d);
 }
 
@@ -229,34 +186,34 @@ Test(data, xz_corrupt_and_not_xz) {
     char *t = random_text(&r, 20000);
     size_t xn;
     uint8_t *x = xz_encode(t, strlen(t), &xn);
-    char *d = tmpdir_new(), *p = join(d, "bad.txt.xz"), msg[600];
+    char *d = tu_tmpdir("phax_data"), *p = tu_join(d, "bad.txt.xz"), msg[600];
     x[xn / 2] ^= 0x20;  // inside the LZMA2 data: the decoder or the CRC64 catches it
-    write_bytes(p, x, xn);
+    tu_write_file(p, x, xn);
     uint8_t *b;
     size_t n;
     cr_assert(phax_data_read(p, &b, &n) == PHAX_ERR);
     cr_assert(strncmp(phax_error(), p, strlen(p)) == 0 && strstr(phax_error(), ": corrupt xz data"),
               "%s", phax_error());
-    write_bytes(p, "plain text\n", 11);
+    tu_write_file(p, "plain text\n", 11);
     cr_assert(phax_data_read(p, &b, &n) == PHAX_ERR);
     snprintf(msg, sizeof msg, "%s: not an xz file (bad magic bytes)", p);
     cr_assert_str_eq(phax_error(), msg);
     // A well-formed .xz of nothing is an empty corpus.
     size_t en;
     uint8_t *e = xz_encode("", 0, &en);
-    write_bytes(p, e, en);
+    tu_write_file(p, e, en);
     cr_assert(phax_data_read(p, &b, &n) == PHAX_ERR);
     snprintf(msg, sizeof msg, "%s: the xz file decodes to an empty text", p);
     cr_assert_str_eq(phax_error(), msg);
-    rm_rf(d);
+    tu_rm_rf(d);
     free(e), free(x), free(t), free(p), free(d);
 }
 
 // --- writing ---------------------------------------------------------------------------------
 
 Test(data, atomic_write) {
-    char *d = tmpdir_new(), *p = join(d, "out.bin"), *sub = join(d, "no/such/dir"),
-         *q = join(sub, "x.bin");
+    char *d = tu_tmpdir("phax_data"), *p = tu_join(d, "out.bin"), *sub = tu_join(d, "no/such/dir"),
+         *q = tu_join(sub, "x.bin");
     cr_assert(phax_write_file_atomic(p, "first version", 13) == PHAX_OK, "%s", phax_error());
     cr_assert(phax_write_file_atomic(p, "second", 6) == PHAX_OK, "%s", phax_error());
     uint8_t *b;
@@ -276,7 +233,7 @@ Test(data, atomic_write) {
     cr_assert(phax_mkdir_p(sub) == PHAX_OK, "%s", phax_error());
     cr_assert(phax_write_file_atomic(q, "x", 1) == PHAX_OK, "%s", phax_error());
     cr_assert(phax_mkdir_p(q) == PHAX_ERR);
-    rm_rf(d);
+    tu_rm_rf(d);
     free(p), free(q), free(sub), free(d);
 }
 

@@ -19,55 +19,12 @@
 
 // --- helpers ---------------------------------------------------------------------------------
 
-static char *tmpdir_new(void) {
-    const char *t = getenv("TMPDIR");
-    char *d = malloc(4096);
-    cr_assert(d);
-    snprintf(d, 4096, "%s/phax_tok_XXXXXX", t && *t ? t : "/tmp");
-    cr_assert(mkdtemp(d), "mkdtemp: %s", strerror(errno));
-    return d;
-}
-
-static char *join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    cr_assert(p);
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static void write_bytes(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    cr_assert(f, "%s: %s", path, strerror(errno));
-    cr_assert(n == 0 || fwrite(p, 1, n, f) == n);
-    cr_assert(fclose(f) == 0);
-}
-
-static void write_str(const char *path, const char *s) { write_bytes(path, s, strlen(s)); }
+static void write_str(const char *path, const char *s) { tu_write_file(path, s, strlen(s)); }
 
 static uint8_t *read_all(const char *path, size_t *n) {
     uint8_t *b;
     cr_assert(phax_data_read_raw(path, &b, n, NULL) == PHAX_OK, "%s", phax_error());
     return b;
-}
-
-static void rm_rf(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char *c = join(path, e->d_name);
-            rm_rf(c);
-            free(c);
-        }
-        if (d) closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
 }
 
 static double now_s(void) {
@@ -149,7 +106,7 @@ Test(tokenizer, unk_mapping) {
 }
 
 Test(tokenizer, unknown_word_error) {
-    char *d = tmpdir_new(), *p = join(d, "valid.txt"), msg[700];
+    char *d = tu_tmpdir("phax_tok"), *p = tu_join(d, "valid.txt"), msg[700];
     phax_vocab *v;  // a 0, b 1, <eos> 2, c 3; no <unk>
     cr_assert(phax_vocab_build_text((const uint8_t *)"a b\nc\n", 6, "train", &v) == PHAX_OK);
     cr_assert(phax_vocab_unk(v) == -1 && phax_vocab_size(v) == 4);
@@ -180,7 +137,7 @@ Test(tokenizer, unknown_word_error) {
     // Nothing but whitespace: no vocabulary.
     cr_assert(phax_vocab_build_text((const uint8_t *)"  \t", 3, "blank", &v) == PHAX_ERR);
     cr_assert_str_eq(phax_error(), "blank: no words: the vocabulary would be empty");
-    rm_rf(d);
+    tu_rm_rf(d);
     free(p), free(d);
 }
 
@@ -259,7 +216,7 @@ Test(tokenizer, byte_round_trip) {
 // --- vocabulary files ------------------------------------------------------------------------
 
 Test(tokenizer, vocab_save_load_round_trip) {
-    char *d = tmpdir_new(), *p = join(d, "vocab.txt"), *q = join(d, "byte.vocab");
+    char *d = tu_tmpdir("phax_tok"), *p = tu_join(d, "vocab.txt"), *q = tu_join(d, "byte.vocab");
     phax_vocab *v = fixture_vocab(), *w;
     cr_assert(phax_vocab_save(v, p) == PHAX_OK, "%s", phax_error());
     size_t n;
@@ -302,19 +259,19 @@ Test(tokenizer, vocab_save_load_round_trip) {
     phax_vocab_free(w);
     phax_vocab_free(bv);
     // A save that cannot happen (no such directory) reports the file.
-    char *bad = join(d, "no/dir/v.txt"), msg[700];
+    char *bad = tu_join(d, "no/dir/v.txt"), msg[700];
     cr_assert(phax_vocab_save(v, bad) == PHAX_ERR);
     snprintf(msg, sizeof msg, "%s: cannot create a temporary file beside it: %s", bad,
              strerror(ENOENT));
     cr_assert_str_eq(phax_error(), msg);
     phax_vocab_free(v);
-    rm_rf(d);
+    tu_rm_rf(d);
     free(bad), free(p), free(q), free(d);
 }
 
 // Each malformed vocabulary file gives its own one-line message with FILE:LINE.
 Test(tokenizer, vocab_load_errors) {
-    char *d = tmpdir_new(), *p = join(d, "v.txt"), want[800];
+    char *d = tu_tmpdir("phax_tok"), *p = tu_join(d, "v.txt"), want[800];
     struct {
         const char *content, *msg;  // msg follows "<path>"
     } cases[] = {
@@ -351,7 +308,7 @@ Test(tokenizer, vocab_load_errors) {
     cr_assert(phax_vocab_load(p, &v) == PHAX_ERR);
     snprintf(want, sizeof want, "%s: no such file", p);
     cr_assert_str_eq(phax_error(), want);
-    rm_rf(d);
+    tu_rm_rf(d);
     free(p), free(d);
 }
 
@@ -380,7 +337,7 @@ static void patch(const char *path, long off, const void *b, size_t n) {
 }
 
 Test(tokenizer, cache_hit_rebuild_corrupt) {
-    char *d = tmpdir_new(), *src = join(d, "src.txt"), *cdir = join(d, "cache/tok"), *cpath;
+    char *d = tu_tmpdir("phax_tok"), *src = tu_join(d, "src.txt"), *cdir = tu_join(d, "cache/tok"), *cpath;
     phax_vocab *v = fixture_vocab();
     write_str(src, FIXTURE);
     load_expect(v, src, cdir, PHAX_CACHE_MISSING, FIXTURE_IDS, 16, &cpath);
@@ -454,17 +411,17 @@ Test(tokenizer, cache_hit_rebuild_corrupt) {
     free(bytes);
     phax_vocab_free(bv);
     phax_vocab_free(v);
-    rm_rf(d);
+    tu_rm_rf(d);
     free(src), free(cdir), free(d);
 }
 
 Test(tokenizer, cache_xz_source_and_errors) {
-    char *d = tmpdir_new(), *src = join(d, "train.txt.xz"), *cdir = join(d, "c"), msg[700];
+    char *d = tu_tmpdir("phax_tok"), *src = tu_join(d, "train.txt.xz"), *cdir = tu_join(d, "c"), msg[700];
     size_t cap = lzma_stream_buffer_bound(sizeof FIXTURE), xn = 0;
     uint8_t *x = malloc(cap);
     cr_assert(lzma_easy_buffer_encode(6, LZMA_CHECK_CRC64, NULL, (const uint8_t *)FIXTURE,
                                       strlen(FIXTURE), x, &xn, cap) == LZMA_OK);
-    write_bytes(src, x, xn);
+    tu_write_file(src, x, xn);
     phax_vocab *v;
     cr_assert(phax_vocab_build_file(src, &v) == PHAX_OK, "%s", phax_error());
     cr_assert(phax_vocab_size(v) == 8);
@@ -476,7 +433,7 @@ Test(tokenizer, cache_xz_source_and_errors) {
     assert_ids(ids, n, FIXTURE_IDS, 16);
     free(ids);
     // A truncated source is an error, not a short token stream.
-    write_bytes(src, x, xn / 2);
+    tu_write_file(src, x, xn / 2);
     cr_assert(phax_tokens_load_cached(v, src, cdir, &ids, &n) == PHAX_ERR);
     cr_assert(strncmp(phax_error(), src, strlen(src)) == 0 && strstr(phax_error(), "truncated xz"),
               "%s", phax_error());
@@ -487,7 +444,7 @@ Test(tokenizer, cache_xz_source_and_errors) {
     cr_assert_str_eq(phax_error(), msg);
     phax_vocab_free(v);
     // An unknown word without <unk>: the error, and no cache file written.
-    char *plain = join(d, "p.txt"), *c2 = join(d, "c2");
+    char *plain = tu_join(d, "p.txt"), *c2 = tu_join(d, "c2");
     cr_assert(phax_vocab_build_text((const uint8_t *)"a b\n", 4, "t", &v) == PHAX_OK);
     write_str(plain, "a b\nb q a\n");
     cr_assert(phax_tokens_load_cached(v, plain, c2, &ids, &n) == PHAX_ERR);
@@ -501,7 +458,7 @@ Test(tokenizer, cache_xz_source_and_errors) {
     closedir(dir);
     cr_assert(k == 0, "%d files in the cache folder after an error", k);
     phax_vocab_free(v);
-    rm_rf(d);
+    tu_rm_rf(d);
     free(x), free(src), free(cdir), free(plain), free(c2), free(d);
 }
 
@@ -537,7 +494,7 @@ typedef struct {
 // published counts; every word type of valid and test must already be in the
 // training vocabulary (closed vocabulary: <unk> ids only for literal "<unk>").
 static void check_corpus(const corpus *c) {
-    char *dir = data_dir(), *paths[3] = {join(dir, c->train), join(dir, c->valid), join(dir, c->test)};
+    char *dir = data_dir(), *paths[3] = {tu_join(dir, c->train), tu_join(dir, c->valid), tu_join(dir, c->test)};
     for (int s = 0; s < 3; s++)
         if (!has_file(paths[s]))
             cr_skip_test("shared data not found (%s); set PHAX_DATA_DIR to the folder of "
@@ -610,7 +567,7 @@ Test(tokenizer, ptb_counts) {
 
 // The cache on a real corpus: the first load builds, the second reads; both agree.
 Test(tokenizer, wikitext2_cache_timing) {
-    char *dir = data_dir(), *train = join(dir, "wikitext-2/train.txt.xz");
+    char *dir = data_dir(), *train = tu_join(dir, "wikitext-2/train.txt.xz");
     if (!has_file(train))
         cr_skip_test("shared data not found (%s); set PHAX_DATA_DIR to the folder of "
                      "shared/data/README.md", train);
@@ -618,7 +575,7 @@ Test(tokenizer, wikitext2_cache_timing) {
     double t0 = now_s();
     cr_assert(phax_vocab_build_file(train, &v) == PHAX_OK, "%s", phax_error());
     double t1 = now_s();
-    char *d = tmpdir_new();
+    char *d = tu_tmpdir("phax_tok");
     int32_t *a, *b;
     size_t na, nb;
     phax_cache_result ra, rb;
@@ -635,6 +592,6 @@ Test(tokenizer, wikitext2_cache_timing) {
     cr_assert(phax_vocab_eos(v) == 0 && a[0] == 0, "first line is blank: <eos> is id 0");
     free(a), free(b);
     phax_vocab_free(v);
-    rm_rf(d);
+    tu_rm_rf(d);
     free(train), free(d);
 }

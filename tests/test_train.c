@@ -18,42 +18,6 @@
 
 // --- helpers ---------------------------------------------------------------------------------
 
-static char *tmpdir_new(void) {
-    const char *t = getenv("TMPDIR");
-    char *d = malloc(4096);
-    cr_assert(d);
-    snprintf(d, 4096, "%s/phax_train_XXXXXX", t && *t ? t : "/tmp");
-    cr_assert(mkdtemp(d), "mkdtemp: %s", strerror(errno));
-    return d;
-}
-
-static char *join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    cr_assert(p);
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static void rm_rf(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char *c = join(path, e->d_name);
-            rm_rf(c);
-            free(c);
-        }
-        if (d) closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 static const char corpus[] = "the cat sat on the mat\nthe dog sat on the log\n\na cat and a dog\n";
 
 // A checkpoint of a small pha model over a word vocabulary, with seeded random
@@ -65,8 +29,8 @@ typedef struct {
 
 static fixture fixture_new(phax_family fam, const char *name) {
     fixture fx = {0};
-    fx.dir = tmpdir_new();
-    fx.path = join(fx.dir, name);
+    fx.dir = tu_tmpdir("phax_train");
+    fx.path = tu_join(fx.dir, name);
     cr_assert(phax_vocab_build_text((const uint8_t *)corpus, sizeof corpus - 1, "corpus",
                                     &fx.ck.vocab) == PHAX_OK, "%s", phax_error());
     fx.ck.cfg = phax_model_cfg_default(fam);
@@ -87,7 +51,7 @@ static fixture fixture_new(phax_family fam, const char *name) {
 }
 
 static void fixture_free(fixture *fx) {
-    rm_rf(fx->dir);
+    tu_rm_rf(fx->dir);
     free(fx->dir), free(fx->path);
     free(fx->ck.params);
     phax_layout_free(&fx->ck.layout);
@@ -172,7 +136,7 @@ Test(train, ckpt_round_trip_bit_identical) {
     char *a = phax_model_cfg_to_json(&ck.cfg), *b = phax_model_cfg_to_json(&fx.ck.cfg);
     cr_assert_str_eq(a, b);
     free(a), free(b);
-    char *vp = join(fx.dir, "m.vocab");
+    char *vp = tu_join(fx.dir, "m.vocab");
     cr_assert_str_eq(ck.vocab_path, vp);
     free(vp);
     phax_ckpt_free(&ck);
@@ -193,7 +157,7 @@ Test(train, ckpt_directory_means_checkpoint_file) {
 
 Test(train, ckpt_missing_and_truncated) {
     fixture fx = fixture_new(PHAX_FAMILY_PHA, "m.safetensors");
-    char *missing = join(fx.dir, "nope.safetensors");
+    char *missing = tu_join(fx.dir, "nope.safetensors");
     expect_refused(missing, -1, missing, "");
     // Truncated: cut the file in the middle of the data.
     struct stat sb;
@@ -208,7 +172,7 @@ Test(train, ckpt_missing_and_truncated) {
 
 Test(train, ckpt_malformed_each_named) {
     fixture fx = fixture_new(PHAX_FAMILY_PHA, "m.safetensors");
-    char *bad = join(fx.dir, "m2.safetensors");
+    char *bad = tu_join(fx.dir, "m2.safetensors");
     // The variants refer to the vocabulary "m2.vocab" only by the copied metadata
     // ("m.vocab"), which still lies beside them.
     struct {
@@ -239,7 +203,7 @@ Test(train, ckpt_wrong_family) {
 
 Test(train, ckpt_vocab_missing_or_changed) {
     fixture fx = fixture_new(PHAX_FAMILY_PHA, "m.safetensors");
-    char *vp = join(fx.dir, "m.vocab");
+    char *vp = tu_join(fx.dir, "m.vocab");
     // A different vocabulary of another text: hash mismatch.
     static const char other[] = "one two three\n";
     phax_vocab *v2;
@@ -274,7 +238,7 @@ Test(train, state_round_trip_f32_and_f64) {
     const phax_layout *L = &fx.ck.layout;
     size_t n = L->numel;
     char *sp = phax_ckpt_state_path(fx.path);
-    char *want = join(fx.dir, "m.state.safetensors");
+    char *want = tu_join(fx.dir, "m.state.safetensors");
     cr_assert_str_eq(sp, want);
     phax_rng r = tu_rng("state");
     float *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);

@@ -6,6 +6,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
 
 // ---------------------------------------------------------------------------
 uint64_t tu_base_seed(void) {
@@ -260,4 +263,52 @@ bool tu_gradcheck(const char *label, tu_op op, tu_tensor *ts, int nt, phax_rng *
     free(prior);
     fflush(stdout);
     return ok;
+}
+
+// ---------------------------------------------------------------------------
+static void tu_die(const char *what, const char *path) {
+    fprintf(stderr, "testutil: %s %s: %s\n", what, path, strerror(errno));
+    abort();
+}
+
+char *tu_tmpdir(const char *tag) {
+    const char *t = getenv("TMPDIR");
+    char *d = malloc(4096);
+    if (!d) abort();
+    snprintf(d, 4096, "%s/%s_XXXXXX", t && *t ? t : "/tmp", tag);
+    if (!mkdtemp(d)) tu_die("mkdtemp", d);
+    return d;
+}
+
+char *tu_join(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (!p) abort();
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+void tu_write_file(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) tu_die("cannot write", path);
+    if ((n && fwrite(p, 1, n, f) != n) | (fclose(f) != 0)) tu_die("cannot write", path);
+}
+
+void tu_rm_rf(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return;
+    if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(path);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char *c = tu_join(path, e->d_name);
+            tu_rm_rf(c);
+            free(c);
+        }
+        if (d) closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
 }

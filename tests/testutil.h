@@ -36,6 +36,12 @@ float *tu_fbuf(size_t n);
 bool tu_fintact(const float *p);
 void tu_ffree(float *p);
 
+// --- files (tests that write to disk; abort with a message on failure) ----------------------
+char *tu_tmpdir(const char *tag);                  // a fresh folder $TMPDIR (or /tmp)/<tag>_XXXXXX
+char *tu_join(const char *dir, const char *name);  // malloc'd "dir/name"
+void tu_write_file(const char *path, const void *p, size_t n);
+void tu_rm_rf(const char *path);                   // a file, or a folder and everything in it
+
 // --- comparisons ---------------------------------------------------------------------------
 // Max over i of |a_i − b_i| / (atol + rtol·|b_i|); NaN or inf anywhere gives +inf.
 // Pass when the result is <= 1 — always test as !(r <= 1) so NaN fails.
