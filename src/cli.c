@@ -1,6 +1,7 @@
 // Shared by the phax subcommands (src/cli.h).
 #include "cli.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,4 +21,13 @@ double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi)
+        cli_die(cmd, "%s: '%s' is not an integer in [%ld, %ld]", flag, s, lo, hi);
+    return v;
 }

@@ -4,6 +4,8 @@
 
 // "<cmd>: <message>" on stderr and exit(1); cmd is "phax train", "phax eval", ...
 _Noreturn void cli_die(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// The integer value of option `flag`, or cli_die when s is not an integer in [lo, hi].
+long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi);
 // Monotonic seconds.
 double cli_now(void);
 

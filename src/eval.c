@@ -64,14 +64,7 @@ static void usage(FILE *f) {
           f);
 }
 
-static long parse_long(const char *flag, const char *s, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi)
-        die("%s: '%s' is not an integer in [%ld, %ld]", flag, s, lo, hi);
-    return v;
-}
+#define parse_long(flag, s, lo, hi) cli_parse_long("phax eval", flag, s, lo, hi)
 
 static void parse_buckets(eval_opts *o, const char *s) {
     o->nb = 0;

@@ -37,14 +37,7 @@ static void usage(FILE *f) {
           f);
 }
 
-static long parse_long(const char *flag, const char *s, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi)
-        die("%s: '%s' is not an integer in [%ld, %ld]", flag, s, lo, hi);
-    return v;
-}
+#define parse_long(flag, s, lo, hi) cli_parse_long("phax generate", flag, s, lo, hi)
 
 static double parse_f64(const char *flag, const char *s) {
     char *end;
