@@ -1002,9 +1002,10 @@ int phax_train_main(int argc, char **argv) {
     struct sigaction sa = {.sa_handler = on_sigint};
     sigaction(SIGINT, &sa, NULL);
 
+    long s = r.start;
     if (r.start >= r.total) {
         printf("%s: the run finished at step %ld; nothing to do\n", r.o.out, r.start);
-        return 0;
+        goto done;
     }
     printf("%s %s: %zu parameters, %s backend, %zu train / %zu valid tokens, vocab %zu, "
            "steps %ld..%ld of %ld, batch %d x %d\n",
@@ -1014,7 +1015,6 @@ int phax_train_main(int argc, char **argv) {
     fflush(stdout);
     long stop = r.o.stop_after && r.o.stop_after < r.total ? r.o.stop_after : r.total;
     double t_run = 0, ema = 0;
-    long s = r.start;
     for (; s < stop; s++) {
         double loss, dt;
         int window;
@@ -1039,6 +1039,7 @@ int phax_train_main(int argc, char **argv) {
                s == r.total ? "done" : "stopped", s, r.total, t_run,
                (double)(s - r.start) * r.o.B * r.o.T / t_run, r.model_path);
     if (s < r.total) printf("resume with: phax train --resume --out %s\n", r.o.out);
+done:
     fclose(r.log);
     trainer_free(&r.tr);
     phax_niah_free(r.niah);

@@ -245,6 +245,7 @@ Test(cli, nan_lr_refused_nothing_written) {
     expect_error(&s, TINY("pha", run, "--frobnicate", "1"), "unknown option '--frobnicate'", NULL);
     expect_error(&s, TINY("pha", run, "--set", "n_heads=3"), "n_heads", NULL);
     cr_assert(!exists(run));
+    free(run);
     sandbox_free(&s);
 }
 
