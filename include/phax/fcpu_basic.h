@@ -64,10 +64,10 @@ void fcpu_silu_bwd(float *dx, const float *dy, const float *x, size_t n);
 // hidden pre-activations recomputed) sgemms over all rows and one fused elementwise
 // pass; the (n, hid) activations live in ws.
 // Returns PHAX_OK (the int mirrors ref_swiglu_*; ws == NULL fails).
-size_t fcpu_swiglu_fwd_ws(size_t n, int d, int hid);  // 2 n hid floats
+size_t fcpu_swiglu_fwd_ws(size_t n, int d, int hid);  // 3 n hid floats
 int fcpu_swiglu_fwd(float *y, const float *x, const float *Wg, const float *Wu, const float *Wd,
                     size_t n, int d, int hid, void *ws);
-size_t fcpu_swiglu_bwd_ws(size_t n, int d, int hid);  // 3 n hid floats
+size_t fcpu_swiglu_bwd_ws(size_t n, int d, int hid);  // 5 n hid floats
 int fcpu_swiglu_bwd(float *dx, float *dWg, float *dWu, float *dWd, const float *dy, const float *x,
                     const float *Wg, const float *Wu, const float *Wd, size_t n, int d, int hid,
                     void *ws);
