@@ -263,9 +263,8 @@ int phax_eval_main(int argc, char **argv) {
     if (phax_ckpt_load(o.ckpt, -1, &ck)) die_lib();
     if (!o.T) o.T = ck.train_seq > 0 ? ck.train_seq : 256;
     if (o.nb < 0) default_buckets(&o, o.T);
-    fcpu_model m;
-    if (fcpu_model_new(&m, &ck.cfg, 0)) die_lib();
-    memcpy(m.params, ck.params, m.layout.numel * sizeof(float));
+    // A view of the checkpoint's parameters: forwards and the decoder only read them.
+    fcpu_model m = {.cfg = ck.cfg, .layout = ck.layout, .params = ck.params, .grads = NULL};
     if (!is_swax_family(ck.cfg.family) && o.window >= 0)
         die("--window applies to the swax, swa and mlstm families; %s uses attn_window (%d)",
             phax_family_name(ck.cfg.family), ck.cfg.attn_window);
@@ -309,7 +308,6 @@ int phax_eval_main(int argc, char **argv) {
     }
     write_outputs(&o, &ck, split_path, n, &t, secs);
     free(tok), free(cache), free(split_path);
-    fcpu_model_free(&m);
     phax_ckpt_free(&ck);
     return 0;
 }

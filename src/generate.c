@@ -120,9 +120,8 @@ int phax_generate_main(int argc, char **argv) {
     if (np + (size_t)ntok > MAX_SEQ)
         die("prompt (%zu tokens) + %ld new tokens exceed the maximum sequence length %d", np, ntok,
             MAX_SEQ);
-    fcpu_model m;
-    if (fcpu_model_new(&m, &ck.cfg, 0)) die_lib();
-    memcpy(m.params, ck.params, m.layout.numel * sizeof(float));
+    // A view of the checkpoint's parameters: forwards and the decoder only read them.
+    fcpu_model m = {.cfg = ck.cfg, .layout = ck.layout, .params = ck.params, .grads = NULL};
     fcpu_decoder *d = fcpu_decoder_new(&m, (int)(np + ntok), (int)window);
     if (!d) die_lib();
     int V = ck.cfg.vocab_size;
@@ -157,7 +156,6 @@ int phax_generate_main(int argc, char **argv) {
                 fcpu_decoder_state_bytes(d) / 1e6);
     free(gen), free(lg), free(idx), free(p), free(out), free(ids), free(text);
     fcpu_decoder_free(d);
-    fcpu_model_free(&m);
     phax_ckpt_free(&ck);
     return 0;
 }

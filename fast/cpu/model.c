@@ -226,7 +226,6 @@ static int head(const fm_ctx *cx, const float *x, float *dx, const int32_t *targ
         if (fcpu_linear_cross_entropy(&lf, dx, dW, 1.0f, x, W, targets, cx->n, d, V, cx->ws->kws))
             return PHAX_ERR;
         if (loss) *loss = lf;
-        if (logits) fcpu_linear_fwd(logits, x, W, NULL, cx->n, d, V);
         return PHAX_OK;
     }
     if (logits) {
