@@ -42,13 +42,13 @@ static double median_time(bench_fn f, void *ctx) { return bench_time(f, ctx, ATT
 typedef struct {
     int B, T;
     ref_attn_cfg c;
-    float *q, *k, *v, *o, *lse, *dout, *dq, *dk, *dv;
+    float *q, *k, *v, *o, *lse, *st, *dout, *dq, *dk, *dv;  // st: the forward's row stats
     void *ws;
 } att_ctx;
 
 static void run_fwd(void *p) {
     att_ctx *a = p;
-    if (fcpu_attention_fwd(a->o, a->lse, a->q, a->k, a->v, NULL, a->B, a->T, &a->c, a->ws)) {
+    if (fcpu_attention_fwd(a->o, a->lse, a->st, a->q, a->k, a->v, NULL, a->B, a->T, &a->c, a->ws)) {
         fprintf(stderr, "fwd failed: %s\n", phax_error());
         exit(1);
     }
@@ -57,7 +57,7 @@ static void run_fwd(void *p) {
 static void run_fwdbwd(void *p) {
     att_ctx *a = p;
     run_fwd(p);
-    if (fcpu_attention_bwd(a->dq, a->dk, a->dv, NULL, a->dout, a->q, a->k, a->v, NULL, a->B, a->T,
+    if (fcpu_attention_bwd(a->dq, a->dk, a->dv, NULL, a->dout, a->o, a->st, a->q, a->k, a->v, NULL, a->B, a->T,
                            &a->c, a->ws)) {
         fprintf(stderr, "bwd failed: %s\n", phax_error());
         exit(1);
@@ -137,6 +137,7 @@ int main(int argc, char **argv) {
     a.q = falloc(nq, &seed), a.k = falloc(nk, &seed), a.v = falloc(nk, &seed);
     a.o = falloc(nq, &seed), a.dout = falloc(nq, &seed), a.dq = falloc(nq, &seed);
     a.dk = falloc(nk, &seed), a.dv = falloc(nk, &seed), a.lse = falloc((size_t)B * Hq * Tmax, &seed);
+    a.st = falloc(2 * (size_t)B * Hq * Tmax, &seed);
     size_t wsmax = 0;
     for (int di = 0; di < 2; di++)
         for (int wi = 0; wi < 3; wi++) {
@@ -231,6 +232,6 @@ int main(int argc, char **argv) {
     }
     if (csv) fclose(csv);
     free(a.q), free(a.k), free(a.v), free(a.o), free(a.dout), free(a.dq), free(a.dk), free(a.dv);
-    free(a.lse), free(a.ws), free(gA), free(gB), free(gC), free(tA), free(tB), free(tC);
+    free(a.lse), free(a.st), free(a.ws), free(gA), free(gB), free(gC), free(tA), free(tB), free(tC);
     return 0;
 }

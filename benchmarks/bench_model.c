@@ -276,6 +276,9 @@ static int run_one(const opts_t *o, result_t *r) {
             double t3 = bench_wall();
             if (s == 0) r->loss_first = loss;
             r->loss_last = loss;
+            if (getenv("PHAX_BENCH_STEPS"))  // per-step times, to see warm-up and noise
+                fprintf(stderr, "step %d: %.2f ms (f+b %.2f) loss %.4f\n", s, 1e3 * (t3 - t0),
+                        1e3 * (t2 - t1), loss);
             if (s >= warmup) {
                 int k = s - warmup;
                 tz[k] = t1 - t0, tfb[k] = t2 - t1, ta[k] = t3 - t2, tt[k] = t3 - t0;
@@ -308,6 +311,9 @@ static int run_one(const opts_t *o, result_t *r) {
             double t3 = bench_wall();
             if (s == 0) r->loss_first = loss;
             r->loss_last = loss;
+            if (getenv("PHAX_BENCH_STEPS"))  // per-step times, to see warm-up and noise
+                fprintf(stderr, "step %d: %.2f ms (f+b %.2f) loss %.4f\n", s, 1e3 * (t3 - t0),
+                        1e3 * (t2 - t1), loss);
             if (s >= warmup) {
                 int k = s - warmup;
                 tz[k] = t1 - t0, tfb[k] = t2 - t1, ta[k] = t3 - t2, tt[k] = t3 - t0;

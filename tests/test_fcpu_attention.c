@@ -327,35 +327,35 @@ static void inputs_free(inputs *in) {
 
 // Fast outputs of one run.
 typedef struct {
-    float *o, *lse, *dq, *dk, *dv, *dls;
+    float *o, *lse, *st, *dq, *dk, *dv, *dls;
 } fout;
 
 static void fout_alloc(fout *f, const inputs *in, int Hq) {
-    f->o = fbuf(in->no), f->lse = fbuf(in->nl), f->dq = fbuf(in->nq), f->dk = fbuf(in->nk);
+    f->o = fbuf(in->no), f->lse = fbuf(in->nl), f->st = fbuf(2 * in->nl), f->dq = fbuf(in->nq), f->dk = fbuf(in->nk);
     f->dv = fbuf(in->nv), f->dls = fbuf(Hq);
 }
 static void fout_free(fout *f) {
-    ffree(f->o), ffree(f->lse), ffree(f->dq), ffree(f->dk), ffree(f->dv), ffree(f->dls);
+    ffree(f->o), ffree(f->lse), ffree(f->st), ffree(f->dq), ffree(f->dk), ffree(f->dv), ffree(f->dls);
 }
 static int fout_intact(const fout *f) {
-    return fintact(f->o) && fintact(f->lse) && fintact(f->dq) && fintact(f->dk) && fintact(f->dv) &&
+    return fintact(f->o) && fintact(f->lse) && fintact(f->st) && fintact(f->dq) && fintact(f->dk) && fintact(f->dv) &&
            fintact(f->dls);
 }
 static void zero(float *p) { memset(p, 0, flen(p) * sizeof *p); }
 
-// Run forward (o, lse poisoned first) and backward (gradients zeroed: backward adds)
-// with a workspace deliberately misaligned by 4 bytes.
+// Run forward (o, lse, stats poisoned first) and backward with the forward's stats
+// (gradients zeroed: backward adds) with a workspace deliberately misaligned by 4 bytes.
 static void run_fast(const acase *a, const inputs *in, fout *f) {
     ref_attn_cfg c = cfg_of(a);
     size_t wf = fcpu_attention_fwd_ws(a->B, a->T, &c, 0), wb = fcpu_attention_bwd_ws(a->B, a->T, &c, 0);
     cr_assert(wf > 0 && wb > 0);
     size_t wn = (wf > wb ? wf : wb) / 4 + 2;
     float *ws = fbuf(wn);
-    fpoison(f->o), fpoison(f->lse);
-    cr_assert(fcpu_attention_fwd(f->o, f->lse, in->q, in->k, in->v, in->ls, a->B, a->T, &c,
+    fpoison(f->o), fpoison(f->lse), fpoison(f->st);
+    cr_assert(fcpu_attention_fwd(f->o, f->lse, f->st, in->q, in->k, in->v, in->ls, a->B, a->T, &c,
                                  (char *)ws + 4) == PHAX_OK, "%s", phax_error());
     zero(f->dq), zero(f->dk), zero(f->dv), zero(f->dls);
-    cr_assert(fcpu_attention_bwd(f->dq, f->dk, f->dv, f->dls, in->dout, in->q, in->k, in->v, in->ls,
+    cr_assert(fcpu_attention_bwd(f->dq, f->dk, f->dv, f->dls, in->dout, f->o, f->st, in->q, in->k, in->v, in->ls,
                                  a->B, a->T, &c, (char *)ws + 4) == PHAX_OK, "%s", phax_error());
     cr_assert(fintact(ws), "%s: workspace overrun", a->why);
     cr_assert(fout_intact(f), "%s: output guard zone overwritten", a->why);
@@ -543,15 +543,15 @@ Test(fcpu_attention, determinism_threads_accumulate) {
     float *pri[4] = {g.dq, g.dk, g.dv, g.dls}, *got[4] = {f.dq, f.dk, f.dv, f.dls};
     for (int i = 0; i < 4; i++)
         for (size_t e = 0; e < flen(pri[i]); e++) pri[i][e] = (float)phax_rng_normal(&r);
-    // lse is optional: without it the forward writes the same o.
+    // lse and stats are optional: without them the forward writes the same o.
     float *o2 = fbuf(in.no);
-    cr_assert(fcpu_attention_fwd(o2, NULL, in.q, in.k, in.v, in.ls, a.B, a.T, &c, ws) == PHAX_OK);
+    cr_assert(fcpu_attention_fwd(o2, NULL, NULL, in.q, in.k, in.v, in.ls, a.B, a.T, &c, ws) == PHAX_OK);
     cr_assert(bitsame(o2, f.o) && fintact(o2), "forward without lse differs");
     ffree(o2);
     float *keep[4];
     for (int i = 0; i < 4; i++) keep[i] = fbuf(flen(pri[i])), memcpy(keep[i], pri[i], flen(pri[i]) * 4);
-    cr_assert(fcpu_attention_bwd(g.dq, g.dk, g.dv, g.dls, in.dout, in.q, in.k, in.v, in.ls, a.B, a.T,
-                                 &c, ws) == PHAX_OK);
+    cr_assert(fcpu_attention_bwd(g.dq, g.dk, g.dv, g.dls, in.dout, f.o, f.st, in.q, in.k, in.v, in.ls, a.B,
+                                 a.T, &c, ws) == PHAX_OK);
     for (int i = 0; i < 4; i++)
         for (size_t e = 0; e < flen(pri[i]); e++)
             cr_assert(pri[i][e] == keep[i][e] + got[i][e], "tensor %d elem %zu: not prior + grad", i, e);
@@ -559,7 +559,7 @@ Test(fcpu_attention, determinism_threads_accumulate) {
     for (int i = 0; i < 4; i++) {
         zero(pri[i]);
         cr_assert(fcpu_attention_bwd(i == 0 ? g.dq : NULL, i == 1 ? g.dk : NULL, i == 2 ? g.dv : NULL,
-                                     i == 3 ? g.dls : NULL, in.dout, in.q, in.k, in.v, in.ls, a.B, a.T,
+                                     i == 3 ? g.dls : NULL, in.dout, f.o, f.st, in.q, in.k, in.v, in.ls, a.B, a.T,
                                      &c, ws) == PHAX_OK);
         cr_assert(bitsame(pri[i], got[i]), "gradient %d alone differs from the full call", i);
     }
@@ -574,16 +574,19 @@ Test(fcpu_attention, errors_and_workspace) {
     float *q = fbuf(64), *o = fbuf(64), *lse = fbuf(16), ws[64];
     for (int i = 0; i < 64; i++) q[i] = 1;
     ref_attn_cfg c = ref_attn_cfg_default(3, 2, 4);  // Hq % Hkv != 0
-    cr_assert(fcpu_attention_fwd(o, lse, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
+    cr_assert(fcpu_attention_fwd(o, lse, NULL, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
     cr_assert(fcpu_attention_fwd_ws(1, 2, &c, 1) == 0 && fcpu_attention_bwd_ws(1, 2, &c, 1) == 0);
     c = ref_attn_cfg_default(2, 1, 4);
     c.window = -1;
-    cr_assert(fcpu_attention_fwd(o, lse, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
+    cr_assert(fcpu_attention_fwd(o, lse, NULL, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
     c.window = 0, c.score = PHAX_SCORE_COSINE;
-    cr_assert(fcpu_attention_fwd(o, lse, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);  // no logscale
-    cr_assert(fcpu_attention_bwd(o, o, o, NULL, q, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
+    cr_assert(fcpu_attention_fwd(o, lse, NULL, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);  // no logscale
+    cr_assert(fcpu_attention_bwd(o, o, o, NULL, q, q, lse, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
     c = ref_attn_cfg_default(2, 1, 5);  // odd dh with RoPE
-    cr_assert(fcpu_attention_bwd(o, o, o, NULL, q, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
+    cr_assert(fcpu_attention_bwd(o, o, o, NULL, q, q, lse, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
+    c = ref_attn_cfg_default(2, 1, 4);  // a good config, but without the forward's o or stats
+    cr_assert(fcpu_attention_bwd(o, o, o, NULL, q, NULL, lse, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
+    cr_assert(fcpu_attention_bwd(o, o, o, NULL, q, q, NULL, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
     for (int i = 0; i < 64; i++) cr_assert(isnan(o[i]), "output written on error");
     cr_assert(fintact(o) && fintact(lse));
     // Workspace linear in T: doubling T at most doubles it (plus a constant).

@@ -214,7 +214,7 @@ typedef struct {
     int rope, cosine;
     int nkv;  // most key tiles one query tile can see
     // byte offsets into the workspace
-    size_t qs, kt, kr, vr, vt, dO, dqa, dkp, dvp_, dls, sc, theta, lotab, thr, thr_bytes, total;
+    size_t qs, kt, kr, vr, vt, dO, dD, dqa, dkp, dvp_, dls, sc, theta, lotab, thr, thr_bytes, total;
 } plan;
 
 static size_t al64(size_t x) { return (x + 63) & ~(size_t)63; }
@@ -278,6 +278,7 @@ static void plan_bwd(plan *p, int B) {
     p->kr = o, o = al64(o + nb * p->Hkv * p->Tk * p->dhp * F4);
     p->vt = o, o = al64(o + nb * p->Hkv * p->Tk * p->dv * F4);
     p->dO = o, o = al64(o + nb * p->Hq * p->Tq * p->dvp * F4);
+    p->dD = o, o = al64(o + nb * p->Hq * p->Tq * F4);
     p->dqa = o, o = al64(o + nb * p->Hq * p->Tq * p->dhp * F4);
     p->dkp = o, o = al64(o + nb * p->Hkv * p->nsplit * p->Tk * p->dhp * F4);
     p->dvp_ = o, o = al64(o + nb * p->Hkv * p->nsplit * p->Tk * p->dvp * F4);
@@ -285,8 +286,8 @@ static void plan_bwd(plan *p, int B) {
     p->sc = o, o = al64(o + (size_t)p->Hq * D8);
     p->theta = o, o = al64(o + (size_t)(p->half + 1) * D8);
     p->lotab = o, o = al64(o + (size_t)RB * 2 * (p->half + 1) * D8);
-    size_t cache = (size_t)BQ * p->nkv * BK * F4;
-    size_t tb1 = 2 * al64(cache) + al64((size_t)BQ * p->dhp * F4) + 6 * al64((size_t)BQ * F4);
+    size_t tb1 = 2 * al64((size_t)BQ * BK * F4) + al64((size_t)BQ * p->dhp * F4) +
+                 5 * al64((size_t)BQ * F4);  // the S and dP tiles, the dQ tile, m, log l, D, Dx, Hx
     size_t tb2 = al64((size_t)(4 * p->dh + 4 * (p->half + 1) + p->dv) * D8);
     p->thr_bytes = tb1 > tb2 ? tb1 : tb2;
     p->thr = o, o += (size_t)p->nthr * p->thr_bytes;
@@ -412,7 +413,7 @@ static void block_rows(const plan *p, long pos0, int blk, int *t_lo, int *t_hi, 
 // Scored q (× the logit scale) into Qs rows, scored k into Kt tiles (and Kr rows), v
 // into Vr rows (forward) or Vt tiles and dO rows (backward).
 typedef struct {
-    const float *q, *k, *v, *dout;
+    const float *q, *k, *v, *dout, *o;
     long pos0;
 } pre_in;
 
@@ -446,6 +447,11 @@ static void prepass(const plan *p, char *w, const pre_in *in, int bwd) {
                     float *gd = dO + (((size_t)b * Hq + h) * p->Tq + t) * dvp;
                     const float *gs = in->dout + ri * dv;
                     for (int i = 0; i < dv; i++) gd[i] = gs[i];
+                    // D = Σ_s P·dP = dO·o (o = Σ_s P v_s), in double
+                    const float *os = in->o + ri * dv;
+                    double D = 0;
+                    for (int i = 0; i < dv; i++) D += (double)gs[i] * os[i];
+                    ((float *)(w + p->dD))[((size_t)b * Hq + h) * p->Tq + t] = (float)D;
                     for (int i = dv; i < dvp; i++) gd[i] = 0;
                 }
                 for (int j = 0; j < Hkv; j++) {
@@ -567,7 +573,7 @@ static void band_gemm_set(const band *bd, int nr, int K, const float *A, ptrdiff
 }
 
 // --- forward --------------------------------------------------------------------------------
-static void fwd_tiles(const plan *p, char *w, float *o, float *lse) {
+static void fwd_tiles(const plan *p, char *w, float *o, float *lse, float *stats) {
     const float *Qs = (const float *)(w + p->qs), *Kt = (const float *)(w + p->kt);
     const float *Vr = (const float *)(w + p->vr);
     int T = p->T, Hq = p->Hq, dvp = p->dvp, dv = p->dv, dhp = p->dhp, nqt = p->nqt;
@@ -638,12 +644,16 @@ static void fwd_tiles(const plan *p, char *w, float *o, float *lse) {
                 const float *Or = Oa + (size_t)r * dvp;
                 for (int i = 0; i < dv; i++) od[i] = Or[i] * inv;
                 if (lse) lse[(size_t)bh * T + t] = (float)((double)m[r] + log((double)l[r]));
+                if (stats) {  // the pair the backward's no-stats pass forms, in the same way
+                    stats[2 * ((size_t)bh * T + t)] = m[r];
+                    stats[2 * ((size_t)bh * T + t) + 1] = (float)log((double)l[r]);
+                }
             }
         }
     }
 }
 
-static int fwd_impl(float *o, float *lse, const float *q, const float *k, const float *v,
+static int fwd_impl(float *o, float *lse, float *stats, const float *q, const float *k, const float *v,
                     const float *logscale, int B, int T, const ref_attn_cfg *c, void *ws, int nthr) {
     if (!ws) return phax_fail("attention: workspace is NULL");
     plan p;
@@ -653,15 +663,16 @@ static int fwd_impl(float *o, float *lse, const float *q, const float *k, const 
     setup_tables(&p, w, logscale, c);
     pre_in in = {.q = q, .k = k, .v = v, .pos0 = c->pos0};
     prepass(&p, w, &in, 0);
-    fwd_tiles(&p, w, o, lse);
+    fwd_tiles(&p, w, o, lse, stats);
     return PHAX_OK;
 }
 
-int fcpu_attention_fwd(float *o, float *lse, const float *q, const float *k, const float *v,
-                       const float *logscale, int B, int T, const ref_attn_cfg *c, void *ws) {
+int fcpu_attention_fwd(float *o, float *lse, float *stats, const float *q, const float *k,
+                       const float *v, const float *logscale, int B, int T, const ref_attn_cfg *c,
+                       void *ws) {
     if (check_args(B, T, c, logscale)) return PHAX_ERR;
     if (B == 0 || T == 0) return PHAX_OK;
-    return fwd_impl(o, lse, q, k, v, logscale, B, T, c, ws, nthreads_of(0));
+    return fwd_impl(o, lse, stats, q, k, v, logscale, B, T, c, ws, nthreads_of(0));
 }
 
 // --- backward -------------------------------------------------------------------------------
@@ -670,25 +681,21 @@ typedef struct {
 } bwd_need;
 
 // One task: kv head j of batch b, query heads [h_lo, h_hi); adds into this task's dK, dV
-// rows (dKp, dVp: Tk rows each) and owns dQ rows and dℓ of its heads. Per query tile:
-//   pass 1, over the key tiles it sees: S = Q Kᵀ and dP = dO Vᵀ (kept), the row max m,
-//     l = Σ e^(S−m) and Σ e^(S−m)·dP by the online rescaling of the forward; then the
-//     exact row statistic lse = m + log l and D = Σ P·dP;
-//   pass 2, over the same tiles: P = e^(S − lse), dV += Pᵀ dO, dS = P ⊙ (dP − D),
-//     dK += dSᵀ Q, dQ += dS K, dℓ += Σ dS ⊙ (S − lse).
-// The five tile products are those of the FlashAttention-2 backward; keeping S and dP
-// of one query tile (O(T) floats) in place of reading a float lse and D = dO·O from
-// the forward makes P exactly normalised and D consistent with P and dP.
+// rows (dKp, dVp: Tk rows each) and owns dQ rows and dℓ of its heads. Per (query tile,
+// key tile it sees), the FlashAttention-2 backward: S = Q Kᵀ, P = e^((S − m) − log l)
+// from the forward's row statistics, dP = dO Vᵀ, dS = P ⊙ (dP − D) with D = dO·o from
+// the pre-pass, then dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K and dℓ += Σ dS ⊙ (S − lse).
+// Only one S and one dP tile exist at a time (they stay in L1/L2).
 static void bwd_task(const plan *p, char *w, char *tw, int b, int j, int h_lo, int h_hi,
-                     float *dKp, float *dVp, double *dls, bwd_need nd) {
+                     const float *stats, float *dKp, float *dVp, double *dls, bwd_need nd) {
     const float *Qs = (const float *)(w + p->qs), *Kt = (const float *)(w + p->kt);
     const float *Kr = (const float *)(w + p->kr), *Vt = (const float *)(w + p->vt);
-    const float *dO = (const float *)(w + p->dO);
+    const float *dO = (const float *)(w + p->dO), *dD = (const float *)(w + p->dD);
     float *dQa = (float *)(w + p->dqa);
-    size_t cache = al64((size_t)BQ * p->nkv * BK * F4);
-    float *Sc = (float *)tw, *dPc = (float *)(tw + cache), *dQt = (float *)(tw + 2 * cache);
-    float *m = (float *)((char *)dQt + al64((size_t)BQ * p->dhp * F4));
-    float *l = m + BQ, *Da = l + BQ, *mx = Da + BQ, *al = mx + BQ, *L2 = al + BQ;
+    size_t tile = al64((size_t)BQ * BK * F4);
+    float *S = (float *)tw, *dP = (float *)(tw + tile), *dQt = (float *)(tw + 2 * tile);
+    float *m = (float *)((char *)dQt + al64((size_t)BQ * p->dhp * F4)), *L2 = m + BQ, *Da = L2 + BQ;
+    float *Dx = Da + BQ, *Hx = Dx + BQ;  // Σ_s P·dP and Σ_s P·(S − lse) per row (for dℓ)
     int T = p->T, dh = p->dh, dv = p->dv, dhp = p->dhp, dvp = p->dvp;
     size_t hj = (size_t)b * p->Hkv + j;
     const float *Ktb = Kt + hj * p->Tk * dh, *Krb = Kr + hj * p->Tk * dhp, *Vtb = Vt + hj * p->Tk * dv;
@@ -703,53 +710,24 @@ static void bwd_task(const plan *p, char *w, char *tw, int b, int j, int h_lo, i
             int s_lo = p->w == INT_MAX || t0 - p->w + 1 < 0 ? 0 : t0 - p->w + 1;
             int kt_lo = s_lo / BK, kt_hi = t1 / BK;
             const float *Q = Qs + (bh * p->Tq + t0) * dhp, *G = dO + (bh * p->Tq + t0) * dvp;
-            // pass 1
-            for (int r = 0; r < BQ; r++) m[r] = mx[r] = -INFINITY, l[r] = 0, Da[r] = 0;
-            for (int kt = kt_lo; kt <= kt_hi; kt++) {
-                int s0 = kt * BK, nk = T - s0 < BK ? T - s0 : BK;
-                float *S = Sc + (size_t)(kt - kt_lo) * BQ * BK, *dP = dPc + (size_t)(kt - kt_lo) * BQ * BK;
-                band bd;
-                band_of(&bd, t0, nr, s0, nk, p->w);
-                band_gemm_set(&bd, nr, dh, Q, dhp, Ktb + (size_t)s0 * dh, S);
-                if (need_ds) band_gemm_set(&bd, nr, dv, G, dvp, Vtb + (size_t)s0 * dv, dP);
-                int full = tile_full(t0, t1, s0, p->w);
-                for (int r = 0; r < nr; r++) mx[r] = row_max(S + (size_t)r * BK, &bd, r, t0 + r, s0, p->w, full);
-                for (int r = 0; r < BQ; r += VL) {
-                    vf mo = vld(m + r), mn = vmax(mo, vld(mx + r));
-                    vi dead = mn == vset1(-INFINITY);
-                    vf ref = vsel(dead, vset1(0), mn);
-                    vst(al + r, vexp(mo - ref));
-                    vst(m + r, mn);
-                    vst(mx + r, ref);
-                }
-                for (int r = 0; r < nr; r++) {
-                    const float *Sr = S + (size_t)r * BK, *dPr = dP + (size_t)r * BK;
-                    vf ref = vset1(mx[r]), sum = vset1(0), sd = vset1(0);
-                    for (int v = bd.c0[r / RG]; v <= bd.c1[r / RG]; v++) {
-                        vf e = vexp(vld(Sr + v * VL) - ref);
-                        sum += e;
-                        if (need_ds) sd = vfma(e, vld(dPr + v * VL), sd);
-                    }
-                    l[r] = l[r] * al[r] + hsum(sum);
-                    Da[r] = Da[r] * al[r] + hsum(sd);
-                }
-            }
-            // lse = m + log l is kept as the pair (m, log l): S − m is exact near the
-            // maximum, so P carries no rounding of a large lse.
+            const float *st = stats + 2 * (bh * T + t0);
             for (int r = 0; r < nr; r++) {
-                L2[r] = (float)log((double)l[r]);
-                Da[r] /= l[r];
+                m[r] = st[2 * r], L2[r] = st[2 * r + 1], Da[r] = dD[bh * p->Tq + t0 + r];
+                Dx[r] = Hx[r] = 0;
             }
-            // pass 2
             if (nd.need_dq) memset(dQt, 0, (size_t)nr * dhp * F4);
             for (int kt = kt_lo; kt <= kt_hi; kt++) {
                 int s0 = kt * BK, nk = T - s0 < BK ? T - s0 : BK;
-                float *S = Sc + (size_t)(kt - kt_lo) * BQ * BK, *dP = dPc + (size_t)(kt - kt_lo) * BQ * BK;
                 band bd;
                 band_of(&bd, t0, nr, s0, nk, p->w);
+                band_gemm_set(&bd, nr, dh, Q, dhp, Ktb + (size_t)s0 * dh, S);
+                if (!tile_full(t0, t1, s0, p->w))  // −∞ where the window hides the key
+                    for (int r = 0; r < nr; r++) row_max(S + (size_t)r * BK, &bd, r, t0 + r, s0, p->w, 0);
+                if (need_ds) band_gemm_set(&bd, nr, dv, G, dvp, Vtb + (size_t)s0 * dv, dP);
                 for (int r = 0; r < nr; r++) {
                     float *Sr = S + (size_t)r * BK, *dPr = dP + (size_t)r * BK;
                     vf M = vset1(m[r]), L = vset1(L2[r]), Dv = vset1(Da[r]), acc = vset1(0);
+                    vf dx = vset1(0), hx = vset1(0);
                     int c0 = bd.c0[r / RG], c1 = bd.c1[r / RG];
                     for (int v = 0; v < NVK; v++) {
                         if (v < c0 || v > c1) {  // outside the group's keys: zeros for the products
@@ -761,11 +739,15 @@ static void bwd_task(const plan *p, char *w, char *tw, int b, int j, int h_lo, i
                         vf e = vexp(x);
                         vst(Sr + v * VL, e);  // S → P
                         if (!need_ds) continue;
-                        vf ds = e * (vld(dPr + v * VL) - Dv);
-                        if (nd.need_dls) acc = vfma(ds, vmax_keep(vset1(-1e4f), x), acc);  // −∞ → finite
+                        vf dp = vld(dPr + v * VL), ds = e * (dp - Dv);
+                        if (nd.need_dls) {
+                            vf xf = vmax_keep(vset1(-1e4f), x);  // −∞ → finite (P = 0 there)
+                            acc = vfma(ds, xf, acc);
+                            dx = vfma(e, dp, dx), hx = vfma(e, xf, hx);
+                        }
                         vst(dPr + v * VL, ds);  // dP → dS
                     }
-                    if (nd.need_dls) dl += hsum(acc);
+                    if (nd.need_dls) dl += hsum(acc), Dx[r] += hsum(dx), Hx[r] += hsum(hx);
                 }
                 // dV += Pᵀ dO, dK += dSᵀ Q per group of RG keys, over the query rows that see them.
                 for (int k0 = 0; k0 < nk && (nd.need_dv || nd.need_dk); k0 += RG) {
@@ -788,6 +770,12 @@ static void bwd_task(const plan *p, char *w, char *tw, int b, int j, int h_lo, i
                     }
             }
             if (nd.need_dq) memcpy(dQa + (bh * p->Tq + t0) * dhp, dQt, (size_t)nr * dhp * F4);
+            // dℓ with D replaced by Dx = Σ_s P·dP, consistent with this P and dP: the dS
+            // used above is P ⊙ (dP − D); P ⊙ (dP − Dx) adds (D − Dx)·Σ_s P·(S − lse) per row.
+            // Σ_s dS = 0 then holds to rounding, which the shift by lse relies on; with
+            // the float dot product D alone, dℓ's error grew 20–400× (measured).
+            if (nd.need_dls)
+                for (int r = 0; r < nr; r++) dl += ((double)Da[r] - Dx[r]) * Hx[r];
         }
         if (nd.need_dls) dls[h - h_lo] = dl;
     }
@@ -849,11 +837,13 @@ static void bwd_post(const plan *p, char *w, float *dq, float *dk, float *dv, co
 }
 
 int fcpu_attention_bwd(float *dq, float *dk, float *dv, float *dlogscale, const float *dout,
-                       const float *q, const float *k, const float *v, const float *logscale,
-                       int B, int T, const ref_attn_cfg *c, void *ws) {
+                       const float *o, const float *stats, const float *q, const float *k,
+                       const float *v, const float *logscale, int B, int T, const ref_attn_cfg *c,
+                       void *ws) {
     if (check_args(B, T, c, logscale)) return PHAX_ERR;
     if (B == 0 || T == 0) return PHAX_OK;
     if (!ws) return phax_fail("attention: workspace is NULL");
+    if (!o || !stats) return phax_fail("attention: the backward needs the forward's o and stats");
     plan p;
     plan_common(&p, B, T, c, nthreads_of(0));
     plan_bwd(&p, B);
@@ -862,7 +852,7 @@ int fcpu_attention_bwd(float *dq, float *dk, float *dv, float *dlogscale, const 
                    .need_dls = p.cosine && dlogscale != NULL};
     if (!nd.need_dq && !nd.need_dk && !nd.need_dv && !nd.need_dls) return PHAX_OK;
     setup_tables(&p, w, logscale, c);
-    pre_in in = {.q = q, .k = k, .v = v, .dout = dout, .pos0 = c->pos0};
+    pre_in in = {.q = q, .k = k, .v = v, .dout = dout, .o = o, .pos0 = c->pos0};
     prepass(&p, w, &in, 1);
     float *dKp = (float *)(w + p.dkp), *dVp = (float *)(w + p.dvp_);
     double *dls = (double *)(w + p.dls);
@@ -874,7 +864,7 @@ int fcpu_attention_bwd(float *dq, float *dk, float *dv, float *dlogscale, const 
         for (long u = 0; u < nunits; u++) {
             int r = (int)(u % p.nsplit), bj = (int)(u / p.nsplit), b = bj / p.Hkv, j = bj % p.Hkv;
             int h_lo = p.nsplit == 1 ? j * p.g : j * p.g + r, h_hi = p.nsplit == 1 ? h_lo + p.g : h_lo + 1;
-            bwd_task(&p, w, tw, b, j, h_lo, h_hi, dKp + (size_t)u * p.Tk * p.dhp,
+            bwd_task(&p, w, tw, b, j, h_lo, h_hi, stats, dKp + (size_t)u * p.Tk * p.dhp,
                      dVp + (size_t)u * p.Tk * p.dvp, dls + (size_t)b * p.Hq + h_lo, nd);
         }
     }

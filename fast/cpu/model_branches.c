@@ -52,8 +52,8 @@ static int attn_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     fcpu_linear_fwd(b->q, x, P("attn.wq.weight"), NULL, n, d, qd);  // q: (B, T, Hq, dh)
     fcpu_linear_fwd(b->k, x, P("attn.wk.weight"), NULL, n, d, kd);  // k: (B, T, Hkv, dh)
     fcpu_linear_fwd(b->v, x, P("attn.wv.weight"), NULL, n, d, kd);  // v: (B, T, Hkv, dh)
-    if (fcpu_attention_fwd(b->o, NULL, b->q, b->k, b->v, P("attn.logscale"), cx->B, cx->T, &a,
-                           cx->ws->kws))
+    if (fcpu_attention_fwd(b->o, NULL, b->st, b->q, b->k, b->v, P("attn.logscale"), cx->B, cx->T,
+                           &a, cx->ws->kws))
         return PHAX_ERR;
     fcpu_linear_fwd(y, b->o, P("attn.wo.weight"), NULL, n, qd, d);  // y: (n, d)
     return PHAX_OK;
@@ -67,8 +67,8 @@ static int attn_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, 
     float *dO = cx->ws->bws, *dq = dO + n * qd, *dk = dq + n * qd, *dv = dk + n * kd;
     fzero(dO, n * (2 * (size_t)qd + 2 * (size_t)kd));
     fcpu_linear_bwd(dO, G("attn.wo.weight"), NULL, dy, b->o, P("attn.wo.weight"), n, qd, d);
-    if (fcpu_attention_bwd(dq, dk, dv, G("attn.logscale"), dO, b->q, b->k, b->v, P("attn.logscale"),
-                           cx->B, cx->T, &a, cx->ws->kws))
+    if (fcpu_attention_bwd(dq, dk, dv, G("attn.logscale"), dO, b->o, b->st, b->q, b->k, b->v,
+                           P("attn.logscale"), cx->B, cx->T, &a, cx->ws->kws))
         return PHAX_ERR;
     fcpu_linear_bwd(dx, G("attn.wq.weight"), NULL, dq, x, P("attn.wq.weight"), n, d, qd);
     fcpu_linear_bwd(dx, G("attn.wk.weight"), NULL, dk, x, P("attn.wk.weight"), n, d, kd);
@@ -318,7 +318,7 @@ void fm_branch_layout(fm_arena *a, fm_branch *b, const phax_model_cfg *c, int B,
     case FM_ATTN: {
         size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
         b->q = fm_take(a, n * qd), b->k = fm_take(a, n * kd), b->v = fm_take(a, n * kd);
-        b->o = fm_take(a, n * qd);
+        b->o = fm_take(a, n * qd), b->st = fm_take(a, n * 2 * (size_t)c->n_heads);
         break;
     }
     case FM_DUAL:

@@ -38,7 +38,7 @@ typedef struct {
     int layer;         // block index (parameter names blocks.<layer>.*)
     const char *norm;  // its norm's suffix: PHA the output norm, others the pre-norm
     // attention: q (n, Hq·dh); k, v (n, Hkv·dh); o (n, Hq·dh)
-    float *q, *k, *v, *o;
+    float *q, *k, *v, *o, *st;  // st: the softmax rows' (m, log l), (B, Hq, T, 2)
     // SwiGLU: keep (3, n, hid) = a, b, h
     float *keep;
     // aux FFN: hpre, h (n, Ha)

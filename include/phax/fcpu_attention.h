@@ -19,21 +19,26 @@ size_t fcpu_attention_bwd_ws(int B, int T, const ref_attn_cfg *c, int nthreads);
 // q: (B, T, Hq, dh); k: (B, T, Hkv, dh); v: (B, T, Hkv, dv); o: (B, T, Hq, dv).
 // logscale: (Hq) (cosine mode; may be NULL for dot).
 // lse: (B, Hq, T) or NULL: the natural-log log-sum-exp of each softmax row,
-//   lse = log Σ_s exp(z_ts) (for callers that want it; the backward does not need it).
+//   lse = log Σ_s exp(z_ts) (for callers that want it).
+// stats: (B, Hq, T, 2) or NULL: each softmax row's statistics as the pair
+//   (m, log l), m = max_s z_ts and l = Σ_s exp(z_ts − m), for the backward.
 // ws: fcpu_attention_fwd_ws(B, T, c, ·) bytes (any alignment; contents need not persist).
-int fcpu_attention_fwd(float *o, float *lse, const float *q, const float *k, const float *v,
-                       const float *logscale, int B, int T, const ref_attn_cfg *c, void *ws);
+int fcpu_attention_fwd(float *o, float *lse, float *stats, const float *q, const float *k,
+                       const float *v, const float *logscale, int B, int T, const ref_attn_cfg *c,
+                       void *ws);
 
-// Backward: the arguments of ref_attention_bwd (plus ws). Adds into dq, dk, dv
-// (shapes of q, k, v) and dlogscale (Hq, cosine mode only); any may be NULL.
-// Takes neither the forward's o nor its lse: per query tile it forms S = Q Kᵀ and
-// dP = dO Vᵀ over the key tiles the window lets it see, keeps them (O(T) floats per
-// thread, O(w) with a window), takes the exact row statistics and D = Σ_s P·dP from
-// them, then accumulates dV, dK, dQ — the five tile products of the FlashAttention-2
-// backward, but with P exactly normalised. (Rebuilding P from a float lse costs it a
-// relative |lse|·2⁻²⁴: at cosine logits near 100 that is 20–40× the error of a plain
-// float32 evaluation.)
+// Backward: the arguments of ref_attention_bwd plus the forward's o and stats (both
+// required, from a forward on the same q, k, v, logscale and config) and ws. Adds into
+// dq, dk, dv (shapes of q, k, v) and dlogscale (Hq, cosine mode only); any may be NULL.
+// The FlashAttention-2 backward: per (query tile, key tile the window lets it see)
+// S = Q Kᵀ, P = e^((S − m) − log l), dP = dO Vᵀ, dS = P ⊙ (dP − D) with D = dO·o (a
+// double dot product per row), then dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K; one S and
+// one dP tile per thread exist at a time. P is rebuilt from the pair (m, log l), not
+// from a float lse: S − m is exact near the maximum, while a float lse would cost P a
+// relative |lse|·2⁻²⁴ (at cosine logits near 100, 20–40× the error of a plain float32
+// evaluation).
 // ws: fcpu_attention_bwd_ws(B, T, c, ·) bytes (any alignment).
 int fcpu_attention_bwd(float *dq, float *dk, float *dv, float *dlogscale, const float *dout,
-                       const float *q, const float *k, const float *v, const float *logscale,
-                       int B, int T, const ref_attn_cfg *c, void *ws);
+                       const float *o, const float *stats, const float *q, const float *k,
+                       const float *v, const float *logscale, int B, int T, const ref_attn_cfg *c,
+                       void *ws);
