@@ -10,15 +10,16 @@
 //
 // Backward: per (b, kv head) — all query heads of the group, so dK, dV of the kv
 // head are summed by one task without races, and the task owns the dQ rows of its
-// heads. For each query tile, pass 1 forms S = Q Kᵀ and dP = dO Vᵀ over the key tiles
-// it sees and keeps them (O(T) floats per thread; O(w) with a window), with the
-// exact row statistic lse = m + log l and D = Σ_s P·dP by the forward's online
-// rescaling; pass 2 turns them into P = e^(S − lse) and dS = P ⊙ (dP − D) and
-// accumulates dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K — the five tile products of the
-// FlashAttention-2 backward, but with P exactly normalised and D consistent with P,
-// dP (FA-2 reads a float lse and D = dO·O: with cosine logits near 100 the float lse
-// alone costs P a relative ~|lse|·2⁻²⁴, 20–40× the error of a plain float32
-// evaluation on the clamp head), and with no need for the forward's o and lse.
+// heads. The FlashAttention-2 backward: for each (query tile, key tile it sees),
+// S = Q Kᵀ, P = e^((S − m) − log l) from the forward's row statistics, dP = dO Vᵀ,
+// dS = P ⊙ (dP − D) with D = dO·o (double, in the pre-pass), then dV += Pᵀ dO,
+// dK += dSᵀ Q, dQ += dS K — five tile products, one exponential per score, one S and
+// one dP tile per thread. The forward hands over (m, log l), not a float lse: with
+// cosine logits near 100 a float lse alone costs P a relative ~|lse|·2⁻²⁴, 20–40× the
+// error of a plain float32 evaluation on the clamp head, while S − m is exact near
+// the maximum. (An earlier version kept S and dP of a whole row of key tiles to form
+// D = Σ P·dP itself: at T = 2048 that is 1–1.5 MB per thread, past L2, and its
+// second pass was bound by those loads; this one is 14% faster in the backward.)
 // When B·Hkv is below the thread count, each query head is its own task with
 // private dK, dV accumulators, summed afterwards in head order. A post-pass maps
 // dQ, dK back through the cosine normalisation and RoPE (float64 row arithmetic)
