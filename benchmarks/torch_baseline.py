@@ -598,6 +598,10 @@ def main():
                     help="check the torch models against `phax oracle model` (float64) and exit")
     ap.add_argument("--phax", default=None, help="the phax binary for --check (default BUILD/phax)")
     ap.add_argument("--csv", default=None, help="default BUILD/bench/torch_baseline.csv")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate the torch and phax runs of each (family, T) this many times "
+                         "and report each one's median run (this machine's 2-thread speed "
+                         "swings by about 30%% over seconds)")
     # internal: one torch run in this process
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--family", help=argparse.SUPPRESS)
@@ -647,47 +651,55 @@ def main():
         for T in Ts:
             steps = a.steps or (2 if T >= 4096 else 3)
             row = dict(family=fam, T=T)
-            for e in envs:
-                est = torch_est_mb(fam, T)
-                if est > 0.85 * mem_available_mb():
-                    print("%-11s %5d %-6s %10s   skipped: ~%.0f MB needed, %.0f MB available" %
-                          (fam, T, e, "-", est, mem_available_mb()))
-                    continue
-                cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--family", fam,
-                       "--T", str(T), "--steps", str(steps), "--warmup", str(a.warmup),
-                       "--threads", str(a.threads)]
-                out, peak, rc, err = run_child(cmd, env_of[e], a.timeout)
-                res = next((json.loads(l[7:]) for l in out.splitlines() if l.startswith("RESULT ")), None)
-                if rc != 0 or res is None:
-                    print("%-11s %5d %-6s FAILED (exit %s): %s" % (fam, T, e, rc, err))
-                    continue
-                res["peak_mb"] = peak
-                row[e] = res
-                print("%-11s %5d %-6s %10.1f %10.1f %9.0f %8.3f  %d params; OpenBLAS %s, %d thr; "
-                      "ATen %s; %s" % (fam, T, e, res["tok_s"], res["ms"], peak, res["loss_last"],
-                                       res["params"], res["openblas_core"],
-                                       res["openblas_threads"], res["cpu_capability"],
-                                       ", ".join(os.path.basename(p) for p in res["libs"])),
-                      flush=True)
-            if have_phax:
-                with tempfile.NamedTemporaryFile(suffix=".csv") as tf:
-                    cmd = [bench, "--family", fam, "--T", str(T), "--B", "1", "--csv", tf.name]
-                    out, peak, rc, err = run_child(cmd, phax_env, a.timeout)
-                    lines = open(tf.name).read().splitlines()
-                if rc != 0 or len(lines) < 2:
-                    print("%-11s %5d %-6s FAILED (exit %s): %s" % (fam, T, "phax", rc, err))
-                else:
-                    r = dict(zip(lines[0].split(","), lines[1].split(",")))
-                    res = dict(tok_s=float(r["tokens_per_s"]), ms=float(r["ms_per_step"]),
-                               peak_mb=peak, params=int(float(r["params"])),
-                               loss_last=float(r["loss_last"]), ws_mb=float(r["ws_mb"]))
-                    row["phax"] = res
-                    core = next((l.split("OpenBLAS core ")[1].split(" ")[0] for l in out.splitlines()
-                                 if "OpenBLAS core " in l), "?")
-                    print("%-11s %5d %-6s %10.1f %10.1f %9.0f %8.3f  %d params; OpenBLAS %s; "
-                          "workspace %.0f MB" % (fam, T, "phax", res["tok_s"], res["ms"], peak,
-                                                 res["loss_last"], res["params"], core, res["ws_mb"]),
+            samples = {}  # run -> results over the rounds
+            for rnd in range(max(1, a.rounds)):
+                for e in envs:
+                    est = torch_est_mb(fam, T)
+                    if est > 0.85 * mem_available_mb():
+                        print("%-11s %5d %-6s %10s   skipped: ~%.0f MB needed, %.0f MB available" %
+                              (fam, T, e, "-", est, mem_available_mb()))
+                        continue
+                    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--family", fam,
+                           "--T", str(T), "--steps", str(steps), "--warmup", str(a.warmup),
+                           "--threads", str(a.threads)]
+                    out, peak, rc, err = run_child(cmd, env_of[e], a.timeout)
+                    res = next((json.loads(l[7:]) for l in out.splitlines() if l.startswith("RESULT ")), None)
+                    if rc != 0 or res is None:
+                        print("%-11s %5d %-6s FAILED (exit %s): %s" % (fam, T, e, rc, err))
+                        continue
+                    res["peak_mb"] = peak
+                    samples.setdefault(e, []).append(res)
+                    print("%-11s %5d %-6s %10.1f %10.1f %9.0f %8.3f  %d params; OpenBLAS %s, %d thr; "
+                          "ATen %s; %s" % (fam, T, e, res["tok_s"], res["ms"], peak, res["loss_last"],
+                                           res["params"], res["openblas_core"],
+                                           res["openblas_threads"], res["cpu_capability"],
+                                           ", ".join(os.path.basename(p) for p in res["libs"])),
                           flush=True)
+                if have_phax:
+                    with tempfile.NamedTemporaryFile(suffix=".csv") as tf:
+                        cmd = [bench, "--family", fam, "--T", str(T), "--B", "1", "--csv", tf.name]
+                        out, peak, rc, err = run_child(cmd, phax_env, a.timeout)
+                        lines = open(tf.name).read().splitlines()
+                    if rc != 0 or len(lines) < 2:
+                        print("%-11s %5d %-6s FAILED (exit %s): %s" % (fam, T, "phax", rc, err))
+                    else:
+                        r = dict(zip(lines[0].split(","), lines[1].split(",")))
+                        res = dict(tok_s=float(r["tokens_per_s"]), ms=float(r["ms_per_step"]),
+                                   peak_mb=peak, params=int(float(r["params"])),
+                                   loss_last=float(r["loss_last"]), ws_mb=float(r["ws_mb"]))
+                        samples.setdefault("phax", []).append(res)
+                        core = next((l.split("OpenBLAS core ")[1].split(" ")[0] for l in out.splitlines()
+                                     if "OpenBLAS core " in l), "?")
+                        print("%-11s %5d %-6s %10.1f %10.1f %9.0f %8.3f  %d params; OpenBLAS %s; "
+                              "workspace %.0f MB" % (fam, T, "phax", res["tok_s"], res["ms"], peak,
+                                                     res["loss_last"], res["params"], core, res["ws_mb"]),
+                              flush=True)
+            for k, rs in samples.items():  # the median run (by tokens/s); peak: the largest
+                rs = sorted(rs, key=lambda x: x["tok_s"])
+                med = dict(rs[(len(rs) - 1) // 2])
+                med["peak_mb"] = max(x["peak_mb"] for x in rs)
+                med["runs"] = len(rs)
+                row[k] = med
             rows.append(row)
 
     # Summary and ratios.
