@@ -1017,12 +1017,12 @@ Test(fcpu_basic, cross_entropy_bad_targets) {
 // Fused projection + loss against ref composed from its parts (linear → CE → linear bwd).
 Test(fcpu_basic, linear_cross_entropy) {
     phax_rng r = tu_rng("fcpu_basic/linear_cross_entropy");
-    const size_t Ns[] = {1, 7, 129, FCPU_LCE_TILE + 87};  // the last crosses a tile
-    const int Ds[] = {24, 64}, Vs[] = {11, 1000};
+    const size_t Ns[] = {1, 7, 129, 0};  // 0: a tile and 87 rows (crosses a tile)
+    const int Ds[] = {24, 64}, Vs[] = {11, 1000, 5000};  // 1024, 1024 and 838 rows per tile
     for (int ni = 0; ni < 4; ni++)
         for (int di = 0; di < 2; di++)
-            for (int vi = 0; vi < 2; vi++) {
-                size_t n = Ns[ni];
+            for (int vi = 0; vi < 3; vi++) {
+                size_t n = Ns[ni] ? Ns[ni] : fcpu_lce_tile_rows(Vs[vi]) + 87;
                 int d = Ds[di], V = Vs[vi];
                 size_t nw = (size_t)V * d, nv = n * V;
                 char label[80];

@@ -836,9 +836,14 @@ int fcpu_cross_entropy_fwd_bwd(float *loss, float *dlogits, float dloss, const f
     return PHAX_OK;
 }
 
+size_t fcpu_lce_tile_rows(int V) {
+    size_t r = V > 0 ? ((size_t)4 << 20) / (size_t)V : FCPU_LCE_TILE_MAX;  // 16 MiB of floats
+    return r < FCPU_LCE_TILE_MIN ? FCPU_LCE_TILE_MIN : r > FCPU_LCE_TILE_MAX ? FCPU_LCE_TILE_MAX : r;
+}
+
 size_t fcpu_linear_cross_entropy_ws(size_t n, int d, int V) {
     (void)d;
-    size_t rows = n < FCPU_LCE_TILE ? n : FCPU_LCE_TILE;
+    size_t tile = fcpu_lce_tile_rows(V), rows = n < tile ? n : tile;
     return rows * (size_t)(V > 0 ? V : 0) * sizeof(float);
 }
 
@@ -852,8 +857,9 @@ int fcpu_linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, co
     int grad = dx || dW;
     float *L = ws;  // (rows, V): logits, then G in place
     double total = 0;
-    for (size_t r0 = 0; r0 < n; r0 += FCPU_LCE_TILE) {
-        size_t R = n - r0 < FCPU_LCE_TILE ? n - r0 : FCPU_LCE_TILE;
+    size_t tile = fcpu_lce_tile_rows(V);
+    for (size_t r0 = 0; r0 < n; r0 += tile) {
+        size_t R = n - r0 < tile ? n - r0 : tile;
         const float *xt = &x[r0 * d];
         // logits = x_tile Wᵀ: (R, V)
         if (d > 0)
@@ -916,8 +922,9 @@ int fcpu_linear_cross_entropy_rows(float *row_loss, const float *x, const float 
                              (int)targets[r], r, V);
     if (!ws) return phax_fail("fcpu_linear_cross_entropy_rows: ws is NULL");
     float *L = ws;  // (rows, V) logits of one tile
-    for (size_t r0 = 0; r0 < n; r0 += FCPU_LCE_TILE) {
-        size_t R = n - r0 < FCPU_LCE_TILE ? n - r0 : FCPU_LCE_TILE;
+    size_t tile = fcpu_lce_tile_rows(V);
+    for (size_t r0 = 0; r0 < n; r0 += tile) {
+        size_t R = n - r0 < tile ? n - r0 : tile;
         if (d > 0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)R, V, d, 1.0f, &x[r0 * d], d,
                         W, d, 0.0f, L, V);

@@ -121,10 +121,15 @@ int fcpu_cross_entropy_fwd_bwd(float *loss, float *dlogits, float dloss, const f
 
 // Fused output projection + cross-entropy (e.g. tied embedding W = E: (V, d)):
 // logits = x Wᵀ, loss as fcpu_cross_entropy_fwd, and with G = dloss·(softmax −
-// onehot)/count: dx += G W, dW += Gᵀ x — computed FCPU_LCE_TILE rows at a time,
-// so the (n, V) logits never exist; ws holds one (tile, V) block.
+// onehot)/count: dx += G W, dW += Gᵀ x — computed fcpu_lce_tile_rows(V) rows at a
+// time, so the (n, V) logits never exist; ws holds one (tile, V) block.
 // x: (n, d); W: (V, d); dx: (n, d) or NULL; dW: (V, d) or NULL.
-#define FCPU_LCE_TILE 256
+// Rows per tile: as many as fit 16 MiB of logits, at least 256 and at most 1024
+// (V 8192: 512 rows; V 33278: 256, 34 MB). Fewer tiles mean fewer passes of the
+// (V, d) gradient dW through memory and larger products.
+#define FCPU_LCE_TILE_MIN 256
+#define FCPU_LCE_TILE_MAX 1024
+size_t fcpu_lce_tile_rows(int V);
 size_t fcpu_linear_cross_entropy_ws(size_t n, int d, int V);
 int fcpu_linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, const float *x,
                               const float *W, const int32_t *targets, size_t n, int d, int V,
