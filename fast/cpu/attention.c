@@ -43,8 +43,8 @@
 #include <immintrin.h>
 #endif
 
-#define BQ 64  // query rows per tile
-#define BK 64  // keys per tile
+#define BQ 128  // query rows per tile
+#define BK 128  // keys per tile
 #define VL 16  // floats per vector
 #define NVK (BK / VL)
 #define RB 64  // RoPE position block: cos/sin(p·θ) from a per-block and a per-offset table
