@@ -4,8 +4,12 @@
 //
 //   * linear fwd/bwd, n = B·T ∈ {512, 2048, 8192} rows, in→out ∈ {256→256,
 //     256→683 (SwiGLU hidden), 683→256, 256→8192 (vocab)}; GFLOP/s and % of
-//     cblas_sgemm timed on exactly the same calls (fwd: the one NT product;
-//     bwd: the NN product for dx and the TN product for dW), in the same run.
+//     sgemm timed on exactly the same calls (fwd: the one NT product; bwd: the NN
+//     product for dx and the TN product for dW), in the same run, through
+//     fcpu_sgemm: OpenBLAS single-threaded per block of rows, the split the
+//     models use (on this machine it matched or beat OpenBLAS's own 2-thread
+//     sgemm on these shapes; bench_sgemm_time in the other drivers takes the
+//     faster of the two).
 //       FLOP: fwd 2·n·in·out; bwd 4·n·in·out (dx and dW; db's n·out not counted).
 //   * SwiGLU FFN d = 256, hid = 683: FLOP fwd 3·2·n·d·hid, bwd 8·2·n·d·hid
 //     (a, b recomputed, dh, dWd, 2× dx, dWg, dWu), vs the same sgemm sequence alone.
@@ -28,6 +32,7 @@
 #include <time.h>
 
 #include "phax/fcpu.h"
+#include "phax/fcpu_gemm.h"
 #include "phax/ref.h"
 #include "bench_util.h"
 
@@ -83,14 +88,14 @@ static void k_lin_bwd(void *v) {
 }
 static void k_sgemm_fwd(void *v) {
     ctx_t *c = v;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->n, c->out, c->in, 1.0f, c->x,
+    fcpu_sgemm(CblasNoTrans, CblasTrans, (int)c->n, c->out, c->in, 1.0f, c->x,
                 c->in, c->W, c->in, 0.0f, c->y, c->out);
 }
 static void k_sgemm_bwd(void *v) {
     ctx_t *c = v;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->n, c->in, c->out, 1.0f, c->dy,
+    fcpu_sgemm(CblasNoTrans, CblasNoTrans, (int)c->n, c->in, c->out, 1.0f, c->dy,
                 c->out, c->W, c->in, 1.0f, c->dx, c->in);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c->out, c->in, (int)c->n, 1.0f, c->dy,
+    fcpu_sgemm(CblasTrans, CblasNoTrans, c->out, c->in, (int)c->n, 1.0f, c->dy,
                 c->out, c->x, c->in, 1.0f, c->dW, c->in);
 }
 static void k_ref_lin_fwd(void *v) {
@@ -117,24 +122,24 @@ static void k_swi_sgemm_fwd(void *v) {
     ctx_t *c = v;
     int n = (int)c->n, d = c->d, h = c->hid;
     float *a = c->ws, *bb = a + c->n * h;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, h, d, 1, c->x, d, c->Wg, d, 0, a, h);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, h, d, 1, c->x, d, c->Wu, d, 0, bb, h);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, d, h, 1, a, h, c->Wd, h, 0, c->y, d);
+    fcpu_sgemm(CblasNoTrans, CblasTrans, n, h, d, 1, c->x, d, c->Wg, d, 0, a, h);
+    fcpu_sgemm(CblasNoTrans, CblasTrans, n, h, d, 1, c->x, d, c->Wu, d, 0, bb, h);
+    fcpu_sgemm(CblasNoTrans, CblasTrans, n, d, h, 1, a, h, c->Wd, h, 0, c->y, d);
 }
 static void k_swi_sgemm_bwd(void *v) {
     ctx_t *c = v;
     int n = (int)c->n, d = c->d, h = c->hid;
     float *a = c->ws, *bb = a + c->n * h, *dh = bb + c->n * h;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, h, d, 1, c->x, d, c->Wg, d, 0, a, h);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, h, d, 1, c->x, d, c->Wu, d, 0, bb, h);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, h, d, 1, c->dy, d, c->Wd, h, 0, dh,
+    fcpu_sgemm(CblasNoTrans, CblasTrans, n, h, d, 1, c->x, d, c->Wg, d, 0, a, h);
+    fcpu_sgemm(CblasNoTrans, CblasTrans, n, h, d, 1, c->x, d, c->Wu, d, 0, bb, h);
+    fcpu_sgemm(CblasNoTrans, CblasNoTrans, n, h, d, 1, c->dy, d, c->Wd, h, 0, dh,
                 h);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, h, n, 1, c->dy, d, dh, h, 1, c->dWd, h);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, d, h, 1, a, h, c->Wg, d, 1, c->dx, d);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, d, h, 1, bb, h, c->Wu, d, 1, c->dx,
+    fcpu_sgemm(CblasTrans, CblasNoTrans, d, h, n, 1, c->dy, d, dh, h, 1, c->dWd, h);
+    fcpu_sgemm(CblasNoTrans, CblasNoTrans, n, d, h, 1, a, h, c->Wg, d, 1, c->dx, d);
+    fcpu_sgemm(CblasNoTrans, CblasNoTrans, n, d, h, 1, bb, h, c->Wu, d, 1, c->dx,
                 d);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h, d, n, 1, a, h, c->x, d, 1, c->dWg, d);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h, d, n, 1, bb, h, c->x, d, 1, c->dWu, d);
+    fcpu_sgemm(CblasTrans, CblasNoTrans, h, d, n, 1, a, h, c->x, d, 1, c->dWg, d);
+    fcpu_sgemm(CblasTrans, CblasNoTrans, h, d, n, 1, bb, h, c->x, d, 1, c->dWu, d);
 }
 static void k_ref_swi_fwd(void *v) {
     ctx_t *c = v;

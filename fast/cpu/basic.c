@@ -2,7 +2,7 @@
 // mix, cross-entropy and AdamW on OpenBLAS + OpenMP. Semantics: ref/*.c
 // (phax/ref.h); conventions: phax/fcpu.h; API notes: phax/fcpu_basic.h.
 //
-// Performance notes. Matrix products are one cblas_sgemm over all rows. The rest
+// Performance notes. Matrix products are one fcpu_sgemm over all rows. The rest
 // is memory-bound: one parallel loop over rows (or elements) with the row kept in
 // L1/L2 between its passes. Sums vectorise through `omp simd reduction` (no
 // fast-math needed): the norms' row statistics in "block-float" (float lanes over
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "phax/fcpu.h"
+#include "phax/fcpu_gemm.h"
 
 #if defined(__x86_64__) && defined(__GLIBC__)
 // expf/erfcf under names GCC does not treat as builtins, declared `simd`, so
@@ -96,7 +97,7 @@ void fcpu_linear_fwd(float *y, const float *x, const float *W, const float *b, s
         for (size_t r = 0; r < n; r++) memcpy(&y[r * out], b, (size_t)out * sizeof(float));
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, out, in, 1.0f, x, in, W, in, beta,
+    fcpu_sgemm(CblasNoTrans, CblasTrans, (int)n, out, in, 1.0f, x, in, W, in, beta,
                 y, out);
 }
 
@@ -122,10 +123,10 @@ void fcpu_linear_bwd(float *dx, float *dW, float *db, const float *dy, const flo
     if (db) colsum_add(db, dy, n, out);
     if (in <= 0) return;
     if (dx)  // (n, in) += (n, out)(out, in)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, in, out, 1.0f, dy, out, W,
+        fcpu_sgemm(CblasNoTrans, CblasNoTrans, (int)n, in, out, 1.0f, dy, out, W,
                     in, 1.0f, dx, in);
     if (dW)  // (out, in) += (n, out)ᵀ (n, in)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, (int)n, 1.0f, dy, out, x, in,
+        fcpu_sgemm(CblasTrans, CblasNoTrans, out, in, (int)n, 1.0f, dy, out, x, in,
                     1.0f, dW, in);
 }
 
@@ -474,9 +475,9 @@ static void swiglu_hidden(float *keep, const float *x, const float *Wg, const fl
                           int d, int hid) {
     size_t m = n * (size_t)hid;
     float *a = keep, *b = a + m, *h = b + m;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, hid, d, 1.0f, x, d, Wg, d, 0.0f, a,
+    fcpu_sgemm(CblasNoTrans, CblasTrans, (int)n, hid, d, 1.0f, x, d, Wg, d, 0.0f, a,
                 hid);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, hid, d, 1.0f, x, d, Wu, d, 0.0f, b,
+    fcpu_sgemm(CblasNoTrans, CblasTrans, (int)n, hid, d, 1.0f, x, d, Wu, d, 0.0f, b,
                 hid);
     size_t nb = (m + EW_BLOCK - 1) / EW_BLOCK;
 #pragma omp parallel for schedule(static) if (m >= PAR_MIN / 4)
@@ -502,7 +503,7 @@ int fcpu_swiglu_fwd_keep(float *y, float *keep, const float *x, const float *Wg,
     }
     swiglu_hidden(keep, x, Wg, Wu, n, d, hid);
     const float *h = keep + 2 * n * (size_t)hid;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, d, hid, 1.0f, h, hid, Wd, hid,
+    fcpu_sgemm(CblasNoTrans, CblasTrans, (int)n, d, hid, 1.0f, h, hid, Wd, hid,
                 0.0f, y, d);
     return PHAX_OK;
 }
@@ -516,11 +517,11 @@ int fcpu_swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const fl
     const float *a = keep, *b = a + m, *h = b + m;
     float *da = ws, *db = da + m;
     if (dWd)  // (d, hid) += dyᵀ h
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, hid, (int)n, 1.0f, dy, d, h, hid,
+        fcpu_sgemm(CblasTrans, CblasNoTrans, d, hid, (int)n, 1.0f, dy, d, h, hid,
                     1.0f, dWd, hid);
     // dh = dy Wd: (n, d)(d, hid) → da's slot; then, with s = σ(a):
     // da = dh b s (1 + a σ(−a)), db = dh SiLU(a).
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, hid, d, 1.0f, dy, d, Wd, hid,
+    fcpu_sgemm(CblasNoTrans, CblasNoTrans, (int)n, hid, d, 1.0f, dy, d, Wd, hid,
                 0.0f, da, hid);
     size_t nb = (m + EW_BLOCK - 1) / EW_BLOCK;
 #pragma omp parallel for schedule(static) if (m >= PAR_MIN / 4)
@@ -538,16 +539,16 @@ int fcpu_swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const fl
         }
     }
     if (dx) {  // (n, d) += da Wg + db Wu
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, d, hid, 1.0f, da, hid, Wg, d,
+        fcpu_sgemm(CblasNoTrans, CblasNoTrans, (int)n, d, hid, 1.0f, da, hid, Wg, d,
                     1.0f, dx, d);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, d, hid, 1.0f, db, hid, Wu, d,
+        fcpu_sgemm(CblasNoTrans, CblasNoTrans, (int)n, d, hid, 1.0f, db, hid, Wu, d,
                     1.0f, dx, d);
     }
     if (dWg)  // (hid, d) += daᵀ x
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hid, d, (int)n, 1.0f, da, hid, x, d,
+        fcpu_sgemm(CblasTrans, CblasNoTrans, hid, d, (int)n, 1.0f, da, hid, x, d,
                     1.0f, dWg, d);
     if (dWu)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hid, d, (int)n, 1.0f, db, hid, x, d,
+        fcpu_sgemm(CblasTrans, CblasNoTrans, hid, d, (int)n, 1.0f, db, hid, x, d,
                     1.0f, dWu, d);
     return PHAX_OK;
 }
@@ -863,7 +864,7 @@ int fcpu_linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, co
         const float *xt = &x[r0 * d];
         // logits = x_tile Wᵀ: (R, V)
         if (d > 0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)R, V, d, 1.0f, xt, d, W, d,
+            fcpu_sgemm(CblasNoTrans, CblasTrans, (int)R, V, d, 1.0f, xt, d, W, d,
                         0.0f, L, V);
         else
             memset(L, 0, R * (size_t)V * sizeof(float));
@@ -903,10 +904,10 @@ int fcpu_linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, co
         for (int t = 0; t < nt_used; t++) total += part[t];
         if (!grad || d <= 0) continue;
         if (dx)  // (R, d) += G (R, V) W (V, d)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, d, V, 1.0f, L, V, W, d,
+            fcpu_sgemm(CblasNoTrans, CblasNoTrans, (int)R, d, V, 1.0f, L, V, W, d,
                         1.0f, &dx[r0 * d], d);
         if (dW)  // (V, d) += Gᵀ x_tile
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, d, (int)R, 1.0f, L, V, xt, d,
+            fcpu_sgemm(CblasTrans, CblasNoTrans, V, d, (int)R, 1.0f, L, V, xt, d,
                         1.0f, dW, d);
     }
     if (loss) *loss = (float)(total / (double)count);
@@ -926,7 +927,7 @@ int fcpu_linear_cross_entropy_rows(float *row_loss, const float *x, const float 
     for (size_t r0 = 0; r0 < n; r0 += tile) {
         size_t R = n - r0 < tile ? n - r0 : tile;
         if (d > 0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)R, V, d, 1.0f, &x[r0 * d], d,
+            fcpu_sgemm(CblasNoTrans, CblasTrans, (int)R, V, d, 1.0f, &x[r0 * d], d,
                         W, d, 0.0f, L, V);
         else
             memset(L, 0, R * (size_t)V * sizeof(float));

@@ -16,6 +16,7 @@
 #include <cblas.h>
 
 #include "phax/fcpu.h"
+#include "phax/fcpu_gemm.h"
 
 #ifndef CMPLX
 #define CMPLX(x, y) ((double complex)((double)(x) + _Complex_I * (double)(y)))
@@ -183,7 +184,7 @@ void fcpu_dss_kernel_fwd(float *K, const float *Lre, const float *Lim, const flo
             }
         }
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)HM, PB, N2, 1.0f, A, N2, P, PB,
+    fcpu_sgemm(CblasNoTrans, CblasNoTrans, (int)HM, PB, N2, 1.0f, A, N2, P, PB,
                 0.0f, k.pad ? Kpad : K, PB);
     if (k.pad)
         for (int h = 0; h < H; h++)

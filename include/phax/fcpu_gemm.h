@@ -1,0 +1,23 @@
+// fast/cpu matrix products: every linear layer's sgemm goes through here.
+#pragma once
+#include <cblas.h>
+
+// Row-major C (M×N) = alpha·op(A)·op(B) + beta·C with op(A): M×K, op(B): K×N —
+// cblas_sgemm's arguments without the order. Outside an OpenMP parallel region,
+// and for products of at least 2^18 multiply-adds, the caller's OpenMP threads
+// split C's rows (or its columns when it has too few rows) into contiguous blocks,
+// 16-aligned, and each thread runs one single-threaded cblas_sgemm on its block;
+// otherwise one cblas_sgemm call. Each element of C is one call's dot product
+// over the whole K, as in the unsplit call. The first call sets OpenBLAS to one
+// thread, process-wide (OpenMP's thread count is kept): see fcpu_blas_single.
+void fcpu_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+// Sets OpenBLAS to one thread once (idempotent), restoring OpenMP's own thread
+// count. Why: on this 2-core machine OpenBLAS's 2-thread sgemm on the models'
+// shapes (512..2048 rows, 64..8192 columns, K 64..8192) ran at 100-180 GFLOP/s,
+// swinging with the state of the second core, while two single-threaded calls on
+// halves of C ran at 160-200 (benchmarks/bench_basic.c measures both every run).
+// Called by fcpu_sgemm; callers that time OpenBLAS's own threading restore it
+// with openblas_set_num_threads(n) and call this again afterwards.
+void fcpu_blas_single(void);
