@@ -50,7 +50,16 @@ float *fcpu_model_grad(const fcpu_model *m, const char *name) {
     return i < 0 ? NULL : m->grads + m->layout.p[i].offset;
 }
 
-void fcpu_model_zero_grad(fcpu_model *m) { memset(m->grads, 0, m->layout.numel * sizeof(float)); }
+// Both cores: one core's memset writes ~23 GB/s here, two ~40 (28 MB at the bench config).
+void fcpu_model_zero_grad(fcpu_model *m) {
+    size_t n = m->layout.numel;
+#pragma omp parallel if (n >= (1u << 20))
+    {
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        size_t per = (n / (size_t)nt + 15) & ~(size_t)15, lo = per * (size_t)id;
+        if (lo < n) memset(m->grads + lo, 0, ((n - lo < per) ? n - lo : per) * sizeof(float));
+    }
+}
 
 void fcpu_model_set_params_f64(fcpu_model *m, const double *params) {
     for (size_t i = 0; i < m->layout.numel; i++) m->params[i] = (float)params[i];
