@@ -887,15 +887,24 @@ int fcpu_linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, co
                 float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
                 for (int j = 0; j < V; j++) mx = row[j] > mx ? row[j] : mx;
-                double se = 0;
+                double se = 0, xt = row[t];
+                if (grad) {  // one exponential per logit: keep e^(x − max), then scale by g/Σ
 #pragma omp simd reduction(+ : se)
-                for (int j = 0; j < V; j++) se += vexpf(row[j] - mx);
+                    for (int j = 0; j < V; j++) {
+                        float e = vexpf(row[j] - mx);
+                        row[j] = e;
+                        se += e;
+                    }
+                } else {
+#pragma omp simd reduction(+ : se)
+                    for (int j = 0; j < V; j++) se += vexpf(row[j] - mx);
+                }
                 double lse = (double)mx + log(se);
-                s += lse - (double)row[t];
+                s += lse - xt;
                 if (grad) {
-                    float sh = (float)(lse - (double)mx);
+                    float sc = (float)((double)g / se);
 #pragma omp simd
-                    for (int j = 0; j < V; j++) row[j] = g * vexpf((row[j] - mx) - sh);
+                    for (int j = 0; j < V; j++) row[j] *= sc;
                     row[t] -= g;
                 }
             }
