@@ -17,7 +17,8 @@ void fcpu_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, flo
 // count. Why: on this 2-core machine OpenBLAS's 2-thread sgemm on the models'
 // shapes (512..2048 rows, 64..8192 columns, K 64..8192) ran at 100-180 GFLOP/s,
 // swinging with the state of the second core, while two single-threaded calls on
-// halves of C ran at 160-200 (benchmarks/bench_basic.c measures both every run).
+// halves of C ran at 160-200 (benchmarks/bench_gemm.c measures both on every
+// product of a training step).
 // Called by fcpu_sgemm; callers that time OpenBLAS's own threading restore it
 // with openblas_set_num_threads(n) and call this again afterwards.
 void fcpu_blas_single(void);
