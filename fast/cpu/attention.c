@@ -214,7 +214,6 @@ typedef struct {
     int B, T, Hq, Hkv, g, dh, dv, half, dhp, dvp, nqt, nkt, Tq, Tk, w, nthr, nsplit, nblk;
     long pb;  // position of block 0 (a multiple of RB, ≤ pos0)
     int rope, cosine;
-    int nkv;  // most key tiles one query tile can see
     // byte offsets into the workspace
     size_t qs, kt, kr, vr, vt, dO, dD, dqa, dkp, dvp_, dls, sc, theta, lotab, thr, thr_bytes, total;
 } plan;
@@ -241,8 +240,6 @@ static void plan_common(plan *p, int B, int T, const ref_attn_cfg *c, int nthr) 
     if (r < 0) r += RB;
     p->pb = c->pos0 - r;
     p->nblk = (int)((r + T + RB - 1) / RB);
-    long nkv = c->window > 0 ? ((long)c->window + BQ - 2) / BK + 2 : p->nkt;
-    p->nkv = (int)(nkv < p->nkt ? nkv : p->nkt);
 }
 
 #define F4 sizeof(float)
@@ -267,11 +264,10 @@ static void plan_fwd(plan *p, size_t base) {
 }
 
 // Backward layout. Shared: Qs, Kt as forward, Kr (B,Hkv,Tk,dhp), Vt (B,Hkv,nkt,dv,BK),
-// dO (B,Hq,Tq,dvp), the dQ accumulator (B,Hq,Tq,dhp), dK and dV accumulators per
-// task (B,Hkv,nsplit,Tk,dhp|dvp), dlogscale per (b, head) (doubles), the scale/θ/RoPE
-// tables. Per thread: the S and dP tiles of one query tile against every key tile it
-// sees (2·BQ·nkv·BK: O(T) for full causal, O(w) for a window), the dQ tile, row stats,
-// and the float64 rows of the pre/post-passes.
+// dO (B,Hq,Tq,dvp), D = dO·o (B,Hq,Tq), the dQ accumulator (B,Hq,Tq,dhp), dK and dV
+// accumulators per task (B,Hkv,nsplit,Tk,dhp|dvp), dlogscale per (b, head) (doubles),
+// the scale/θ/RoPE tables. Per thread: one S and one dP tile (BQ·BK each), the dQ tile,
+// row stats, and the float64 rows of the pre/post-passes.
 static void plan_bwd(plan *p, int B) {
     size_t o = 0, nb = (size_t)B;
     p->nsplit = (size_t)B * p->Hkv >= (size_t)p->nthr ? 1 : p->g;
@@ -646,7 +642,7 @@ static void fwd_tiles(const plan *p, char *w, float *o, float *lse, float *stats
                 const float *Or = Oa + (size_t)r * dvp;
                 for (int i = 0; i < dv; i++) od[i] = Or[i] * inv;
                 if (lse) lse[(size_t)bh * T + t] = (float)((double)m[r] + log((double)l[r]));
-                if (stats) {  // the pair the backward's no-stats pass forms, in the same way
+                if (stats) {  // (m, log l): what the backward rebuilds P from
                     stats[2 * ((size_t)bh * T + t)] = m[r];
                     stats[2 * ((size_t)bh * T + t) + 1] = (float)log((double)l[r]);
                 }

@@ -887,7 +887,7 @@ int fcpu_linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, co
                 float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
                 for (int j = 0; j < V; j++) mx = row[j] > mx ? row[j] : mx;
-                double se = 0, xt = row[t];
+                double se = 0, zt = row[t];  // the target's logit (row is overwritten)
                 if (grad) {  // one exponential per logit: keep e^(x − max), then scale by g/Σ
 #pragma omp simd reduction(+ : se)
                     for (int j = 0; j < V; j++) {
@@ -900,7 +900,7 @@ int fcpu_linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, co
                     for (int j = 0; j < V; j++) se += vexpf(row[j] - mx);
                 }
                 double lse = (double)mx + log(se);
-                s += lse - xt;
+                s += lse - zt;
                 if (grad) {
                     float sc = (float)((double)g / se);
 #pragma omp simd
