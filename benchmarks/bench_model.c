@@ -214,6 +214,27 @@ static uint32_t rnd(void) {
 
 static double ms_median(double *t, int n) { return 1e3 * bench_median(t, n, 1); }
 
+// Timed parts of the steps: zero_grad, forward+backward, AdamW, whole step.
+typedef struct {
+    double tz[MAX_STEPS], tfb[MAX_STEPS], ta[MAX_STEPS], tt[MAX_STEPS];
+} step_times;
+
+// Step s (0-based, warm-up included) ran zero_grad over [t0, t1), forward+backward over
+// [t1, t2), AdamW over [t2, t3). Records the losses and the timed parts; returns 1 once
+// the last timed step is in. PHAX_BENCH_STEPS=1 prints every step (warm-up, noise).
+static int note_step(step_times *st, result_t *r, int s, int warmup, int steps, double t0,
+                     double t1, double t2, double t3, double loss) {
+    if (s == 0) r->loss_first = loss;
+    r->loss_last = loss;
+    if (getenv("PHAX_BENCH_STEPS"))
+        fprintf(stderr, "step %d: %.2f ms (f+b %.2f) loss %.4f\n", s, 1e3 * (t3 - t0),
+                1e3 * (t2 - t1), loss);
+    if (s < warmup) return 0;
+    int k = s - warmup;
+    st->tz[k] = t1 - t0, st->tfb[k] = t2 - t1, st->ta[k] = t3 - t2, st->tt[k] = t3 - t0;
+    return k == steps - 1;
+}
+
 static int run_one(const opts_t *o, result_t *r) {
     phax_model_cfg c;
     if (bench_cfg(&c, o)) return PHAX_ERR;
@@ -243,7 +264,7 @@ static int run_one(const opts_t *o, result_t *r) {
         r->ceil_gflops = 2.0 * B * T * (double)c.ffn_hidden * c.d_model / s.med * 1e-9;
     }
 
-    double tz[MAX_STEPS], tfb[MAX_STEPS], ta[MAX_STEPS], tt[MAX_STEPS];
+    step_times st;
     ref_adamw_cfg ac = ref_adamw_cfg_default();
     int rc = PHAX_ERR;
     if (!o->ref) {
@@ -274,16 +295,7 @@ static int run_one(const opts_t *o, result_t *r) {
             double t2 = bench_wall();
             if (fcpu_adamw_step(ap, m.layout.n, &ac, s + 1, NULL)) break;
             double t3 = bench_wall();
-            if (s == 0) r->loss_first = loss;
-            r->loss_last = loss;
-            if (getenv("PHAX_BENCH_STEPS"))  // per-step times, to see warm-up and noise
-                fprintf(stderr, "step %d: %.2f ms (f+b %.2f) loss %.4f\n", s, 1e3 * (t3 - t0),
-                        1e3 * (t2 - t1), loss);
-            if (s >= warmup) {
-                int k = s - warmup;
-                tz[k] = t1 - t0, tfb[k] = t2 - t1, ta[k] = t3 - t2, tt[k] = t3 - t0;
-                if (k == steps - 1) rc = PHAX_OK;
-            }
+            if (note_step(&st, r, s, warmup, steps, t0, t1, t2, t3, loss)) rc = PHAX_OK;
         }
         free(ap), free(mom);
         fcpu_model_ws_free(ws);
@@ -309,26 +321,17 @@ static int run_one(const opts_t *o, result_t *r) {
             double t2 = bench_wall();
             if (ref_adamw_step(ap, m.layout.n, &ac, s + 1, NULL)) break;
             double t3 = bench_wall();
-            if (s == 0) r->loss_first = loss;
-            r->loss_last = loss;
-            if (getenv("PHAX_BENCH_STEPS"))  // per-step times, to see warm-up and noise
-                fprintf(stderr, "step %d: %.2f ms (f+b %.2f) loss %.4f\n", s, 1e3 * (t3 - t0),
-                        1e3 * (t2 - t1), loss);
-            if (s >= warmup) {
-                int k = s - warmup;
-                tz[k] = t1 - t0, tfb[k] = t2 - t1, ta[k] = t3 - t2, tt[k] = t3 - t0;
-                if (k == steps - 1) rc = PHAX_OK;
-            }
+            if (note_step(&st, r, s, warmup, steps, t0, t1, t2, t3, loss)) rc = PHAX_OK;
         }
         free(ap), free(mom);
         ref_model_free(&m);
     }
     if (rc == PHAX_OK) {
         double sorted[MAX_STEPS];
-        memcpy(sorted, tt, steps * sizeof *tt);
+        memcpy(sorted, st.tt, steps * sizeof *st.tt);
         r->ms_med = ms_median(sorted, steps), r->ms_min = 1e3 * sorted[0];
-        r->ms_fb = ms_median(tfb, steps), r->ms_adam = ms_median(ta, steps);
-        r->ms_zero = ms_median(tz, steps);
+        r->ms_fb = ms_median(st.tfb, steps), r->ms_adam = ms_median(st.ta, steps);
+        r->ms_zero = ms_median(st.tz, steps);
         r->tok_s = (double)B * T / (r->ms_med * 1e-3);
         r->gflops = r->gflop_step / (r->ms_med * 1e-3);
         if (!isfinite(r->loss_last)) rc = phax_fail("non-finite loss %g", r->loss_last);
