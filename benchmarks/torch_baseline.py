@@ -57,6 +57,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from safetensors_np import read_safetensors, write_safetensors  # noqa: E402
+
 FAMILIES = ["pha", "transformer", "serial", "swax", "swa", "mlstm"]
 LIB = "/usr/lib/x86_64-linux-gnu"
 
@@ -406,39 +409,6 @@ def worker(a):
 # --check: the torch models against `phax oracle model` (float64), so that the
 # benchmark compares the same functions.
 # =====================================================================================
-def write_safetensors(path, tensors, metadata):
-    import numpy as np
-    names = {np.dtype(np.float64): "F64", np.dtype(np.int32): "I32"}
-    header, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
-        b = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
-        header[name] = {"dtype": names[a.dtype], "shape": list(a.shape),
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
-
-
-def read_safetensors(path):
-    import numpy as np
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8:8 + n])
-    header.pop("__metadata__", None)
-    out = {}
-    for name, t in header.items():
-        b, e = t["data_offsets"]
-        dt = {"F64": "<f8", "F32": "<f4", "I32": "<i4", "I64": "<i8"}[t["dtype"]]
-        out[name] = np.frombuffer(raw[8 + n + b:8 + n + e], dtype=dt).reshape(t["shape"])
-    return out
-
-
 def phax_json_cfg(family, T):
     return json.dumps(dict(family=family, vocab_size=8192, d_model=256, n_layers=4, n_heads=8,
                            n_kv_heads=2, head_dim=32, ffn_hidden=683, tie_embeddings=False,
@@ -480,7 +450,7 @@ def check(a, fams):
                 print(f"{fam:11s} phax oracle failed: {r.stderr.strip()}")
                 bad += 1
                 continue
-            out = read_safetensors(fout)
+            out = read_safetensors(fout)[0]
         ref_loss = float(out["loss"].reshape(-1)[0])
         worst, where = 0.0, ""
         for n_, p_ in model.named_parameters():

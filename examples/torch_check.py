@@ -15,7 +15,6 @@ import argparse
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -29,40 +28,8 @@ except ImportError:  # the example needs torch for autograd
 
 torch.set_default_dtype(torch.float64)
 
-# ---------------------------------------------------------------------------
-# safetensors, as its format document specifies: u64 LE header length, JSON
-# header {name: {dtype, shape, data_offsets}, "__metadata__": {str: str}}, data.
-DTYPES = {"F64": np.float64, "F32": np.float32, "I32": np.int32, "I64": np.int64}
-NAMES = {np.dtype(v): k for k, v in DTYPES.items()}
-
-
-def write_safetensors(path, tensors, metadata):
-    header, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
-        b = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
-        header[name] = {"dtype": NAMES[a.dtype], "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    data = raw[8 + n:]
-    out = {}
-    for name, t in header.items():
-        b, e = t["data_offsets"]
-        out[name] = np.frombuffer(data[b:e], dtype=np.dtype(DTYPES[t["dtype"]]).newbyteorder("<")).reshape(t["shape"])
-    return out, meta
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from safetensors_np import read_safetensors, write_safetensors  # noqa: E402
 
 
 def oracle(phax, op, tensors, meta):
