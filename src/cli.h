@@ -1,4 +1,4 @@
-// Pieces every phax subcommand shares: one-line errors that exit, a clock.
+// Pieces every phax subcommand shares: one-line errors that exit, a clock, paths.
 #ifndef PHAX_CLI_H
 #define PHAX_CLI_H
 
@@ -8,5 +8,10 @@ _Noreturn void cli_die(const char *cmd, const char *fmt, ...) __attribute__((for
 long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi);
 // Monotonic seconds.
 double cli_now(void);
+// "dir/name", malloc'd (cli_die on out of memory).
+char *cli_path_join(const char *cmd, const char *dir, const char *name);
+// Whether anything exists at p (cli_exists), or a regular file (cli_is_file).
+int cli_exists(const char *p);
+int cli_is_file(const char *p);
 
 #endif

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
@@ -171,18 +170,8 @@ static void parse_args(int argc, char **argv, niah_opts *o) {
 // ---------------------------------------------------------------------------
 // The haystack text, encoded with the checkpoint's vocabulary.
 
-static char *path_join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (!p) die("out of memory");
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static int file_exists(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
+#define path_join(dir, name) cli_path_join("phax niah", dir, name)
+#define file_exists cli_is_file
 
 // DIR's validation split, as `phax train --data` finds it; for a corpus with a
 // single input.txt, the last 10% of its tokens (the split phax train holds out).

@@ -44,18 +44,8 @@
 
 #define now_s cli_now
 
-static int file_exists(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0;
-}
-
-static char *path_join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (!p) die("out of memory");
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
+#define file_exists cli_exists
+#define path_join(dir, name) cli_path_join("phax train", dir, name)
 
 // ---------------------------------------------------------------------------
 // Options
