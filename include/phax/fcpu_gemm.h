@@ -20,5 +20,7 @@ void fcpu_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, flo
 // halves of C ran at 160-200 (benchmarks/bench_gemm.c measures both on every
 // product of a training step).
 // Called by fcpu_sgemm; callers that time OpenBLAS's own threading restore it
-// with openblas_set_num_threads(n) and call this again afterwards.
+// with openblas_set_num_threads(n) and call this again afterwards. Other OpenBLAS
+// calls in the process then run on one thread too (the decoder's per-token sgemv
+// among them; a process that only decodes never calls this).
 void fcpu_blas_single(void);
