@@ -356,23 +356,87 @@ static void rope_row(const plan *p, const double *hi, const double *lo, int off,
     }
 }
 
-// The scored vector of a row, y = R x (then /max(‖R x‖, ε) in cosine mode), in
+// Σ a_i·b_i in double over 8 lanes (then the lanes in order), not one serial chain:
+// a strict left-to-right sum is a chain of dependent adds (~4 cycles each) that cost
+// more than the rest of the row's arithmetic. The order differs from ref's; in
+// double that is far below the float rounding of every value the sums feed.
+typedef double vd __attribute__((vector_size(64)));
+static inline double lanes_sum(vd a) {
+    double s = 0;
+    for (int i = 0; i < 8; i++) s += a[i];
+    return s;
+}
+static inline double dot_dd(const double *a, const double *b, int n) {
+    vd acc = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        vd x, y;
+        memcpy(&x, a + i, sizeof x), memcpy(&y, b + i, sizeof y);
+        acc += x * y;
+    }
+    double s = lanes_sum(acc);
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+static inline double dot_ff(const float *a, const float *b, int n) {
+    vd acc = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        vd x, y;
+        for (int j = 0; j < 8; j++) x[j] = a[i + j], y[j] = b[i + j];
+        acc += x * y;
+    }
+    double s = lanes_sum(acc);
+    for (; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+// 8 floats or doubles, for the row arithmetic when dh/2 is a multiple of 8.
+typedef float vf8 __attribute__((vector_size(32)));
+static inline vd vd_ld(const double *p) {
+    vd v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void vd_st(double *p, vd v) { memcpy(p, &v, sizeof v); }
+static inline vd vd_ldf(const float *p) {
+    vf8 v;
+    memcpy(&v, p, sizeof v);
+    return __builtin_convertvector(v, vd);
+}
+
+// max(r, ε) as fmax (a NaN r gives ε), without fmax's library call.
+static inline double clamp_norm(double r) { return r > PHAX_COSINE_NORM_EPS ? r : PHAX_COSINE_NORM_EPS; }
+
+// The scored vector of a row, y = R x (then ·1/max(‖R x‖, ε) in cosine mode), in
 // double; returns the clamped norm (1 for dot). Rotate-half pairs (i, i + dh/2).
 static double scored_row(const plan *p, const double *cs, const float *x, double *y) {
-    int H = p->half;
+    int H = p->half, dh = p->dh;
+    if (p->rope && H % 8 == 0) {  // the same arithmetic, 8 pairs at a time
+        vd acc = {0};
+        for (int i = 0; i < H; i += 8) {
+            vd c = vd_ld(cs + i), s = vd_ld(cs + H + i), x1 = vd_ldf(x + i), x2 = vd_ldf(x + H + i);
+            vd y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+            vd_st(y + i, y1), vd_st(y + H + i, y2);
+            acc += y1 * y1 + y2 * y2;
+        }
+        if (!p->cosine) return 1.0;
+        double nrm = clamp_norm(sqrt(lanes_sum(acc)));
+        vd inv = (vd){0} + 1.0 / nrm;
+        for (int i = 0; i < dh; i += 8) vd_st(y + i, vd_ld(y + i) * inv);
+        return nrm;
+    }
     if (p->rope) {
         for (int i = 0; i < H; i++) {
             double c = cs[i], s = cs[H + i], x1 = x[i], x2 = x[i + H];
             y[i] = x1 * c - x2 * s, y[i + H] = x2 * c + x1 * s;
         }
     } else {
-        for (int i = 0; i < p->dh; i++) y[i] = x[i];
+        for (int i = 0; i < dh; i++) y[i] = x[i];
     }
     if (!p->cosine) return 1.0;
-    double ss = 0;
-    for (int i = 0; i < p->dh; i++) ss += y[i] * y[i];
-    double nrm = fmax(sqrt(ss), PHAX_COSINE_NORM_EPS);
-    for (int i = 0; i < p->dh; i++) y[i] /= nrm;
+    double nrm = clamp_norm(sqrt(dot_dd(y, y, dh))), inv = 1.0 / nrm;
+    for (int i = 0; i < dh; i++) y[i] *= inv;
     return nrm;
 }
 
@@ -380,23 +444,32 @@ static double scored_row(const plan *p, const double *cs, const float *x, double
 // and the rotation (Rᵀ is the rotation by −p).
 static void unscore_row(const plan *p, const double *cs, const double *xh, double nrm, double *dy,
                         float *dx) {
-    int H = p->half;
+    int H = p->half, dh = p->dh;
     if (p->cosine) {
+        double inv = 1.0 / nrm;
         if (nrm > PHAX_COSINE_NORM_EPS) {
-            double d = 0;
-            for (int i = 0; i < p->dh; i++) d += xh[i] * dy[i];
-            for (int i = 0; i < p->dh; i++) dy[i] = (dy[i] - xh[i] * d) / nrm;
+            double d = dot_dd(xh, dy, dh);
+            for (int i = 0; i < dh; i++) dy[i] = (dy[i] - xh[i] * d) * inv;
         } else {
-            for (int i = 0; i < p->dh; i++) dy[i] /= nrm;
+            for (int i = 0; i < dh; i++) dy[i] *= inv;
         }
     }
-    if (p->rope) {
+    if (p->rope && H % 8 == 0) {
+        for (int i = 0; i < H; i += 8) {
+            vd c = vd_ld(cs + i), s = vd_ld(cs + H + i), y1 = vd_ld(dy + i), y2 = vd_ld(dy + H + i);
+            vf8 a, b2, g1 = __builtin_convertvector(y1 * c + y2 * s, vf8),
+                       g2 = __builtin_convertvector(y2 * c - y1 * s, vf8);
+            memcpy(&a, dx + i, sizeof a), memcpy(&b2, dx + H + i, sizeof b2);
+            a += g1, b2 += g2;
+            memcpy(dx + i, &a, sizeof a), memcpy(dx + H + i, &b2, sizeof b2);
+        }
+    } else if (p->rope) {
         for (int i = 0; i < H; i++) {
             double c = cs[i], s = cs[H + i], y1 = dy[i], y2 = dy[i + H];
             dx[i] += (float)(y1 * c + y2 * s), dx[i + H] += (float)(y2 * c - y1 * s);
         }
     } else {
-        for (int i = 0; i < p->dh; i++) dx[i] += (float)dy[i];
+        for (int i = 0; i < dh; i++) dx[i] += (float)dy[i];
     }
 }
 
@@ -446,9 +519,7 @@ static void prepass(const plan *p, char *w, const pre_in *in, int bwd) {
                     const float *gs = in->dout + ri * dv;
                     for (int i = 0; i < dv; i++) gd[i] = gs[i];
                     // D = Σ_s P·dP = dO·o (o = Σ_s P v_s), in double
-                    const float *os = in->o + ri * dv;
-                    double D = 0;
-                    for (int i = 0; i < dv; i++) D += (double)gs[i] * os[i];
+                    double D = dot_ff(gs, in->o + ri * dv, dv);
                     ((float *)(w + p->dD))[((size_t)b * Hq + h) * p->Tq + t] = (float)D;
                     for (int i = dv; i < dvp; i++) gd[i] = 0;
                 }
