@@ -118,7 +118,7 @@ static float *falloc(size_t n, unsigned *seed) {
 }
 
 int main(int argc, char **argv) {
-    FILE *csv = bench_csv_open(argc > 1 ? argv[1] : NULL,
+    FILE *csv = bench_csv_open(bench_csv_arg(argc, argv, "bench_attention"),
                                "op,dh,T,window,tvis,ms_fwd,ms_fwdbwd,gflops_fwd,gflops_fwdbwd,"
                                "sgemm_gflops,pct_sgemm_fwd,pct_sgemm_fwdbwd,ws_fwd_bytes,"
                                "ws_bwd_bytes");
@@ -230,7 +230,7 @@ int main(int argc, char **argv) {
         if (csv) fprintf(csv, "ref_speedup,%d,%d,0,,%.4f,%.4f,%.1f,%.1f,,,,,\n", dh, T, rf * 1e3, rfb * 1e3, rf / tf, rfb / tfb);
         for (int i = 0; i < 8; i++) free(bufs[i]);
     }
-    if (csv) fclose(csv);
+    bench_csv_close(csv);
     free(a.q), free(a.k), free(a.v), free(a.o), free(a.dout), free(a.dq), free(a.dk), free(a.dv);
     free(a.lse), free(a.st), free(a.ws), free(gA), free(gB), free(gC), free(tA), free(tB), free(tC);
     return 0;

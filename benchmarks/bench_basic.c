@@ -335,7 +335,7 @@ static void k_triad(void *v) {
 }
 
 int main(int argc, char **argv) {
-    csv = bench_csv_open(argc > 1 ? argv[1] : NULL, "op,shape,median_ms,rate,unit,pct_of_ceiling,vs");
+    csv = bench_csv_open(bench_csv_arg(argc, argv, "bench_basic"), "op,shape,median_ms,rate,unit,pct_of_ceiling,vs");
     if (bench_clock_from_env("PHAX_BENCH_CLOCK", "thread", CLOCK_THREAD_CPUTIME_ID)) {
         triad_threads = 1;
         printf("timing: thread CPU time (PHAX_BENCH_CLOCK=thread); valid with 1 thread only\n");
@@ -660,6 +660,6 @@ int main(int argc, char **argv) {
     printf("\nmemory ceiling again at the end: %.1f GB/s (start: %.1f GB/s)\n",
            12.0 * tr.n / bench_time_med(k_triad, &tr) / 1e9, bw);
     phax_free(tr.a), phax_free(tr.b), phax_free(tr.c);
-    if (csv) fclose(csv);
+    bench_csv_close(csv);
     return 0;
 }

@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
     const CBLAS_TRANSPOSE N_ = CblasNoTrans, T_ = CblasTrans;
     const int rows[] = {512, 2048};
     int nt = omp_get_max_threads();
-    FILE *csv = bench_csv_open(argc > 1 ? argv[1] : NULL,
+    FILE *csv = bench_csv_open(bench_csv_arg(argc, argv, "bench_gemm"),
                                "op,trans,M,N,K,gflops_openblas_threads,gflops_split,gflops_1thread");
     bench_print_env(stdout, "bench_gemm");
     printf("%d OpenMP threads; GFLOP/s = 2·M·N·K / median; threaded and split timed in alternating "
@@ -107,6 +107,6 @@ int main(int argc, char **argv) {
     }
     char la[64];
     printf("\nload average at the end %s\n", bench_loadavg(la, sizeof la));
-    if (csv) fclose(csv);
+    bench_csv_close(csv);
     return 0;
 }

@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
     const int B = 1, H = 4, dqk = 32, dv = 64, Tmax = 16384;
     const int Ts[] = {512, 1024, 2048, 4096, 8192, 16384};
     const int chunks[] = {32, 64, 128};
-    FILE *csv = bench_csv_open(argc > 1 ? argv[1] : NULL,
+    FILE *csv = bench_csv_open(bench_csv_arg(argc, argv, "bench_mlstm"),
                                "op,B,T,H,dqk,dv,chunk,median_ms,gflops,pct_sgemm,median_cpu_ms,"
                                "gflop_per_cpu_s,pct_sgemm_cpu,speedup_vs_ref_wall,"
                                "speedup_vs_ref_cpu");
@@ -240,6 +240,6 @@ int main(int argc, char **argv) {
                 }
             }
         }
-    if (csv) fclose(csv);
+    bench_csv_close(csv);
     return 0;
 }

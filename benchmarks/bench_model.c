@@ -483,7 +483,7 @@ static int sweep(const char *csv_path, const char *fams_s, const char *Ts_s, int
     char la[64];
     printf("\nsweep took %.0f s; load average at the end %s\n", bench_wall() - t0,
            bench_loadavg(la, sizeof la));
-    if (csv) fclose(csv), printf("CSV: %s\n", csv_path);
+    if (csv) bench_csv_close(csv), printf("CSV: %s\n", csv_path);
     return rc;
 }
 
@@ -550,7 +550,7 @@ int main(int argc, char **argv) {
     if (csv_path) {
         FILE *csv = bench_csv_open(csv_path, CSV_HEADER);
         csv_row(csv, &r);
-        fclose(csv);
+        bench_csv_close(csv);
     }
     return 0;
 }

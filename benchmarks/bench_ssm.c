@@ -171,7 +171,7 @@ static void teardown(ctx_t *c) {
 int main(int argc, char **argv) {
     bench_clock_from_env("BENCH_CLOCK", "cpu", CLOCK_PROCESS_CPUTIME_ID);
     int tmax = getenv("BENCH_TMAX") ? atoi(getenv("BENCH_TMAX")) : 16384;
-    csv = bench_csv_open(argc > 1 ? argv[1] : NULL,
+    csv = bench_csv_open(bench_csv_arg(argc, argv, "bench_ssm"),
                          "op,B,T,H,N,n_fft,ms,min_ms,gflops,frac_sgemm,eff_gflops,speedup_vs_ref");
     const char *tto = getenv("OPENBLAS_THREAD_TIMEOUT");
     bench_print_env(stdout, "bench_ssm");
@@ -283,6 +283,6 @@ int main(int argc, char **argv) {
             teardown(&c);
         }
     }
-    if (csv) fclose(csv);
+    bench_csv_close(csv);
     return 0;
 }

@@ -25,6 +25,7 @@
 #define PHAX_BENCH_UTIL_H
 
 #include <cblas.h>
+#include <errno.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,15 +245,47 @@ static inline void bench_print_env(FILE *f, const char *name) {
 // --- CSV ------------------------------------------------------------------------------------
 // Open path for writing and write the header line (no newline needed in header);
 // NULL path → NULL (no CSV). Exits with a message if the file cannot be written.
+// The CSV is written to PATH.tmp and renamed to PATH by bench_csv_close, so an
+// interrupted run never leaves a half-written PATH. At most one CSV is open at a time.
+static char bench_csv_tmp[4096], bench_csv_final[4096];
 static inline FILE *bench_csv_open(const char *path, const char *header) {
     if (!path) return NULL;
-    FILE *f = fopen(path, "w");
+    if ((size_t)snprintf(bench_csv_final, sizeof bench_csv_final, "%s", path) >= sizeof bench_csv_final ||
+        (size_t)snprintf(bench_csv_tmp, sizeof bench_csv_tmp, "%s.tmp", path) >= sizeof bench_csv_tmp) {
+        fprintf(stderr, "%s: path too long\n", path);
+        exit(1);
+    }
+    FILE *f = fopen(bench_csv_tmp, "w");
     if (!f) {
-        perror(path);
+        perror(bench_csv_tmp);
         exit(1);
     }
     if (header) fprintf(f, "%s\n", header);
     return f;
+}
+static inline void bench_csv_close(FILE *f) {
+    if (!f) return;
+    if (fclose(f) || rename(bench_csv_tmp, bench_csv_final)) {
+        fprintf(stderr, "%s: could not write the CSV (%s)\n", bench_csv_final, strerror(errno));
+        remove(bench_csv_tmp);
+        exit(1);
+    }
+}
+
+// The drivers without options take one optional argument, the CSV path. -h/--help
+// prints the usage; anything else that starts with '-', or a second argument, is an
+// error (so `bench_x --help` cannot become a CSV named "--help").
+static inline const char *bench_csv_arg(int argc, char **argv, const char *name) {
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: %s [out.csv]   (tables on stdout; the CSV is written atomically)\n", name);
+        exit(0);
+    }
+    if (argc > 2 || (argc > 1 && argv[1][0] == '-')) {
+        fprintf(stderr, "%s: unexpected argument '%s' (usage: %s [out.csv])\n", name,
+                argv[argc > 2 && argv[1][0] != '-' ? 2 : 1], name);
+        exit(2);
+    }
+    return argc > 1 ? argv[1] : NULL;
 }
 
 // --- memory ---------------------------------------------------------------------------------
