@@ -85,6 +85,7 @@
 typedef struct {
     char family[16];
     int ref, B, T, steps, warmup, window;
+    int parts;           // --parts: where the time of a step goes (fcpu_model_ws_profile)
     const char *config;  // JSON file instead of the bench config
 } opts_t;
 
@@ -235,6 +236,81 @@ static int note_step(step_times *st, result_t *r, int s, int warmup, int steps, 
     return k == steps - 1;
 }
 
+// --- --parts: the step's time by part, each beside its FLOP rate and the ceiling ----------
+// Matmul FLOP of the weights whose names contain `key` (fwd 2·n·numel, bwd 4·n·numel).
+static double mm_flop(const phax_layout *L, const char *key, double n) {
+    double e = 0;
+    for (int i = 0; i < L->n; i++)
+        if (L->p[i].ndim == 2 && strstr(L->p[i].name, key)) e += (double)L->p[i].numel;
+    return 2.0 * n * e;
+}
+
+static void parts_row(const char *name, double f_ms, double b_ms, double step_ms, double flop,
+                      double ceil) {
+    double t = f_ms + b_ms;
+    char rate[32] = "-", pct[32] = "-";
+    if (flop > 0 && t > 0) {
+        snprintf(rate, sizeof rate, "%.1f", flop / (t * 1e-3) * 1e-9);
+        snprintf(pct, sizeof pct, "%.0f%%", 100 * flop / (t * 1e-3) * 1e-9 / ceil);
+    }
+    printf("  %-28s %9.2f %9.2f %9.2f %6.1f%% %9s %7s\n", name, f_ms, b_ms, t, 100 * t / step_ms,
+           rate, pct);
+}
+
+// fwd, bwd: seconds summed over `steps` steps; za: zero_grad and AdamW ms per step.
+static void print_parts(const phax_model_cfg *c, const phax_layout *L, int B, int T, int window,
+                        int steps, const double *fwd, const double *bwd, double zero_ms,
+                        double adam_ms, double step_ms, double ceil) {
+    double n = (double)B * T, k = 1e3 / steps, f[FCPU_NPARTS], b[FCPU_NPARTS];
+    for (int i = 0; i < FCPU_NPARTS; i++) f[i] = fwd[i] * k, b[i] = bwd[i] * k;
+    int pha_like = c->family == PHAX_FAMILY_PHA || c->family == PHAX_FAMILY_TRANSFORMER ||
+                   c->family == PHAX_FAMILY_SERIAL;
+    int w = pha_like ? c->attn_window : window < 0 ? c->w_long : window, n_attn = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        n_attn += c->family == PHAX_FAMILY_MLSTM ? 0
+                  : c->family == PHAX_FAMILY_SWAX ? !phax_layer_is_mlstm(c, l)
+                  : c->family == PHAX_FAMILY_PHA  ? c->use_attn
+                                                  : 1;
+    double attn_k = 12.0 * n * tvis(T, w) * c->head_dim * c->n_heads * n_attn;  // fwd + bwd
+    const char *hw = c->tie_embeddings ? "embed.weight" : "lm_head.weight";
+    printf("\nwhere a step's time goes (median step %.2f ms; parts summed over %d timed steps; "
+           "GFLOP/s from the stated FLOP of a part, %% of the sgemm ceiling %.1f GFLOP/s):\n",
+           step_ms, steps, ceil);
+    printf("  %-28s %9s %9s %9s %7s %9s %7s\n", "part", "fwd ms", "bwd ms", "ms", "share", "GFLOP/s",
+           "%sgemm");
+    double sub_f = 0, sub_b = 0;
+    for (int i = FCPU_PART_GSS; i <= FCPU_PART_MLSTM; i++) {
+        sub_f += f[i], sub_b += b[i];
+        if (f[i] + b[i] <= 0) continue;
+        if (i == FCPU_PART_ATTN) {
+            parts_row("attention projections", f[i] - f[FCPU_PART_ATTN_KERNEL],
+                      b[i] - b[FCPU_PART_ATTN_KERNEL], step_ms, 3 * mm_flop(L, ".attn.w", n), ceil);
+            parts_row("attention kernel", f[FCPU_PART_ATTN_KERNEL], b[FCPU_PART_ATTN_KERNEL],
+                      step_ms, attn_k, ceil);
+        } else if (i == FCPU_PART_MLSTM) {
+            parts_row("mlstm projections, gates", f[i] - f[FCPU_PART_MLSTM_KERNEL],
+                      b[i] - b[FCPU_PART_MLSTM_KERNEL], step_ms, 3 * mm_flop(L, ".mlstm.", n), ceil);
+            parts_row("mlstm kernel (chunkwise)", f[FCPU_PART_MLSTM_KERNEL],
+                      b[FCPU_PART_MLSTM_KERNEL], step_ms, 0, ceil);
+        } else {
+            double fl = i == FCPU_PART_SWIGLU ? 3 * mm_flop(L, ".ffn.w_", n)
+                        : i == FCPU_PART_AUX  ? 3 * mm_flop(L, ".ffn_aux.", n)
+                        : i == FCPU_PART_DUAL ? 3 * (mm_flop(L, ".ffn.w_", n) + mm_flop(L, ".ffn_aux.", n))
+                                              : 0;  // GSS: matmuls and the FFT convolution
+            parts_row(fcpu_part_name(i), f[i], b[i], step_ms, fl, ceil);
+        }
+    }
+    parts_row("head (projection + loss)", f[FCPU_PART_HEAD], b[FCPU_PART_HEAD], step_ms,
+              3 * mm_flop(L, hw, n), ceil);
+    parts_row("embedding, norms, adds, mix", f[FCPU_PART_TOTAL] - sub_f - f[FCPU_PART_HEAD],
+              b[FCPU_PART_TOTAL] - sub_b - b[FCPU_PART_HEAD], step_ms, 0, ceil);
+    parts_row("zero_grad", 0, zero_ms, step_ms, 0, ceil);
+    parts_row("AdamW", 0, adam_ms, step_ms, 0, ceil);
+    printf("  (the head's forward and backward are one fused pass, counted as bwd; the rows add "
+           "up to the mean step, %.2f ms)\n",
+           f[FCPU_PART_TOTAL] + b[FCPU_PART_TOTAL] + zero_ms + adam_ms);
+}
+
 static int run_one(const opts_t *o, result_t *r) {
     phax_model_cfg c;
     if (bench_cfg(&c, o)) return PHAX_ERR;
@@ -287,7 +363,9 @@ static int run_one(const opts_t *o, result_t *r) {
                                        mom + p->offset, mom + np + p->offset, p->numel,
                                        p->ndim == 2};
         }
+        double zsum = 0, asum = 0;  // --parts: zero_grad and AdamW over the timed steps
         for (int s = 0; s < warmup + steps; s++) {
+            if (o->parts && s == warmup) fcpu_model_ws_profile(ws, 1);
             double loss, t0 = bench_wall();
             fcpu_model_zero_grad(&m);
             double t1 = bench_wall();
@@ -295,7 +373,14 @@ static int run_one(const opts_t *o, result_t *r) {
             double t2 = bench_wall();
             if (fcpu_adamw_step(ap, m.layout.n, &ac, s + 1, NULL)) break;
             double t3 = bench_wall();
+            if (s >= warmup) zsum += t1 - t0, asum += t3 - t2;
             if (note_step(&st, r, s, warmup, steps, t0, t1, t2, t3, loss)) rc = PHAX_OK;
+        }
+        if (rc == PHAX_OK && o->parts) {
+            double pf[FCPU_NPARTS], pb[FCPU_NPARTS];
+            fcpu_model_ws_profile_get(ws, pf, pb);
+            print_parts(&m.cfg, &m.layout, B, T, o->window, steps, pf, pb, 1e3 * zsum / steps,
+                        1e3 * asum / steps, ms_median(st.tt, steps), r->ceil_gflops);
         }
         free(ap), free(mom);
         fcpu_model_ws_free(ws);
@@ -492,7 +577,8 @@ static void usage(void) {
             "usage: bench_model [out.csv]\n"
             "       bench_model --sweep [--families a,b] [--Ts 512,2048] [--no-ref] [--csv FILE]\n"
             "       bench_model --family F --T T [--B 1] [--steps N] [--warmup W] [--ref]\n"
-            "                   [--window W] [--config FILE.json] [--csv FILE]\n");
+            "                   [--window W] [--config FILE.json] [--csv FILE] [--parts]\n"
+            "  --parts: also print where a step's time goes (sub-layers, kernels, head, AdamW)\n");
     exit(2);
 }
 
@@ -516,6 +602,7 @@ int main(int argc, char **argv) {
         else if (ARG("--families")) fams = v, do_sweep = 1;
         else if (ARG("--Ts")) Ts = v, do_sweep = 1;
         else if (!strcmp(a, "--ref")) o.ref = 1;
+        else if (!strcmp(a, "--parts")) o.parts = 1;
         else if (!strcmp(a, "--no-ref")) with_ref = 0, do_sweep = 1;
         else if (!strcmp(a, "--sweep")) do_sweep = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage();

@@ -417,3 +417,74 @@ Test(fcpu_model, bad_input) {
     fcpu_model_ws_free(ws), fcpu_model_ws_free(wo);
     fcpu_model_free(&m), fcpu_model_free(&o);
 }
+
+// Profiling (fcpu_model_ws_profile) changes no result bit; its table is consistent:
+// every part ≥ 0, each kernel within its sub-layer, the sub-layers and the head within
+// the call's half, the head in bwd for a backward call and in fwd for a forward one,
+// and nothing is added while it is off.
+Test(fcpu_model, profile) {
+    phax_rng r = tu_rng("fcpu_model/profile");
+    phax_family fams[] = {PHAX_FAMILY_PHA, PHAX_FAMILY_SWAX, PHAX_FAMILY_SERIAL};
+    for (int fi = 0; fi < 3; fi++) {
+        phax_model_cfg c = base_cfg(fams[fi]);
+        fcpu_model m;
+        cr_assert(fcpu_model_new(&m, &c, phax_rng_u64(&r)) == PHAX_OK);
+        int B = 1, T = 37;
+        size_t P = m.layout.numel;
+        int32_t tok[37], tg[37];
+        fill_batch(tok, tg, (size_t)B * T, c.vocab_size, &r);
+        fcpu_model_ws *ws = fcpu_model_ws_new(&m, B, T);
+        cr_assert(ws);
+        double l0, l1, f[FCPU_NPARTS], b[FCPU_NPARTS];
+        fcpu_model_zero_grad(&m);
+        cr_assert(fcpu_model_backward(&m, ws, tok, tg, -1, &l0) == PHAX_OK);
+        float *g0 = malloc(P * sizeof *g0);
+        memcpy(g0, m.grads, P * sizeof *g0);
+        fcpu_model_ws_profile_get(ws, f, b);
+        for (int i = 0; i < FCPU_NPARTS; i++)
+            cr_expect(f[i] == 0 && b[i] == 0, "profile off but %s timed", fcpu_part_name(i));
+        fcpu_model_ws_profile(ws, 1);
+        fcpu_model_zero_grad(&m);
+        cr_assert(fcpu_model_backward(&m, ws, tok, tg, -1, &l1) == PHAX_OK);
+        cr_expect(l0 == l1 && !memcmp(g0, m.grads, P * sizeof *g0),
+                  "%s: profiling changed the result", phax_family_name(c.family));
+        fcpu_model_ws_profile_get(ws, f, b);
+        const char *fam = phax_family_name(c.family);
+        double sf = 0, sb = 0;
+        for (int i = 0; i < FCPU_NPARTS; i++)
+            cr_expect(f[i] >= 0 && b[i] >= 0, "%s: %s < 0", fam, fcpu_part_name(i));
+        for (int i = FCPU_PART_GSS; i <= FCPU_PART_MLSTM; i++) sf += f[i], sb += b[i];
+        cr_expect(f[FCPU_PART_TOTAL] > 0 && b[FCPU_PART_TOTAL] > 0, "%s: halves not timed", fam);
+        cr_expect(sf + f[FCPU_PART_HEAD] <= f[FCPU_PART_TOTAL], "%s: forward parts exceed the half",
+                  fam);
+        cr_expect(sb + b[FCPU_PART_HEAD] <= b[FCPU_PART_TOTAL],
+                  "%s: backward parts exceed the half", fam);
+        cr_expect(f[FCPU_PART_HEAD] == 0 && b[FCPU_PART_HEAD] > 0,
+                  "%s: the fused head belongs to bwd", fam);
+        cr_expect(f[FCPU_PART_ATTN] > 0 && b[FCPU_PART_ATTN] > 0, "%s: attention not timed", fam);
+        cr_expect(f[FCPU_PART_ATTN_KERNEL] <= f[FCPU_PART_ATTN] &&
+                      b[FCPU_PART_ATTN_KERNEL] <= b[FCPU_PART_ATTN] && f[FCPU_PART_ATTN_KERNEL] > 0,
+                  "%s: attention kernel outside its sub-layer", fam);
+        cr_expect(f[FCPU_PART_MLSTM_KERNEL] <= f[FCPU_PART_MLSTM] &&
+                      b[FCPU_PART_MLSTM_KERNEL] <= b[FCPU_PART_MLSTM],
+                  "%s: mLSTM kernel outside its sub-layer", fam);
+        int has_mlstm = c.family == PHAX_FAMILY_SWAX, has_gss = !has_mlstm;
+        cr_expect((f[FCPU_PART_MLSTM] > 0) == has_mlstm && (f[FCPU_PART_GSS] > 0) == has_gss &&
+                      (f[FCPU_PART_DUAL] > 0) == has_gss && (f[FCPU_PART_SWIGLU] > 0) == has_mlstm,
+                  "%s: wrong sub-layers timed", fam);
+        // A forward-only call times its head in fwd; turned off, nothing more is added.
+        double hb = b[FCPU_PART_HEAD], tb = b[FCPU_PART_TOTAL];
+        cr_assert(fcpu_model_forward(&m, ws, tok, tg, -1, NULL, &l1) == PHAX_OK);
+        fcpu_model_ws_profile_get(ws, f, b);
+        cr_expect(f[FCPU_PART_HEAD] > 0 && b[FCPU_PART_HEAD] == hb && b[FCPU_PART_TOTAL] == tb,
+                  "%s: forward call", fam);
+        fcpu_model_ws_profile(ws, 0);
+        double f2[FCPU_NPARTS], b2[FCPU_NPARTS];
+        cr_assert(fcpu_model_backward(&m, ws, tok, tg, -1, NULL) == PHAX_OK);
+        fcpu_model_ws_profile_get(ws, f2, b2);
+        cr_expect(!memcmp(f, f2, sizeof f) && !memcmp(b, b2, sizeof b), "%s: timed while off", fam);
+        free(g0);
+        fcpu_model_ws_free(ws);
+        fcpu_model_free(&m);
+    }
+}

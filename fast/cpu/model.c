@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "model_internal.h"
 
@@ -261,10 +262,47 @@ static void fm_add(float *restrict y, const float *restrict a, const float *rest
 static void fzero(float *p, size_t n) { memset(p, 0, n * sizeof *p); }
 
 // ---------------------------------------------------------------------------
+// Profiling (phax/fcpu_model.h).
+double fm_clock(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+// The forward half ends here: its total, then the backward table.
+static void prof_next_half(fm_ctx *cx) {
+    if (!cx->prof) return;
+    double now = fm_clock();
+    cx->prof[FCPU_PART_TOTAL] += now - cx->t_half;
+    cx->prof = cx->ws->prof_bwd, cx->t_half = now;
+}
+
+const char *fcpu_part_name(int part) {
+    static const char *names[FCPU_NPARTS] = {"gss", "attention", "swiglu", "aux ffn", "dual ffn",
+                                             "mlstm", "attention kernel", "mlstm kernel", "head",
+                                             "total"};
+    return part >= 0 && part < FCPU_NPARTS ? names[part] : "?";
+}
+
+void fcpu_model_ws_profile(fcpu_model_ws *ws, int on) {
+    if (!ws) return;
+    if (on) memset(ws->prof_fwd, 0, sizeof ws->prof_fwd), memset(ws->prof_bwd, 0, sizeof ws->prof_bwd);
+    ws->profile = on != 0;
+}
+
+void fcpu_model_ws_profile_get(const fcpu_model_ws *ws, double fwd[FCPU_NPARTS],
+                               double bwd[FCPU_NPARTS]) {
+    for (int i = 0; i < FCPU_NPARTS; i++) {
+        if (fwd) fwd[i] = ws ? ws->prof_fwd[i] : 0;
+        if (bwd) bwd[i] = ws ? ws->prof_bwd[i] : 0;
+    }
+}
+
+// ---------------------------------------------------------------------------
 // PHA (docs/spec.md §3.1): x_1 = RMSNorm_emb(E[tokens]); block l:
 //   r_i = branch_i(x), b_i = RMSNorm_i(r_i), z = α x + mix(p; b), y = RMSNorm_res(z).
 // xs[0] = E[tokens], xs[l + 1] = input of block l, xs[L + 1] feeds the head.
-static int pha_run(const fm_ctx *cx, const int32_t *tokens, const int32_t *targets, float *logits,
+static int pha_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, float *logits,
                    double *loss) {
     const fcpu_model *m = cx->m;
     const phax_model_cfg *c = &m->cfg;
@@ -282,7 +320,9 @@ static int pha_run(const fm_ctx *cx, const int32_t *tokens, const int32_t *targe
         for (int i = 0; i < nb; i++) {
             fm_branch *b = &w->br[l * nb + i];
             float *ri = w->pr[l] + i * nd, *bi = w->pb[l] + i * nd;
-            if (fm_branch_fwd(cx, b, ri, x)) return PHAX_ERR;                   // r_i: (n, d)
+            int rc;
+            FM_PROF(cx, b->kind, rc = fm_branch_fwd(cx, b, ri, x));  // r_i: (n, d)
+            if (rc) return PHAX_ERR;
             fcpu_rmsnorm_fwd(bi, ri, fm_param(m, l, b->norm), n, d, PHAX_RMSNORM_EPS);  // b_i
         }
         const float *p = c->freeze_mix ? pzero : fm_param(m, l, "mix.p");
@@ -293,12 +333,18 @@ static int pha_run(const fm_ctx *cx, const int32_t *tokens, const int32_t *targe
         fcpu_rmsnorm_fwd(w->xs[l + 2], z, fm_param(m, l, "norm_res.weight"), n, d, PHAX_RMSNORM_EPS);
     }
     const float *xL = w->xs[L + 1];
-    if (!cx->grads) return head(cx, xL, NULL, targets, logits, loss);
+    int rc;
+    if (!cx->grads) {
+        FM_PROF(cx, FCPU_PART_HEAD, rc = head(cx, xL, NULL, targets, logits, loss));
+        return rc;
+    }
 
     // Backward of the mean loss. d1 = ∂loss/∂(current block output).
+    prof_next_half(cx);
     float *d1 = w->d1, *d2 = w->d2;
     fzero(d1, nd);
-    if (head(cx, xL, d1, targets, logits, loss)) return PHAX_ERR;
+    FM_PROF(cx, FCPU_PART_HEAD, rc = head(cx, xL, d1, targets, logits, loss));
+    if (rc) return PHAX_ERR;
     for (int l = L - 1; l >= 0; l--) {
         const float *x = w->xs[l + 1];
         // y = RMSNorm_res(z): d2 = ∂/∂z
@@ -318,7 +364,8 @@ static int pha_run(const fm_ctx *cx, const int32_t *tokens, const int32_t *targe
             fzero(w->tmp, nd);
             fcpu_rmsnorm_bwd(w->tmp, fm_grad(cx, l, b->norm), w->dmix + i * nd, w->pr[l] + i * nd,
                              fm_param(m, l, b->norm), n, d, PHAX_RMSNORM_EPS, w->kws);
-            if (fm_branch_bwd(cx, b, d1, w->tmp, x)) return PHAX_ERR;
+            FM_PROF(cx, b->kind, rc = fm_branch_bwd(cx, b, d1, w->tmp, x));
+            if (rc) return PHAX_ERR;
         }
     }
     fzero(d2, nd);
@@ -332,7 +379,7 @@ static int pha_run(const fm_ctx *cx, const int32_t *tokens, const int32_t *targe
 // ---------------------------------------------------------------------------
 // The other families (docs/spec.md §3.2–3.3): x_0 = E[tokens]; sub-layer j:
 // xs[j + 1] = xs[j] + F_j(RMSNorm_j xs[j]); logits = RMSNorm_f(xs[J]) Wᵀ.
-static int stack_run(const fm_ctx *cx, const int32_t *tokens, const int32_t *targets, float *logits,
+static int stack_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, float *logits,
                      double *loss) {
     const fcpu_model *m = cx->m;
     const phax_model_cfg *c = &m->cfg;
@@ -344,25 +391,34 @@ static int stack_run(const fm_ctx *cx, const int32_t *tokens, const int32_t *tar
     for (int j = 0; j < J; j++) {
         fm_branch *b = &w->br[j];
         fcpu_rmsnorm_fwd(w->hs[j], w->xs[j], fm_param(m, b->layer, b->norm), n, d, PHAX_RMSNORM_EPS);
-        if (fm_branch_fwd(cx, b, w->tmp, w->hs[j])) return PHAX_ERR;
+        int rc;
+        FM_PROF(cx, b->kind, rc = fm_branch_fwd(cx, b, w->tmp, w->hs[j]));
+        if (rc) return PHAX_ERR;
         fm_add(w->xs[j + 1], w->xs[j], w->tmp, nd);
     }
     const float *gf = fcpu_model_param(m, "norm_f.weight");
     fcpu_rmsnorm_fwd(w->xf, w->xs[J], gf, n, d, PHAX_RMSNORM_EPS);
-    if (!cx->grads) return head(cx, w->xf, NULL, targets, logits, loss);
+    int rc;
+    if (!cx->grads) {
+        FM_PROF(cx, FCPU_PART_HEAD, rc = head(cx, w->xf, NULL, targets, logits, loss));
+        return rc;
+    }
 
     // Backward: d1 = ∂loss/∂xs[j + 1] walking down; rmsnorm_bwd adds the branch
     // path into d1 in place, which already holds the identity path.
+    prof_next_half(cx);
     float *d1 = w->d1, *d2 = w->d2;
     fzero(d2, nd);
-    if (head(cx, w->xf, d2, targets, logits, loss)) return PHAX_ERR;  // d2 = ∂/∂x_f
+    FM_PROF(cx, FCPU_PART_HEAD, rc = head(cx, w->xf, d2, targets, logits, loss));  // d2 = ∂/∂x_f
+    if (rc) return PHAX_ERR;
     fzero(d1, nd);
     fcpu_rmsnorm_bwd(d1, top_grad(cx, "norm_f.weight"), d2, w->xs[J], gf, n, d, PHAX_RMSNORM_EPS,
                      w->kws);
     for (int j = J - 1; j >= 0; j--) {
         fm_branch *b = &w->br[j];
         fzero(d2, nd);
-        if (fm_branch_bwd(cx, b, d2, d1, w->hs[j])) return PHAX_ERR;  // d2 = ∂/∂h_j
+        FM_PROF(cx, b->kind, rc = fm_branch_bwd(cx, b, d2, d1, w->hs[j]));  // d2 = ∂/∂h_j
+        if (rc) return PHAX_ERR;
         fcpu_rmsnorm_bwd(d1, fm_grad(cx, b->layer, b->norm), d2, w->xs[j],
                          fm_param(m, b->layer, b->norm), n, d, PHAX_RMSNORM_EPS, w->kws);
     }
@@ -386,9 +442,11 @@ static int run(const fcpu_model *m, fcpu_model_ws *w, const int32_t *tokens,
     int win = c->attn_window;
     if (!is_pha(c) && c->family != PHAX_FAMILY_TRANSFORMER && c->family != PHAX_FAMILY_SERIAL)
         win = window < 0 ? c->w_long : window;
-    fm_ctx cx = {m, w, w->B, w->T, (size_t)w->B * w->T, win, grads, row_loss};
+    fm_ctx cx = {m, w, w->B, w->T, (size_t)w->B * w->T, win, grads, row_loss,
+                 w->profile ? w->prof_fwd : NULL, w->profile ? fm_clock() : 0};
     int rc = is_pha(c) ? pha_run(&cx, tokens, targets, logits, loss)
                        : stack_run(&cx, tokens, targets, logits, loss);
+    if (cx.prof) cx.prof[FCPU_PART_TOTAL] += fm_clock() - cx.t_half;
     if (rc && loss) *loss = NAN;
     return rc;
 }

@@ -52,9 +52,11 @@ static int attn_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     fcpu_linear_fwd(b->q, x, P("attn.wq.weight"), NULL, n, d, qd);  // q: (B, T, Hq, dh)
     fcpu_linear_fwd(b->k, x, P("attn.wk.weight"), NULL, n, d, kd);  // k: (B, T, Hkv, dh)
     fcpu_linear_fwd(b->v, x, P("attn.wv.weight"), NULL, n, d, kd);  // v: (B, T, Hkv, dh)
-    if (fcpu_attention_fwd(b->o, NULL, b->st, b->q, b->k, b->v, P("attn.logscale"), cx->B, cx->T,
-                           &a, cx->ws->kws))
-        return PHAX_ERR;
+    int rc;
+    FM_PROF(cx, FCPU_PART_ATTN_KERNEL,
+            rc = fcpu_attention_fwd(b->o, NULL, b->st, b->q, b->k, b->v, P("attn.logscale"), cx->B,
+                                    cx->T, &a, cx->ws->kws));
+    if (rc) return PHAX_ERR;
     fcpu_linear_fwd(y, b->o, P("attn.wo.weight"), NULL, n, qd, d);  // y: (n, d)
     return PHAX_OK;
 }
@@ -67,9 +69,11 @@ static int attn_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, 
     float *dO = cx->ws->bws, *dq = dO + n * qd, *dk = dq + n * qd, *dv = dk + n * kd;
     fzero(dO, n * (2 * (size_t)qd + 2 * (size_t)kd));
     fcpu_linear_bwd(dO, G("attn.wo.weight"), NULL, dy, b->o, P("attn.wo.weight"), n, qd, d);
-    if (fcpu_attention_bwd(dq, dk, dv, G("attn.logscale"), dO, b->o, b->st, b->q, b->k, b->v,
-                           P("attn.logscale"), cx->B, cx->T, &a, cx->ws->kws))
-        return PHAX_ERR;
+    int rc;
+    FM_PROF(cx, FCPU_PART_ATTN_KERNEL,
+            rc = fcpu_attention_bwd(dq, dk, dv, G("attn.logscale"), dO, b->o, b->st, b->q, b->k,
+                                    b->v, P("attn.logscale"), cx->B, cx->T, &a, cx->ws->kws));
+    if (rc) return PHAX_ERR;
     fcpu_linear_bwd(dx, G("attn.wq.weight"), NULL, dq, x, P("attn.wq.weight"), n, d, qd);
     fcpu_linear_bwd(dx, G("attn.wk.weight"), NULL, dk, x, P("attn.wk.weight"), n, d, kd);
     fcpu_linear_bwd(dx, G("attn.wv.weight"), NULL, dv, x, P("attn.wv.weight"), n, d, kd);
@@ -215,10 +219,12 @@ static int mlstm_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
         b->mig[i] = GATE_CAP * tanhf(b->mipre[i] / GATE_CAP);
         b->mfg[i] = GATE_CAP * tanhf(b->mfpre[i] / GATE_CAP);
     }
-    if (fcpu_mlstm_chunkwise_fwd(b->mhc, b->mq, b->mk, b->mv, b->mig, b->mfg, cx->B, cx->T, NH, dqk,
-                                 dv, (float)PHAX_MLSTM_EPS, FCPU_MLSTM_CHUNK, NULL, NULL,
-                                 cx->ws->kws))
-        return PHAX_ERR;
+    int rc;
+    FM_PROF(cx, FCPU_PART_MLSTM_KERNEL,
+            rc = fcpu_mlstm_chunkwise_fwd(b->mhc, b->mq, b->mk, b->mv, b->mig, b->mfg, cx->B, cx->T,
+                                          NH, dqk, dv, (float)PHAX_MLSTM_EPS, FCPU_MLSTM_CHUNK,
+                                          NULL, NULL, cx->ws->kws));
+    if (rc) return PHAX_ERR;
     fcpu_headnorm_fwd(b->mhn, b->mhc, P("mlstm.headnorm.weight"), n, NH, dv, PHAX_HEADNORM_EPS);
     {
         const float *restrict o = b->mo, *restrict hn = b->mhn;
@@ -252,10 +258,12 @@ static int mlstm_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy,
     }
     fcpu_headnorm_bwd(dhc, G("mlstm.headnorm.weight"), dh, b->mhc, P("mlstm.headnorm.weight"), n,
                       NH, dv, PHAX_HEADNORM_EPS, cx->ws->kws);
-    if (fcpu_mlstm_chunkwise_bwd(dq, dk_, dv_, dig, dfg, dhc, b->mq, b->mk, b->mv, b->mig, b->mfg,
-                                 cx->B, cx->T, NH, dqk, dv, (float)PHAX_MLSTM_EPS, FCPU_MLSTM_CHUNK,
-                                 cx->ws->kws))
-        return PHAX_ERR;
+    int rc;
+    FM_PROF(cx, FCPU_PART_MLSTM_KERNEL,
+            rc = fcpu_mlstm_chunkwise_bwd(dq, dk_, dv_, dig, dfg, dhc, b->mq, b->mk, b->mv, b->mig,
+                                          b->mfg, cx->B, cx->T, NH, dqk, dv,
+                                          (float)PHAX_MLSTM_EPS, FCPU_MLSTM_CHUNK, cx->ws->kws));
+    if (rc) return PHAX_ERR;
     // ĩ = cap(ipre), f̃ = cap(fpre): d cap/dz = 1 − tanh²(z/15)
     for (size_t i = 0; i < ng; i++) {
         float ti = tanhf(b->mipre[i] / GATE_CAP), tf = tanhf(b->mfpre[i] / GATE_CAP);

@@ -23,7 +23,7 @@ static inline float *fm_take(fm_arena *a, size_t nfloats) {
 }
 
 // --- branches ----------------------------------------------------------------------------
-typedef enum {
+typedef enum {  // the order of FCPU_PART_* (phax/fcpu_model.h)
     FM_GSS,     // GSS(x)                       (pha, serial)
     FM_ATTN,    // attention sub-layer          (every family with attention)
     FM_SWIGLU,  // SwiGLU(x)
@@ -60,7 +60,18 @@ typedef struct {
     int window;    // attention window of this call (resolved: 0 = full)
     float *grads;     // NULL in a forward-only call
     float *row_loss;  // (n) per-token losses instead of the mean (evaluation), or NULL
+    double *prof;     // the profile half this code is in (ws->prof_fwd/bwd), or NULL: off
+    double t_half;    // when that half began (profiling)
 } fm_ctx;
+
+// Profiling: time `stmt` into part `part` of cx's current half, if on.
+double fm_clock(void);
+#define FM_PROF(cx, part, stmt)                                    \
+    do {                                                           \
+        double fm_t0_ = (cx)->prof ? fm_clock() : 0;               \
+        stmt;                                                      \
+        if ((cx)->prof) (cx)->prof[part] += fm_clock() - fm_t0_;   \
+    } while (0)
 
 // Lay out the kept activations of branch b (n = B·T rows).
 void fm_branch_layout(fm_arena *a, fm_branch *b, const phax_model_cfg *c, int B, int T);
@@ -100,6 +111,8 @@ struct fcpu_model_ws {
     float *tmp;               // (n, d) branch output
     float *d1, *d2;           // (n, d) gradient buffers
     float *dmix;              // PHA: (nb, n·d) gradient of the branch norms' outputs
+    int profile;              // fcpu_model_ws_profile: on/off
+    double prof_fwd[FCPU_NPARTS], prof_bwd[FCPU_NPARTS];
 };
 
 #endif

@@ -68,4 +68,28 @@ int fcpu_model_token_losses(const fcpu_model *m, fcpu_model_ws *ws, const int32_
 int fcpu_model_backward(fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
                         const int32_t *targets, int window, double *loss);
 
+// --- where a call's time goes (for benchmarks; off by default) ---------------------------
+// With profiling on, every call on the workspace adds the wall-clock seconds of each part
+// to a table: the sub-layers by kind (each including its projections), the attention and
+// mLSTM kernels alone (also inside their sub-layer's time), the output head (projection
+// + loss; in a backward call its forward and backward run as one fused pass and count as
+// backward), and the whole call. Embedding, norms, residual adds and the PHA mix are the
+// call minus its sub-layers and head. On costs two clock reads per part.
+enum {
+    FCPU_PART_GSS, FCPU_PART_ATTN, FCPU_PART_SWIGLU, FCPU_PART_AUX, FCPU_PART_DUAL,
+    FCPU_PART_MLSTM,         // the sub-layers (fm_kind order)
+    FCPU_PART_ATTN_KERNEL,   // fcpu_attention_fwd/bwd alone
+    FCPU_PART_MLSTM_KERNEL,  // fcpu_mlstm_chunkwise_fwd/bwd alone
+    FCPU_PART_HEAD,          // fused output projection + cross-entropy
+    FCPU_PART_TOTAL,         // the whole call
+    FCPU_NPARTS
+};
+const char *fcpu_part_name(int part);
+// on != 0: zero the table and start; 0: stop (the table stays readable).
+void fcpu_model_ws_profile(fcpu_model_ws *ws, int on);
+// Seconds per part, summed over the calls since profiling was turned on: fwd[] for the
+// forward half of each call, bwd[] for the backward half (fwd[TOTAL], bwd[TOTAL]: the halves).
+void fcpu_model_ws_profile_get(const fcpu_model_ws *ws, double fwd[FCPU_NPARTS],
+                               double bwd[FCPU_NPARTS]);
+
 #endif
