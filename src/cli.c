@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 _Noreturn void cli_die(const char *cmd, const char *fmt, ...) {
     va_list ap;
@@ -17,12 +16,6 @@ _Noreturn void cli_die(const char *cmd, const char *fmt, ...) {
     fputc('\n', stderr);
     va_end(ap);
     exit(1);
-}
-
-double cli_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi) {

@@ -1,4 +1,5 @@
-// Pieces every phax subcommand shares: one-line errors that exit, a clock, paths.
+// Pieces every phax subcommand shares: one-line errors that exit, option parsing, paths
+// (the clock is phax_clock in phax/core.h).
 #ifndef PHAX_CLI_H
 #define PHAX_CLI_H
 
@@ -6,8 +7,6 @@
 _Noreturn void cli_die(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // The integer value of option `flag`, or cli_die when s is not an integer in [lo, hi].
 long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi);
-// Monotonic seconds.
-double cli_now(void);
 // "dir/name", malloc'd (cli_die on out of memory).
 char *cli_path_join(const char *cmd, const char *dir, const char *name);
 // Whether anything exists at p (cli_exists), or a regular file (cli_is_file).

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "phax/ref.h"
 
@@ -24,12 +23,6 @@ typedef struct {
     int B, T, H, dh, N;       // sizes the callbacks read
     ref_attn_cfg att;
 } demo_op;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 static double *vec(size_t n, phax_rng *r, double lo, double hi) {
     double *x = phax_alloc(n * sizeof *x);
@@ -147,9 +140,9 @@ int phax_demo_main(int argc, char **argv) {
         add_in(&o, vec(4, &r, log(5.0), log(20.0)), 4);
         o.nout = nq, o.out = vec(nq, NULL, 0, 0), o.dout = vec(nq, &r, -1, 1);
         o.fwd = att_f, o.bwd = att_b;
-        double t0 = now();
+        double t0 = phax_clock();
         o.fwd(&o);
-        double ms = 1e3 * (now() - t0), err = directional_check(&o, &r);
+        double ms = 1e3 * (phax_clock() - t0), err = directional_check(&o, &r);
         // Cross-form: a window ≥ T equals full causal attention.
         double *full = vec(nq, NULL, 0, 0);
         ref_attn_cfg c = o.att;
@@ -174,9 +167,9 @@ int phax_demo_main(int argc, char **argv) {
         add_in(&o, vec(H, &r, -1, 1), H);
         o.nout = nu, o.out = vec(nu, NULL, 0, 0), o.dout = vec(nu, &r, -1, 1);
         o.fwd = ssm_f, o.bwd = ssm_b;
-        double t0 = now();
+        double t0 = phax_clock();
         o.fwd(&o);
-        double ms = 1e3 * (now() - t0), err = directional_check(&o, &r);
+        double ms = 1e3 * (phax_clock() - t0), err = directional_check(&o, &r);
         double *K = vec((size_t)H * T, NULL, 0, 0), *y = vec(nu, NULL, 0, 0);
         o.fwd(&o);
         ref_dss_kernel_fwd(K, o.in[1], o.in[2], o.in[3], o.in[4], H, N, T);
@@ -195,9 +188,9 @@ int phax_demo_main(int argc, char **argv) {
         add_in(&o, vec(ng, &r, 1, 5), ng);
         o.nout = nx, o.out = vec(nx, NULL, 0, 0), o.dout = vec(nx, &r, -1, 1);
         o.fwd = ml_f, o.bwd = ml_b;
-        double t0 = now();
+        double t0 = phax_clock();
         o.fwd(&o);
-        double ms = 1e3 * (now() - t0), err = directional_check(&o, &r);
+        double ms = 1e3 * (phax_clock() - t0), err = directional_check(&o, &r);
         double *hr = vec(nx, NULL, 0, 0);
         o.fwd(&o);
         ref_mlstm_recurrent_fwd(hr, o.in[0], o.in[1], o.in[2], o.in[3], o.in[4], 2, T, H, d, d,

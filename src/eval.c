@@ -34,7 +34,7 @@
 #define die(...) cli_die("phax eval", __VA_ARGS__)
 #define die_lib() die("%s", phax_error())  // the library's message names the file
 
-#define now_s cli_now
+#define now_s phax_clock
 
 typedef struct {
     const char *ckpt, *data_dir, *file, *split, *json_out, *csv_out, *cache_dir;

@@ -22,7 +22,7 @@
 #define die(...) cli_die("phax generate", __VA_ARGS__)
 #define die_lib() die("%s", phax_error())  // the library's message names the file
 
-#define now_s cli_now
+#define now_s phax_clock
 
 static void usage(FILE *f) {
     fputs("usage: phax generate CHECKPOINT (--prompt TEXT | --prompt-file FILE) [options]\n"

@@ -28,7 +28,7 @@
 
 #define die_lib() die("%s", phax_error())  // the library's message names the file
 
-#define now_s cli_now
+#define now_s phax_clock
 
 // ---------------------------------------------------------------------------
 // Options.

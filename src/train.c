@@ -42,7 +42,7 @@
 
 #define die_lib() die("%s", phax_error())  // the library's message names the file
 
-#define now_s cli_now
+#define now_s phax_clock
 
 #define file_exists cli_exists
 #define path_join(dir, name) cli_path_join("phax train", dir, name)

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #include "model_internal.h"
 
@@ -263,16 +262,10 @@ static void fzero(float *p, size_t n) { memset(p, 0, n * sizeof *p); }
 
 // ---------------------------------------------------------------------------
 // Profiling (phax/fcpu_model.h).
-double fm_clock(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 // The forward half ends here: its total, then the backward table.
 static void prof_next_half(fm_ctx *cx) {
     if (!cx->prof) return;
-    double now = fm_clock();
+    double now = phax_clock();
     cx->prof[FCPU_PART_TOTAL] += now - cx->t_half;
     cx->prof = cx->ws->prof_bwd, cx->t_half = now;
 }
@@ -443,10 +436,10 @@ static int run(const fcpu_model *m, fcpu_model_ws *w, const int32_t *tokens,
     if (!is_pha(c) && c->family != PHAX_FAMILY_TRANSFORMER && c->family != PHAX_FAMILY_SERIAL)
         win = window < 0 ? c->w_long : window;
     fm_ctx cx = {m, w, w->B, w->T, (size_t)w->B * w->T, win, grads, row_loss,
-                 w->profile ? w->prof_fwd : NULL, w->profile ? fm_clock() : 0};
+                 w->profile ? w->prof_fwd : NULL, w->profile ? phax_clock() : 0};
     int rc = is_pha(c) ? pha_run(&cx, tokens, targets, logits, loss)
                        : stack_run(&cx, tokens, targets, logits, loss);
-    if (cx.prof) cx.prof[FCPU_PART_TOTAL] += fm_clock() - cx.t_half;
+    if (cx.prof) cx.prof[FCPU_PART_TOTAL] += phax_clock() - cx.t_half;
     if (rc && loss) *loss = NAN;
     return rc;
 }

@@ -65,12 +65,11 @@ typedef struct {
 } fm_ctx;
 
 // Profiling: time `stmt` into part `part` of cx's current half, if on.
-double fm_clock(void);
 #define FM_PROF(cx, part, stmt)                                    \
     do {                                                           \
-        double fm_t0_ = (cx)->prof ? fm_clock() : 0;               \
+        double fm_t0_ = (cx)->prof ? phax_clock() : 0;               \
         stmt;                                                      \
-        if ((cx)->prof) (cx)->prof[part] += fm_clock() - fm_t0_;   \
+        if ((cx)->prof) (cx)->prof[part] += phax_clock() - fm_t0_;   \
     } while (0)
 
 // Lay out the kept activations of branch b (n = B·T rows).

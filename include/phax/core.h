@@ -1,5 +1,5 @@
 // phax core: the small pieces every tier shares — error reporting, a
-// reproducible RNG, and aligned allocation. No dependency on ref/ or fast/.
+// reproducible RNG, aligned allocation and a monotonic clock. No dependency on ref/ or fast/.
 #ifndef PHAX_CORE_H
 #define PHAX_CORE_H
 
@@ -49,5 +49,9 @@ uint64_t phax_hash_str(const char *s);
 // Memory: 64-byte aligned, zeroed. Returns NULL and records an error on failure.
 void *phax_alloc(size_t bytes);
 void phax_free(void *p);
+
+// ---------------------------------------------------------------------------
+// Seconds on the monotonic clock (an arbitrary origin; differences only).
+double phax_clock(void);
 
 #endif
