@@ -356,42 +356,8 @@ static void rope_row(const plan *p, const double *hi, const double *lo, int off,
     }
 }
 
-// Σ a_i·b_i in double over 8 lanes (then the lanes in order), not one serial chain:
-// a strict left-to-right sum is a chain of dependent adds (~4 cycles each) that cost
-// more than the rest of the row's arithmetic. The order differs from ref's; in
-// double that is far below the float rounding of every value the sums feed.
+// 8 doubles, and 8 floats widened to them, for the float64 row arithmetic.
 typedef double vd __attribute__((vector_size(64)));
-static inline double lanes_sum(vd a) {
-    double s = 0;
-    for (int i = 0; i < 8; i++) s += a[i];
-    return s;
-}
-static inline double dot_dd(const double *a, const double *b, int n) {
-    vd acc = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        vd x, y;
-        memcpy(&x, a + i, sizeof x), memcpy(&y, b + i, sizeof y);
-        acc += x * y;
-    }
-    double s = lanes_sum(acc);
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-static inline double dot_ff(const float *a, const float *b, int n) {
-    vd acc = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        vd x, y;
-        for (int j = 0; j < 8; j++) x[j] = a[i + j], y[j] = b[i + j];
-        acc += x * y;
-    }
-    double s = lanes_sum(acc);
-    for (; i < n; i++) s += (double)a[i] * b[i];
-    return s;
-}
-
-// 8 floats or doubles, for the row arithmetic when dh/2 is a multiple of 8.
 typedef float vf8 __attribute__((vector_size(32)));
 static inline vd vd_ld(const double *p) {
     vd v;
@@ -404,6 +370,28 @@ static inline vd vd_ldf(const float *p) {
     memcpy(&v, p, sizeof v);
     return __builtin_convertvector(v, vd);
 }
+static inline double lanes_sum(vd a) {
+    double s = 0;
+    for (int i = 0; i < 8; i++) s += a[i];
+    return s;
+}
+
+// Σ a_i·b_i in double over 8 lanes (then the lanes in order), not one serial chain:
+// a strict left-to-right sum is a chain of dependent adds (~4 cycles each) that cost
+// more than the rest of the row's arithmetic. The order differs from ref's; in
+// double that is far below the float rounding of every value the sums feed.
+// dot_dd for double rows, dot_ff for float rows (widened).
+#define DEF_LANE_DOT(name, T, load)                                \
+    static inline double name(const T *a, const T *b, int n) {     \
+        vd acc = {0};                                              \
+        int i = 0;                                                 \
+        for (; i + 8 <= n; i += 8) acc += load(a + i) * load(b + i); \
+        double s = lanes_sum(acc);                                 \
+        for (; i < n; i++) s += (double)a[i] * b[i];               \
+        return s;                                                  \
+    }
+DEF_LANE_DOT(dot_dd, double, vd_ld)
+DEF_LANE_DOT(dot_ff, float, vd_ldf)
 
 // max(r, ε) as fmax (a NaN r gives ε), without fmax's library call.
 static inline double clamp_norm(double r) { return r > PHAX_COSINE_NORM_EPS ? r : PHAX_COSINE_NORM_EPS; }

@@ -31,6 +31,11 @@ typedef enum {  // the order of FCPU_PART_* (phax/fcpu_model.h)
     FM_DUAL,    // SwiGLU(x) + W4 GELU(W3 x)    (pha, serial)
     FM_MLSTM,   // mLSTM layer                  (swax, mlstm)
 } fm_kind;
+// The profile indexes its sub-layer parts by kind.
+_Static_assert((int)FM_GSS == FCPU_PART_GSS && (int)FM_ATTN == FCPU_PART_ATTN &&
+                   (int)FM_SWIGLU == FCPU_PART_SWIGLU && (int)FM_AUX == FCPU_PART_AUX &&
+                   (int)FM_DUAL == FCPU_PART_DUAL && (int)FM_MLSTM == FCPU_PART_MLSTM,
+               "fm_kind and FCPU_PART_* must agree");
 
 // Activations one branch instance keeps for its backward (only its kind's are set).
 typedef struct {
