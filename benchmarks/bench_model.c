@@ -168,6 +168,14 @@ static double tvis(int T, int w) {  // average number of keys a query sees
     return ((double)w * (w + 1) / 2 + (double)(T - w) * w) / T;
 }
 
+// The attention kernel's FLOP of one layer's forward + backward (visible scores only).
+static double attn_layer_flop(const phax_model_cfg *c, int B, int T, int window) {
+    int pha_like = c->family == PHAX_FAMILY_PHA || c->family == PHAX_FAMILY_TRANSFORMER ||
+                   c->family == PHAX_FAMILY_SERIAL;
+    int w = pha_like ? c->attn_window : window < 0 ? c->w_long : window;
+    return 12.0 * B * T * tvis(T, w) * c->head_dim * c->n_heads;
+}
+
 static double step_flop(const phax_model_cfg *c, const phax_layout *L, int B, int T, int window,
                         double *mm_params) {
     double n = (double)B * T, mm = 0;
@@ -181,10 +189,7 @@ static double step_flop(const phax_model_cfg *c, const phax_layout *L, int B, in
     *mm_params = mm;
     double fl = 6.0 * mm * n;
     int fam = c->family;
-    int pha_like = fam == PHAX_FAMILY_PHA || fam == PHAX_FAMILY_TRANSFORMER ||
-                   fam == PHAX_FAMILY_SERIAL;
-    int w = pha_like ? c->attn_window : window < 0 ? c->w_long : window;
-    double attn = 12.0 * n * tvis(T, w) * c->head_dim * c->n_heads;
+    double attn = attn_layer_flop(c, B, T, window);
     int NH = c->mlstm_heads, dqk = c->d_model / (2 * NH), dv = c->d_model / NH;
     double mlstm = 3.0 * n * NH * ((double)MLSTM_CHUNK * (dqk + dv) + 4.0 * dqk * dv);
     double H = c->gss_hidden, m = 2.0 * T;
@@ -257,21 +262,19 @@ static void parts_row(const char *name, double f_ms, double b_ms, double step_ms
            rate, pct);
 }
 
-// fwd, bwd: seconds summed over `steps` steps; za: zero_grad and AdamW ms per step.
+// fwd, bwd: seconds summed over `steps` steps; zero_ms, adam_ms: per step.
 static void print_parts(const phax_model_cfg *c, const phax_layout *L, int B, int T, int window,
                         int steps, const double *fwd, const double *bwd, double zero_ms,
                         double adam_ms, double step_ms, double ceil) {
     double n = (double)B * T, k = 1e3 / steps, f[FCPU_NPARTS], b[FCPU_NPARTS];
     for (int i = 0; i < FCPU_NPARTS; i++) f[i] = fwd[i] * k, b[i] = bwd[i] * k;
-    int pha_like = c->family == PHAX_FAMILY_PHA || c->family == PHAX_FAMILY_TRANSFORMER ||
-                   c->family == PHAX_FAMILY_SERIAL;
-    int w = pha_like ? c->attn_window : window < 0 ? c->w_long : window, n_attn = 0;
+    int n_attn = 0;
     for (int l = 0; l < c->n_layers; l++)
         n_attn += c->family == PHAX_FAMILY_MLSTM ? 0
                   : c->family == PHAX_FAMILY_SWAX ? !phax_layer_is_mlstm(c, l)
                   : c->family == PHAX_FAMILY_PHA  ? c->use_attn
                                                   : 1;
-    double attn_k = 12.0 * n * tvis(T, w) * c->head_dim * c->n_heads * n_attn;  // fwd + bwd
+    double attn_k = attn_layer_flop(c, B, T, window) * n_attn;  // fwd + bwd
     const char *hw = c->tie_embeddings ? "embed.weight" : "lm_head.weight";
     printf("\nwhere a step's time goes (median step %.2f ms; parts summed over %d timed steps; "
            "GFLOP/s from the stated FLOP of a part, %% of the sgemm ceiling %.1f GFLOP/s):\n",
@@ -363,7 +366,6 @@ static int run_one(const opts_t *o, result_t *r) {
                                        mom + p->offset, mom + np + p->offset, p->numel,
                                        p->ndim == 2};
         }
-        double zsum = 0, asum = 0;  // --parts: zero_grad and AdamW over the timed steps
         for (int s = 0; s < warmup + steps; s++) {
             if (o->parts && s == warmup) fcpu_model_ws_profile(ws, 1);
             double loss, t0 = bench_wall();
@@ -373,12 +375,13 @@ static int run_one(const opts_t *o, result_t *r) {
             double t2 = bench_wall();
             if (fcpu_adamw_step(ap, m.layout.n, &ac, s + 1, NULL)) break;
             double t3 = bench_wall();
-            if (s >= warmup) zsum += t1 - t0, asum += t3 - t2;
             if (note_step(&st, r, s, warmup, steps, t0, t1, t2, t3, loss)) rc = PHAX_OK;
         }
         if (rc == PHAX_OK && o->parts) {
             double pf[FCPU_NPARTS], pb[FCPU_NPARTS];
             fcpu_model_ws_profile_get(ws, pf, pb);
+            double zsum = 0, asum = 0;  // zero_grad and AdamW over the timed steps
+            for (int k = 0; k < steps; k++) zsum += st.tz[k], asum += st.ta[k];
             print_parts(&m.cfg, &m.layout, B, T, o->window, steps, pf, pb, 1e3 * zsum / steps,
                         1e3 * asum / steps, ms_median(st.tt, steps), r->ceil_gflops);
         }
