@@ -32,7 +32,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "phax/atomic_file.h"
 #include "phax/core.h"
 #include "phax/fcpu_gemm.h"
 
@@ -245,19 +247,18 @@ static inline void bench_print_env(FILE *f, const char *name) {
 // --- CSV ------------------------------------------------------------------------------------
 // Open path for writing and write the header line (no newline needed in header);
 // NULL path → NULL (no CSV). Exits with a message if the file cannot be written.
-// The CSV is written to PATH.tmp and renamed to PATH by bench_csv_close, so an
+// The CSV is written through phax's one atomic writer (phax/atomic_file.h: an
+// exclusive temporary file beside PATH, renamed by bench_csv_close), so an
 // interrupted run never leaves a half-written PATH. At most one CSV is open at a time.
-static char bench_csv_tmp[4096], bench_csv_final[4096];
+static phax_atomic_file bench_csv_af = {.fd = -1};
 static inline FILE *bench_csv_open(const char *path, const char *header) {
     if (!path) return NULL;
-    if ((size_t)snprintf(bench_csv_final, sizeof bench_csv_final, "%s", path) >= sizeof bench_csv_final ||
-        (size_t)snprintf(bench_csv_tmp, sizeof bench_csv_tmp, "%s.tmp", path) >= sizeof bench_csv_tmp) {
-        fprintf(stderr, "%s: path too long\n", path);
-        exit(1);
-    }
-    FILE *f = fopen(bench_csv_tmp, "w");
-    if (!f) {
-        perror(bench_csv_tmp);
+    int fd;
+    FILE *f = NULL;
+    if (phax_atomic_begin(&bench_csv_af, path) || (fd = dup(bench_csv_af.fd)) < 0 || !(f = fdopen(fd, "w"))) {
+        if (bench_csv_af.fd >= 0) fprintf(stderr, "%s: %s\n", path, strerror(errno));
+        else fprintf(stderr, "%s\n", phax_error());
+        phax_atomic_abort(&bench_csv_af);
         exit(1);
     }
     if (header) fprintf(f, "%s\n", header);
@@ -265,9 +266,13 @@ static inline FILE *bench_csv_open(const char *path, const char *header) {
 }
 static inline void bench_csv_close(FILE *f) {
     if (!f) return;
-    if (fclose(f) || rename(bench_csv_tmp, bench_csv_final)) {
-        fprintf(stderr, "%s: could not write the CSV (%s)\n", bench_csv_final, strerror(errno));
-        remove(bench_csv_tmp);
+    if (fclose(f)) {
+        fprintf(stderr, "%s: could not write the CSV (%s)\n", bench_csv_af.path, strerror(errno));
+        phax_atomic_abort(&bench_csv_af);
+        exit(1);
+    }
+    if (phax_atomic_commit(&bench_csv_af)) {
+        fprintf(stderr, "%s\n", phax_error());
         exit(1);
     }
 }

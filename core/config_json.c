@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "phax/atomic_file.h"
 #include "phax/model.h"
 
 // ---------------------------------------------------------------------------
@@ -348,34 +349,7 @@ oom:
     return NULL;
 }
 
-static int write_all(int fd, const char *s, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, s, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-// fsync the directory holding path so that the rename itself is durable (best effort).
-static void sync_dir_of(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 int phax_model_cfg_write_json_file(const phax_model_cfg *c, const char *path) {
-    static atomic_uint counter;
     if (!path) return phax_fail("config: no path (NULL)");
     char *s = phax_model_cfg_to_json(c);
     if (!s) {
@@ -383,43 +357,7 @@ int phax_model_cfg_write_json_file(const phax_model_cfg *c, const char *path) {
         snprintf(msg, sizeof msg, "%s", phax_error());
         return phax_fail("%s: %s", path, msg);
     }
-
-    // The temporary file sits next to the target so that rename() is atomic.
-    size_t tn = strlen(path) + 64;
-    char *tmp = malloc(tn);
-    int fd = -1, rc = PHAX_OK;
-    if (!tmp) {
-        rc = phax_fail("%s: out of memory", path);
-        goto done;
-    }
-    for (int tries = 0; fd < 0 && tries < 100; tries++) {
-        snprintf(tmp, tn, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&counter, 1u));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        rc = phax_fail("%s: cannot create a temporary file (%s): %s", path, tmp, strerror(errno));
-        goto done;
-    }
-    if (write_all(fd, s, strlen(s)) != 0 || fsync(fd) != 0) {
-        rc = phax_fail("%s: cannot write (%s): %s", path, tmp, strerror(errno));
-        close(fd);
-        unlink(tmp);
-        goto done;
-    }
-    if (close(fd) != 0) {
-        rc = phax_fail("%s: cannot write (%s): %s", path, tmp, strerror(errno));
-        unlink(tmp);
-        goto done;
-    }
-    if (rename(tmp, path) != 0) {
-        rc = phax_fail("%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-        unlink(tmp);
-        goto done;
-    }
-    sync_dir_of(path);
-done:
-    free(tmp);
+    int rc = phax_write_file_atomic(path, s, strlen(s));
     free(s);
     return rc;
 }

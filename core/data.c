@@ -180,65 +180,7 @@ uint64_t phax_fnv1a64(uint64_t h, const void *p, size_t n) {
 // ---------------------------------------------------------------------------
 // Writing
 
-// Best effort: make the rename durable by syncing the directory that holds path.
-static void sync_dir_of(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
-int phax_write_file_atomic(const char *path, const void *data, size_t n) {
-    if (!path || (!data && n)) return phax_fail("phax_write_file_atomic: NULL argument");
-    size_t tlen = strlen(path) + 16;
-    char *tmp = malloc(tlen);
-    if (!tmp) return phax_fail("%s: out of memory", path);
-    // A unique name in the same directory: rename() is atomic only within a file system,
-    // and two processes writing the same path must not share a temp file.
-    snprintf(tmp, tlen, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return phax_fail("%s: cannot create a temporary file beside it: %s", path, strerror(e));
-    }
-    const uint8_t *p = data;
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, p + done, n - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            int e = w < 0 ? errno : EIO;
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            return phax_fail("%s: write error after %zu of %zu bytes: %s", path, done, n, strerror(e));
-        }
-        done += (size_t)w;
-    }
-    // mkstemp creates 0600; a data file is meant to be shared like any other output.
-    (void)fchmod(fd, 0644);
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        free(tmp);
-        return phax_fail("%s: cannot flush the temporary file: %s", path, strerror(e));
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        free(tmp);
-        return phax_fail("%s: cannot rename the temporary file into place: %s", path, strerror(e));
-    }
-    free(tmp);
-    sync_dir_of(path);
-    return PHAX_OK;
-}
+// phax_write_file_atomic: core/atomic_file.c.
 
 int phax_mkdir_p(const char *dir) {
     if (!dir || !*dir) return phax_fail("phax_mkdir_p: empty path");

@@ -3,6 +3,8 @@
 // split byte by byte with shifts, so the code is independent of host byte order.
 #include "phax/safetensors.h"
 
+#include "phax/atomic_file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
@@ -840,19 +842,6 @@ static int build_header(const phax_st_writer *w, const wtensor **ord, char **out
     return PHAX_OK;
 }
 
-// Best effort: make the rename durable by syncing the directory that holds path.
-static void sync_parent_dir(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 int phax_st_write(const phax_st_writer *w, const char *path) {
     if (!w || !path) return phax_fail("phax_st_write: NULL argument");
     if (w->err) return phax_fail("%s: not written: an earlier add failed: %s", path, w->err);
@@ -866,60 +855,16 @@ int phax_st_write(const phax_st_writer *w, const char *path) {
         snprintf(msg, sizeof msg, "%s", phax_error());
         return phax_fail("%s: %s", path, msg);
     }
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    FILE *fp = NULL;
-    int rc = PHAX_ERR, created = 0;
-    if (!tmp) {
-        phax_fail("%s: out of memory", path);
-        goto done;
-    }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        phax_fail("%s: cannot create %s: %s", path, tmp, strerror(errno));
-        goto done;
-    }
-    created = 1;
-    fp = fdopen(fd, "wb");
-    if (!fp) {
-        phax_fail("%s: cannot open a stream on %s: %s", path, tmp, strerror(errno));
-        close(fd);
-        goto done;
-    }
+    // One writer for every output (phax_atomic_*): exclusive, unpredictable temporary name.
+    phax_atomic_file af;
+    int rc = phax_atomic_begin(&af, path);
     unsigned char lenb[8];
     st_le(lenb, (uint64_t)hlen, 8);
-    int ok = fwrite(lenb, 1, 8, fp) == 8 && fwrite(hdr, 1, hlen, fp) == hlen;
-    for (int k = 0; ok && k < w->n; k++) {
-        const wtensor *e = ord[k];
-        ok = e->nbytes == 0 || fwrite(e->bytes, 1, e->nbytes, fp) == e->nbytes;
-    }
-    ok = ok && fflush(fp) == 0;
-    if (!ok) {
-        phax_fail("%s: error writing %s: %s", path, tmp, strerror(errno));
-        goto done;
-    }
-    if (fsync(fileno(fp)) != 0) {
-        phax_fail("%s: fsync of %s failed: %s", path, tmp, strerror(errno));
-        goto done;
-    }
-    int cr = fclose(fp);
-    fp = NULL;
-    if (cr != 0) {
-        phax_fail("%s: closing %s failed: %s", path, tmp, strerror(errno));
-        goto done;
-    }
-    if (rename(tmp, path) != 0) {
-        phax_fail("%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-        goto done;
-    }
-    created = 0;
-    sync_parent_dir(path);
-    rc = PHAX_OK;
-done:
-    if (fp) fclose(fp);
-    if (created) unlink(tmp);
-    free(tmp);
+    if (rc == PHAX_OK) rc = phax_atomic_write(&af, lenb, 8);
+    if (rc == PHAX_OK) rc = phax_atomic_write(&af, hdr, hlen);
+    for (int k = 0; rc == PHAX_OK && k < w->n; k++)
+        if (ord[k]->nbytes) rc = phax_atomic_write(&af, ord[k]->bytes, ord[k]->nbytes);
+    if (rc == PHAX_OK) rc = phax_atomic_commit(&af);
     free(hdr);
     free(ord);
     return rc;

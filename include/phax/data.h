@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "phax/atomic_file.h"
 #include "phax/core.h"
 
 // ---------------------------------------------------------------------------
@@ -41,10 +42,8 @@ int phax_xz_decode(const uint8_t *in, size_t in_n, const char *name, uint8_t **o
 #define PHAX_FNV_INIT 0xCBF29CE484222325ull
 uint64_t phax_fnv1a64(uint64_t h, const void *p, size_t n);
 
-// Write n bytes to path atomically: a temporary file in the same directory is
-// written, fsync'd and renamed over path, so readers see either the old file
-// or the complete new one, and an error leaves no partial file behind.
-int phax_write_file_atomic(const char *path, const void *data, size_t n);
+// Write n bytes to path atomically: phax_write_file_atomic, declared in
+// phax/atomic_file.h (included here for its callers).
 
 // Create a directory and any missing parents (like mkdir -p).
 int phax_mkdir_p(const char *dir);

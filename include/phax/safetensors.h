@@ -12,7 +12,8 @@
 //
 // Reading validates all of that (and every malformed header) and refuses with
 // a one-line error that starts with the path; it never aborts. Writing is
-// atomic: "<path>.tmp.<pid>", fsync, rename; on failure nothing is left behind.
+// atomic (phax/atomic_file.h): an exclusive temporary file with an unpredictable
+// name, fsync, rename; on failure nothing is left behind.
 //
 // Output bytes follow the reference serializer (safetensors.torch.save_file):
 // compact JSON with "__metadata__" first, then the tensors in the order of their
