@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 // ---------------------------------------------------------------------------
 // Small helpers
@@ -68,6 +69,33 @@ static char *dir_part(const char *path) {
     return p;
 }
 
+// A run folder's "checkpoint.safetensors" is a symlink to the current
+// generation's model file; resolve it (a few levels, relative targets against
+// the link's folder) so that the state and vocabulary are read from the same
+// generation. A dangling link is returned as it is (the reader names it).
+static char *follow_links(char *p) {
+    for (int depth = 0; p && depth < 8; depth++) {
+        struct stat sb;
+        if (lstat(p, &sb) != 0 || !S_ISLNK(sb.st_mode)) break;
+        char target[4096];
+        ssize_t n = readlink(p, target, sizeof target - 1);
+        if (n <= 0) break;
+        target[n] = '\0';
+        if (stat(p, &sb) != 0) break;  // dangling: keep the link's own name
+        char *next;
+        if (target[0] == '/') {
+            next = xstrdup(target);
+        } else {
+            char *d = dir_part(p);
+            next = d ? concat(d, target) : NULL;
+            free(d);
+        }
+        free(p);
+        p = next;
+    }
+    return p;
+}
+
 char *phax_ckpt_model_path(const char *path) {
     struct stat sb;
     if (path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
@@ -76,9 +104,9 @@ char *phax_ckpt_model_path(const char *path) {
         char *d = concat(path, sep);
         char *r = d ? concat(d, PHAX_CKPT_DEFAULT_NAME ".safetensors") : NULL;
         free(d);
-        return r;
+        return follow_links(r);
     }
-    return xstrdup(path);
+    return path ? follow_links(xstrdup(path)) : xstrdup(path);
 }
 
 static char *with_suffix(const char *model_path, const char *suffix) {
@@ -424,4 +452,179 @@ int phax_swax_window_at(const phax_model_cfg *cfg, uint64_t window_seed, long st
     if (step >= phax_swax_anneal_start(cfg, total)) return cfg->w_long;
     phax_rng r = phax_rng_stream(window_seed, (uint64_t)step);
     return phax_rng_uniform(&r) < cfg->p_short ? cfg->w_short : cfg->w_long;
+}
+
+// ---------------------------------------------------------------------------
+// Run folders: checkpoint generations (see include/phax/checkpoint.h)
+
+#include <dirent.h>
+#include <fcntl.h>
+
+#include "phax/atomic_file.h"
+
+#define GEN_TMP_PREFIX ".ckpt-tmp-"
+
+int phax_ckpt_gen_name(const char *name, int64_t *step) {
+    size_t np = sizeof PHAX_CKPT_GEN_PREFIX - 1;
+    if (strncmp(name, PHAX_CKPT_GEN_PREFIX, np) || !name[np]) return 0;
+    int64_t v = 0;
+    for (const char *c = name + np; *c; c++) {
+        if (*c < '0' || *c > '9' || v > (INT64_MAX - 9) / 10) return 0;
+        v = v * 10 + (*c - '0');
+    }
+    if (step) *step = v;
+    return 1;
+}
+
+// The generation a run folder's link points at ("ckpt-N"), or "" when there is
+// none (no link, or a regular file: a run of an older phax).
+static void current_gen(const char *link, char out[256]) {
+    char t[4096];
+    out[0] = '\0';
+    ssize_t n = readlink(link, t, sizeof t - 1);
+    if (n <= 0) return;
+    t[n] = '\0';
+    char *slash = strchr(t, '/');
+    if (slash) *slash = '\0';
+    if (phax_ckpt_gen_name(t, NULL) && strlen(t) < 256) strcpy(out, t);
+}
+
+// Remove folder `name` of dirfd and the files in it (a generation holds only
+// files). Never follows a symlink: one in its place is removed itself.
+static int remove_gen(int dirfd, const char *dir, const char *name) {
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return PHAX_OK;
+        if (unlinkat(dirfd, name, 0) == 0) return PHAX_OK;
+        return phax_fail("%s/%s: cannot remove: %s", dir, name, strerror(errno));
+    }
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return phax_fail("%s/%s: cannot list: %s", dir, name, strerror(errno));
+    }
+    struct dirent *e;
+    int rc = PHAX_OK;
+    while (rc == PHAX_OK && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (unlinkat(fd, e->d_name, 0) != 0)
+            rc = phax_fail("%s/%s/%s: cannot remove: %s", dir, name, e->d_name, strerror(errno));
+    }
+    closedir(d);
+    if (rc == PHAX_OK && unlinkat(dirfd, name, AT_REMOVEDIR) != 0)
+        rc = phax_fail("%s/%s: cannot remove: %s", dir, name, strerror(errno));
+    return rc;
+}
+
+// Remove every generation but keep1/keep2 and every unfinished temporary
+// folder. Best effort: what stays is removed by the next checkpoint.
+static void prune_gens(const char *dir, const char *keep1, const char *keep2) {
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return;
+    int dfd2 = dup(dfd);
+    DIR *d = dfd2 >= 0 ? fdopendir(dfd2) : NULL;
+    if (!d) {
+        if (dfd2 >= 0) close(dfd2);
+        close(dfd);
+        return;
+    }
+    char names[64][256];
+    int n = 0;
+    struct dirent *e;
+    while (n < 64 && (e = readdir(d))) {
+        const char *nm = e->d_name;
+        int gen = phax_ckpt_gen_name(nm, NULL);
+        if (!gen && strncmp(nm, GEN_TMP_PREFIX, sizeof GEN_TMP_PREFIX - 1)) continue;
+        if (!strcmp(nm, keep1) || !strcmp(nm, keep2) || strlen(nm) >= 256) continue;
+        strcpy(names[n++], nm);
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) (void)remove_gen(dfd, dir, names[i]);
+    close(dfd);
+}
+
+int phax_ckpt_save_generation(const char *dir, const phax_ckpt *ck, const phax_layout *L,
+                              const phax_ckpt_state *st) {
+    if (!dir || !ck) return phax_fail("checkpoint: NULL argument");
+    char *link = concat(dir, "/" PHAX_CKPT_DEFAULT_NAME ".safetensors");
+    if (!link) return PHAX_ERR;
+    char prev[256], gen[64], tmpname[64], linktmp[64];
+    current_gen(link, prev);
+    struct stat sb;
+    int legacy = lstat(link, &sb) == 0 && S_ISREG(sb.st_mode);  // an older phax's single checkpoint
+    snprintf(gen, sizeof gen, PHAX_CKPT_GEN_PREFIX "%08" PRId64, ck->step);
+    if (!strcmp(gen, prev)) {
+        phax_fail("%s/%s: is the current checkpoint; not replaced", dir, gen);
+        free(link);
+        return PHAX_ERR;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        phax_fail("%s: cannot open the run folder: %s", dir, strerror(errno));
+        free(link);
+        return PHAX_ERR;
+    }
+    // 1. The files, in a fresh folder nobody else can have prepared (exclusive,
+    //    unpredictable name; mode 0777 minus the umask).
+    int rc = PHAX_ERR, made = 0;
+    for (int tries = 0; tries < 100 && !made; tries++) {
+        char r[13];
+        phax_random_name(r);
+        snprintf(tmpname, sizeof tmpname, GEN_TMP_PREFIX "%s", r);
+        if (mkdirat(dfd, tmpname, 0777) == 0) made = 1;
+        else if (errno != EEXIST) break;
+    }
+    char *tdir = concat(dir, "/"), *tpath = NULL, *mpath = NULL, *spath = NULL;
+    if (!made) {
+        phax_fail("%s: cannot create a checkpoint folder: %s", dir, strerror(errno));
+        goto done;
+    }
+    tpath = tdir ? concat(tdir, tmpname) : NULL;
+    mpath = tpath ? concat(tpath, "/" PHAX_CKPT_DEFAULT_NAME ".safetensors") : NULL;
+    spath = mpath ? phax_ckpt_state_path(mpath) : NULL;
+    if (!spath) goto done;
+    if (st && phax_ckpt_state_save(spath, L, st)) goto done;
+    if (phax_ckpt_save(mpath, ck) || phax_fsync_dir(tpath)) goto done;
+    // 2. Under its final name (a stale folder of that name is never current: remove it).
+    if (remove_gen(dfd, dir, gen)) goto done;
+    if (renameat(dfd, tmpname, dfd, gen) != 0) {
+        phax_fail("%s/%s: cannot rename the checkpoint folder into place: %s", dir, gen, strerror(errno));
+        goto done;
+    }
+    made = 0;
+    if (phax_fsync_dir(dir)) {
+        (void)remove_gen(dfd, dir, gen);
+        goto done;
+    }
+    // 3. One atomic step makes it current: a new link renamed over the old one.
+    char target[128];
+    snprintf(target, sizeof target, "%s/" PHAX_CKPT_DEFAULT_NAME ".safetensors", gen);
+    int linked = 0;
+    for (int tries = 0; tries < 100 && !linked; tries++) {
+        char r[13];
+        phax_random_name(r);
+        snprintf(linktmp, sizeof linktmp, "." PHAX_CKPT_DEFAULT_NAME ".link-%s", r);
+        if (symlinkat(target, dfd, linktmp) == 0) linked = 1;
+        else if (errno != EEXIST) break;
+    }
+    if (!linked || renameat(dfd, linktmp, dfd, PHAX_CKPT_DEFAULT_NAME ".safetensors") != 0) {
+        phax_fail("%s: cannot make %s current: %s", link, gen, strerror(errno));
+        if (linked) unlinkat(dfd, linktmp, 0);
+        (void)remove_gen(dfd, dir, gen);
+        goto done;
+    }
+    if (phax_fsync_dir(dir)) goto done;  // current but perhaps not durable: report it
+    rc = PHAX_OK;
+    // 4. Only now the older generations go (the previous one stays).
+    prune_gens(dir, gen, prev);
+    if (legacy) {
+        unlinkat(dfd, PHAX_CKPT_DEFAULT_NAME ".state.safetensors", 0);
+        unlinkat(dfd, PHAX_CKPT_DEFAULT_NAME ".vocab", 0);
+    }
+    (void)phax_fsync_dir(dir);
+done:
+    if (made) (void)remove_gen(dfd, dir, tmpname);
+    close(dfd);
+    free(link), free(tdir), free(tpath), free(mpath), free(spath);
+    return rc;
 }

@@ -22,9 +22,10 @@
 //                             metadata "format" "phax-train-state-1", "step",
 //                             "options", "rng", "data" (JSON strings owned by
 //                             the trainer; this module stores them verbatim).
-// Every write is atomic (temporary file + rename). A trainer writes the state
-// first and the model last, both with the same step, so a reader that finds
-// two different steps knows the pair is torn (phax_ckpt_state_check).
+// Every write is atomic (temporary file + rename). A trainer saves whole
+// generations (phax_ckpt_save_generation, below), so the three files always
+// belong together; the state and model still carry the same step, and a reader
+// that finds two different steps knows the pair is torn (phax_ckpt_state_check).
 //
 // Every function returns PHAX_OK or PHAX_ERR with a one-line message in
 // phax_error() that starts with the file concerned.
@@ -61,10 +62,12 @@ typedef struct {
 
 // The files of a checkpoint: "<dir>/<stem>.safetensors" is the model file;
 // path may also name a directory, which means "<dir>/checkpoint.safetensors"
-// (a run folder of `phax train`). Results are malloc'd (free()), NULL on
+// (a run folder of `phax train`). A symlink (a run folder's pointer to its
+// current generation, below) is followed, so the state and vocabulary are
+// those beside the file it points to. Results are malloc'd (free()), NULL on
 // out of memory.
 #define PHAX_CKPT_DEFAULT_NAME "checkpoint"
-char *phax_ckpt_model_path(const char *path);        // resolves a directory
+char *phax_ckpt_model_path(const char *path);        // resolves a directory and links
 char *phax_ckpt_state_path(const char *model_path);  // "<stem>.state.safetensors"
 char *phax_ckpt_vocab_path(const char *model_path);  // "<stem>.vocab"
 
@@ -107,6 +110,29 @@ void phax_ckpt_state_free(phax_ckpt_state *s);
 // PHAX_ERR "<state_path>: training state is at step S but the model file is at
 // step M (torn checkpoint)" when the pair does not belong together.
 int phax_ckpt_state_check(const char *state_path, const phax_ckpt_state *s, int64_t model_step);
+
+// ---------------------------------------------------------------------------
+// Run folders: checkpoint generations (docs/train.md).
+//
+// A run folder holds generations "<dir>/ckpt-<step, 8+ digits>/" with the
+// three files checkpoint.safetensors, checkpoint.state.safetensors and
+// checkpoint.vocab, and "<dir>/checkpoint.safetensors", a relative symlink to
+// the current generation's model file. A generation is written in a folder of
+// its own with an unpredictable name, every file and the folder fsync'd, then
+// renamed to ckpt-<step> and the run folder fsync'd; only then is a new link
+// renamed over the old one (the one atomic step that makes it current) and the
+// run folder fsync'd again. After that, every generation but the new and the
+// previous current one, and any unfinished temporary folder, is removed. A
+// kill at any moment leaves the previous or the new generation current, both
+// complete. The caller must hold the run folder (one writer at a time).
+#define PHAX_CKPT_GEN_PREFIX "ckpt-"
+// 1 (and *step, when not NULL) when name is a generation folder's name.
+int phax_ckpt_gen_name(const char *name, int64_t *step);
+// Save ck (model + vocabulary) and, when st is not NULL, the training state
+// (layout L) as generation ck->step of run folder dir and make it current.
+// On error the previous generation stays current.
+int phax_ckpt_save_generation(const char *dir, const phax_ckpt *ck, const phax_layout *L,
+                              const phax_ckpt_state *st);
 
 // ---------------------------------------------------------------------------
 // Schedules (pure functions of their arguments, so a resumed run repeats them).
