@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -86,8 +88,9 @@ static train_opts opts_default(void) {
 static void usage(FILE *f) {
     fputs(
         "usage: phax train [options] --out DIR\n"
-        "Train a language model; DIR receives log.jsonl, checkpoint.safetensors (+ .state,\n"
-        ".vocab) and token caches (DIR/cache). See docs/train.md.\n"
+        "Train a language model; DIR receives log.jsonl, checkpoint generations ckpt-<step>/\n"
+        "(model, .state, .vocab), the link checkpoint.safetensors to the current one, and token\n"
+        "caches (DIR/cache). See docs/train.md.\n"
         "\n"
         "model:\n"
         "  --family F          pha, transformer, serial, swax, swa, mlstm (or the config's)\n"
@@ -107,8 +110,9 @@ static void usage(FILE *f) {
         "  --cache-dir DIR     token caches (default OUT/cache)\n"
         "length and batch:\n"
         "  --steps N           optimizer steps (default 1000 unless --time-budget)\n"
-        "  --time-budget S     seconds: time a few discarded steps first, then fix --steps so the\n"
-        "                      run (evaluations included) fits; the steps are recorded for resume\n"
+        "  --time-budget S     seconds (at most 3.2e9): time a few discarded steps first, then\n"
+        "                      fix --steps so the run (evaluations included) fits; the steps are\n"
+        "                      recorded for resume\n"
         "  --batch B           sequences per step (default 8)\n"
         "  --seq T             tokens per sequence, 1..65536 (default 256)\n"
         "optimizer (AdamW, docs/spec.md §2.12):\n"
@@ -133,15 +137,17 @@ static void usage(FILE *f) {
         "                      65536; 0 = the whole split)\n"
         "  --ckpt-every N      checkpoint every N steps and at the end (default 500; 0 = end only)\n"
         "  --log-every N       progress line every N steps when stdout is not a terminal (default 10)\n"
-        "  --out DIR           run folder (required); must not hold a run unless --resume\n"
+        "  --out DIR           run folder (required, locked while training); must not hold a\n"
+        "                      checkpoint unless --resume (one whose run stopped before its first\n"
+        "                      checkpoint is started over)\n"
         "  --resume            continue the run in --out from its checkpoint; options come from\n"
         "                      the checkpoint (only --out, --cache-dir, --log-every, --stop-after\n"
         "                      may be given; --family asserts the checkpoint's family)\n"
         "  --stop-after N      stop after step N with a checkpoint, as if interrupted (resumable)\n"
         "SWAX family: every step draws the SWA window (w_short with probability p_short, else\n"
         "w_long; the last `anneal` fraction of steps w_long; docs/spec.md §3.4) from its own\n"
-        "RNG stream of (seed, step), and logs it. Ctrl-C stops after the current step with a\n"
-        "checkpoint. NaN/Inf in the loss or gradient norm stops the run (exit 1) with the last\n"
+        "RNG stream of (seed, step), and logs it. Ctrl-C or SIGTERM stops after the current step\n"
+        "with a checkpoint (exit 130 / 143). NaN/Inf in the loss or gradient norm stops the run (exit 1) with the last\n"
         "checkpoint untouched.\n",
         f);
 }
@@ -245,8 +251,13 @@ static void parse_args(int argc, char **argv, train_opts *o, const char **changi
     }
 }
 
-// Values that parse but make no sense.
-static void check_opts(const train_opts *o) {
+// Largest --time-budget: a century of seconds (beyond it the step count
+// would not fit; 1e300 used to wrap to 1 step).
+#define MAX_TIME_BUDGET 3.2e9
+
+// Numbers that parse but make no sense (also checked on the options a
+// resumed state restores).
+static void check_numbers(const train_opts *o) {
     if (!(isfinite(o->lr) && o->lr >= 0)) die("--lr: must be a finite number >= 0, got %g", o->lr);
     if (!(isfinite(o->min_lr) && o->min_lr >= 0 && o->min_lr <= o->lr))
         die("--min-lr: must be in [0, --lr], got %g", o->min_lr);
@@ -256,8 +267,14 @@ static void check_opts(const train_opts *o) {
     if (!(isfinite(o->wd) && o->wd >= 0)) die("--wd: must be a finite number >= 0, got %g", o->wd);
     if (!(isfinite(o->clip) && o->clip >= 0)) die("--clip: must be a finite number >= 0, got %g", o->clip);
     if (!(o->niah_frac >= 0 && o->niah_frac <= 1)) die("--niah-frac: must be in [0, 1], got %g", o->niah_frac);
-    if (!(isfinite(o->time_budget) && o->time_budget >= 0))
-        die("--time-budget: must be a finite number of seconds >= 0, got %g", o->time_budget);
+    if (!(isfinite(o->time_budget) && o->time_budget >= 0 && o->time_budget <= MAX_TIME_BUDGET))
+        die("--time-budget: must be a number of seconds in [0, %g], got %g", MAX_TIME_BUDGET,
+            o->time_budget);
+}
+
+// Values that parse but make no sense.
+static void check_opts(const train_opts *o) {
+    check_numbers(o);
     if (o->steps && o->time_budget > 0) die("--steps and --time-budget: give one, not both");
     if (strcmp(o->backend, "fast") && strcmp(o->backend, "ref"))
         die("--backend: '%s' is not fast or ref", o->backend);
@@ -301,11 +318,12 @@ static void opts_from_json(train_opts *o, const char *json, const char *where, j
                            int *split) {
     json_error_t e;
     json_t *j = json_loads(json, 0, &e);
-    const char *seed = NULL, *valid = NULL;
+    const char *seed = NULL;
+    json_t *valid = NULL;  // a string, or null for a run without validation data
     json_int_t steps, warmup, ee, et, ce;
     int B, T;
     if (!j || json_unpack_ex(j, &e, 0,
-                             "{s:s, s:s, s:s, s?s, s:b, s:I, s:F, s:i, s:i, s:F, s:F, s:I, s:F, s:F,"
+                             "{s:s, s:s, s:s, s?o, s:b, s:I, s:F, s:i, s:i, s:F, s:F, s:I, s:F, s:F,"
                              " s:F, s:F, s:F, s:s, s:I, s:I, s:I, s?F}",
                              "backend", &o->backend, "tokenizer", &o->tokenizer, "train",
                              &o->train_path, "valid", &valid, "split_input", split, "steps", &steps,
@@ -315,7 +333,15 @@ static void opts_from_json(train_opts *o, const char *json, const char *where, j
                              &seed, "eval_every", &ee, "eval_tokens", &et, "ckpt_every", &ce,
                              "niah_frac", &o->niah_frac))
         die("%s: training options unreadable: %s", where, e.text);
-    o->valid_path = valid;
+    if (valid && !json_is_null(valid) && !json_is_string(valid))
+        die("%s: training options unreadable: \"valid\" is not a path or null", where);
+    o->valid_path = valid && json_is_string(valid) ? json_string_value(valid) : NULL;
+    // A crafted state must not make the run allocate or loop without bound:
+    // the ranges the command line enforces.
+    if (steps < 1 || steps > (1L << 40) || warmup < 0 || warmup > (1L << 40) || B < 1 ||
+        B > (1 << 20) || T < 1 || T > MAX_SEQ || ee < 0 || ee > (1L << 40) || et < 0 ||
+        et > (1L << 40) || ce < 0 || ce > (1L << 40))
+        die("%s: training options out of range (steps, warmup, batch, seq or an interval)", where);
     o->steps = (long)steps, o->warmup = (long)warmup, o->B = B, o->T = T;
     o->eval_every = (long)ee, o->eval_tokens = (long)et, o->ckpt_every = (long)ce;
     o->seed = parse_u64("seed", seed);
@@ -451,9 +477,17 @@ static void corpus_vocab(corpus *c, const train_opts *o) {
     if (rc) die_lib();
 }
 
+// cache_dir NULL: tokenize in memory and write no cache (a resumed run whose
+// data are not verified yet).
+static int load_tokens(const phax_vocab *v, const char *path, const char *cache_dir, int32_t **out,
+                       size_t *n) {
+    return cache_dir ? phax_tokens_load_cached(v, path, cache_dir, out, n)
+                     : phax_encode_file(v, path, out, n);
+}
+
 static void corpus_tokens(corpus *c, const char *cache_dir) {
     size_t n;
-    if (phax_tokens_load_cached(c->vocab, c->train, cache_dir, &c->all, &n)) die_lib();
+    if (load_tokens(c->vocab, c->train, cache_dir, &c->all, &n)) die_lib();
     if (c->split) {
         size_t ntr = n - n / 10;
         c->tr = c->all, c->ntr = ntr;
@@ -461,7 +495,7 @@ static void corpus_tokens(corpus *c, const char *cache_dir) {
     } else {
         c->tr = c->all, c->ntr = n;
         if (c->valid) {
-            if (phax_tokens_load_cached(c->vocab, c->valid, cache_dir, &c->valid_tok, &c->nva)) die_lib();
+            if (load_tokens(c->vocab, c->valid, cache_dir, &c->valid_tok, &c->nva)) die_lib();
             c->va = c->valid_tok;
         }
     }
@@ -473,15 +507,88 @@ static void corpus_free(corpus *c) {
     phax_vocab_free(c->vocab);
 }
 
-// Identity of the token streams, stored in the state and checked on resume.
+// Identity of a data file's bytes: its size and FNV-1a, read in pieces. The
+// state stores it so that --resume checks a file before tokenizing it or
+// writing a cache of it (a crafted run folder cannot name any readable file).
+// want_bytes >= 0: stop early (NULL) when the size differs.
+static json_t *file_identity(const char *path, json_int_t want_bytes) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) die("%s: cannot read: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) die("%s: not a regular file", path);
+    if (want_bytes >= 0 && (json_int_t)sb.st_size != want_bytes) {
+        close(fd);
+        return NULL;
+    }
+    static uint8_t buf[1 << 16];
+    uint64_t h = PHAX_FNV_INIT;
+    json_int_t total = 0;
+    for (;;) {
+        ssize_t k = read(fd, buf, sizeof buf);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) die("%s: read error: %s", path, strerror(errno));
+        if (k == 0) break;
+        h = phax_fnv1a64(h, buf, (size_t)k), total += k;
+    }
+    close(fd);
+    char hx[24];
+    snprintf(hx, sizeof hx, "%016" PRIx64, h);
+    return json_pack("{s:I, s:s}", "bytes", total, "fnv1a", hx);
+}
+
+// --resume: the data files must be the bytes the state names, checked before
+// anything reads them further or writes. A state of an older phax has no file
+// identity: its tokens are then checked in memory before any cache is written.
+// Returns 1 when the files were checked here.
+static int check_data_files(const corpus *c, const char *data_json, const char *where) {
+    json_t *j = json_loads(data_json, 0, NULL);
+    json_t *files = j ? json_object_get(j, "files") : NULL;
+    if (!files) {
+        json_decref(j);
+        return 0;
+    }
+    const char *keys[2] = {"train", "valid"};
+    const char *paths[2] = {c->train, c->valid};
+    for (int i = 0; i < 2; i++) {
+        json_t *want = json_object_get(files, keys[i]), *wb = json_object_get(want, "bytes");
+        if (!paths[i] && json_is_null(want)) continue;
+        if (!paths[i] || !json_is_integer(wb)) die("%s: data file identity unreadable (\"%s\")", where, keys[i]);
+        json_t *got = file_identity(paths[i], json_integer_value(wb));
+        if (!got || !json_equal(got, want))
+            die("%s: not the file this run was trained on (its size or hash differs from %s's); nothing was read or written",
+                paths[i], where);
+        json_decref(got);
+    }
+    json_decref(j);
+    return 1;
+}
+
+// The token-stream fields of two data identities agree (the file identity is
+// checked separately, and states of an older phax lack it).
+static int same_tokens(const char *a, const char *b) {
+    static const char *keys[] = {"train_tokens", "train_hash", "valid_tokens", "valid_hash", "vocab_hash"};
+    json_t *ja = json_loads(a, 0, NULL), *jb = json_loads(b, 0, NULL);
+    int same = ja && jb;
+    for (size_t i = 0; same && i < sizeof keys / sizeof *keys; i++) {
+        json_t *x = json_object_get(ja, keys[i]), *y = json_object_get(jb, keys[i]);
+        same = x && y && json_equal(x, y);
+    }
+    json_decref(ja), json_decref(jb);
+    return same;
+}
+
+// Identity of the token streams and of the files they come from, stored in
+// the state and checked on resume.
 static char *corpus_identity(const corpus *c) {
     char h1[24], h2[24], hv[24];
     snprintf(h1, sizeof h1, "%016" PRIx64, phax_fnv1a64(PHAX_FNV_INIT, c->tr, c->ntr * 4));
     snprintf(h2, sizeof h2, "%016" PRIx64, phax_fnv1a64(PHAX_FNV_INIT, c->va, c->nva * 4));
     snprintf(hv, sizeof hv, "%016" PRIx64, phax_vocab_hash(c->vocab));
-    json_t *j = json_pack("{s:I, s:s, s:I, s:s, s:s}", "train_tokens", (json_int_t)c->ntr,
+    json_t *files = json_pack("{s:o, s:o}", "train", file_identity(c->train, -1), "valid",
+                              c->valid ? file_identity(c->valid, -1) : json_null());
+    json_t *j = json_pack("{s:I, s:s, s:I, s:s, s:s, s:o}", "train_tokens", (json_int_t)c->ntr,
                           "train_hash", h1, "valid_tokens", (json_int_t)c->nva, "valid_hash", h2,
-                          "vocab_hash", hv);
+                          "vocab_hash", hv, "files", files);
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);
     if (!s) die("out of memory");
@@ -674,17 +781,19 @@ typedef struct {
     uint64_t niah_seed, niah_mix_seed;
     long start, total;      // first step to run, total steps
     size_t eval_n;          // valid tokens scored per evaluation
-    char *model_path, *state_path, *log_path;
+    char *model_path;       // OUT/checkpoint.safetensors: the link to the current generation
+    char *state_path;       // --resume: the state of the generation resumed
+    char *log_path;
     char *options_json, *rng_json, *data_json;
+    int raw_checked;        // --resume: the data files' bytes matched the state's before any read
     FILE *log;
     int tty;
 } run;
 
+// SIGINT (Ctrl-C) and SIGTERM (kill, systemd, Docker, Slurm): finish the
+// step, checkpoint, exit 128 + the signal.
 static volatile sig_atomic_t interrupted = 0;
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
-}
+static void on_sigint(int sig) { interrupted = sig; }
 
 static void save_checkpoint(run *r, long steps_done) {
     trainer *t = &r->tr;
@@ -692,13 +801,13 @@ static void save_checkpoint(run *r, long steps_done) {
                          .rng_json = r->rng_json, .data_json = r->data_json};
     if (t->ref) s.dtype = PHAX_DT_F64, s.m = t->rm_m, s.v = t->rm_v, s.master = t->rm.params;
     else s.dtype = PHAX_DT_F32, s.m = t->fm_m, s.v = t->fm_v;
-    // State first, model last: a crash in between leaves a pair whose steps differ.
-    if (phax_ckpt_state_save(r->state_path, t->L, &s)) die_lib();
     phax_ckpt ck = {.cfg = t->cfg, .layout = *t->L, .params = (float *)trainer_params_f32(t),
                     .vocab = r->data.vocab, .step = steps_done,
                     .tokens_seen = (int64_t)steps_done * r->o.B * r->o.T, .train_batch = r->o.B,
                     .train_seq = r->o.T};
-    if (phax_ckpt_save(r->model_path, &ck)) die_lib();
+    // A whole generation (state, vocabulary, model) becomes current in one step;
+    // the previous one stays until then (phax_ckpt_save_generation).
+    if (phax_ckpt_save_generation(r->o.out, &ck, t->L, &s)) die_lib();
 }
 
 static void log_line(run *r, const char *line) {
@@ -729,6 +838,10 @@ static size_t fmt_mix(const run *r, char *buf, size_t cap) {
 }
 
 static void fmt_eta(char *buf, size_t cap, double s) {
+    if (!(s >= 0 && s < 1e9)) {  // no float->long overflow on an absurd estimate
+        snprintf(buf, cap, "--");
+        return;
+    }
     long v = (long)(s + 0.5);
     if (v >= 3600) snprintf(buf, cap, "%ld:%02ld:%02ld", v / 3600, v / 60 % 60, v % 60);
     else snprintf(buf, cap, "%ld:%02ld", v / 60, v % 60);
@@ -841,8 +954,12 @@ static long steps_for_budget(run *r) {
     double windows = r->data.va ? ceil((double)r->eval_n / r->o.T) : 0;
     double eval_s = ceil(windows / r->o.B) * fwd_s;
     double per_step = step_s + (r->o.eval_every ? eval_s / (double)r->o.eval_every : 0);
-    long S = (long)floor((left - eval_s) / per_step);
-    if (S < 1) S = 1;
+    // In double first: a step count beyond --steps' range is refused, not wrapped.
+    double Sd = floor((left - eval_s) / per_step);
+    if (!(Sd <= (double)(1L << 40)))
+        die("--time-budget: %g s at %.3g s per step is more than %ld steps", r->o.time_budget,
+            per_step, 1L << 40);
+    long S = Sd < 1 ? 1 : (long)Sd;
     printf("time budget %.0fs: %.3fs per step, %.2fs per evaluation -> %ld steps\n",
            r->o.time_budget, step_s, eval_s, S);
     return S;
@@ -853,20 +970,48 @@ static long steps_for_budget(run *r) {
 
 // --resume: the options, config, vocabulary, parameters and moments of DIR's
 // checkpoint; the log cut back to the checkpoint's step.
+// One training per run folder: an exclusive lock on the folder, held (the
+// descriptor stays open) until the process exits, when the kernel drops it.
+static void lock_run_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) die("%s: cannot open the run folder: %s", dir, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK)
+            die("%s: another phax train is using this run folder (wait for it, or use another --out)", dir);
+        die("%s: cannot lock the run folder: %s", dir, strerror(errno));
+    }
+}
+
+// The run folder has a current checkpoint (the link, even a dangling one).
+static int holds_checkpoint(const run *r) {
+    struct stat sb;
+    return lstat(r->model_path, &sb) == 0;
+}
+
 static void resume_setup(run *r, const char *changing, phax_ckpt *ck, phax_ckpt_state *st, json_t **keep) {
     if (changing) die("%s: cannot be changed on --resume (the run's options come from its checkpoint)", changing);
-    if (!file_exists(r->model_path)) die("%s: no checkpoint to resume", r->model_path);
+    struct stat sb;
+    if (stat(r->o.out, &sb) != 0) die("%s: no checkpoint to resume (no such folder)", r->model_path);
+    lock_run_dir(r->o.out);
+    if (!holds_checkpoint(r)) {
+        if (file_exists(r->log_path))
+            die("%s: no checkpoint to resume: the run stopped before its first one; start it over with "
+                "the same phax train command without --resume (it reuses the folder)", r->model_path);
+        die("%s: no checkpoint to resume", r->model_path);
+    }
     int fam = -1;
     if (r->o.family) {
         phax_family f;
         if (phax_family_parse(r->o.family, &f)) die("--family: '%s' is not a model family", r->o.family);
         fam = (int)f;
     }
-    if (phax_ckpt_load(r->model_path, fam, ck)) die_lib();
+    if (phax_ckpt_load(r->o.out, fam, ck)) die_lib();  // the current generation
+    if (!(r->state_path = phax_ckpt_state_path(ck->path))) die_lib();
     if (phax_ckpt_state_load(r->state_path, &ck->layout, st)) die_lib();
     if (phax_ckpt_state_check(r->state_path, st, ck->step)) die_lib();
     int split = 0;
     opts_from_json(&r->o, st->options_json, r->state_path, keep, &split);
+    check_numbers(&r->o);
     r->cfg = ck->cfg;
     r->start = ck->step;
     r->total = r->o.steps;
@@ -875,6 +1020,7 @@ static void resume_setup(run *r, const char *changing, phax_ckpt *ck, phax_ckpt_
     r->data.split = split;
     check_data_file(r->data.train);
     if (r->data.valid) check_data_file(r->data.valid);
+    r->raw_checked = check_data_files(&r->data, st->data_json, r->state_path);
     r->data.vocab = ck->vocab;  // the checkpoint's vocabulary, not a rebuilt one
     ck->vocab = NULL;
 }
@@ -908,8 +1054,7 @@ static void truncate_log(const char *path, long keep_step) {
 
 static void new_run_setup(run *r) {
     check_opts(&r->o);
-    if (file_exists(r->model_path) || file_exists(r->log_path))
-        die("%s: holds a run already (use --resume, or another --out)", r->o.out);
+    if (holds_checkpoint(r)) die("%s: holds a run already (use --resume, or another --out)", r->o.out);
     corpus_locate(&r->data, &r->o);
     corpus_vocab(&r->data, &r->o);
     r->cfg = build_config(&r->o, (int)phax_vocab_size(r->data.vocab));
@@ -936,7 +1081,6 @@ int phax_train_main(int argc, char **argv) {
     parse_args(argc, argv, &r.o, &changing);
     if (!r.o.out) die("--out DIR is required (try --help)");
     r.model_path = path_join(r.o.out, PHAX_CKPT_DEFAULT_NAME ".safetensors");
-    r.state_path = phax_ckpt_state_path(r.model_path);
     r.log_path = path_join(r.o.out, "log.jsonl");
     phax_ckpt ck = {0};
     phax_ckpt_state st = {0};
@@ -945,12 +1089,25 @@ int phax_train_main(int argc, char **argv) {
     else new_run_setup(&r);
 
     // Nothing has been written so far; from here the run folder is used.
+    int restart = 0;
+    if (!r.o.resume) {
+        if (phax_mkdir_p(r.o.out)) die_lib();
+        lock_run_dir(r.o.out);
+        // Again under the lock: a run started at the same time may have checkpointed.
+        if (holds_checkpoint(&r)) die("%s: holds a run already (use --resume, or another --out)", r.o.out);
+        restart = file_exists(r.log_path);
+    }
     char *cache = r.o.cache_dir ? strdup(r.o.cache_dir) : path_join(r.o.out, "cache");
-    if (phax_mkdir_p(r.o.out) || phax_mkdir_p(cache)) die_lib();
-    corpus_tokens(&r.data, cache);
+    if (r.o.resume && !r.raw_checked) {
+        // A state without file identities: compare the tokens before any cache is written.
+        corpus_tokens(&r.data, NULL);
+    } else {
+        if (phax_mkdir_p(cache)) die_lib();
+        corpus_tokens(&r.data, cache);
+    }
     free(cache);
     r.data_json = corpus_identity(&r.data);
-    if (r.o.resume && strcmp(r.data_json, st.data_json))
+    if (r.o.resume && !same_tokens(r.data_json, st.data_json))
         die("%s: the training data differ from the checkpoint's (%s, now %s)", r.data.train,
             st.data_json, r.data_json);
     r.eval_n = r.o.eval_tokens && (size_t)r.o.eval_tokens < r.data.nva ? (size_t)r.o.eval_tokens : r.data.nva;
@@ -987,10 +1144,16 @@ int phax_train_main(int argc, char **argv) {
     r.rng_json = rng_identity(&r);
     phax_ckpt_free(&ck);
     phax_ckpt_state_free(&st);
-    if (!(r.log = fopen(r.log_path, "a"))) die("%s: cannot open: %s", r.log_path, strerror(errno));
+    if (restart)
+        printf("%s: a run that stopped before its first checkpoint; starting it over (its log is replaced)\n",
+               r.o.out);
+    // A new run starts its log (over one without a checkpoint); a resumed run continues it.
+    if (!(r.log = fopen(r.log_path, r.o.resume ? "a" : "w")))
+        die("%s: cannot open: %s", r.log_path, strerror(errno));
     r.tty = isatty(STDOUT_FILENO);
     struct sigaction sa = {.sa_handler = on_sigint};
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 
     long s = r.start;
     if (r.start >= r.total) {
@@ -1037,5 +1200,5 @@ done:
     json_decref(keep);
     free(r.model_path), free(r.state_path), free(r.log_path);
     free(r.options_json), free(r.rng_json), free(r.data_json);
-    return interrupted ? 130 : 0;
+    return interrupted ? 128 + interrupted : 0;
 }

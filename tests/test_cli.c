@@ -171,6 +171,17 @@ static char *log_without_timing(const char *path) {
     return o;
 }
 
+// A file of a run folder's current checkpoint generation (the folder the link
+// checkpoint.safetensors points into).
+static char *gen_file(const char *run, const char *name) {
+    char *m = phax_ckpt_model_path(run);
+    cr_assert(m);
+    *strrchr(m, '/') = '\0';
+    char *p = xprintf("%s/%s", m, name);
+    free(m);
+    return p;
+}
+
 // --- training ----------------------------------------------------------------------------------
 
 static void loss_decreases(const char *family) {
@@ -215,7 +226,7 @@ static void resume_identical(const char *family) {
     cr_assert(rc == 0, "resume: exit %d", rc);
     const char *files[] = {"checkpoint.safetensors", "checkpoint.state.safetensors", "checkpoint.vocab"};
     for (int i = 0; i < 3; i++) {
-        char *fa = xprintf("%s/%s", a, files[i]), *fb = xprintf("%s/%s", b, files[i]);
+        char *fa = gen_file(a, files[i]), *fb = gen_file(b, files[i]);
         same_bytes(fa, fb);
         free(fa), free(fb);
     }
@@ -270,9 +281,9 @@ Test(cli, missing_or_empty_data_refused_nothing_written) {
 // checkpoints, are refused without touching the files.
 Test(cli, bad_resume_refused_files_untouched) {
     sandbox s = sandbox_new();
-    char *run = xprintf("%s/run", s.dir), *ck = xprintf("%s/checkpoint.safetensors", run);
-    char *st = xprintf("%s/checkpoint.state.safetensors", run);
+    char *run = xprintf("%s/run", s.dir);
     cr_assert(TINY("pha", run, "--steps", "3", "--eval-every", "0") == 0);
+    char *ck = gen_file(run, "checkpoint.safetensors"), *st = gen_file(run, "checkpoint.state.safetensors");
     size_t n0;
     char *orig = slurp(ck, &n0);
     expect_error(&s, TINY("pha", run), "holds a run already", NULL);
@@ -285,7 +296,7 @@ Test(cli, bad_resume_refused_files_untouched) {
     // A torn pair: the state of another step.
     char *st2 = xprintf("%s/other", s.dir);
     cr_assert(TINY("pha", st2, "--steps", "3", "--stop-after", "2", "--eval-every", "0") == 0);
-    char *st2f = xprintf("%s/checkpoint.state.safetensors", st2);
+    char *st2f = gen_file(st2, "checkpoint.state.safetensors");
     char *keep = slurp(st, NULL);
     cr_assert(rename(st2f, st) == 0);
     expect_error(&s, phax_run(&s, "train", "--resume", "--out", run, NULL), st, "torn checkpoint");

@@ -1,0 +1,395 @@
+// Durable outputs (issue 11, items 3-8 and the time budget): the atomic writer
+// cannot be redirected through a planted symlink and respects the umask;
+// checkpoints are generations made current in one step, so kill -9 or SIGTERM
+// at any moment leaves a run that resumes bit-identical (tests/kill_resume.sh,
+// a few trials here); a run without validation data resumes; one trainer per
+// run folder; --resume checks the data files before reading or caching them;
+// a folder with a log but no checkpoint is started over; an absurd
+// --time-budget is refused.
+#define _GNU_SOURCE  // vasprintf
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "phax/checkpoint.h"
+#include "phax/data.h"
+#include "phax/model.h"
+#include "phax/safetensors.h"
+#include "testutil.h"
+
+static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xprintf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    cr_assert(vasprintf(&s, fmt, ap) >= 0);
+    va_end(ap);
+    return s;
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s: %s", path, strerror(errno));
+    size_t cap = 1 << 12, len = 0, got;
+    char *buf = malloc(cap + 1);
+    while ((got = fread(buf + len, 1, cap - len, f)) > 0)
+        if ((len += got) == cap) buf = realloc(buf, (cap *= 2) + 1);
+    fclose(f);
+    buf[len] = '\0';
+    return buf;
+}
+
+static int exists(const char *p) {
+    struct stat sb;
+    return lstat(p, &sb) == 0;
+}
+
+// --- the atomic writer (item 3) -----------------------------------------------------------------
+
+// The old writer opened "<out>.tmp.<pid>" with O_TRUNC and no O_EXCL: a symlink
+// planted under that name made it overwrite whatever the link pointed to.
+Test(durable, atomic_write_ignores_planted_symlink) {
+    char *d = tu_tmpdir("phax_durable"), *victim = tu_join(d, "victim"), *out = tu_join(d, "m.safetensors");
+    tu_write_file(victim, "precious", 8);
+    char *planted = xprintf("%s.tmp.%ld", out, (long)getpid());
+    cr_assert(symlink(victim, planted) == 0);
+    phax_st_writer *w = phax_st_writer_new();
+    const double x[4] = {1, 2, 3, 4};
+    const int64_t sh[1] = {4};
+    cr_assert(phax_st_add_f64(w, "x", x, 1, sh) == PHAX_OK);
+    cr_assert(phax_st_write(w, out) == PHAX_OK, "%s", phax_error());
+    phax_st_writer_free(w);
+    char *v = slurp(victim);
+    cr_assert_str_eq(v, "precious", "the planted link's target was overwritten");
+    struct stat sb;
+    cr_assert(lstat(out, &sb) == 0 && S_ISREG(sb.st_mode), "the output is not a regular file");
+    cr_assert(lstat(planted, &sb) == 0 && S_ISLNK(sb.st_mode), "the planted link was used");
+    free(v), free(planted), free(victim), free(out);
+    tu_rm_rf(d);
+    free(d);
+}
+
+// Outputs get 0666 minus the umask (they were forced to 0644).
+Test(durable, atomic_writes_respect_umask) {
+    char *d = tu_tmpdir("phax_durable");
+    char *a = tu_join(d, "a.bin"), *b = tu_join(d, "b.safetensors"), *c = tu_join(d, "c.json");
+    phax_model_cfg cfg;
+    cr_assert(phax_model_cfg_from_json_str(&cfg, "{\"family\": \"pha\", \"d_model\": 32}", "cfg") == PHAX_OK,
+              "%s", phax_error());
+    const mode_t masks[2] = {077, 002};
+    for (int i = 0; i < 2; i++) {
+        mode_t old = umask(masks[i]);
+        phax_st_writer *w = phax_st_writer_new();
+        const double x = 1;
+        cr_assert(phax_st_add_f64(w, "x", &x, 0, NULL) == PHAX_OK);
+        int ra = phax_write_file_atomic(a, "data", 4), rb = phax_st_write(w, b),
+            rc = phax_model_cfg_write_json_file(&cfg, c);
+        umask(old);
+        phax_st_writer_free(w);
+        cr_assert(ra == PHAX_OK && rb == PHAX_OK && rc == PHAX_OK, "%s", phax_error());
+        const char *paths[3] = {a, b, c};
+        for (int k = 0; k < 3; k++) {
+            struct stat sb;
+            cr_assert(stat(paths[k], &sb) == 0);
+            cr_assert((sb.st_mode & 0777) == (0666 & ~masks[i]), "%s: mode %o under umask %03o",
+                      paths[k], sb.st_mode & 0777, masks[i]);
+        }
+    }
+    free(a), free(b), free(c);
+    tu_rm_rf(d);
+    free(d);
+}
+
+// --- the phax binary ---------------------------------------------------------------------------
+
+typedef struct {
+    char *dir, *train, *valid, *run, *out, *err;
+} sandbox;
+
+static void write_text(const char *path, int lines) {
+    static const char *w[] = {"the cat sat on the mat", "a dog ran to the red house",
+                              "my friend drank tea", "a bird flew over the old tree"};
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    for (int i = 0; i < lines; i++) fprintf(f, "%s\n", w[(i * 3) % 4]);
+    fclose(f);
+}
+
+static sandbox sandbox_new(void) {
+    sandbox s;
+    s.dir = tu_tmpdir("phax_durable");
+    s.train = tu_join(s.dir, "train.txt"), s.valid = tu_join(s.dir, "valid.txt");
+    s.run = tu_join(s.dir, "run"), s.out = tu_join(s.dir, "out.txt"), s.err = tu_join(s.dir, "err.txt");
+    write_text(s.train, 80);
+    write_text(s.valid, 10);
+    return s;
+}
+
+static void sandbox_free(sandbox *s) {
+    tu_rm_rf(s->dir);
+    free(s->dir), free(s->train), free(s->valid), free(s->run), free(s->out), free(s->err);
+}
+
+// Start $PHAX_BIN with the NULL-terminated arguments (stdout, stderr to files).
+static pid_t phax_start(const sandbox *s, const char **args) {
+    const char *bin = getenv("PHAX_BIN");
+    cr_assert(bin && *bin, "PHAX_BIN is not set");
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = bin;
+    for (int i = 0; args[i]; i++) {
+        cr_assert(n < 63);
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int o = open(s->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(s->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o < 0 || e < 0) _exit(127);
+        dup2(o, 1), dup2(e, 2);
+        setenv("OMP_NUM_THREADS", "1", 1);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+// Exit status, or 128 + the signal that ended it.
+static int phax_wait(pid_t pid) {
+    int st;
+    cr_assert(waitpid(pid, &st, 0) == pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#define RUN(...) phax_wait(phax_start(&s, (const char *[]){__VA_ARGS__, NULL}))
+#define TRAIN_ARGS(run, steps)                                                                    \
+    "train", "--family", "pha", "--train", s.train, "--tokenizer", "byte", "--set", "d_model=16", \
+        "--set", "n_layers=1", "--seq", "16", "--batch", "2", "--steps", steps, "--eval-every",   \
+        "0", "--out", run
+
+// The last run failed with one line on stderr holding frag.
+static void expect_error(const sandbox *s, int rc, const char *frag) {
+    char *e = slurp(s->err);
+    cr_assert(rc == 1, "exit %d, stderr: %s", rc, e);
+    char *nl = strchr(e, '\n');
+    cr_assert(nl && nl[1] == '\0', "not one line: %s", e);
+    cr_assert(strstr(e, frag), "stderr lacks \"%s\": %s", frag, e);
+    free(e);
+}
+
+static void expect_ok(const sandbox *s, int rc) {
+    char *e = slurp(s->err);
+    cr_assert(rc == 0, "exit %d: %s", rc, e);
+    free(e);
+}
+
+static int64_t ckpt_step(const char *run) {
+    phax_ckpt ck;
+    cr_assert(phax_ckpt_load(run, -1, &ck) == PHAX_OK, "%s", phax_error());
+    int64_t step = ck.step;
+    phax_ckpt_free(&ck);
+    return step;
+}
+
+// Item 5: the state stored "valid": null and the reader refused null.
+Test(durable, resume_without_validation_file) {
+    sandbox s = sandbox_new();
+    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "6"), "--stop-after", "3"));
+    expect_ok(&s, RUN("train", "--resume", "--out", s.run));
+    cr_assert(ckpt_step(s.run) == 6);
+    sandbox_free(&s);
+}
+
+// Item 6: a folder held by another trainer is refused, nothing written.
+Test(durable, run_folder_locked) {
+    sandbox s = sandbox_new();
+    cr_assert(mkdir(s.run, 0777) == 0);
+    int fd = open(s.run, O_RDONLY | O_DIRECTORY);
+    cr_assert(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0);
+    expect_error(&s, RUN(TRAIN_ARGS(s.run, "4")), "another phax train");
+    char *log = tu_join(s.run, "log.jsonl");
+    cr_assert(!exists(log), "the refused run wrote its log");
+    close(fd);  // the first trainer ends
+    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "4")));
+    fd = open(s.run, O_RDONLY | O_DIRECTORY);
+    cr_assert(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0);
+    expect_error(&s, RUN("train", "--resume", "--out", s.run), "another phax train");
+    close(fd);
+    free(log);
+    sandbox_free(&s);
+}
+
+// Rewrite the state of run so that its options name `train` as the training
+// file; drop_files: also remove the data files' identity (a state of an older phax).
+static void craft_state(const char *run, const char *train, int drop_files) {
+    phax_ckpt ck;
+    phax_ckpt_state st;
+    cr_assert(phax_ckpt_load(run, -1, &ck) == PHAX_OK, "%s", phax_error());
+    char *sp = phax_ckpt_state_path(ck.path);
+    cr_assert(phax_ckpt_state_load(sp, &ck.layout, &st) == PHAX_OK, "%s", phax_error());
+    json_t *o = json_loads(st.options_json, 0, NULL), *d = json_loads(st.data_json, 0, NULL);
+    cr_assert(o && d);
+    json_object_set_new(o, "train", json_string(train));
+    if (drop_files) json_object_del(d, "files");
+    free(st.options_json), free(st.data_json);
+    st.options_json = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    st.data_json = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o), json_decref(d);
+    cr_assert(phax_ckpt_state_save(sp, &ck.layout, &st) == PHAX_OK, "%s", phax_error());
+    phax_ckpt_state_free(&st);
+    phax_ckpt_free(&ck);
+    free(sp);
+}
+
+static int cache_has(const char *cache, const char *prefix) {
+    DIR *d = opendir(cache);
+    if (!d) return 0;
+    struct dirent *e;
+    int found = 0;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) found = 1;
+    closedir(d);
+    return found;
+}
+
+// Item 7: a state naming another file is refused before that file is
+// tokenized into a cache (with the files' identity, and without it: a state
+// of an older phax is checked on its tokens in memory).
+Test(durable, resume_checks_data_before_reading) {
+    sandbox s = sandbox_new();
+    char *secret = tu_join(s.dir, "secret.txt"), *cache = tu_join(s.run, "cache");
+    write_text(secret, 30);
+    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "4"), "--stop-after", "2"));
+    for (int drop = 0; drop < 2; drop++) {
+        craft_state(s.run, secret, drop);
+        int rc = RUN("train", "--resume", "--out", s.run);
+        expect_error(&s, rc, secret);
+        cr_assert(!cache_has(cache, "secret"), "a cache of the crafted file was written (drop %d)", drop);
+    }
+    free(secret), free(cache);
+    sandbox_free(&s);
+}
+
+// Item 8: a folder with a log and no checkpoint (killed before the first one)
+// is started over by the same command; --resume says so.
+Test(durable, log_without_checkpoint_starts_over) {
+    sandbox s = sandbox_new();
+    cr_assert(mkdir(s.run, 0777) == 0);
+    char *log = tu_join(s.run, "log.jsonl");
+    tu_write_file(log, "{\"step\": 1, \"loss\": 9}\n", 23);
+    expect_error(&s, RUN("train", "--resume", "--out", s.run), "without --resume");
+    int rc = RUN(TRAIN_ARGS(s.run, "3"));
+    expect_ok(&s, rc);
+    char *o = slurp(s.out), *l = slurp(log);
+    cr_assert(strstr(o, "starting it over"), "%s", o);
+    cr_assert(!strstr(l, "\"loss\": 9}"), "the old log was kept: %s", l);
+    cr_assert(ckpt_step(s.run) == 3);
+    free(o), free(l), free(log);
+    sandbox_free(&s);
+}
+
+// Item 11: 1e300 seconds wrapped to 1 step silently.
+Test(durable, time_budget_out_of_range_refused) {
+    sandbox s = sandbox_new();
+    const char *a[] = {"train", "--family", "pha", "--train", s.train, "--tokenizer", "byte",
+                       "--set", "d_model=16", "--set", "n_layers=1", "--seq", "16", "--batch", "2",
+                       "--time-budget", "1e300", "--out", s.run, NULL};
+    expect_error(&s, phax_wait(phax_start(&s, a)), "--time-budget");
+    cr_assert(!exists(s.run));
+    sandbox_free(&s);
+}
+
+// Generations: the link names the newest, the previous one stays, older ones
+// and temporary folders go.
+Test(durable, generations_current_and_previous_kept) {
+    sandbox s = sandbox_new();
+    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "5"), "--ckpt-every", "1"));
+    char *link = tu_join(s.run, "checkpoint.safetensors"), target[256];
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    cr_assert(n > 0, "checkpoint.safetensors is not a link");
+    target[n] = '\0';
+    cr_assert_str_eq(target, "ckpt-00000005/checkpoint.safetensors");
+    DIR *d = opendir(s.run);
+    struct dirent *e;
+    int gens = 0;
+    while ((e = readdir(d))) {
+        cr_assert(strncmp(e->d_name, ".ckpt-tmp-", 10) && strncmp(e->d_name, ".checkpoint.link-", 17),
+                  "left over: %s", e->d_name);
+        if (phax_ckpt_gen_name(e->d_name, NULL)) {
+            gens++;
+            cr_assert(!strcmp(e->d_name, "ckpt-00000005") || !strcmp(e->d_name, "ckpt-00000004"),
+                      "kept %s", e->d_name);
+        }
+    }
+    closedir(d);
+    cr_assert(gens == 2, "%d generations", gens);
+    free(link);
+    sandbox_free(&s);
+}
+
+// Item 4: SIGTERM (kill, systemd, Docker, Slurm) stops like Ctrl-C: the step is
+// finished, a checkpoint written, exit 143; the run resumes.
+Test(durable, sigterm_checkpoints_and_resumes) {
+    sandbox s = sandbox_new();
+    pid_t pid = phax_start(&s, (const char *[]){TRAIN_ARGS(s.run, "1000000"), "--ckpt-every", "0", NULL});
+    char *log = tu_join(s.run, "log.jsonl");
+    // Wait for a few steps in the log.
+    for (int i = 0; i < 3000; i++) {
+        int lines = 0;
+        FILE *f = fopen(log, "r");
+        if (f) {
+            for (int ch; (ch = fgetc(f)) != EOF;) lines += ch == '\n';
+            fclose(f);
+        }
+        if (lines >= 3) break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    cr_assert(kill(pid, SIGTERM) == 0);
+    int rc = phax_wait(pid);
+    cr_assert(rc == 143, "exit %d after SIGTERM", rc);
+    int64_t k = ckpt_step(s.run);
+    cr_assert(k >= 3, "checkpoint at step %ld", (long)k);
+    char *stop = xprintf("%ld", (long)k + 2);
+    expect_ok(&s, RUN("train", "--resume", "--out", s.run, "--stop-after", stop));
+    cr_assert(ckpt_step(s.run) == k + 2);
+    free(stop), free(log);
+    sandbox_free(&s);
+}
+
+// Item 4: kill -9 (and SIGTERM) at random moments, then resume: bit-identical
+// to a run never stopped. A few trials here; tests/kill_resume.sh runs more.
+Test(durable, kill_at_random_resumes_bit_identical) {
+    const char *root = getenv("PHAX_SOURCE_ROOT"), *bin = getenv("PHAX_BIN");
+    cr_assert(root && bin);
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)(tu_base_seed() % 32768));
+    const char *sigs[2] = {"KILL", "TERM"}, *trials[2] = {"2", "1"};
+    char *d = tu_tmpdir("phax_durable"), *out = tu_join(d, "trials.txt");
+    for (int i = 0; i < 2; i++) {
+        char *cmd = xprintf("bash '%s/tests/kill_resume.sh' '%s' %s %s %s > '%s' 2>&1", root, bin,
+                            trials[i], sigs[i], seed, out);
+        int rc = system(cmd);
+        char *t = slurp(out);
+        cr_assert(rc == 0, "%s: exit %d:\n%s", cmd, rc, t);
+        free(t), free(cmd);
+    }
+    free(out);
+    tu_rm_rf(d);
+    free(d);
+}
