@@ -489,9 +489,10 @@ static void current_gen(const char *link, char out[256]) {
     if (phax_ckpt_gen_name(t, NULL) && strlen(t) < 256) strcpy(out, t);
 }
 
-// Remove folder `name` of dirfd and the files in it (a generation holds only
-// files). Never follows a symlink: one in its place is removed itself.
-static int remove_gen(int dirfd, const char *dir, const char *name) {
+// Remove folder `name` of dirfd and what it holds: a generation's files, and
+// a folder or two more levels down (`phax eval` puts its token cache beside the
+// model file it reads). Never follows a symlink: one in its place is removed itself.
+static int remove_tree(int dirfd, const char *dir, const char *name, int depth) {
     int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) return PHAX_OK;
@@ -507,7 +508,10 @@ static int remove_gen(int dirfd, const char *dir, const char *name) {
     int rc = PHAX_OK;
     while (rc == PHAX_OK && (e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if (unlinkat(fd, e->d_name, 0) != 0)
+        if (unlinkat(fd, e->d_name, 0) == 0) continue;
+        if ((errno == EISDIR || errno == EPERM) && depth > 0)
+            rc = remove_tree(fd, name, e->d_name, depth - 1);
+        else
             rc = phax_fail("%s/%s/%s: cannot remove: %s", dir, name, e->d_name, strerror(errno));
     }
     closedir(d);
@@ -515,6 +519,8 @@ static int remove_gen(int dirfd, const char *dir, const char *name) {
         rc = phax_fail("%s/%s: cannot remove: %s", dir, name, strerror(errno));
     return rc;
 }
+
+static int remove_gen(int dirfd, const char *dir, const char *name) { return remove_tree(dirfd, dir, name, 2); }
 
 // Remove every generation but keep1/keep2 and every unfinished temporary
 // folder. Best effort: what stays is removed by the next checkpoint.

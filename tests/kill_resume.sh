@@ -48,7 +48,7 @@ ref_ms=$((($(date +%s%N) - t0) / 1000000))
 ckdir() { dirname "$(realpath "$1/checkpoint.safetensors")"; }
 ref_dir=$(ckdir "$work/ref")
 
-bad=0 unresumable=0 identical=0 kills=0 restarts=0
+bad=0 unresumable=0 identical=0 kills=0 restarts=0 hit=0
 for ((t = 1; t <= TRIALS; t++)); do
     run="$work/run$t"
     note=""
@@ -91,9 +91,10 @@ for ((t = 1; t <= TRIALS; t++)); do
     done
     cmp -s <(strip_timing "$work/ref/log.jsonl") <(strip_timing "$run/log.jsonl") || { same=0; note+=" log differs"; }
     if ((same)); then identical=$((identical + 1)); else bad=$((bad + 1)); fi
+    [[ $note == *kill@* ]] && hit=$((hit + 1))
     echo "trial $t:${note:- no kill landed} -> $( ((same)) && echo identical || echo DIFFERENT)"
     rm -rf "$run"
 done
-echo "kill_resume: SIG$SIG seed $SEED: $TRIALS trials, $kills kills, $restarts restarts before a first checkpoint," \
+echo "kill_resume: SIG$SIG seed $SEED: $TRIALS trials ($hit with a kill that landed), $kills kills, $restarts restarts before a first checkpoint," \
     "$unresumable unresumable, $identical bit-identical, $bad different (reference run ${ref_ms} ms)"
 ((unresumable == 0 && bad == 0))

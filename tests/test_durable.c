@@ -169,11 +169,11 @@ static pid_t phax_start(const sandbox *s, const char **args) {
     return pid;
 }
 
-// Exit status, or 128 + the signal that ended it.
+// Exit status, or 1000 + the signal that killed it (not an exit code).
 static int phax_wait(pid_t pid) {
     int st;
     cr_assert(waitpid(pid, &st, 0) == pid);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
 }
 
 #define RUN(...) phax_wait(phax_start(&s, (const char *[]){__VA_ARGS__, NULL}))
@@ -274,7 +274,7 @@ Test(durable, resume_checks_data_before_reading) {
     sandbox s = sandbox_new();
     char *secret = tu_join(s.dir, "secret.txt"), *cache = tu_join(s.run, "cache");
     write_text(secret, 30);
-    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "4"), "--stop-after", "2"));
+    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "4"), "--valid", s.valid, "--stop-after", "2"));
     for (int drop = 0; drop < 2; drop++) {
         craft_state(s.run, secret, drop);
         int rc = RUN("train", "--resume", "--out", s.run);
@@ -315,10 +315,17 @@ Test(durable, time_budget_out_of_range_refused) {
 }
 
 // Generations: the link names the newest, the previous one stays, older ones
-// and temporary folders go.
+// and temporary folders go, also one where `phax eval` put its token cache.
 Test(durable, generations_current_and_previous_kept) {
     sandbox s = sandbox_new();
-    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "5"), "--ckpt-every", "1"));
+    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "5"), "--ckpt-every", "1", "--stop-after", "3"));
+    expect_ok(&s, RUN("eval", s.run, "--file", s.valid, "--seq", "16"));
+    char *evcache = tu_join(s.run, "ckpt-00000003/cache");
+    // (Only when eval puts its default cache beside the model file, as it does now.)
+    int had_cache = exists(evcache);
+    expect_ok(&s, RUN("train", "--resume", "--out", s.run));
+    cr_assert(!had_cache || !exists(evcache), "the generation with a cache folder was not pruned");
+    free(evcache);
     char *link = tu_join(s.run, "checkpoint.safetensors"), target[256];
     ssize_t n = readlink(link, target, sizeof target - 1);
     cr_assert(n > 0, "checkpoint.safetensors is not a link");
@@ -362,7 +369,7 @@ Test(durable, sigterm_checkpoints_and_resumes) {
     }
     cr_assert(kill(pid, SIGTERM) == 0);
     int rc = phax_wait(pid);
-    cr_assert(rc == 143, "exit %d after SIGTERM", rc);
+    cr_assert(rc == 143, "after SIGTERM: %s %d", rc > 1000 ? "killed by signal" : "exit", rc % 1000);
     int64_t k = ckpt_step(s.run);
     cr_assert(k >= 3, "checkpoint at step %ld", (long)k);
     char *stop = xprintf("%ld", (long)k + 2);
