@@ -463,6 +463,7 @@ int phax_swax_window_at(const phax_model_cfg *cfg, uint64_t window_seed, long st
 #include "phax/atomic_file.h"
 
 #define GEN_TMP_PREFIX ".ckpt-tmp-"
+#define LINK_TMP_PREFIX "." PHAX_CKPT_DEFAULT_NAME ".link-"
 
 int phax_ckpt_gen_name(const char *name, int64_t *step) {
     size_t np = sizeof PHAX_CKPT_GEN_PREFIX - 1;
@@ -539,6 +540,10 @@ static void prune_gens(const char *dir, const char *keep1, const char *keep2) {
     struct dirent *e;
     while (n < 64 && (e = readdir(d))) {
         const char *nm = e->d_name;
+        if (!strncmp(nm, LINK_TMP_PREFIX, sizeof LINK_TMP_PREFIX - 1)) {  // a link never renamed
+            (void)unlinkat(dfd, nm, 0);
+            continue;
+        }
         int gen = phax_ckpt_gen_name(nm, NULL);
         if (!gen && strncmp(nm, GEN_TMP_PREFIX, sizeof GEN_TMP_PREFIX - 1)) continue;
         if (!strcmp(nm, keep1) || !strcmp(nm, keep2) || strlen(nm) >= 256) continue;
@@ -609,7 +614,7 @@ int phax_ckpt_save_generation(const char *dir, const phax_ckpt *ck, const phax_l
     for (int tries = 0; tries < 100 && !linked; tries++) {
         char r[13];
         phax_random_name(r);
-        snprintf(linktmp, sizeof linktmp, "." PHAX_CKPT_DEFAULT_NAME ".link-%s", r);
+        snprintf(linktmp, sizeof linktmp, LINK_TMP_PREFIX "%s", r);
         if (symlinkat(target, dfd, linktmp) == 0) linked = 1;
         else if (errno != EEXIST) break;
     }

@@ -270,16 +270,16 @@ static void check_numbers(const train_opts *o) {
     if (!(isfinite(o->time_budget) && o->time_budget >= 0 && o->time_budget <= MAX_TIME_BUDGET))
         die("--time-budget: must be a number of seconds in [0, %g], got %g", MAX_TIME_BUDGET,
             o->time_budget);
+    if (strcmp(o->backend, "fast") && strcmp(o->backend, "ref"))
+        die("--backend: '%s' is not fast or ref", o->backend);
+    if (strcmp(o->tokenizer, "word") && strcmp(o->tokenizer, "byte"))
+        die("--tokenizer: '%s' is not word or byte", o->tokenizer);
 }
 
 // Values that parse but make no sense.
 static void check_opts(const train_opts *o) {
     check_numbers(o);
     if (o->steps && o->time_budget > 0) die("--steps and --time-budget: give one, not both");
-    if (strcmp(o->backend, "fast") && strcmp(o->backend, "ref"))
-        die("--backend: '%s' is not fast or ref", o->backend);
-    if (strcmp(o->tokenizer, "word") && strcmp(o->tokenizer, "byte"))
-        die("--tokenizer: '%s' is not word or byte", o->tokenizer);
     if (o->data_dir && (o->train_path || o->valid_path)) die("--data and --train/--valid: give one");
     if (!o->data_dir && !o->train_path) die("no data: give --data DIR or --train FILE");
     if (o->valid_path && !o->train_path) die("--valid needs --train");
@@ -320,10 +320,9 @@ static void opts_from_json(train_opts *o, const char *json, const char *where, j
     json_t *j = json_loads(json, 0, &e);
     const char *seed = NULL;
     json_t *valid = NULL;  // a string, or null for a run without validation data
-    json_int_t steps, warmup, ee, et, ce;
-    int B, T;
+    json_int_t steps, warmup, ee, et, ce, B, T;  // wide, range-checked below
     if (!j || json_unpack_ex(j, &e, 0,
-                             "{s:s, s:s, s:s, s?o, s:b, s:I, s:F, s:i, s:i, s:F, s:F, s:I, s:F, s:F,"
+                             "{s:s, s:s, s:s, s?o, s:b, s:I, s:F, s:I, s:I, s:F, s:F, s:I, s:F, s:F,"
                              " s:F, s:F, s:F, s:s, s:I, s:I, s:I, s?F}",
                              "backend", &o->backend, "tokenizer", &o->tokenizer, "train",
                              &o->train_path, "valid", &valid, "split_input", split, "steps", &steps,
@@ -342,7 +341,7 @@ static void opts_from_json(train_opts *o, const char *json, const char *where, j
         B > (1 << 20) || T < 1 || T > MAX_SEQ || ee < 0 || ee > (1L << 40) || et < 0 ||
         et > (1L << 40) || ce < 0 || ce > (1L << 40))
         die("%s: training options out of range (steps, warmup, batch, seq or an interval)", where);
-    o->steps = (long)steps, o->warmup = (long)warmup, o->B = B, o->T = T;
+    o->steps = (long)steps, o->warmup = (long)warmup, o->B = (int)B, o->T = (int)T;
     o->eval_every = (long)ee, o->eval_tokens = (long)et, o->ckpt_every = (long)ce;
     o->seed = parse_u64("seed", seed);
     o->data_dir = NULL;

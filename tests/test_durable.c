@@ -235,8 +235,10 @@ Test(durable, run_folder_locked) {
 }
 
 // Rewrite the state of run so that its options name `train` as the training
-// file; drop_files: also remove the data files' identity (a state of an older phax).
-static void craft_state(const char *run, const char *train, int drop_files) {
+// file (NULL: keep it) and set `key` to the JSON `value` (when key is not NULL);
+// drop_files: also remove the data files' identity (a state of an older phax).
+static void craft_state_ex(const char *run, const char *train, int drop_files, const char *key,
+                           const char *value) {
     phax_ckpt ck;
     phax_ckpt_state st;
     cr_assert(phax_ckpt_load(run, -1, &ck) == PHAX_OK, "%s", phax_error());
@@ -244,7 +246,8 @@ static void craft_state(const char *run, const char *train, int drop_files) {
     cr_assert(phax_ckpt_state_load(sp, &ck.layout, &st) == PHAX_OK, "%s", phax_error());
     json_t *o = json_loads(st.options_json, 0, NULL), *d = json_loads(st.data_json, 0, NULL);
     cr_assert(o && d);
-    json_object_set_new(o, "train", json_string(train));
+    if (train) json_object_set_new(o, "train", json_string(train));
+    if (key) json_object_set_new(o, key, json_loads(value, JSON_DECODE_ANY, NULL));
     if (drop_files) json_object_del(d, "files");
     free(st.options_json), free(st.data_json);
     st.options_json = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
@@ -254,6 +257,10 @@ static void craft_state(const char *run, const char *train, int drop_files) {
     phax_ckpt_state_free(&st);
     phax_ckpt_free(&ck);
     free(sp);
+}
+
+static void craft_state(const char *run, const char *train, int drop_files) {
+    craft_state_ex(run, train, drop_files, NULL, NULL);
 }
 
 static int cache_has(const char *cache, const char *prefix) {
@@ -282,6 +289,19 @@ Test(durable, resume_checks_data_before_reading) {
         cr_assert(!cache_has(cache, "secret"), "a cache of the crafted file was written (drop %d)", drop);
     }
     free(secret), free(cache);
+    sandbox_free(&s);
+}
+
+// The options a state restores are held to the command line's ranges (a
+// crafted --seq of 1e9 would allocate without bound).
+Test(durable, resume_options_out_of_range_refused) {
+    sandbox s = sandbox_new();
+    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "4"), "--stop-after", "2"));
+    craft_state_ex(s.run, NULL, 0, "seq", "1000000000");
+    expect_error(&s, RUN("train", "--resume", "--out", s.run), "out of range");
+    craft_state_ex(s.run, NULL, 0, "seq", "16");
+    craft_state_ex(s.run, NULL, 0, "lr", "-1");
+    expect_error(&s, RUN("train", "--resume", "--out", s.run), "--lr");
     sandbox_free(&s);
 }
 
