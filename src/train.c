@@ -147,8 +147,8 @@ static void usage(FILE *f) {
         "SWAX family: every step draws the SWA window (w_short with probability p_short, else\n"
         "w_long; the last `anneal` fraction of steps w_long; docs/spec.md §3.4) from its own\n"
         "RNG stream of (seed, step), and logs it. Ctrl-C or SIGTERM stops after the current step\n"
-        "with a checkpoint (exit 130 / 143). NaN/Inf in the loss or gradient norm stops the run (exit 1) with the last\n"
-        "checkpoint untouched.\n",
+        "with a checkpoint (exit 130 / 143). NaN/Inf in the loss or gradient norm stops the run\n"
+        "(exit 1) with the last checkpoint untouched.\n",
         f);
 }
 
