@@ -238,18 +238,50 @@ static int load_config(const phax_st_file *f, int expect_family, phax_model_cfg 
     return PHAX_OK;
 }
 
-// Every layout tensor, F32, of its shape; nothing else.
-static int load_params(const phax_st_file *f, const phax_layout *L, float *params) {
+// Every element of an F32 or F64 tensor finite: a NaN or Inf weight would only
+// show later as a NaN perplexity or a stuck generator.
+static int check_finite(const phax_st_file *f, const phax_st_tensor *t) {
+    size_t es = phax_dtype_size(t->dtype);
+    for (size_t j = 0; j < t->numel; j++) {
+        double x;
+        if (t->dtype == PHAX_DT_F32) {
+            float v;
+            memcpy(&v, t->data + j * es, sizeof v);
+            x = v;
+        } else {
+            memcpy(&x, t->data + j * es, sizeof x);
+        }
+        if (!isfinite(x))
+            return phax_fail("%s: tensor '%s' holds a non-finite value (%s at element %zu)", f->path,
+                             t->name, isnan(x) ? "nan" : x > 0 ? "inf" : "-inf", j);
+    }
+    return PHAX_OK;
+}
+
+// Every layout tensor present, F32, of its shape and finite; nothing else. This
+// runs on the file's own bytes before anything is allocated: the tensors tile the
+// file's data buffer (phax_st_read), so a layout that passes is one the file
+// actually holds, and a small file cannot make the loader allocate a large model.
+static int check_params(const phax_st_file *f, const phax_layout *L) {
     for (int i = 0; i < L->n; i++) {
         const phax_st_tensor *t = want_tensor(f, L->p[i].name, &L->p[i], PHAX_DT_F32);
-        if (!t) return PHAX_ERR;
-        memcpy(params + L->p[i].offset, t->data, t->nbytes);
+        if (!t || check_finite(f, t)) return PHAX_ERR;
     }
-    for (int i = 0; i < f->n; i++)
+    // Names are unique within a file (phax_st_read): with every layout name found,
+    // the file holds another tensor only if it has more than L->n.
+    for (int i = 0; f->n > L->n && i < f->n; i++)
         if (phax_layout_find(L, f->t[i].name) < 0)
             return phax_fail("%s: unexpected tensor '%s' (not a parameter of this config)", f->path,
                              f->t[i].name);
     return PHAX_OK;
+}
+
+// The checked tensors (check_params) into params (layout.numel floats).
+static void copy_params(const phax_st_file *f, const phax_layout *L, float *params) {
+    for (int i = 0; i < L->n; i++) {
+        const phax_st_tensor *t = phax_st_find(f, L->p[i].name);
+        memcpy(params + L->p[i].offset, t->data, t->nbytes);
+    }
 }
 
 // The vocabulary file named by the metadata, beside the checkpoint.
@@ -280,13 +312,18 @@ static int load_vocab(const phax_st_file *f, phax_ckpt *ck) {
     return PHAX_OK;
 }
 
+#define CKPT_MAX_BATCH (1 << 20)  // phax train's --batch limit
+
 static int load_counters(const phax_st_file *f, phax_ckpt *ck) {
     int64_t b, t;
     if (meta_i64(f, "step", 1, &ck->step) || meta_i64(f, "tokens_seen", 1, &ck->tokens_seen) ||
         meta_i64(f, "train_batch", 0, &b) || meta_i64(f, "train_seq", 0, &t))
         return PHAX_ERR;
-    if (b > INT32_MAX || t > INT32_MAX)
-        return phax_fail("%s: train_batch / train_seq out of range", f->path);
+    // The limits of `phax train` (--batch, --seq): later commands size workspaces from them.
+    if (b > CKPT_MAX_BATCH || t > PHAX_MAX_SEQ)
+        return phax_fail("%s: train_batch %" PRId64 " / train_seq %" PRId64
+                         " out of range (at most %d / %d)",
+                         f->path, b, t, CKPT_MAX_BATCH, PHAX_MAX_SEQ);
     ck->train_batch = (int)b, ck->train_seq = (int)t;
     return PHAX_OK;
 }
@@ -302,10 +339,12 @@ int phax_ckpt_load(const char *path, int expect_family, phax_ckpt *ck) {
     if (rc == PHAX_OK) rc = check_format(&f, PHAX_CKPT_FORMAT, "phax checkpoint");
     if (rc == PHAX_OK) rc = load_config(&f, expect_family, &ck->cfg);
     if (rc == PHAX_OK) rc = phax_layout_build(&ck->layout, &ck->cfg);
-    if (rc == PHAX_OK && !(ck->params = phax_alloc(ck->layout.numel * sizeof(float)))) rc = PHAX_ERR;
-    if (rc == PHAX_OK) rc = load_params(&f, &ck->layout, ck->params);
+    if (rc == PHAX_OK) rc = check_params(&f, &ck->layout);
     if (rc == PHAX_OK) rc = load_counters(&f, ck);
     if (rc == PHAX_OK) rc = load_vocab(&f, ck);
+    // Allocated last, once the file is known to hold every parameter.
+    if (rc == PHAX_OK && !(ck->params = phax_alloc(ck->layout.numel * sizeof(float)))) rc = PHAX_ERR;
+    if (rc == PHAX_OK) copy_params(&f, &ck->layout, ck->params);
     phax_st_free(&f);
     if (rc != PHAX_OK) phax_ckpt_free(ck);
     return rc;
@@ -354,7 +393,9 @@ void phax_ckpt_state_free(phax_ckpt_state *s) {
     memset(s, 0, sizeof *s);
 }
 
-// Fill one moment/master buffer from the tensors "<prefix><param>".
+// The tensors "<prefix><param>" of one moment/master group: with out == NULL
+// check each (present, of dtype dt and the layout's shape, finite), else copy
+// the checked tensors into out.
 static int load_state_group(const phax_st_file *f, const phax_layout *L, const char *prefix,
                             phax_dtype dt, void *out) {
     size_t es = phax_dtype_size(dt);
@@ -362,8 +403,8 @@ static int load_state_group(const phax_st_file *f, const phax_layout *L, const c
         char name[96];
         snprintf(name, sizeof name, "%s%s", prefix, L->p[i].name);
         const phax_st_tensor *t = want_tensor(f, name, &L->p[i], dt);
-        if (!t) return PHAX_ERR;
-        memcpy((char *)out + L->p[i].offset * es, t->data, t->nbytes);
+        if (!t || (!out && check_finite(f, t))) return PHAX_ERR;
+        if (out) memcpy((char *)out + L->p[i].offset * es, t->data, t->nbytes);
     }
     return PHAX_OK;
 }
@@ -399,6 +440,9 @@ int phax_ckpt_state_load(const char *state_path, const phax_layout *L, phax_ckpt
     }
     if (rc == PHAX_OK && has_master && s->dtype != PHAX_DT_F64)
         rc = phax_fail("%s: master parameters 'p.*' in an F32 training state", f.path);
+    // Every group checked on the file's bytes before any buffer is allocated.
+    for (int k = 0; k < 2 + has_master && rc == PHAX_OK; k++)
+        rc = load_state_group(&f, L, state_prefix[k], s->dtype, NULL);
     size_t bytes = L->numel * phax_dtype_size(s->dtype);
     void **bufs[3] = {&s->m, &s->v, &s->master};
     for (int k = 0; k < 2 + has_master && rc == PHAX_OK; k++) {

@@ -9,10 +9,12 @@
 #include "phax/model.h"
 
 // Appends parameters in order; on allocation failure remembers it and stops.
+// With L->p == NULL and count_only set it only counts (phax_layout_count).
 typedef struct {
     phax_layout *L;
     int cap;
     int failed;
+    int count_only;
 } builder;
 
 static void add(builder *b, int ndim, int64_t d0, int64_t d1, const char *fmt, ...)
@@ -20,6 +22,24 @@ static void add(builder *b, int ndim, int64_t d0, int64_t d1, const char *fmt, .
 
 static void add(builder *b, int ndim, int64_t d0, int64_t d1, const char *fmt, ...) {
     if (b->failed) return;
+    // Sizes in 64 bits with overflow checks: a layout must never wrap to a small
+    // total (a checkpoint's tensors are copied into a buffer of that size).
+    int64_t e1 = ndim == 2 ? d1 : 1;
+    if (d0 < 0 || e1 < 0 || (e1 && d0 > INT64_MAX / e1) || b->L->n == INT32_MAX) {
+        b->failed = phax_fail("layout: parameter %d has an impossible size (%lld x %lld)", b->L->n,
+                              (long long)d0, (long long)e1);
+        return;
+    }
+    int64_t numel = d0 * e1;
+    if ((uint64_t)numel > SIZE_MAX - b->L->numel || (uint64_t)numel > (uint64_t)INT64_MAX - b->L->numel) {
+        b->failed = phax_fail("layout: the parameter count overflows");
+        return;
+    }
+    if (b->count_only) {
+        b->L->n++;
+        b->L->numel += (size_t)numel;
+        return;
+    }
     if (b->L->n == b->cap) {
         int cap = b->cap ? 2 * b->cap : 64;
         phax_param_info *p = realloc(b->L->p, (size_t)cap * sizeof *p);
@@ -37,12 +57,12 @@ static void add(builder *b, int ndim, int64_t d0, int64_t d1, const char *fmt, .
     va_end(ap);
     t->ndim = ndim;
     t->shape[0] = d0, t->shape[1] = d1;
-    t->numel = (size_t)d0 * (size_t)(ndim == 2 ? d1 : 1);
+    t->numel = (size_t)numel;
     t->offset = b->L->numel;
     b->L->numel += t->numel;
 }
 
-static void add_linear(builder *b, int out, int in, const char *prefix, int l, const char *name) {
+static void add_linear(builder *b, int64_t out, int64_t in, const char *prefix, int l, const char *name) {
     add(b, 2, out, in, "blocks.%d.%s.%s.weight", l, prefix, name);
 }
 
@@ -51,7 +71,7 @@ static void add_norm(builder *b, int d, int l, const char *name) {
 }
 
 static void add_attn(builder *b, const phax_model_cfg *c, int l) {
-    int d = c->d_model, qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+    int64_t d = c->d_model, qd = (int64_t)c->n_heads * c->head_dim, kd = (int64_t)c->n_kv_heads * c->head_dim;
     add_linear(b, qd, d, "attn", l, "wq");
     add_linear(b, kd, d, "attn", l, "wk");
     add_linear(b, kd, d, "attn", l, "wv");
@@ -104,49 +124,65 @@ static int pha_branches(const phax_model_cfg *c) {
     return c->use_gss + c->use_attn + (c->use_ffn ? 1 + c->ffn_separate_mix : 0);
 }
 
+static void layout_add_all(builder *b, const phax_model_cfg *c);
+
 int phax_layout_build(phax_layout *L, const phax_model_cfg *c) {
     memset(L, 0, sizeof *L);
     builder b = {.L = L};
-    int d = c->d_model;
-    add(&b, 2, c->vocab_size, d, "embed.weight");
-    if (c->family == PHAX_FAMILY_PHA) add(&b, 1, d, 0, "norm_emb.weight");
-    for (int l = 0; l < c->n_layers; l++) {
-        switch (c->family) {
-        case PHAX_FAMILY_PHA:
-            if (c->use_gss) add_gss(&b, c, l), add_norm(&b, d, l, "norm_gss");
-            if (c->use_attn) add_attn(&b, c, l), add_norm(&b, d, l, "norm_attn");
-            if (c->use_ffn) {
-                add_swiglu(&b, c, l), add_ffn_aux(&b, c, l);
-                if (c->ffn_separate_mix) add_norm(&b, d, l, "norm_ffn"), add_norm(&b, d, l, "norm_ffn_aux");
-                else add_norm(&b, d, l, "norm_ffn");
-            }
-            if (!c->freeze_mix) add(&b, 1, pha_branches(c), 0, "blocks.%d.mix.p", l);
-            add_norm(&b, d, l, "norm_res");
-            break;
-        case PHAX_FAMILY_TRANSFORMER:
-            add_norm(&b, d, l, "norm_attn"), add_attn(&b, c, l);
-            add_norm(&b, d, l, "norm_ffn"), add_swiglu(&b, c, l);
-            break;
-        case PHAX_FAMILY_SERIAL:
-            add_norm(&b, d, l, "norm_gss"), add_gss(&b, c, l);
-            add_norm(&b, d, l, "norm_attn"), add_attn(&b, c, l);
-            add_norm(&b, d, l, "norm_ffn"), add_swiglu(&b, c, l), add_ffn_aux(&b, c, l);
-            break;
-        default:  // SWAX family: mixer then SwiGLU, both pre-norm
-            add_norm(&b, d, l, "norm_mixer");
-            if (phax_layer_is_mlstm(c, l)) add_mlstm(&b, c, l);
-            else add_attn(&b, c, l);
-            add_norm(&b, d, l, "norm_ffn"), add_swiglu(&b, c, l);
-            break;
-        }
-    }
-    if (c->family != PHAX_FAMILY_PHA) add(&b, 1, d, 0, "norm_f.weight");
-    if (!c->tie_embeddings) add(&b, 2, c->vocab_size, d, "lm_head.weight");
+    layout_add_all(&b, c);
     if (b.failed) {
         phax_layout_free(L);
         return PHAX_ERR;
     }
     return PHAX_OK;
+}
+
+int phax_layout_count(const phax_model_cfg *c, int *n_tensors, int64_t *numel) {
+    phax_layout L = {0};
+    builder b = {.L = &L, .count_only = 1};
+    layout_add_all(&b, c);
+    if (b.failed) return PHAX_ERR;
+    if (n_tensors) *n_tensors = L.n;
+    if (numel) *numel = (int64_t)L.numel;
+    return PHAX_OK;
+}
+
+static void layout_add_all(builder *b, const phax_model_cfg *c) {
+    int d = c->d_model;
+    add(b, 2, c->vocab_size, d, "embed.weight");
+    if (c->family == PHAX_FAMILY_PHA) add(b, 1, d, 0, "norm_emb.weight");
+    for (int l = 0; l < c->n_layers; l++) {
+        switch (c->family) {
+        case PHAX_FAMILY_PHA:
+            if (c->use_gss) add_gss(b, c, l), add_norm(b, d, l, "norm_gss");
+            if (c->use_attn) add_attn(b, c, l), add_norm(b, d, l, "norm_attn");
+            if (c->use_ffn) {
+                add_swiglu(b, c, l), add_ffn_aux(b, c, l);
+                if (c->ffn_separate_mix) add_norm(b, d, l, "norm_ffn"), add_norm(b, d, l, "norm_ffn_aux");
+                else add_norm(b, d, l, "norm_ffn");
+            }
+            if (!c->freeze_mix) add(b, 1, pha_branches(c), 0, "blocks.%d.mix.p", l);
+            add_norm(b, d, l, "norm_res");
+            break;
+        case PHAX_FAMILY_TRANSFORMER:
+            add_norm(b, d, l, "norm_attn"), add_attn(b, c, l);
+            add_norm(b, d, l, "norm_ffn"), add_swiglu(b, c, l);
+            break;
+        case PHAX_FAMILY_SERIAL:
+            add_norm(b, d, l, "norm_gss"), add_gss(b, c, l);
+            add_norm(b, d, l, "norm_attn"), add_attn(b, c, l);
+            add_norm(b, d, l, "norm_ffn"), add_swiglu(b, c, l), add_ffn_aux(b, c, l);
+            break;
+        default:  // SWAX family: mixer then SwiGLU, both pre-norm
+            add_norm(b, d, l, "norm_mixer");
+            if (phax_layer_is_mlstm(c, l)) add_mlstm(b, c, l);
+            else add_attn(b, c, l);
+            add_norm(b, d, l, "norm_ffn"), add_swiglu(b, c, l);
+            break;
+        }
+    }
+    if (c->family != PHAX_FAMILY_PHA) add(b, 1, d, 0, "norm_f.weight");
+    if (!c->tie_embeddings) add(b, 2, c->vocab_size, d, "lm_head.weight");
 }
 
 void phax_layout_free(phax_layout *L) {

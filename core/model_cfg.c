@@ -50,6 +50,36 @@ static int check_bool(int v, const char *key) {
     return PHAX_OK;
 }
 
+// The maxima of model.h, on a config whose other rules hold. They come before
+// anything is sized from the config: a checkpoint's config is untrusted input, and
+// the products below (n_heads·head_dim, the parameter count) wrapped in int before.
+static int check_maxima(const phax_model_cfg *c) {
+    const struct {
+        const char *key;
+        int v, max;
+    } lim[] = {
+        {"vocab_size", c->vocab_size, PHAX_MAX_VOCAB},   {"d_model", c->d_model, PHAX_MAX_D_MODEL},
+        {"n_layers", c->n_layers, PHAX_MAX_LAYERS},      {"n_heads", c->n_heads, PHAX_MAX_HEADS},
+        {"n_kv_heads", c->n_kv_heads, PHAX_MAX_HEADS},   {"head_dim", c->head_dim, PHAX_MAX_HEAD_DIM},
+        {"ffn_hidden", c->ffn_hidden, PHAX_MAX_WIDTH},   {"ffn_aux_hidden", c->ffn_aux_hidden, PHAX_MAX_WIDTH},
+        {"gss_expand", c->gss_expand, PHAX_MAX_WIDTH},   {"gss_hidden", c->gss_hidden, PHAX_MAX_WIDTH},
+        {"gss_state", c->gss_state, PHAX_MAX_GSS_STATE}, {"mlstm_heads", c->mlstm_heads, PHAX_MAX_HEADS},
+        {"train_len", c->train_len, PHAX_MAX_SEQ},       {"attn_window", c->attn_window, PHAX_MAX_SEQ},
+        {"w_short", c->w_short, PHAX_MAX_SEQ},           {"w_long", c->w_long, PHAX_MAX_SEQ},
+    };
+    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
+        REQUIRE(lim[i].v <= lim[i].max, "config: %s (%d) exceeds the maximum %d", lim[i].key, lim[i].v,
+                lim[i].max);
+    long long qd = (long long)c->n_heads * c->head_dim;
+    REQUIRE(qd <= PHAX_MAX_WIDTH, "config: n_heads x head_dim (%d x %d = %lld) exceeds the maximum %d",
+            c->n_heads, c->head_dim, qd, PHAX_MAX_WIDTH);
+    int64_t numel;
+    if (phax_layout_count(c, NULL, &numel)) return PHAX_ERR;
+    REQUIRE(numel <= PHAX_MAX_PARAMS, "config: %lld parameters exceed the maximum %lld", (long long)numel,
+            PHAX_MAX_PARAMS);
+    return PHAX_OK;
+}
+
 int phax_model_cfg_resolve(phax_model_cfg *c) {
     REQUIRE((unsigned)c->family < PHAX_FAMILY_COUNT, "config: family %d is unknown", (int)c->family);
     REQUIRE(c->vocab_size >= 2, "config: vocab_size (%d) must be >= 2", c->vocab_size);
@@ -115,7 +145,7 @@ int phax_model_cfg_resolve(phax_model_cfg *c) {
     REQUIRE(c->w_long >= c->w_short, "config: w_long (%d) must be >= w_short (%d)", c->w_long, c->w_short);
     REQUIRE(c->p_short >= 0 && c->p_short <= 1, "config: p_short (%g) must be in [0, 1]", c->p_short);
     REQUIRE(c->anneal >= 0 && c->anneal <= 1, "config: anneal (%g) must be in [0, 1]", c->anneal);
-    return PHAX_OK;
+    return check_maxima(c);
 }
 
 int phax_layer_is_mlstm(const phax_model_cfg *c, int l) {

@@ -154,7 +154,8 @@ static ref_attn_cfg attn_cfg(const ref_model *m, int window) {
 static void attn_proj(double *q, double *k, double *v, const double *x, const ref_model *m, int l,
                       size_t n) {
     const phax_model_cfg *c = &m->cfg;
-    int d = c->d_model, qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+    int d = c->d_model;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;  // ≤ PHAX_MAX_WIDTH
     ref_linear_fwd(q, x, rm_param(m, l, "attn.wq.weight"), NULL, n, d, qd);
     ref_linear_fwd(k, x, rm_param(m, l, "attn.wk.weight"), NULL, n, d, kd);
     ref_linear_fwd(v, x, rm_param(m, l, "attn.wv.weight"), NULL, n, d, kd);
@@ -163,7 +164,8 @@ static void attn_proj(double *q, double *k, double *v, const double *x, const re
 int rm_attn_fwd(double *y, const double *x, const ref_model *m, int l, int B, int T, int window) {
     const phax_model_cfg *c = &m->cfg;
     size_t n = (size_t)B * T;
-    int d = c->d_model, qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+    int d = c->d_model;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;  // ≤ PHAX_MAX_WIDTH
     double *q = rm_alloc(n * qd), *k = rm_alloc(n * kd), *v = rm_alloc(n * kd), *o = rm_alloc(n * qd);
     int rc = PHAX_ERR;
     if (q && k && v && o) {
@@ -180,7 +182,8 @@ int rm_attn_bwd(double *dx, double *grads, const double *dy, const double *x, co
                 int l, int B, int T, int window) {
     const phax_model_cfg *c = &m->cfg;
     size_t n = (size_t)B * T;
-    int d = c->d_model, qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+    int d = c->d_model;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;  // ≤ PHAX_MAX_WIDTH
     double *q = rm_alloc(n * qd), *k = rm_alloc(n * kd), *v = rm_alloc(n * kd), *o = rm_alloc(n * qd);
     double *dq = rm_alloc(n * qd), *dk = rm_alloc(n * kd), *dv = rm_alloc(n * kd), *dO = rm_alloc(n * qd);
     int rc = PHAX_ERR;

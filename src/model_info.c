@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "phax/checkpoint.h"
 #include "phax/fcpu_model.h"
@@ -90,29 +89,12 @@ static void print_params(const phax_model_cfg *c, const phax_layout *L) {
     free(blk);
 }
 
-static size_t ws_bytes_at(const fcpu_model *m, int B, int T) {
-    fcpu_model_ws *ws = fcpu_model_ws_new(m, B, T);
-    if (!ws) die("%s", phax_error());
-    size_t n = fcpu_model_ws_bytes(ws);
-    fcpu_model_ws_free(ws);
+// The workspace is counted, not allocated (fcpu_model_ws_size): a config file
+// may describe a model far larger than this machine.
+static size_t ws_bytes(const phax_model_cfg *c, int B, int T) {
+    size_t n = fcpu_model_ws_size(c, B, T);
+    if (!n) die("%s", phax_error());
     return n;
-}
-
-// The workspace is allocated and touched when made; for a large (B, T) it is
-// extrapolated, linear in B, from B = 1 and 2 instead (it is: the arena holds
-// per-row activations plus per-thread scratch).
-static size_t ws_bytes(const fcpu_model *m, int B, int T, int *exact) {
-    size_t b1 = ws_bytes_at(m, 1, T);
-    if (B == 1) return *exact = 1, b1;
-    size_t b2 = ws_bytes_at(m, 2, T);
-    size_t est = b1 + (size_t)(B - 1) * (b2 > b1 ? b2 - b1 : 0);
-    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (B == 2 || (double)est < phys / 4) {
-        *exact = 1;
-        return B == 2 ? b2 : ws_bytes_at(m, B, T);
-    }
-    *exact = 0;
-    return est;
 }
 
 // Bytes as "1.5 MB" (decimal units).
@@ -124,22 +106,17 @@ static const char *human(double bytes, char buf[32]) {
     return buf;
 }
 
-static void print_memory(const phax_model_cfg *c, int B, int T) {
-    fcpu_model m;
-    if (fcpu_model_new(&m, c, 0)) die("%s", phax_error());
-    size_t n = m.layout.numel;
-    int exact;
-    size_t ws = ws_bytes(&m, B, T, &exact);
+// From the sizes alone: nothing of the model is allocated.
+static void print_memory(const phax_model_cfg *c, size_t n, int B, int T) {
+    size_t ws = ws_bytes(c, B, T);
     double p = 4.0 * n;
     char b[32];
     printf("memory, fast/cpu float32 training at batch %d x %d:\n", B, T);
     printf("  %-22s %12s\n", "parameters", human(p, b));
     printf("  %-22s %12s\n", "gradients", human(p, b));
     printf("  %-22s %12s\n", "AdamW moments (m, v)", human(2 * p, b));
-    printf("  %-22s %12s%s\n", "workspace", human((double)ws, b),
-           exact ? "" : " (extrapolated from batch 1, 2)");
+    printf("  %-22s %12s\n", "workspace", human((double)ws, b));
     printf("  %-22s %12s\n", "total", human(4 * p + (double)ws, b));
-    fcpu_model_free(&m);
 }
 
 static int ends_with(const char *s, const char *suf) {
@@ -195,8 +172,8 @@ int phax_model_info_main(int argc, char **argv) {
     phax_layout L;
     if (phax_layout_build(&L, &cfg)) die("%s", phax_error());
     print_params(&cfg, &L);
+    print_memory(&cfg, L.numel, B, T);
     phax_layout_free(&L);
-    print_memory(&cfg, B, T);
     phax_ckpt_free(&ck);
     return 0;
 }

@@ -185,7 +185,7 @@ static void attend_head(const fcpu_decoder *dc, const attn_layer *A, int h, int 
 static void attn_step(fcpu_decoder *dc, attn_layer *A, float *y, const float *x) {
     const phax_model_cfg *c = dc->c;
     const int d = c->d_model, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
-    const int qd = Hq * dh, kd = Hkv * dh, pos = dc->pos;
+    const int qd = (int)((size_t)Hq * dh), kd = (int)((size_t)Hkv * dh), pos = dc->pos;  // ≤ PHAX_MAX_WIDTH
     float *k = dc->k_rot, *v = dc->v_new;  // (Hkv, dh) each
 
     matvec(dc->q_raw, A->wq, x, qd, d);  // (Hq, dh)

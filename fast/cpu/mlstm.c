@@ -323,6 +323,8 @@ static int eff_chunk(int chunk, int T) {
     return L < 1 ? 1 : L;
 }
 static int pad16(int n) { return (n + 15) & ~15; }
+// Chunks of L covering T, without forming T + L − 1 (which overflows int near INT_MAX).
+static int nchunks(int T, int L) { return T > 0 ? (T - 1) / L + 1 : 0; }
 
 static int nslots(int B, int H) {
     int t = omp_get_max_threads();
@@ -417,7 +419,7 @@ static void fwd_seq(fw_slot *s, float *h, const float *q, const float *k, const 
                     double eps, int L, const float *st_in, float *st_out) {
     const float sc = (float)(1.0 / sqrt((double)dqk));
     const size_t ldk = (size_t)H * dqk, ldv = (size_t)H * dv, gs = (size_t)H;
-    const int Lp = pad16(L), nc = (T + L - 1) / L;
+    const int Lp = pad16(L), nc = nchunks(T, L);
     const size_t CS = (size_t)dqk * dv;
     int has = 0, argM = 0;
     double M = -INFINITY;
@@ -541,7 +543,7 @@ typedef struct {
 } bw_slot;
 
 static bw_slot bw_carve(carve *c, int T, int L, int dqk, int dv) {
-    int Lp = pad16(L), nc = T > 0 ? (T + L - 1) / L : 1;
+    int Lp = pad16(L), nc = T > 0 ? nchunks(T, L) : 1;
     size_t fl = sizeof(float), db = sizeof(double);
     bw_slot s;
     s.g.G = take(c, (size_t)Lp * db);
@@ -577,7 +579,7 @@ static bw_slot bw_carve(carve *c, int T, int L, int dqk, int dv) {
     s.argst = take(c, (size_t)nc * sizeof(int));
     s.dig = take(c, (size_t)(T > 0 ? T : 1) * db);
     s.dphi = take(c, (size_t)(T > 0 ? T : 1) * db);
-    s.mud = take(c, (size_t)(T + 1) * db);
+    s.mud = take(c, ((size_t)T + 1) * db);
     return s;
 }
 
@@ -603,7 +605,7 @@ static void bwd_seq(bw_slot *s, const bw_args *A, int b, int hh) {
     const int T = A->T, H = A->H, dqk = A->dqk, dv = A->dv, L = A->L;
     const float sc = (float)(1.0 / sqrt((double)dqk));
     const size_t ldk = (size_t)H * dqk, ldv = (size_t)H * dv, gs = (size_t)H;
-    const int Lp = pad16(L), nc = (T + L - 1) / L;
+    const int Lp = pad16(L), nc = nchunks(T, L);
     const size_t CS = (size_t)dqk * dv;
     const double eps = A->eps;
 
@@ -635,7 +637,7 @@ static void bwd_seq(bw_slot *s, const bw_args *A, int b, int hh) {
     memset(s->dn, 0, (size_t)dqk * sizeof(float));
     memset(s->dig, 0, (size_t)T * sizeof(double));
     memset(s->dphi, 0, (size_t)T * sizeof(double));
-    memset(s->mud, 0, (size_t)(T + 1) * sizeof(double));
+    memset(s->mud, 0, ((size_t)T + 1) * sizeof(double));
     for (int c = nc - 1; c >= 0; c--) {
         const int c0 = c * L, Lc = T - c0 < L ? T - c0 : L, has = c > 0, last = c == nc - 1;
         const size_t r0 = ((size_t)b * T + c0) * H + hh;

@@ -146,7 +146,7 @@ static char *arena_alloc(size_t bytes) {
     const size_t huge = (size_t)2 << 20;
     size_t sz = (bytes + huge - 1) / huge * huge;
     void *p = NULL;
-    if (posix_memalign(&p, huge, sz ? sz : huge)) {
+    if (bytes > SIZE_MAX - huge || posix_memalign(&p, huge, sz ? sz : huge)) {  // (sz must not wrap)
         phax_fail("model workspace: out of memory allocating %.1f MB", bytes / 1e6);
         return NULL;
     }
@@ -157,8 +157,8 @@ static char *arena_alloc(size_t bytes) {
     return p;
 }
 
-fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T) {
-    const phax_model_cfg *c = &m->cfg;
+// A workspace with its layout counted (w->bytes) but no arena yet.
+static fcpu_model_ws *ws_plan(const phax_model_cfg *c, int B, int T) {
     if (B < 1 || T < 1) {
         phax_fail("model workspace: batch %d x %d must be at least 1 x 1", B, T);
         return NULL;
@@ -196,13 +196,34 @@ fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T) {
     fm_arena a = {NULL, 0};
     ws_layout(w, &a, c);
     w->bytes = a.off;
-    if (!(w->arena = arena_alloc(w->bytes))) goto fail;
-    a = (fm_arena){w->arena, 0};
-    ws_layout(w, &a, c);
+    if (w->bytes == SIZE_MAX) {  // fm_take saturated
+        phax_fail("model workspace: batch %d x %d of this model does not fit the address space", B, T);
+        goto fail;
+    }
     return w;
 fail:
     fcpu_model_ws_free(w);
     return NULL;
+}
+
+fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T) {
+    const phax_model_cfg *c = &m->cfg;
+    fcpu_model_ws *w = ws_plan(c, B, T);
+    if (!w) return NULL;
+    if (!(w->arena = arena_alloc(w->bytes))) {
+        fcpu_model_ws_free(w);
+        return NULL;
+    }
+    fm_arena a = {w->arena, 0};
+    ws_layout(w, &a, c);
+    return w;
+}
+
+size_t fcpu_model_ws_size(const phax_model_cfg *cfg, int B, int T) {
+    fcpu_model_ws *w = ws_plan(cfg, B, T);
+    size_t n = w ? w->bytes : 0;
+    fcpu_model_ws_free(w);
+    return n;
 }
 
 void fcpu_model_ws_free(fcpu_model_ws *w) {

@@ -46,7 +46,8 @@ static ref_attn_cfg attn_cfg(const phax_model_cfg *c, int window) {
 
 static int attn_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     const phax_model_cfg *c = &cx->m->cfg;
-    int l = b->layer, d = c->d_model, qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+    int l = b->layer, d = c->d_model;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;  // ≤ PHAX_MAX_WIDTH
     size_t n = cx->n;
     ref_attn_cfg a = attn_cfg(c, cx->window);
     fcpu_linear_fwd(b->q, x, P("attn.wq.weight"), NULL, n, d, qd);  // q: (B, T, Hq, dh)
@@ -63,7 +64,8 @@ static int attn_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
 
 static int attn_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, const float *x) {
     const phax_model_cfg *c = &cx->m->cfg;
-    int l = b->layer, d = c->d_model, qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+    int l = b->layer, d = c->d_model;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;  // ≤ PHAX_MAX_WIDTH
     size_t n = cx->n;
     ref_attn_cfg a = attn_cfg(c, cx->window);
     float *dO = cx->ws->bws, *dq = dO + n * qd, *dk = dq + n * qd, *dv = dk + n * kd;

@@ -18,7 +18,9 @@ typedef struct {
 
 static inline float *fm_take(fm_arena *a, size_t nfloats) {
     size_t off = a->off;
-    a->off += (nfloats * sizeof(float) + 63) / 64 * 64;
+    // Saturates at SIZE_MAX (then refused by the caller) instead of wrapping to a small arena.
+    if (off == SIZE_MAX || nfloats > (SIZE_MAX - off - 63) / sizeof(float)) a->off = SIZE_MAX;
+    else a->off += (nfloats * sizeof(float) + 63) / 64 * 64;
     return a->base ? (float *)(a->base + off) : NULL;
 }
 

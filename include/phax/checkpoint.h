@@ -79,10 +79,13 @@ int phax_ckpt_save(const char *model_path, const phax_ckpt *ck);
 // Read and validate a model checkpoint (path: the model file or a run
 // folder). expect_family: a phax_family the caller requires, or −1 for any.
 // Refused, each with one line naming the file: missing, truncated or
-// malformed file; not a phax checkpoint (format metadata); invalid config;
-// a family other than expected; a tensor missing, extra, of the wrong shape
-// or not F32; a bad counter; the vocabulary file missing or unreadable, its
-// hash or size not matching. On error *ck is left empty (safe to free).
+// malformed file; not a phax checkpoint (format metadata); invalid config
+// (maxima included); a family other than expected; a tensor missing, extra,
+// of the wrong shape or not F32; a tensor holding a NaN or Inf (named); a bad
+// counter (train_batch > 2^20 or train_seq > PHAX_MAX_SEQ, phax train's
+// limits); the vocabulary file missing or unreadable, its hash or size not
+// matching. Every tensor is checked on the file's bytes before the parameters
+// are allocated. On error *ck is left empty (safe to free).
 int phax_ckpt_load(const char *path, int expect_family, phax_ckpt *ck);
 void phax_ckpt_free(phax_ckpt *ck);
 
@@ -103,8 +106,9 @@ typedef struct {
 int phax_ckpt_state_save(const char *state_path, const phax_layout *L, const phax_ckpt_state *s);
 // Load and validate against layout L (every "m."/"v." tensor present, of the
 // layout's shape, one dtype F32 or F64; "p." tensors only with F64 and then
-// all of them; nothing extra). Allocates m, v (and master) with phax_alloc
-// and strdup's the JSON fields; release with phax_ckpt_state_free.
+// all of them; nothing extra; every value finite), all checked before m, v
+// (and master) are allocated with phax_alloc; strdup's the JSON fields;
+// release with phax_ckpt_state_free.
 int phax_ckpt_state_load(const char *state_path, const phax_layout *L, phax_ckpt_state *s);
 void phax_ckpt_state_free(phax_ckpt_state *s);
 // PHAX_ERR "<state_path>: training state is at step S but the model file is at

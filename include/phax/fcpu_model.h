@@ -50,6 +50,9 @@ typedef struct fcpu_model_ws fcpu_model_ws;
 fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T);
 void fcpu_model_ws_free(fcpu_model_ws *ws);
 size_t fcpu_model_ws_bytes(const fcpu_model_ws *ws);  // the arena's size
+// The arena size fcpu_model_ws_new would allocate for a model of the resolved
+// config cfg, counted without allocating it (phax info); 0 on error (phax_error()).
+size_t fcpu_model_ws_size(const phax_model_cfg *cfg, int B, int T);
 int fcpu_model_ws_B(const fcpu_model_ws *ws);
 int fcpu_model_ws_T(const fcpu_model_ws *ws);
 

@@ -64,7 +64,22 @@ typedef struct {
 phax_model_cfg phax_model_cfg_default(phax_family f);
 // Fill every "0 = derived" field and check the whole config; on error the
 // message names the field: "config: n_heads (6) is not divisible by n_kv_heads (4)".
+// A resolved config also keeps within the maxima below (docs/spec.md §3.5), so
+// configs and checkpoints from untrusted files cannot ask for absurd sizes: every
+// width and per-row product (n_heads·head_dim included) fits an int, and every
+// parameter count and byte size fits size_t. They are far above what the CPU
+// tiers can train.
 int phax_model_cfg_resolve(phax_model_cfg *c);
+
+#define PHAX_MAX_VOCAB (1 << 21)      // vocab_size: 2,097,152
+#define PHAX_MAX_D_MODEL (1 << 16)    // d_model: 65,536
+#define PHAX_MAX_LAYERS 1024          // n_layers
+#define PHAX_MAX_HEADS 4096           // n_heads, n_kv_heads, mlstm_heads
+#define PHAX_MAX_HEAD_DIM 4096        // head_dim
+#define PHAX_MAX_WIDTH (1 << 18)      // n_heads·head_dim, ffn_hidden, ffn_aux_hidden, gss_expand, gss_hidden: 262,144
+#define PHAX_MAX_GSS_STATE 4096       // gss_state
+#define PHAX_MAX_SEQ 65536            // train_len, attn_window, w_short, w_long (and the CLI's --seq)
+#define PHAX_MAX_PARAMS 2147483647LL  // all parameters together: 2^31 − 1 elements (8 GiB of float32)
 
 // ---------------------------------------------------------------------------
 // Parameter layout: one named list per config, PyTorch-style dotted names
@@ -83,8 +98,12 @@ typedef struct {
     size_t numel;  // total elements
 } phax_layout;
 
-// Layout of a resolved config. Free with phax_layout_free.
+// Layout of a resolved config. Free with phax_layout_free. Every size is
+// computed in 64 bits; a negative or overflowing one is an error.
 int phax_layout_build(phax_layout *L, const phax_model_cfg *c);
+// The layout's tensor count and total elements, without building it (nothing is
+// allocated); PHAX_ERR as phax_layout_build.
+int phax_layout_count(const phax_model_cfg *c, int *n_tensors, int64_t *numel);
 void phax_layout_free(phax_layout *L);
 // Index of a parameter by name, or −1.
 int phax_layout_find(const phax_layout *L, const char *name);
