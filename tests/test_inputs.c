@@ -285,6 +285,32 @@ Test(inputs, sha256sums_checked_on_use) {
     free(d), free(tr), free(va), free(sums), free(cache), free(good), free(other);
 }
 
+// The repository's data/wikitext-2 (shipped xz-compressed) matches its SHA256SUMS and
+// the published counts, so a fresh clone has a verified corpus.
+Test(inputs, shipped_wikitext2_verifies) {
+    const char *root = getenv("PHAX_SOURCE_ROOT");
+    char *dir = xprintf("%s/data/wikitext-2", root && *root ? root : ".");
+    char *sums = tu_join(dir, "SHA256SUMS");
+    struct stat sb;
+    cr_assert(stat(sums, &sb) == 0, "%s is missing", sums);
+    const char *split[3] = {"train", "valid", "test"};
+    const size_t want[3] = {2088628, 217646, 245569};
+    phax_vocab *v = NULL;
+    for (int s = 0; s < 3; s++) {
+        char *p = phax_data_find_split(dir, split[s]);
+        cr_assert(p, "%s: no %s split", dir, split[s]);
+        if (s == 0) cr_assert(phax_vocab_build_file(p, &v) == PHAX_OK, "%s", phax_error());
+        int32_t *ids;
+        size_t n;
+        cr_assert(phax_encode_file(v, p, &ids, &n) == PHAX_OK, "%s", phax_error());
+        cr_assert(n == want[s], "%s: %zu tokens, expected %zu", p, n, want[s]);
+        free(ids), free(p);
+    }
+    cr_assert(phax_vocab_size(v) == 33278);
+    phax_vocab_free(v);
+    free(dir), free(sums);
+}
+
 // --- the phax command -------------------------------------------------------------------------
 
 typedef struct {
