@@ -437,3 +437,132 @@ Test(inputs, max_corpus_bytes_option) {
     sandbox_free(&s);
 }
 
+// generate and niah refuse --window for pha (whose window is attn_window), as eval does.
+Test(inputs, window_refused_for_pha_everywhere) {
+    sandbox s = sandbox_new("pha", 0);
+    expect_error(&s, phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", "--window", "4", NULL),
+                 "phax eval: ", "--window applies to the swax");
+    expect_error(&s, phax_run(&s, "generate", s.run, "--prompt", "the cat", "--window", "4", NULL),
+                 "phax generate: ", "--window applies to the swax");
+    expect_error(&s, phax_run(&s, "niah", s.run, "--lengths", "64", "--window", "4", NULL), "phax niah: ",
+                 "--window applies to the swax");
+    sandbox_free(&s);
+}
+
+// Overwrite the bytes of one tensor of a safetensors file with 0xff (NaN in F32 and F64).
+static void poison_tensor(const char *path, const char *name) {
+    size_t n;
+    char *b = slurp(path, &n);
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)(uint8_t)b[i] << (8 * i);
+    char *key = xprintf("\"%s\"", name);
+    char *p = memmem(b + 8, hl, key, strlen(key));
+    cr_assert(p, "no %s in %s", name, path);
+    p = strstr(p, "\"data_offsets\"");
+    cr_assert(p);
+    p = strchr(p, '[');
+    unsigned long long lo = strtoull(p + 1, &p, 10), hi = strtoull(p + 1, NULL, 10);
+    cr_assert(8 + hl + hi <= n && lo < hi);
+    memset(b + 8 + hl + lo, 0xff, hi - lo);
+    tu_write_file(path, b, n);
+    free(key), free(b);
+}
+
+// NaN weights: eval never exits 0 with a nan perplexity and never fails with an empty
+// message; nothing is written. (Loading may refuse them first: the line names the problem.)
+Test(inputs, eval_nan_is_an_error_with_a_message) {
+    sandbox s = sandbox_new("pha", 0);
+    char *ck = xprintf("%s/checkpoint.safetensors", s.run), *js = xprintf("%s/e.json", s.dir);
+    poison_tensor(ck, "embed.weight");
+    for (int json = 0; json < 2; json++) {
+        int rc = json ? phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", "--json", js, NULL)
+                      : phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", NULL);
+        char *e = slurp(s.err, NULL);
+        cr_assert(rc == 1, "exit %d with NaN weights, stderr: %s", rc, e);
+        cr_assert(strlen(e) > strlen("phax eval: ") + 10 && strchr(e, '\n') == e + strlen(e) - 1,
+                  "not one informative line: '%s'", e);
+        cr_assert(strstr(e, "nan") || strstr(e, "finite"), "%s", e);
+        free(e);
+    }
+    struct stat sb;
+    cr_assert(stat(js, &sb) != 0, "a JSON was written");
+    free(ck), free(js);
+    sandbox_free(&s);
+}
+
+// JSON and CSV carry the same buckets; an empty one has 0 tokens and null loss/ppl.
+Test(inputs, eval_json_keeps_empty_buckets) {
+    sandbox s = sandbox_new("pha", 0);
+    char *js = xprintf("%s/e.json", s.dir), *csv = xprintf("%s/e.csv", s.dir);
+    int rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", "--seq", "16", "--buckets",
+                      "0,8,16,32", "--json", js, "--csv", csv, NULL);
+    char *e = slurp(s.err, NULL);
+    cr_assert(rc == 0, "exit %d: %s", rc, e);
+    free(e);
+    char *j = slurp(js, NULL), *c = slurp(csv, NULL);
+    int nj = 0, nc = -1;
+    for (char *p = j; (p = strstr(p, "\"lo\"")); p++) nj++;
+    for (char *p = c; (p = strchr(p, '\n')); p++) nc++;
+    cr_assert(nj == 3 && nc == 3, "JSON %d buckets, CSV %d rows:\n%s\n%s", nj, nc, j, c);
+    cr_assert(strstr(j, "\"lo\": 16") && strstr(j, "\"tokens\": 0") && strstr(j, "\"loss\": null"), "%s", j);
+    cr_assert(strstr(c, "\n16,32,0,"), "%s", c);
+    free(j), free(c), free(js), free(csv);
+    sandbox_free(&s);
+}
+
+// The default cache beside the checkpoint cannot be made (a read-only folder; here a
+// file in the way, which stops root too): eval scores without a cache and says so.
+Test(inputs, eval_without_a_writable_cache_folder) {
+    sandbox s = sandbox_new("pha", 0);
+    char *cache = xprintf("%s/cache", s.run);
+    tu_rm_rf(cache);
+    write_text(cache, "not a folder\n");
+    int rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", NULL);
+    char *e = slurp(s.err, NULL), *o = slurp(s.out, NULL);
+    cr_assert(rc == 0, "exit %d: %s", rc, e);
+    cr_assert(strstr(e, "note: no token cache") && strstr(e, "--cache-dir"), "%s", e);
+    cr_assert(strstr(o, "perplexity"), "%s", o);
+    free(e), free(o);
+    // A read-only run folder (only meaningful when not root: root writes anyway).
+    tu_rm_rf(cache);
+    cr_assert(chmod(s.run, 0555) == 0);
+    if (access(s.run, W_OK) != 0) {
+        rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", NULL);
+        e = slurp(s.err, NULL);
+        cr_assert(rc == 0 && strstr(e, "note: no token cache"), "exit %d: %s", rc, e);
+        free(e);
+    }
+    chmod(s.run, 0755);
+    free(cache);
+    sandbox_free(&s);
+}
+
+// eval --data on the input.txt layout scores the split phax train held out: the same
+// loss as the run's last validation.
+Test(inputs, eval_data_input_txt_layout) {
+    sandbox s = sandbox_new("pha", 1);
+    char *log = xprintf("%s/log.jsonl", s.run), *js = xprintf("%s/e.json", s.dir);
+    char *t = slurp(log, NULL), *last = t, *p;
+    while ((p = strstr(last + 1, "\"val_loss\""))) last = p;
+    cr_assert(last != t, "no val_loss in the log");
+    double logged = strtod(strchr(last, ':') + 1, NULL);
+    free(t);
+    int rc = phax_run(&s, "eval", s.run, "--data", s.data, "--seq", "16", "--batch", "4", "--json", js, NULL);
+    char *e = slurp(s.err, NULL);
+    cr_assert(rc == 0, "exit %d: %s", rc, e);
+    cr_assert(strstr(e, "input.txt") && strstr(e, "last 10%"), "%s", e);
+    free(e);
+    char *j = slurp(js, NULL);
+    double ev = strtod(strstr(j, "\"loss\": ") + 8, NULL);
+    double n_valid = strtod(strstr(j, "\"tokens_in_split\": ") + 19, NULL);
+    cr_assert(fabs(ev - logged) <= 1e-5 * fabs(logged), "eval %.9f vs the run's validation %.9f", ev, logged);
+    free(j);
+    // --split train: the other 90% (n − n/10 tokens against n/10).
+    rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "train", "--json", js, NULL);
+    cr_assert(rc == 0);
+    j = slurp(js, NULL);
+    double n_train = strtod(strstr(j, "\"tokens_in_split\": ") + 19, NULL);
+    cr_assert(n_train >= 9 * n_valid && n_train <= 9 * n_valid + 10, "train %g, valid %g", n_train, n_valid);
+    free(j), free(log), free(js);
+    sandbox_free(&s);
+}
