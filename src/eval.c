@@ -140,7 +140,8 @@ static char *locate_split(eval_opts *o) {
     struct stat sb;
     if (stat(o->data_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) die("%s: no such directory", o->data_dir);
     char *p = phax_data_find_split(o->data_dir, o->split);
-    if (!p && !phax_data_find_split(o->data_dir, "train")) {
+    char *train = p ? NULL : phax_data_find_split(o->data_dir, "train");
+    if (!p && !train) {
         // One input.txt (tiny-shakespeare), split 90/10 on its token stream as phax train does.
         char *in = cli_path_join("phax eval", o->data_dir, "input.txt");
         if (cli_is_file(in)) {
@@ -150,6 +151,7 @@ static char *locate_split(eval_opts *o) {
             free(in);
         }
     }
+    free(train);
     if (!p) die("%s: no %s split (%s.txt[.xz], ptb.%s.txt[.xz], ptb.char.%s.txt[.xz], or input.txt)",
                 o->data_dir, o->split, o->split, o->split, o->split);
     if (stat(p, &sb) == 0 && sb.st_size == 0) die("%s: empty file", p);
