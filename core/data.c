@@ -163,7 +163,7 @@ int phax_xz_decode(const uint8_t *in, size_t in_n, const char *name, uint8_t **o
         case LZMA_DATA_ERROR: why = "corrupt xz data"; break;
         case LZMA_BUF_ERROR: why = "truncated xz file (the compressed data ends early)"; break;
         case LZMA_MEM_ERROR: why = "out of memory in the xz decoder"; break;
-        case LZMA_MEMLIMIT_ERROR: why = "the xz decoder would need more than 256 MiB (dictionary too large)"; break;
+        case LZMA_MEMLIMIT_ERROR: why = "the xz decoder would need more than 96 MiB (dictionary too large)"; break;
         default: why = "xz decoder error"; break;
         }
         size_t got = (size_t)strm.total_out;

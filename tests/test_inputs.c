@@ -84,15 +84,15 @@ static void write_xz_zeros(const char *path, size_t mib) {
 
 // --- text files are bounded ------------------------------------------------------------------
 
-// 300 MiB of zeros in about 50 KB: refused at the default limit (256 MiB) with one line
+// 80 MiB of zeros in about 15 KB: refused at the default limit (64 MiB) with one line
 // naming the file, by the reader and by the token cache, holding at most the limit.
 Test(inputs, xz_bomb_refused_at_the_limit) {
     char *d = tu_tmpdir("phax_in"), *bomb = tu_join(d, "bomb.txt.xz"), *cache = tu_join(d, "cache");
-    write_xz_zeros(bomb, 300);
+    write_xz_zeros(bomb, 80);
     uint8_t *text = NULL;
     size_t n = 0;
     double m0 = peak_mb();
-    cr_assert(phax_data_read(bomb, &text, &n) == PHAX_ERR, "a 300 MiB text was read (%zu bytes)", n);
+    cr_assert(phax_data_read(bomb, &text, &n) == PHAX_ERR, "an 80 MiB text was read (%zu bytes)", n);
     cr_assert(strstr(phax_error(), bomb) && strstr(phax_error(), "limit") &&
                   strstr(phax_error(), "--max-corpus-bytes"), "%s", phax_error());
     phax_vocab *v;
@@ -100,9 +100,9 @@ Test(inputs, xz_bomb_refused_at_the_limit) {
     int32_t *ids = NULL;
     cr_assert(phax_tokens_load_cached(v, bomb, cache, &ids, &n) == PHAX_ERR);
     cr_assert(strstr(phax_error(), bomb) && strstr(phax_error(), "limit"), "%s", phax_error());
-    // The decoder's buffer stops one byte past the limit: 256 MiB, not 300 (or 1 GB).
+    // The decoder's buffer stops one byte past the limit: 64 MiB, not 80 (or 1 GB).
     double used = peak_mb() - m0;
-    cr_assert(used < 256 + 40, "peak grew by %.0f MB", used);
+    cr_assert(used < 64 + 30, "peak grew by %.0f MB", used);
     // A smaller limit set by --max-corpus-bytes refuses sooner; 0 restores the default.
     phax_data_set_max_bytes(1 << 20);
     cr_assert(phax_data_read(bomb, &text, &n) == PHAX_ERR && strstr(phax_error(), "1048576"), "%s",

@@ -43,10 +43,12 @@ int phax_xz_decode(const uint8_t *in, size_t in_n, const char *name, uint8_t **o
 // prompts, haystacks, vocabularies. Bigger is refused with one line naming the
 // file before more is allocated (a 146 KB .xz can decode to gigabytes). It also
 // bounds a token cache (each token needs at least one byte of text). The .xz
-// decoder's own memory is capped at PHAX_XZ_MEMLIMIT (xz -9 needs 65 MiB).
+// decoder's own memory is capped at PHAX_XZ_MEMLIMIT (xz -9 needs 65 MiB). The
+// default, 64 MiB, is six times WikiText-2's train split (10.8 MB) and keeps what a
+// crafted file can make phax hold near 100 MB; enwik8-sized corpora need the option.
 // phax_data_set_max_bytes(0) restores the default; the CLI's --max-corpus-bytes sets it.
-#define PHAX_DATA_MAX_BYTES_DEFAULT ((size_t)256 << 20)
-#define PHAX_XZ_MEMLIMIT ((uint64_t)256 << 20)
+#define PHAX_DATA_MAX_BYTES_DEFAULT ((size_t)64 << 20)
+#define PHAX_XZ_MEMLIMIT ((uint64_t)96 << 20)
 void phax_data_set_max_bytes(size_t max);
 size_t phax_data_max_bytes(void);
 
