@@ -481,7 +481,7 @@ Test(inputs, eval_nan_is_an_error_with_a_message) {
         cr_assert(rc == 1, "exit %d with NaN weights, stderr: %s", rc, e);
         cr_assert(strlen(e) > strlen("phax eval: ") + 10 && strchr(e, '\n') == e + strlen(e) - 1,
                   "not one informative line: '%s'", e);
-        cr_assert(strstr(e, "nan") || strstr(e, "finite"), "%s", e);
+        cr_assert(strcasestr(e, "nan") || strcasestr(e, "finite"), "%s", e);  // ours, or the loader's refusal
         free(e);
     }
     struct stat sb;
