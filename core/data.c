@@ -15,6 +15,16 @@
 // ---------------------------------------------------------------------------
 // Reading
 
+static size_t g_max_bytes = PHAX_DATA_MAX_BYTES_DEFAULT;
+
+void phax_data_set_max_bytes(size_t max) { g_max_bytes = max ? max : PHAX_DATA_MAX_BYTES_DEFAULT; }
+size_t phax_data_max_bytes(void) { return g_max_bytes; }
+
+static int over_limit(const char *path, const char *what) {
+    return phax_fail("%s: %s more than %zu bytes, the limit on a text file (raise it with "
+                     "--max-corpus-bytes)", path, what, g_max_bytes);
+}
+
 int phax_data_read_raw(const char *path, uint8_t **out, size_t *n, phax_file_stat *st) {
     if (!path || !out || !n) return phax_fail("phax_data_read_raw: NULL argument");
     *out = NULL;
@@ -34,7 +44,17 @@ int phax_data_read_raw(const char *path, uint8_t **out, size_t *n, phax_file_sta
         close(fd);
         return phax_fail("%s: is a directory, not a file", path);
     }
-    // st_size is only a hint (it is 0 for pipes): read until EOF, growing the buffer.
+    // /dev/zero, a FIFO or a terminal never end (or end anywhere): only regular files.
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return phax_fail("%s: not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size > (uint64_t)g_max_bytes) {
+        close(fd);
+        return over_limit(path, "holds");
+    }
+    // st_size is only a hint (the file may grow while read): read until EOF, growing the
+    // buffer, never past the limit.
     size_t cap = sb.st_size > 0 ? (size_t)sb.st_size + 1 : 65536, len = 0;
     uint8_t *buf = malloc(cap + 1);
     if (!buf) {
@@ -43,6 +63,11 @@ int phax_data_read_raw(const char *path, uint8_t **out, size_t *n, phax_file_sta
     }
     for (;;) {
         if (len == cap) {
+            if (len > g_max_bytes) {
+                free(buf);
+                close(fd);
+                return over_limit(path, "holds");
+            }
             size_t ncap = cap * 2;
             uint8_t *nb = ncap > cap ? realloc(buf, ncap + 1) : NULL;
             if (!nb) {
@@ -89,11 +114,15 @@ int phax_xz_decode(const uint8_t *in, size_t in_n, const char *name, uint8_t **o
     if (in_n < sizeof MAGIC || memcmp(in, MAGIC, sizeof MAGIC) != 0)
         return phax_fail("%s: not an xz file (bad magic bytes)", name);
     lzma_stream strm = LZMA_STREAM_INIT;
-    // No memory limit: the corpora are ours; CONCATENATED accepts `cat a.xz b.xz`.
-    lzma_ret ret = lzma_stream_decoder(&strm, UINT64_MAX, LZMA_CONCATENATED);
+    // The decoder's memory is capped (a crafted header can ask for a 1.5 GiB dictionary);
+    // CONCATENATED accepts `cat a.xz b.xz`.
+    lzma_ret ret = lzma_stream_decoder(&strm, PHAX_XZ_MEMLIMIT, LZMA_CONCATENATED);
     if (ret != LZMA_OK) return phax_fail("%s: cannot start the xz decoder (liblzma error %d)", name, (int)ret);
-    // Text compresses about 4x; start there and double as needed.
+    // Text compresses about 4x; start there and double as needed, up to one byte past the
+    // limit (reaching it means the text is too long: a 146 KB file can decode to 1 GB).
+    size_t limit1 = g_max_bytes < SIZE_MAX - 1 ? g_max_bytes + 1 : g_max_bytes;
     size_t cap = in_n < SIZE_MAX / 8 ? in_n * 4 + 4096 : in_n;
+    if (cap > limit1) cap = limit1;
     uint8_t *buf = malloc(cap + 1);
     if (!buf) {
         lzma_end(&strm);
@@ -106,6 +135,12 @@ int phax_xz_decode(const uint8_t *in, size_t in_n, const char *name, uint8_t **o
     for (;;) {
         if (strm.avail_out == 0) {
             size_t used = cap, ncap = cap * 2;
+            if (cap >= limit1) {
+                free(buf);
+                lzma_end(&strm);
+                return over_limit(name, "decodes to");
+            }
+            if (ncap > limit1 || ncap < cap) ncap = limit1;
             uint8_t *nb = ncap > cap ? realloc(buf, ncap + 1) : NULL;
             if (!nb) {
                 free(buf);
@@ -128,6 +163,7 @@ int phax_xz_decode(const uint8_t *in, size_t in_n, const char *name, uint8_t **o
         case LZMA_DATA_ERROR: why = "corrupt xz data"; break;
         case LZMA_BUF_ERROR: why = "truncated xz file (the compressed data ends early)"; break;
         case LZMA_MEM_ERROR: why = "out of memory in the xz decoder"; break;
+        case LZMA_MEMLIMIT_ERROR: why = "the xz decoder would need more than 96 MiB (dictionary too large)"; break;
         default: why = "xz decoder error"; break;
         }
         size_t got = (size_t)strm.total_out;
@@ -156,6 +192,10 @@ int phax_data_read(const char *path, uint8_t **out, size_t *n) {
     size_t raw_n;
     if (phax_data_read_raw(path, &raw, &raw_n, NULL) != PHAX_OK) return PHAX_ERR;
     if (!ends_with(path, ".xz")) {
+        if (phax_data_verify(path, raw, raw_n) != PHAX_OK) {
+            free(raw);
+            return PHAX_ERR;
+        }
         *out = raw;
         *n = raw_n;
         return PHAX_OK;
@@ -168,7 +208,117 @@ int phax_data_read(const char *path, uint8_t **out, size_t *n) {
         *out = NULL;
         return phax_fail("%s: the xz file decodes to an empty text", path);
     }
+    if (phax_data_verify(path, *out, *n) != PHAX_OK) {
+        free(*out);
+        *out = NULL, *n = 0;
+        return PHAX_ERR;
+    }
     return PHAX_OK;
+}
+
+// ---------------------------------------------------------------------------
+// SHA-256 (FIPS 180-4) and the SHA256SUMS check of the shipped corpora.
+
+static const uint32_t SHA_K[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+#define ROR(x, r) (((x) >> (r)) | ((x) << (32 - (r))))
+
+static void sha_block(uint32_t h[8], const uint8_t *p) {
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = k + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + SHA_K[i] + w[i];
+        uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+    }
+    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
+}
+
+void phax_sha256_hex(const void *data, size_t n, char hex[65]) {
+    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    const uint8_t *p = data;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) sha_block(h, p + i);
+    uint8_t tail[128] = {0};
+    size_t r = n - i, tn = r + 9 <= 64 ? 64 : 128;
+    if (r) memcpy(tail, p + i, r);
+    tail[r] = 0x80;
+    uint64_t bits = (uint64_t)n * 8;
+    for (int k = 0; k < 8; k++) tail[tn - 1 - k] = (uint8_t)(bits >> (8 * k));
+    for (size_t k = 0; k < tn; k += 64) sha_block(h, tail + k);
+    for (int k = 0; k < 8; k++) snprintf(hex + 8 * k, 9, "%08x", (unsigned)h[k]);
+}
+
+int phax_data_verify(const char *path, const uint8_t *text, size_t n) {
+    if (!path || (!text && n)) return phax_fail("phax_data_verify: NULL argument");
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dlen = slash ? (size_t)(slash - path) + 1 : 0, blen = strlen(base);
+    if (blen > 3 && !strcmp(base + blen - 3, ".xz")) blen -= 3;  // listed by its decoded name
+    char *sums = malloc(dlen + 16);
+    if (!sums) return phax_fail("%s: out of memory", path);
+    memcpy(sums, path, dlen);
+    strcpy(sums + dlen, "SHA256SUMS");
+    struct stat sb;
+    if (stat(sums, &sb) != 0) {  // no manifest: nothing to check
+        free(sums);
+        return PHAX_OK;
+    }
+    int fd = open(sums, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > 65536) {
+        if (fd >= 0) close(fd);
+        phax_fail("%s: unreadable, not a regular file or over 64 KiB", sums);
+        free(sums);
+        return PHAX_ERR;
+    }
+    char buf[65537];
+    ssize_t got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got < 0) got = 0;
+    buf[got] = 0;
+    // Lines "<64 hex> <space or *><name>": find this file's.
+    const char *want = NULL;
+    for (char *line = buf; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        size_t ll = strlen(line);
+        if (ll >= 66 && line[64] == ' ') {
+            const char *name = line + 65 + (line[65] == ' ' || line[65] == '*');
+            if (strlen(name) == blen && !memcmp(name, base, blen)) {
+                line[64] = 0;
+                want = line;
+                break;
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    int rc = PHAX_OK;
+    if (want) {
+        char got_hex[65];
+        phax_sha256_hex(text, n, got_hex);
+        if (strcmp(got_hex, want) != 0)
+            rc = phax_fail("%s: the sha256 of its text is %.16s..., not %.16s... as %s says: the file "
+                           "is damaged or changed (restore it, e.g. git checkout -- %s)",
+                           path, got_hex, want, sums, path);
+    }
+    free(sums);
+    return rc;
 }
 
 uint64_t phax_fnv1a64(uint64_t h, const void *p, size_t n) {

@@ -3,6 +3,7 @@
 #include "phax/tokenizer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -523,42 +524,75 @@ static uint64_t tokens_hash(const int32_t *ids, size_t n) {
     return h;
 }
 
-// Check a cache image; on a hit *ids is a malloc'd copy of its tokens.
-static phax_cache_result cache_check(const uint8_t *c, size_t cn, const phax_vocab *v,
-                                     uint64_t vhash, uint64_t src_size, uint64_t src_hash,
-                                     int32_t **ids, size_t *n) {
-    if (cn < CACHE_HDR || memcmp(c, CACHE_MAGIC, 8) != 0 || get_le(c + 8, 4) != CACHE_VERSION)
-        return PHAX_CACHE_CORRUPT;
-    if (get_le(c + 12, 4) != (uint64_t)v->kind || get_le(c + 16, 8) != vhash ||
-        get_le(c + 24, 8) != (uint64_t)v->n || get_le(c + 32, 8) != src_size ||
-        get_le(c + 56, 8) != src_hash)
-        return PHAX_CACHE_STALE;
-    uint64_t count = get_le(c + 64, 8);
-    if (count > (cn - CACHE_HDR) / 4 || cn != CACHE_HDR + 4 * count) return PHAX_CACHE_CORRUPT;
-    int32_t *t = malloc((count ? count : 1) * sizeof *t);
-    if (!t) return PHAX_CACHE_CORRUPT;  // rebuilding will report the shortage properly
-    for (size_t i = 0; i < count; i++) {
-        t[i] = (int32_t)(uint32_t)get_le(c + CACHE_HDR + 4 * i, 4);
-        if (t[i] < 0 || t[i] >= v->n) {
-            free(t);
-            return PHAX_CACHE_CORRUPT;
-        }
+static int read_full(int fd, void *buf, size_t n, uint64_t off) {
+    uint8_t *p = buf;
+    while (n) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return PHAX_ERR;
+        p += r, n -= (size_t)r, off += (uint64_t)r;
     }
-    if (tokens_hash(t, count) != get_le(c + 72, 8)) {
-        free(t);
-        return PHAX_CACHE_CORRUPT;
-    }
-    *ids = t;
-    *n = (size_t)count;
-    return PHAX_CACHE_HIT;
+    return PHAX_OK;
 }
 
+// Read and check a cache file; on a hit *ids holds its tokens. The header is read
+// and checked against the file's size before anything is allocated, and the
+// payload is read straight into the token array (no copy of the whole file).
+static phax_cache_result cache_read(const char *cpath, const phax_vocab *v, uint64_t vhash,
+                                    uint64_t src_size, uint64_t src_hash, int32_t **ids, size_t *n) {
+    int fd = open(cpath, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? PHAX_CACHE_MISSING : PHAX_CACHE_CORRUPT;
+    struct stat sb;
+    uint8_t c[CACHE_HDR];
+    phax_cache_result res = PHAX_CACHE_CORRUPT;
+    int32_t *t = NULL;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < CACHE_HDR ||
+        read_full(fd, c, CACHE_HDR, 0) != PHAX_OK)
+        goto done;
+    if (memcmp(c, CACHE_MAGIC, 8) != 0 || get_le(c + 8, 4) != CACHE_VERSION) goto done;
+    if (get_le(c + 12, 4) != (uint64_t)v->kind || get_le(c + 16, 8) != vhash ||
+        get_le(c + 24, 8) != (uint64_t)v->n || get_le(c + 32, 8) != src_size ||
+        get_le(c + 56, 8) != src_hash) {
+        res = PHAX_CACHE_STALE;
+        goto done;
+    }
+    // A token needs at least one byte of text, so the count is bounded like a text.
+    uint64_t count = get_le(c + 64, 8), fsize = (uint64_t)sb.st_size;
+    if (count > phax_data_max_bytes() || fsize != CACHE_HDR + 4 * count) goto done;
+    if (!(t = malloc((count ? count : 1) * sizeof *t))) goto done;  // rebuilding reports it
+    if (read_full(fd, t, 4 * count, CACHE_HDR) != PHAX_OK) goto done;
+    const uint8_t *b = (const uint8_t *)t;
+    for (size_t i = 0; i < count; i++) {
+        t[i] = (int32_t)(uint32_t)get_le(b + 4 * i, 4);  // in place: reads 4 bytes, writes them
+        if (t[i] < 0 || t[i] >= v->n) goto done;
+    }
+    if (tokens_hash(t, count) != get_le(c + 72, 8)) goto done;
+    *ids = t, t = NULL;
+    *n = (size_t)count;
+    res = PHAX_CACHE_HIT;
+done:
+    free(t);
+    close(fd);
+    return res;
+}
+
+// Write the cache of *ids (n tokens). The file is built inside the token array
+// itself (grown by the header, tokens moved up, written, moved back), so writing
+// a cache never holds a second full copy of the stream. *ids may move.
 static int cache_write(const char *path, const phax_vocab *v, uint64_t vhash,
-                       const phax_file_stat *st, uint64_t src_hash, const int32_t *ids, size_t n) {
+                       const phax_file_stat *st, uint64_t src_hash, int32_t **ids, size_t n) {
     if (n > (SIZE_MAX - CACHE_HDR) / 4) return phax_fail("%s: too many tokens (%zu)", path, n);
     size_t bytes = CACHE_HDR + 4 * n;
-    uint8_t *c = malloc(bytes);
+    uint64_t thash = tokens_hash(*ids, n);
+    uint8_t *c = realloc(*ids, bytes);  // large blocks grow in place (mremap)
     if (!c) return phax_fail("%s: out of memory for %zu bytes", path, bytes);
+    *ids = (int32_t *)c;
+    memmove(c + CACHE_HDR, c, 4 * n);
+    int32_t *payload = (int32_t *)(c + CACHE_HDR);  // CACHE_HDR is a multiple of 4
+    for (size_t i = 0; i < n; i++) {  // little-endian on every host (a no-op on x86)
+        uint32_t x = (uint32_t)payload[i];
+        put_le((uint8_t *)&payload[i], x, 4);
+    }
     memcpy(c, CACHE_MAGIC, 8);
     put_le(c + 8, CACHE_VERSION, 4);
     put_le(c + 12, (uint64_t)v->kind, 4);
@@ -569,10 +603,13 @@ static int cache_write(const char *path, const phax_vocab *v, uint64_t vhash,
     put_le(c + 48, (uint64_t)st->mtime_nsec, 8);
     put_le(c + 56, src_hash, 8);
     put_le(c + 64, (uint64_t)n, 8);
-    put_le(c + 72, tokens_hash(ids, n), 8);
-    for (size_t i = 0; i < n; i++) put_le(c + CACHE_HDR + 4 * i, (uint32_t)ids[i], 4);
+    put_le(c + 72, thash, 8);
     int rc = phax_write_file_atomic(path, c, bytes);
-    free(c);
+    // Back to a plain token array, whatever the write did.
+    for (size_t i = 0; i < n; i++) payload[i] = (int32_t)(uint32_t)get_le((uint8_t *)&payload[i], 4);
+    memmove(c, c + CACHE_HDR, 4 * n);
+    int32_t *shrunk = realloc(c, (n ? n : 1) * sizeof *shrunk);
+    if (shrunk) *ids = shrunk;
     return rc;
 }
 
@@ -582,9 +619,10 @@ int phax_tokens_load_cached_ex(const phax_vocab *v, const char *source_path,
     if (!v || !source_path || !cache_dir || !out || !n)
         return phax_fail("phax_tokens_load_cached: NULL argument");
     if (cache_path) *cache_path = NULL;
-    uint8_t *raw = NULL, *cbuf = NULL, *text = NULL;
+    uint8_t *raw = NULL, *text = NULL;
     char *cpath = NULL, *real = NULL;
-    size_t raw_n, cn;
+    int32_t *ids = NULL;
+    size_t raw_n;
     phax_file_stat st;
     phax_cache_result res = PHAX_CACHE_MISSING;
     int rc = PHAX_ERR;
@@ -610,36 +648,31 @@ int phax_tokens_load_cached_ex(const phax_vocab *v, const char *source_path,
     snprintf(cpath, plen, "%s/%s.%08x.%016llx.tok", cache_dir, base, (unsigned)phash,
              (unsigned long long)vhash);
 
-    struct stat sb;
-    if (stat(cpath, &sb) != 0 && errno == ENOENT) {
-        res = PHAX_CACHE_MISSING;
-    } else if (phax_data_read_raw(cpath, &cbuf, &cn, NULL) != PHAX_OK) {
-        res = PHAX_CACHE_CORRUPT;  // empty or unreadable: rebuilt below
-    } else {
-        res = cache_check(cbuf, cn, v, vhash, st.size, src_hash, out, n);
-        if (res == PHAX_CACHE_HIT) {
-            rc = PHAX_OK;
-            goto done;
-        }
+    res = cache_read(cpath, v, vhash, st.size, src_hash, out, n);
+    if (res == PHAX_CACHE_HIT) {
+        rc = PHAX_OK;
+        goto done;
     }
 
-    // Build: decode the source bytes already in memory, tokenize, write the cache.
+    // Build: decode the source bytes already in memory, check them, tokenize, write the
+    // cache. Each buffer is freed as soon as the next one exists.
     size_t tn = raw_n;
     if (ends_with_xz(source_path)) {
         if (phax_xz_decode(raw, raw_n, source_path, &text, &tn) != PHAX_OK) goto done;
+        free(raw), raw = NULL;
         if (tn == 0) {
             phax_fail("%s: the xz file decodes to an empty text", source_path);
             goto done;
         }
+    } else {
+        text = raw, raw = NULL;
     }
-    int32_t *ids;
+    if (phax_data_verify(source_path, text, tn) != PHAX_OK) goto done;
     size_t nid;
-    if (phax_encode(v, text ? text : raw, tn, source_path, &ids, &nid) != PHAX_OK) goto done;
-    if (cache_write(cpath, v, vhash, &st, src_hash, ids, nid) != PHAX_OK) {
-        free(ids);
-        goto done;
-    }
-    *out = ids;
+    if (phax_encode(v, text, tn, source_path, &ids, &nid) != PHAX_OK) goto done;
+    free(text), text = NULL;
+    if (cache_write(cpath, v, vhash, &st, src_hash, &ids, nid) != PHAX_OK) goto done;
+    *out = ids, ids = NULL;
     *n = nid;
     rc = PHAX_OK;
 done:
@@ -648,8 +681,8 @@ done:
         if (cache_path) *cache_path = cpath, cpath = NULL;
     }
     free(raw);
-    free(cbuf);
     free(text);
+    free(ids);
     free(cpath);
     free(real);
     return rc;

@@ -39,7 +39,7 @@ options:
   --data DIR  the data folder: it holds wikitext-2/ (preferred), else ptb/ (no NIAH:
               its vocabulary has no digits), else tinyshakespeare/ (byte tokenizer,
               T x4); DIR may also be one corpus folder. Default: $PHAX_DATA_DIR, else
-              ../shared/data beside the repository, else ./data
+              ./data (the repository's WikiText-2), else ../shared/data beside it
   --out DIR   where everything goes (default evals/out/quick or evals/out/full)
   --only EXP  run only these experiments (those they need are trained when missing)
   --force     redo the selected experiments' runs and outputs instead of reusing them
@@ -133,21 +133,25 @@ BENCH="$BUILD_DIR/bench_model"
 export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}  # as `ninja bench`: no spinning OpenBLAS threads
 
 # ---------------------------------------------------------------------------
-# Data: --data, else $PHAX_DATA_DIR, else ../shared/data beside the repo, else ./data.
+# Data: --data, else $PHAX_DATA_DIR, else the repository's ./data (WikiText-2, shipped and
+# checked against its SHA256SUMS by phax), else ../shared/data beside the repository.
+# Paths are kept relative to the repository (the script runs from its root), so the
+# commands, summaries and results it writes never name this machine's folders.
+rel() { realpath -m --relative-to="$REPO" "$1"; }
 corpus_in() {  # corpus_in DIR: set CORPUS_DIR/CORPUS when DIR holds (or is) a corpus
     local d=$1 c
     for c in wikitext-2 ptb tinyshakespeare; do
-        if [ -d "$d/$c" ]; then CORPUS_DIR=$(cd "$d/$c" && pwd) CORPUS=$c; return 0; fi
+        if [ -d "$d/$c" ]; then CORPUS_DIR=$(rel "$d/$c") CORPUS=$c; return 0; fi
     done
     if [ -e "$d/train.txt" ] || [ -e "$d/train.txt.xz" ]; then CORPUS=wikitext-2
     elif [ -e "$d/ptb.train.txt" ] || [ -e "$d/ptb.train.txt.xz" ]; then CORPUS=ptb
     elif [ -e "$d/input.txt" ]; then CORPUS=tinyshakespeare
     else return 1; fi
-    CORPUS_DIR=$(cd "$d" && pwd)
+    CORPUS_DIR=$(rel "$d")
 }
 if [ -n "$DATA_ARG" ]; then candidates=("$DATA_ARG")
 elif [ -n "${PHAX_DATA_DIR:-}" ]; then candidates=("$PHAX_DATA_DIR")
-else candidates=("$REPO/../shared/data" "$REPO/data"); fi
+else candidates=(data ../shared/data); fi
 CORPUS="" CORPUS_DIR=""
 for d in "${candidates[@]}"; do [ -d "$d" ] && corpus_in "$d" && break; done
 [ -n "$CORPUS" ] || die "no corpus found: looked for wikitext-2/, ptb/ or tinyshakespeare/ in ${candidates[*]} (give --data DIR or set PHAX_DATA_DIR)"
@@ -161,16 +165,10 @@ case $CORPUS in
         CORPUS_NOTE="byte tokenizer, T x4; no test split: perplexity is on the held-out last 10% (also the validation split)" ;;
 esac
 mkdir -p "$OUT" || die "--out: cannot create $OUT"
-OUT=$(cd "$OUT" && pwd)
-if [ "$CORPUS" = tinyshakespeare ]; then
-    mkdir -p "$OUT/data"
-    n=$(wc -c <"$CORPUS_DIR/input.txt")
-    heldout="$OUT/data/tinyshakespeare.heldout.txt"
-    [ -s "$heldout" ] || tail -c "$((n - (n * 9 + 9) / 10))" "$CORPUS_DIR/input.txt" >"$heldout"
-    TEST_SRC=(--file "$heldout") TEST_NAME="held-out 10%"
-else
-    TEST_SRC=(--data "$CORPUS_DIR" --split test) TEST_NAME="test"
-fi
+OUT=$(rel "$OUT")
+# input.txt (tiny-shakespeare): phax eval scores the last 10% that phax train held out.
+TEST_SRC=(--data "$CORPUS_DIR" --split test) TEST_NAME="test"
+[ "$CORPUS" != tinyshakespeare ] || TEST_NAME="held-out 10%"
 TEST_LIMIT=() TEST_DESC="the whole $TEST_NAME split"
 if ((TEST_MAX > 0)); then TEST_LIMIT=(--max-tokens "$TEST_MAX") TEST_DESC="the first $TEST_MAX $TEST_NAME tokens"; fi
 T4=$((T * 4))
@@ -283,12 +281,12 @@ json_ppl() { jq '.ppl * 100 | round / 100' "$1"; }
 # tiny mode) and OUT/plots/NAME.png.
 plot() {
     local name=$1 in=$2 sub="$MODE mode${TINY_SUFFIX:+ (tiny)}: $3"; shift 3
-    local png="$REPO/plots/$name.png"
+    local png="plots/$name.png"
     sub=${sub//_/\\_}  # enhanced text: a literal underscore
     [ "$TINY" = 0 ] || png="$OUT/plots/$name.png"
     local vars="in='$in'; out='$png'; subtitle='$sub'" kv
     for kv in "$@"; do vars="$vars; $kv"; done
-    gnuplot -e "$vars" "$REPO/plots/$name.gp" 2>"$OUT/plots/$name.log" ||
+    gnuplot -e "$vars" "plots/$name.gp" 2>"$OUT/plots/$name.log" ||
         die "plot: gnuplot plots/$name.gp failed: $(tail -n 1 "$OUT/plots/$name.log")"
     [ -s "$OUT/plots/$name.log" ] || rm -f "$OUT/plots/$name.log"
     [ "$png" = "$OUT/plots/$name.png" ] || cp "$png" "$OUT/plots/$name.png"

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "phax/data.h"
+
 _Noreturn void cli_die(const char *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -43,4 +45,32 @@ int cli_exists(const char *p) {
 int cli_is_file(const char *p) {
     struct stat sb;
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+int cli_take_max_corpus_bytes(const char *cmd, int argc, char **argv) {
+    int k = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (!strcmp(a, "--max-corpus-bytes")) {
+            if (i + 1 >= argc) cli_die(cmd, "--max-corpus-bytes needs a value");
+            v = argv[++i];
+        } else if (!strncmp(a, "--max-corpus-bytes=", 19)) {
+            v = a + 19;
+        } else {
+            argv[k++] = argv[i];
+            continue;
+        }
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(v, &end, 10);
+        int shift = 0;
+        if (*end == 'K' || *end == 'k') shift = 10, end++;
+        else if (*end == 'M' || *end == 'm') shift = 20, end++;
+        else if (*end == 'G' || *end == 'g') shift = 30, end++;
+        if (errno || end == v || *end || v[0] == '-' || x == 0 || x > (1ull << 40) >> shift)
+            cli_die(cmd, "--max-corpus-bytes: '%s' is not a size in [1, 1T] (bytes, or with K, M, G)", v);
+        phax_data_set_max_bytes((size_t)(x << shift));
+    }
+    argv[k] = NULL;
+    return k;
 }

@@ -12,5 +12,10 @@ char *cli_path_join(const char *cmd, const char *dir, const char *name);
 // Whether anything exists at p (cli_exists), or a regular file (cli_is_file).
 int cli_exists(const char *p);
 int cli_is_file(const char *p);
+// Take every "--max-corpus-bytes N" (N: bytes, or with a K, M or G suffix, binary) out of
+// argv, set the library's limit on a text file (phax_data_set_max_bytes), and return the
+// new argc. Every command that reads text takes it (phax main applies it before the
+// subcommand parses its own options, so `train --resume` accepts it too).
+int cli_take_max_corpus_bytes(const char *cmd, int argc, char **argv);
 
 #endif

@@ -39,6 +39,7 @@
 typedef struct {
     const char *ckpt, *data_dir, *file, *split, *json_out, *csv_out, *cache_dir;
     int T, B, window, carry;
+    int part;  // input.txt layout: 0 the whole file, 1 its first 90% (train), 2 its last 10%
     long max_tokens;
     int nb;
     long edges[MAX_BUCKETS + 1];  // bucket b: positions [edges[b], edges[b+1])
@@ -48,7 +49,9 @@ static void usage(FILE *f) {
     fputs("usage: phax eval CHECKPOINT (--data DIR [--split test|valid|train] | --file FILE) [options]\n"
           "  CHECKPOINT     a model file or a phax train run folder\n"
           "  --data DIR     corpus folder (train/valid/test as for phax train); --split picks the\n"
-          "                 split (default test)\n"
+          "                 split (default test). A folder with only input.txt (tiny-shakespeare)\n"
+          "                 is split as phax train splits it: train = the first 90% of its tokens,\n"
+          "                 valid and test = the held-out last 10%\n"
           "  --file FILE    score this text file (.txt or .xz) instead\n"
           "  --seq T        window length (default: the checkpoint's training length)\n"
           "  --batch B      windows per forward (default 4)\n"
@@ -58,7 +61,9 @@ static void usage(FILE *f) {
           "                 slow: one decoder step per token)\n"
           "  --max-tokens N score only the first N tokens of the split (default: all)\n"
           "  --buckets E1,E2,...  position bucket edges inside a window (default 0,16,32,64,...,T)\n"
-          "  --cache-dir D  token cache folder (default: beside the checkpoint, cache/)\n"
+          "  --cache-dir D  token cache folder (default: beside the checkpoint, cache/; when that\n"
+          "                 cannot be written, e.g. a read-only folder, no cache, with a note)\n"
+          "  --max-corpus-bytes N  the most bytes a text file may hold (phax --help)\n"
           "  --json FILE    write the result as JSON (atomically)\n"
           "  --csv FILE     write the loss by position bucket as CSV (atomically)\n",
           f);
@@ -125,7 +130,7 @@ static void default_buckets(eval_opts *o, int T) {
     o->edges[++o->nb] = T;
 }
 
-static char *locate_split(const eval_opts *o) {
+static char *locate_split(eval_opts *o) {
     if (o->file) {
         struct stat sb;
         if (stat(o->file, &sb) != 0) die("%s: no such file", o->file);
@@ -135,8 +140,20 @@ static char *locate_split(const eval_opts *o) {
     struct stat sb;
     if (stat(o->data_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) die("%s: no such directory", o->data_dir);
     char *p = phax_data_find_split(o->data_dir, o->split);
-    if (!p) die("%s: no %s split (%s.txt[.xz], ptb.%s.txt[.xz], ptb.char.%s.txt[.xz])", o->data_dir,
-                o->split, o->split, o->split, o->split);
+    char *train = p ? NULL : phax_data_find_split(o->data_dir, "train");
+    if (!p && !train) {
+        // One input.txt (tiny-shakespeare), split 90/10 on its token stream as phax train does.
+        char *in = cli_path_join("phax eval", o->data_dir, "input.txt");
+        if (cli_is_file(in)) {
+            o->part = strcmp(o->split, "train") ? 2 : 1;
+            p = in;
+        } else {
+            free(in);
+        }
+    }
+    free(train);
+    if (!p) die("%s: no %s split (%s.txt[.xz], ptb.%s.txt[.xz], ptb.char.%s.txt[.xz], or input.txt)",
+                o->data_dir, o->split, o->split, o->split, o->split);
     if (stat(p, &sb) == 0 && sb.st_size == 0) die("%s: empty file", p);
     return p;
 }
@@ -224,21 +241,26 @@ static void write_outputs(const eval_opts *o, const phax_ckpt *ck, const char *s
                           const tally *t, double secs) {
     double loss = t->total / (double)t->n;
     if (o->json_out) {
+        // Every bucket, as in the CSV; an empty one has loss and ppl null (JSON has no NaN).
         json_t *b = json_array();
-        for (int i = 0; i < o->nb; i++)
-            json_array_append_new(b, json_pack("{s:I, s:I, s:I, s:f, s:f}", "lo", (json_int_t)o->edges[i],
-                                               "hi", (json_int_t)o->edges[i + 1], "tokens",
-                                               (json_int_t)t->count[i], "loss",
-                                               t->count[i] ? t->sum[i] / t->count[i] : NAN, "ppl",
-                                               t->count[i] ? exp(t->sum[i] / t->count[i]) : NAN));
+        for (int i = 0; i < o->nb; i++) {
+            double l = t->count[i] ? t->sum[i] / t->count[i] : NAN;
+            json_t *e = json_pack("{s:I, s:I, s:I, s:o, s:o}", "lo", (json_int_t)o->edges[i], "hi",
+                                  (json_int_t)o->edges[i + 1], "tokens", (json_int_t)t->count[i],
+                                  "loss", isfinite(l) ? json_real(l) : json_null(), "ppl",
+                                  isfinite(exp(l)) ? json_real(exp(l)) : json_null());
+            if (!e || json_array_append_new(b, e)) die("%s: cannot build the JSON of bucket %d", o->json_out, i);
+        }
         json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:s, s:f, s:f, s:f, s:o}", "checkpoint",
                               ck->path, "family", phax_family_name(ck->cfg.family), "split", split_path,
                               "tokens_in_split", (json_int_t)n, "tokens_scored", (json_int_t)t->n,
                               "seq", o->T, "window", o->window, "mode", o->carry ? "carry" : "windows",
                               "loss", loss, "ppl", exp(loss), "seconds", secs, "buckets", b);
+        if (!j) die("%s: cannot build the JSON result (loss %g)", o->json_out, loss);
         char *s = json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
         json_decref(j);
-        if (!s || phax_write_file_atomic(o->json_out, s, strlen(s))) die_lib();
+        if (!s) die("%s: cannot format the JSON result", o->json_out);
+        if (phax_write_file_atomic(o->json_out, s, strlen(s))) die_lib();
         free(s);
     }
     if (o->csv_out) {
@@ -280,10 +302,31 @@ int phax_eval_main(int argc, char **argv) {
         char *slash = strrchr(cache, '/');
         if (slash) strcpy(slash + 1, "cache");
         else strcpy(cache, "cache");
+        // The default place may not be writable (a checkpoint in a read-only folder):
+        // then tokenize in memory, saying so, rather than fail.
+        const char *why = phax_mkdir_p(cache) != PHAX_OK ? phax_error()
+                          : access(cache, W_OK) != 0     ? strerror(errno)
+                                                         : NULL;
+        if (why) {
+            fprintf(stderr, "phax eval: note: no token cache beside the checkpoint (%s: %s); "
+                    "tokenizing in memory (--cache-dir DIR keeps one)\n", cache, why);
+            free(cache);
+            cache = NULL;
+        }
     }
-    int32_t *tok;
+    int32_t *all;
     size_t n;
-    if (phax_tokens_load_cached(ck.vocab, split_path, cache, &tok, &n)) die_lib();
+    if (cache ? phax_tokens_load_cached(ck.vocab, split_path, cache, &all, &n)
+              : phax_encode_file(ck.vocab, split_path, &all, &n))
+        die_lib();
+    const int32_t *tok = all;
+    if (o.part) {  // input.txt: phax train's split of the token stream, n − n/10 | n/10
+        size_t ntr = n - n / 10;
+        if (o.part == 2) tok = all + ntr, n -= ntr;
+        else n = ntr;
+        fprintf(stderr, "phax eval: %s has no %s split: scoring its %s (as phax train splits it)\n",
+                split_path, o.split, o.part == 2 ? "held-out last 10% of tokens" : "first 90% of tokens");
+    }
     if (o.max_tokens > 0 && (size_t)o.max_tokens < n) n = (size_t)o.max_tokens;
     if (n < 2) die("%s: fewer than 2 tokens to score", split_path);
 
@@ -293,6 +336,10 @@ int phax_eval_main(int argc, char **argv) {
     else eval_windows(&m, tok, n, &o, &t);
     double secs = now_s() - t0;
     double loss = t.total / (double)t.n;
+    // A perplexity of nan or inf is no result: the weights or the forward are not finite.
+    if (!isfinite(loss))
+        die("%s: the loss on %s is %s: the model's outputs are not finite (non-finite or "
+            "overflowing weights)", ck.path, split_path, isnan(loss) ? "nan" : "infinite");
     printf("%s  %s  %s: %ld tokens scored, loss %.4f nats, perplexity %.2f  (%s, T %d, %.1f s, "
            "%.0f tok/s)\n",
            ck.path, phax_family_name(ck.cfg.family), split_path, t.n, loss, exp(loss),
@@ -307,7 +354,7 @@ int phax_eval_main(int argc, char **argv) {
         printf("  %-16s %10ld %10.4f %10.2f\n", r, t.count[b], l, exp(l));
     }
     write_outputs(&o, &ck, split_path, n, &t, secs);
-    free(tok), free(cache), free(split_path);
+    free(all), free(cache), free(split_path);
     phax_ckpt_free(&ck);
     return 0;
 }

@@ -30,7 +30,9 @@ static void usage(FILE *f) {
           "  --temperature T  0 = greedy (default 0); > 0 samples from softmax(logits / T)\n"
           "  --top-k K        sample among the K most likely tokens only (default 0 = all)\n"
           "  --seed S         sampling seed (default 1)\n"
-          "  --window W       SWA window of the swax/swa/mlstm families (default w_long)\n"
+          "  --window W       SWA window of the swax/swa/mlstm families (default w_long); the pha\n"
+          "                   family's window is its attn_window, so --window is refused there\n"
+          "  --max-corpus-bytes N  the most bytes --prompt-file may hold (phax --help)\n"
           "  --stats          print prefill and decode tokens/s and the state size to stderr\n"
           "The prompt is encoded with the checkpoint's vocabulary (word: split on whitespace,\n"
           "each newline an <eos>; a word not in the vocabulary is an error unless it has <unk>).\n",
@@ -113,6 +115,11 @@ int phax_generate_main(int argc, char **argv) {
 
     phax_ckpt ck;
     if (phax_ckpt_load(ckpt_path, -1, &ck)) die_lib();
+    // As phax eval: the decoder takes --window for the SWA layers only.
+    phax_family fam = ck.cfg.family;
+    if (window >= 0 && fam != PHAX_FAMILY_SWAX && fam != PHAX_FAMILY_SWA && fam != PHAX_FAMILY_MLSTM)
+        die("--window applies to the swax, swa and mlstm families; %s uses attn_window (%d)",
+            phax_family_name(fam), ck.cfg.attn_window);
     int32_t *ids;
     size_t np;
     if (phax_encode_prompt(ck.vocab, text, &ids, &np)) die_lib();

@@ -60,7 +60,9 @@ static void usage(FILE *f) {
           "  --haystacks H,...   noise, text, needles (default noise, and text when given)\n"
           "  --samples N         prompts per cell (default 4)\n"
           "  --seed S            prompt seed (default 0)\n"
-          "  --window W          SWA window of the SWAX family (−1 = w_long, default; 0 = full)\n"
+          "  --window W          SWA window of the SWAX family (−1 = w_long, default; 0 = full);\n"
+          "                      refused for the pha family (its window is attn_window)\n"
+          "  --max-corpus-bytes N  the most bytes the haystack text may hold (phax --help)\n"
           "  --n-multi M         needles of the multi-variants (default 4)\n"
           "  --no-header         leave out the instruction line\n"
           "  --csv FILE          write variant,haystack,length,depth,samples,accuracy (atomically)\n"
@@ -364,6 +366,11 @@ int phax_niah_main(int argc, char **argv) {
     parse_args(argc, argv, &o);
     phax_ckpt ck;
     if (phax_ckpt_load(o.checkpoint, -1, &ck)) die_lib();
+    // As phax eval and generate: --window sets the SWA layers only.
+    phax_family fam = ck.cfg.family;
+    if (o.window >= 0 && fam != PHAX_FAMILY_SWAX && fam != PHAX_FAMILY_SWA && fam != PHAX_FAMILY_MLSTM)
+        die("--window applies to the swax, swa and mlstm families; %s uses attn_window (%d)",
+            phax_family_name(fam), ck.cfg.attn_window);
     size_t n_text, off;
     int32_t *text = load_text(&o, ck.vocab, &n_text, &off);
     default_sweep(&o, &ck, text != NULL);

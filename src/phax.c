@@ -2,7 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "phax/core.h"
+#include "phax/data.h"
 #include "phax/fast.h"
 
 int phax_demo_main(int argc, char **argv);
@@ -46,6 +48,10 @@ static void usage(FILE *f) {
           "  version   print the version\n",
           f);
     for (const subcommand *c = subcommands; c->name; c++) fprintf(f, "  %-9s %s\n", c->name, c->help);
+    fprintf(f, "Every command that reads text (corpora, prompts, haystacks) takes\n"
+               "  --max-corpus-bytes N  the most bytes one text file may hold, as stored and .xz-decoded\n"
+               "                        (K, M, G suffixes; default %zuM); bigger is refused\n",
+            PHAX_DATA_MAX_BYTES_DEFAULT >> 20);
 }
 
 int main(int argc, char **argv) {
@@ -61,6 +67,12 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("phax %s\n", PHAX_VERSION);
         return 0;
+    }
+    // The limit on a text file is common to every command that reads text (cli.h).
+    if (strcmp(cmd, "oracle") && strcmp(cmd, "demo")) {
+        char name[64];
+        snprintf(name, sizeof name, "phax %s", cmd);
+        argc = 1 + cli_take_max_corpus_bytes(name, argc - 1, argv + 1);
     }
     for (const subcommand *c = subcommands; c->name; c++)
         if (!strcmp(cmd, c->name)) return c->main(argc - 1, argv + 1);

@@ -23,7 +23,8 @@ typedef struct {
 
 // The whole file as stored, without decoding. *out is malloc'd (free()) and
 // has one extra NUL byte after the *n bytes. st may be NULL. A missing,
-// unreadable or empty file, or a directory, is an error.
+// unreadable or empty file, anything but a regular file (a directory, a FIFO,
+// /dev/zero) and a file over phax_data_max_bytes() are errors.
 int phax_data_read_raw(const char *path, uint8_t **out, size_t *n, phax_file_stat *st);
 
 // The whole text of a corpus: a path ending in ".xz" is decoded through
@@ -31,12 +32,35 @@ int phax_data_read_raw(const char *path, uint8_t **out, size_t *n, phax_file_sta
 // bytes are returned unchanged (no UTF-8 check; NUL bytes are kept). *out is
 // malloc'd with one extra NUL byte after the *n bytes. Errors: missing,
 // unreadable, empty file; not an xz file, corrupt or truncated .xz; an .xz
-// that decodes to nothing.
+// that decodes to nothing or to more than phax_data_max_bytes(); a text that
+// does not match its SHA256SUMS (phax_data_verify).
 int phax_data_read(const char *path, uint8_t **out, size_t *n);
 
 // Decode a complete .xz image held in memory; name is used in messages.
 // *out is malloc'd with one extra NUL byte; *n may be 0.
 int phax_xz_decode(const uint8_t *in, size_t in_n, const char *name, uint8_t **out, size_t *n);
+
+// The most bytes one text file may hold, as stored and (.xz) decoded: corpora,
+// prompts, haystacks, vocabularies. Bigger is refused with one line naming the
+// file before more is allocated (a 146 KB .xz can decode to gigabytes). It also
+// bounds a token cache (each token needs at least one byte of text). The .xz
+// decoder's own memory is capped at PHAX_XZ_MEMLIMIT (xz -9 needs 65 MiB). The
+// default, 64 MiB, is six times WikiText-2's train split (10.8 MB) and keeps what a
+// crafted file can make phax hold near 100 MB; enwik8-sized corpora need the option.
+// phax_data_set_max_bytes(0) restores the default; the CLI's --max-corpus-bytes sets it.
+#define PHAX_DATA_MAX_BYTES_DEFAULT ((size_t)64 << 20)
+#define PHAX_XZ_MEMLIMIT ((uint64_t)96 << 20)
+void phax_data_set_max_bytes(size_t max);
+size_t phax_data_max_bytes(void);
+
+// Check a decoded text against the SHA256SUMS file beside it, when there is one
+// (`sha256sum` format; the name without ".xz", as the repository's data/ ships):
+// PHAX_OK when there is no SHA256SUMS or it does not list the file, PHAX_ERR with
+// "PATH: sha256 ... does not match ..." on a mismatch. phax_data_read and the token
+// cache call it whenever they decode a file, so a damaged corpus is caught on use.
+int phax_data_verify(const char *path, const uint8_t *text, size_t n);
+// SHA-256 of a byte range as 64 lowercase hex digits and a NUL (hex: 65 bytes).
+void phax_sha256_hex(const void *data, size_t n, char hex[65]);
 
 // 64-bit FNV-1a of a byte range, continued from h (start with PHAX_FNV_INIT).
 #define PHAX_FNV_INIT 0xCBF29CE484222325ull

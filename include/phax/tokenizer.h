@@ -90,7 +90,12 @@ int phax_decode(const phax_vocab *v, const int32_t *ids, size_t n, char **out, s
 // payload hash matches and every id is inside the vocabulary. The mtime is
 // recorded but not required to match: a touched but unchanged source keeps
 // its cache. Otherwise the source is tokenized again and the cache rewritten
-// atomically.
+// atomically. The header is checked against the file's size (and N against
+// phax_data_max_bytes(): a token needs a byte of text) before anything is
+// allocated, the payload is read straight into the token array, and a cache
+// is written from the token array itself: neither holds a second copy of the
+// stream. A source decoded to build a cache is checked against its SHA256SUMS
+// (phax_data_verify).
 typedef enum {
     PHAX_CACHE_HIT = 0,      // read from the cache
     PHAX_CACHE_MISSING = 1,  // no cache file: built

@@ -1,0 +1,568 @@
+// Untrusted inputs (issue 11): bounded text reads (.xz bombs, /dev/zero as a
+// prompt or haystack), token caches that cannot make phax allocate more than
+// their file holds and are written without a second copy of the stream, the
+// SHA256SUMS check of the shipped corpora, and the CLI cases of eval, generate
+// and niah (NaN results, empty position buckets, --window for pha, a checkpoint
+// in a folder where no cache can be made, the input.txt layout).
+#define _GNU_SOURCE  // vasprintf
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <lzma.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "phax/data.h"
+#include "phax/tokenizer.h"
+#include "testutil.h"
+
+// --- helpers ---------------------------------------------------------------------------------
+
+static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xprintf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    cr_assert(vasprintf(&s, fmt, ap) >= 0);
+    va_end(ap);
+    return s;
+}
+
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0, got;
+    char *buf = malloc(cap + 1);
+    while ((got = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap) buf = realloc(buf, (cap *= 2) + 1);
+    }
+    fclose(f);
+    buf[len] = '\0';
+    if (n) *n = len;
+    return buf;
+}
+
+static void write_text(const char *path, const char *s) { tu_write_file(path, s, strlen(s)); }
+
+// Peak resident memory of this process so far, in MB (each Criterion test runs in its own).
+static double peak_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;
+}
+
+// An .xz file holding `mib` MiB of zero bytes, streamed through liblzma in 1 MiB pieces
+// (a few hundred bytes per MiB on disk: a decompression bomb).
+static void write_xz_zeros(const char *path, size_t mib) {
+    lzma_stream s = LZMA_STREAM_INIT;
+    cr_assert(lzma_easy_encoder(&s, 0, LZMA_CHECK_CRC64) == LZMA_OK);
+    static uint8_t in[1 << 20], out[1 << 16];
+    FILE *f = fopen(path, "wb");
+    cr_assert(f);
+    for (size_t k = 0; k <= mib; k++) {
+        s.next_in = in, s.avail_in = k < mib ? sizeof in : 0;
+        lzma_action a = k < mib ? LZMA_RUN : LZMA_FINISH;
+        for (;;) {
+            s.next_out = out, s.avail_out = sizeof out;
+            lzma_ret r = lzma_code(&s, a);
+            cr_assert(r == LZMA_OK || r == LZMA_STREAM_END, "lzma_code %d", (int)r);
+            fwrite(out, 1, sizeof out - s.avail_out, f);
+            if (r == LZMA_STREAM_END || (a == LZMA_RUN && s.avail_in == 0)) break;
+        }
+    }
+    lzma_end(&s);
+    fclose(f);
+}
+
+// --- text files are bounded ------------------------------------------------------------------
+
+// 80 MiB of zeros in about 15 KB: refused at the default limit (64 MiB) with one line
+// naming the file, by the reader and by the token cache, holding at most the limit.
+Test(inputs, xz_bomb_refused_at_the_limit) {
+    char *d = tu_tmpdir("phax_in"), *bomb = tu_join(d, "bomb.txt.xz"), *cache = tu_join(d, "cache");
+    write_xz_zeros(bomb, 80);
+    uint8_t *text = NULL;
+    size_t n = 0;
+    double m0 = peak_mb();
+    cr_assert(phax_data_read(bomb, &text, &n) == PHAX_ERR, "an 80 MiB text was read (%zu bytes)", n);
+    cr_assert(strstr(phax_error(), bomb) && strstr(phax_error(), "limit") &&
+                  strstr(phax_error(), "--max-corpus-bytes"), "%s", phax_error());
+    phax_vocab *v;
+    cr_assert(phax_vocab_byte(&v) == PHAX_OK);
+    int32_t *ids = NULL;
+    cr_assert(phax_tokens_load_cached(v, bomb, cache, &ids, &n) == PHAX_ERR);
+    cr_assert(strstr(phax_error(), bomb) && strstr(phax_error(), "limit"), "%s", phax_error());
+    // The decoder's buffer stops one byte past the limit: 64 MiB, not 80 (or 1 GB).
+    double used = peak_mb() - m0;
+    cr_assert(used < 64 + 30, "peak grew by %.0f MB", used);
+    // A smaller limit set by --max-corpus-bytes refuses sooner; 0 restores the default.
+    phax_data_set_max_bytes(1 << 20);
+    cr_assert(phax_data_read(bomb, &text, &n) == PHAX_ERR && strstr(phax_error(), "1048576"), "%s",
+              phax_error());
+    phax_data_set_max_bytes(0);
+    cr_assert(phax_data_max_bytes() == PHAX_DATA_MAX_BYTES_DEFAULT);
+    phax_vocab_free(v);
+    tu_rm_rf(d);
+    free(d), free(bomb), free(cache);
+}
+
+// A plain file over the limit is refused from its size, before it is read.
+Test(inputs, plain_file_over_the_limit_refused) {
+    char *d = tu_tmpdir("phax_in"), *p = tu_join(d, "big.txt");
+    write_text(p, "one two three four five six seven eight nine ten\n");
+    phax_data_set_max_bytes(16);
+    uint8_t *t;
+    size_t n;
+    cr_assert(phax_data_read(p, &t, &n) == PHAX_ERR && strstr(phax_error(), p), "%s", phax_error());
+    phax_data_set_max_bytes(0);
+    cr_assert(phax_data_read(p, &t, &n) == PHAX_OK && n == 49, "%s", phax_error());
+    free(t);
+    tu_rm_rf(d);
+    free(d), free(p);
+}
+
+// /dev/zero never ends: every text reader refuses anything but a regular file.
+Test(inputs, non_regular_file_refused) {
+    uint8_t *t = NULL;
+    size_t n;
+    struct rlimit lim = {(rlim_t)2 << 30, (rlim_t)2 << 30};  // before the fix: out of memory here
+    setrlimit(RLIMIT_AS, &lim);
+    cr_assert(phax_data_read("/dev/zero", &t, &n) == PHAX_ERR);
+    cr_assert(strstr(phax_error(), "/dev/zero: not a regular file"), "%s", phax_error());
+    phax_vocab *v;
+    cr_assert(phax_vocab_byte(&v) == PHAX_OK);
+    int32_t *ids;
+    cr_assert(phax_encode_file(v, "/dev/zero", &ids, &n) == PHAX_ERR);
+    cr_assert(strstr(phax_error(), "not a regular file"), "%s", phax_error());
+    phax_vocab_free(v);
+}
+
+// --- token caches -----------------------------------------------------------------------------
+
+// A cache is written from the token array itself: building the cache of 16 MiB of text
+// (16 M byte tokens, 64 MB) holds the text and one token stream, not a second copy.
+Test(inputs, cache_build_holds_one_token_stream) {
+    char *d = tu_tmpdir("phax_in"), *src = tu_join(d, "text.txt"), *cache = tu_join(d, "cache");
+    const size_t mib = 16;
+    FILE *f = fopen(src, "wb");
+    cr_assert(f);
+    static char chunk[1 << 20];
+    for (size_t i = 0; i < sizeof chunk; i++) chunk[i] = "abc \n"[i % 5];
+    for (size_t k = 0; k < mib; k++) fwrite(chunk, 1, sizeof chunk, f);
+    fclose(f);
+    phax_vocab *v;
+    cr_assert(phax_vocab_byte(&v) == PHAX_OK);
+    int32_t *ids;
+    size_t n;
+    phax_cache_result res;
+    double m0 = peak_mb();
+    cr_assert(phax_tokens_load_cached_ex(v, src, cache, &ids, &n, &res, NULL) == PHAX_OK, "%s",
+              phax_error());
+    double used = peak_mb() - m0;
+    cr_assert(res == PHAX_CACHE_MISSING && n == mib << 20);
+    // text 16 + tokens 64 = 80 MB; a second copy of the stream makes it 144.
+    cr_assert(used < 80 + 30, "building the cache grew the peak by %.0f MB (text 16, tokens 64)", used);
+    for (size_t i = 0; i < n; i += 4097) cr_assert(ids[i] == "abc \n"[i % sizeof chunk % 5]);
+    free(ids);
+    // And the cache reads back (into one array again).
+    cr_assert(phax_tokens_load_cached_ex(v, src, cache, &ids, &n, &res, NULL) == PHAX_OK);
+    cr_assert(res == PHAX_CACHE_HIT && n == mib << 20 && ids[7] == "abc \n"[7 % 5]);
+    free(ids);
+    phax_vocab_free(v);
+    tu_rm_rf(d);
+    free(d), free(src), free(cache);
+}
+
+// A cache file is checked from its 80-byte header and its size before anything is
+// read or allocated: a 1.5 GiB (sparse) cache whose header matches the source and
+// vocabulary but claims more tokens than a text may hold is rebuilt, not loaded.
+Test(inputs, cache_file_cannot_make_phax_allocate) {
+    char *d = tu_tmpdir("phax_in"), *src = tu_join(d, "t.txt"), *cache = tu_join(d, "cache");
+    write_text(src, "the cat sat on the mat\n");
+    phax_vocab *v;
+    cr_assert(phax_vocab_byte(&v) == PHAX_OK);
+    int32_t *ids;
+    size_t n;
+    char *cpath;
+    phax_cache_result res;
+    cr_assert(phax_tokens_load_cached_ex(v, src, cache, &ids, &n, &res, &cpath) == PHAX_OK);
+    free(ids);
+    size_t len;
+    char *img = slurp(cpath, &len);
+    cr_assert(len == 80 + 4 * n);
+    uint64_t big = ((uint64_t)3 << 29) - 20;  // (1.5 GiB − 80) / 4 tokens: the size agrees
+    for (int i = 0; i < 8; i++) img[64 + i] = (char)(big >> (8 * i));
+    int fd = open(cpath, O_WRONLY | O_TRUNC);
+    cr_assert(fd >= 0 && write(fd, img, 80) == 80);
+    cr_assert(ftruncate(fd, (off_t)(80 + 4 * big)) == 0);
+    close(fd);
+    free(img);
+    double m0 = peak_mb();
+    cr_assert(phax_tokens_load_cached_ex(v, src, cache, &ids, &n, &res, NULL) == PHAX_OK, "%s",
+              phax_error());
+    double used = peak_mb() - m0;
+    cr_assert(res == PHAX_CACHE_CORRUPT && n == 23, "result %d, %zu tokens", (int)res, n);
+    cr_assert(used < 50, "a crafted cache grew the peak by %.0f MB", used);
+    struct stat sb;
+    cr_assert(stat(cpath, &sb) == 0 && sb.st_size == 80 + 4 * 23);  // rewritten
+    free(ids), free(cpath);
+    phax_vocab_free(v);
+    tu_rm_rf(d);
+    free(d), free(src), free(cache);
+}
+
+// --- SHA256SUMS -------------------------------------------------------------------------------
+
+Test(inputs, sha256_known_values) {
+    char h[65];
+    phax_sha256_hex("", 0, h);
+    cr_assert_str_eq(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    phax_sha256_hex("abc", 3, h);
+    cr_assert_str_eq(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";  // 56 bytes: two blocks
+    phax_sha256_hex(m, strlen(m), h);
+    cr_assert_str_eq(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    char *a = malloc(1000000);
+    memset(a, 'a', 1000000);
+    phax_sha256_hex(a, 1000000, h);
+    cr_assert_str_eq(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    free(a);
+}
+
+// A corpus folder with SHA256SUMS: a listed file (plain or .xz, listed by its decoded
+// name) must match, on every read and every cache build; a mismatch is one line naming it.
+Test(inputs, sha256sums_checked_on_use) {
+    char *d = tu_tmpdir("phax_in"), *tr = tu_join(d, "train.txt"), *va = tu_join(d, "valid.txt.xz");
+    char *sums = tu_join(d, "SHA256SUMS"), *cache = tu_join(d, "cache");
+    const char *text = "the cat sat on the mat\n";
+    write_text(tr, text);
+    size_t zn;
+    uint8_t *z = malloc(4096);
+    size_t pos = 0;
+    cr_assert(lzma_easy_buffer_encode(6, LZMA_CHECK_CRC64, NULL, (const uint8_t *)text, strlen(text), z,
+                                      &pos, 4096) == LZMA_OK);
+    zn = pos;
+    tu_write_file(va, z, zn);
+    free(z);
+    char h[65];
+    phax_sha256_hex(text, strlen(text), h);
+    char *good = xprintf("%s  train.txt\n%s  valid.txt\n", h, h);
+    write_text(sums, good);
+    uint8_t *t;
+    size_t n;
+    cr_assert(phax_data_read(tr, &t, &n) == PHAX_OK, "%s", phax_error());
+    free(t);
+    cr_assert(phax_data_read(va, &t, &n) == PHAX_OK, "%s", phax_error());
+    free(t);
+    // One byte changed in the manifest's train line: train is refused, valid still reads.
+    good[0] = good[0] == '0' ? '1' : '0';
+    write_text(sums, good);
+    cr_assert(phax_data_read(tr, &t, &n) == PHAX_ERR);
+    cr_assert(strstr(phax_error(), tr) && strstr(phax_error(), "sha256") && !strchr(phax_error(), '\n'),
+              "%s", phax_error());
+    cr_assert(phax_data_read(va, &t, &n) == PHAX_OK, "%s", phax_error());
+    free(t);
+    phax_vocab *v;
+    cr_assert(phax_vocab_byte(&v) == PHAX_OK);
+    int32_t *ids;
+    cr_assert(phax_tokens_load_cached(v, tr, cache, &ids, &n) == PHAX_ERR);
+    cr_assert(strstr(phax_error(), "sha256"), "%s", phax_error());
+    // A file the manifest does not list is not checked.
+    char *other = tu_join(d, "test.txt");
+    write_text(other, "anything\n");
+    cr_assert(phax_data_read(other, &t, &n) == PHAX_OK);
+    free(t);
+    phax_vocab_free(v);
+    tu_rm_rf(d);
+    free(d), free(tr), free(va), free(sums), free(cache), free(good), free(other);
+}
+
+// The repository's data/wikitext-2 (shipped xz-compressed) matches its SHA256SUMS and
+// the published counts, so a fresh clone has a verified corpus.
+Test(inputs, shipped_wikitext2_verifies) {
+    const char *root = getenv("PHAX_SOURCE_ROOT");
+    char *dir = xprintf("%s/data/wikitext-2", root && *root ? root : ".");
+    char *sums = tu_join(dir, "SHA256SUMS");
+    struct stat sb;
+    cr_assert(stat(sums, &sb) == 0, "%s is missing", sums);
+    const char *split[3] = {"train", "valid", "test"};
+    const size_t want[3] = {2088628, 217646, 245569};
+    phax_vocab *v = NULL;
+    for (int s = 0; s < 3; s++) {
+        char *p = phax_data_find_split(dir, split[s]);
+        cr_assert(p, "%s: no %s split", dir, split[s]);
+        if (s == 0) cr_assert(phax_vocab_build_file(p, &v) == PHAX_OK, "%s", phax_error());
+        int32_t *ids;
+        size_t n;
+        cr_assert(phax_encode_file(v, p, &ids, &n) == PHAX_OK, "%s", phax_error());
+        cr_assert(n == want[s], "%s: %zu tokens, expected %zu", p, n, want[s]);
+        free(ids), free(p);
+    }
+    cr_assert(phax_vocab_size(v) == 33278);
+    phax_vocab_free(v);
+    free(dir), free(sums);
+}
+
+// --- the phax command -------------------------------------------------------------------------
+
+typedef struct {
+    char *dir, *data, *out, *err, *run;
+} sandbox;
+
+static int phax_run(const sandbox *s, const char *arg0, ...);
+
+#define TINY(family, out, ...)                                                                \
+    phax_run(&s, "train", "--family", family, "--data", s.data, "--set", "d_model=32", "--set", \
+             "n_layers=2", "--seq", "16", "--batch", "4", "--steps", "20", "--warmup", "2",     \
+             "--lr", "1e-2", "--eval-every", "10", "--out", out, ##__VA_ARGS__, NULL)
+
+// A folder with a small corpus (train.txt, valid.txt; input_txt: one input.txt instead)
+// and, unless run is 0, a tiny trained pha (or `family`) run in dir/run.
+static sandbox sandbox_new(const char *family, int input_txt) {
+    const char *t = getenv("TMPDIR");
+    sandbox s;
+    s.dir = xprintf("%s/phax_in_XXXXXX", t && *t ? t : "/tmp");
+    cr_assert(mkdtemp(s.dir), "mkdtemp: %s", strerror(errno));
+    s.data = xprintf("%s/data", s.dir);
+    s.out = xprintf("%s/out.txt", s.dir);
+    s.err = xprintf("%s/err.txt", s.dir);
+    s.run = xprintf("%s/run", s.dir);
+    cr_assert(mkdir(s.data, 0777) == 0);
+    static const char *lines[] = {"the cat sat on the mat", "the dog ran to the red house",
+                                  "a small bird flew over the old tree 0 1 2 3 4 5 6 7 8 9",
+                                  "my friend drank warm tea at noon"};
+    for (int k = 0; k < (input_txt ? 1 : 2); k++) {
+        char *p = xprintf("%s/%s", s.data, input_txt ? "input.txt" : k ? "valid.txt" : "train.txt");
+        FILE *f = fopen(p, "w");
+        cr_assert(f);
+        for (int i = 0; i < (k ? 8 : 60); i++) fprintf(f, "%s\n", lines[(i * 3 + k) % 4]);
+        fclose(f);
+        free(p);
+    }
+    if (family) {
+        int rc = TINY(family, s.run);
+        char *e = slurp(s.err, NULL);
+        cr_assert(rc == 0, "train: exit %d: %s", rc, e);
+        free(e);
+    }
+    return s;
+}
+
+static void sandbox_free(sandbox *s) {
+    tu_rm_rf(s->dir);
+    free(s->dir), free(s->data), free(s->out), free(s->err), free(s->run);
+}
+
+// Run $PHAX_BIN with the NULL-terminated arguments (stdout, stderr to files) under a
+// 2 GiB address-space limit and 60 s of CPU; returns the exit status.
+static int phax_run(const sandbox *s, const char *arg0, ...) {
+    const char *bin = getenv("PHAX_BIN");
+    cr_assert(bin && *bin, "PHAX_BIN is not set");
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = bin;
+    va_list ap;
+    va_start(ap, arg0);
+    for (const char *a = arg0; a; a = va_arg(ap, const char *)) {
+        cr_assert(n < 63);
+        argv[n++] = a;
+    }
+    va_end(ap);
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int o = open(s->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(s->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o < 0 || e < 0) _exit(127);
+        dup2(o, 1), dup2(e, 2);
+        struct rlimit as = {(rlim_t)2 << 30, (rlim_t)2 << 30}, cpu = {60, 60};
+        setrlimit(RLIMIT_AS, &as);
+        setrlimit(RLIMIT_CPU, &cpu);
+        setenv("OMP_NUM_THREADS", "1", 1);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int st;
+    cr_assert(waitpid(pid, &st, 0) == pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// The last run failed with exit 1 and one stderr line starting with prefix, holding frag.
+static void expect_error(const sandbox *s, int rc, const char *prefix, const char *frag) {
+    char *e = slurp(s->err, NULL);
+    cr_assert(rc == 1, "exit %d, stderr: %s", rc, e);
+    cr_assert(!strncmp(e, prefix, strlen(prefix)), "stderr: %s", e);
+    char *nl = strchr(e, '\n');
+    cr_assert(nl && nl[1] == '\0', "not one line: %s", e);
+    cr_assert(strstr(e, frag), "stderr lacks \"%s\": %s", frag, e);
+    free(e);
+}
+
+// --prompt-file and niah --text: /dev/zero is refused as phax train refuses it.
+Test(inputs, prompt_file_and_haystack_must_be_regular_files) {
+    sandbox s = sandbox_new(NULL, 0);
+    // generate reads the prompt before the checkpoint: none is needed to see the refusal.
+    expect_error(&s, phax_run(&s, "generate", s.run, "--prompt-file", "/dev/zero", NULL), "phax generate: ",
+                 "/dev/zero: not a regular file");
+    sandbox_free(&s);
+    s = sandbox_new("pha", 0);
+    expect_error(&s, phax_run(&s, "niah", s.run, "--text", "/dev/zero", "--lengths", "64", NULL),
+                 "phax niah: ", "/dev/zero: not a regular file");
+    sandbox_free(&s);
+}
+
+// --max-corpus-bytes: every command that reads text takes it (train --resume too).
+Test(inputs, max_corpus_bytes_option) {
+    sandbox s = sandbox_new(NULL, 0);
+    expect_error(&s, TINY("pha", s.run, "--max-corpus-bytes", "100"), "phax train: ", "train.txt");
+    char *e = slurp(s.err, NULL);
+    cr_assert(strstr(e, "100 bytes") && strstr(e, "--max-corpus-bytes"), "%s", e);
+    free(e);
+    expect_error(&s, TINY("pha", s.run, "--max-corpus-bytes", "1x"), "phax train: ", "--max-corpus-bytes");
+    cr_assert(TINY("pha", s.run, "--max-corpus-bytes=1M") == 0);
+    char *tr = xprintf("%s/train.txt", s.data);  // about 2 KB; the vocabulary about 200 bytes
+    expect_error(&s, phax_run(&s, "eval", s.run, "--file", tr, "--max-corpus-bytes", "1K", NULL),
+                 "phax eval: ", "train.txt: holds more than 1024 bytes");
+    free(tr);
+    sandbox_free(&s);
+}
+
+// generate and niah refuse --window for pha (whose window is attn_window), as eval does.
+Test(inputs, window_refused_for_pha_everywhere) {
+    sandbox s = sandbox_new("pha", 0);
+    expect_error(&s, phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", "--window", "4", NULL),
+                 "phax eval: ", "--window applies to the swax");
+    expect_error(&s, phax_run(&s, "generate", s.run, "--prompt", "the cat", "--window", "4", NULL),
+                 "phax generate: ", "--window applies to the swax");
+    expect_error(&s, phax_run(&s, "niah", s.run, "--lengths", "64", "--window", "4", NULL), "phax niah: ",
+                 "--window applies to the swax");
+    sandbox_free(&s);
+}
+
+// Overwrite the bytes of one tensor of a safetensors file with 0xff (NaN in F32 and F64).
+static void poison_tensor(const char *path, const char *name) {
+    size_t n;
+    char *b = slurp(path, &n);
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)(uint8_t)b[i] << (8 * i);
+    char *key = xprintf("\"%s\"", name);
+    char *p = memmem(b + 8, hl, key, strlen(key));
+    cr_assert(p, "no %s in %s", name, path);
+    p = strstr(p, "\"data_offsets\"");
+    cr_assert(p);
+    p = strchr(p, '[');
+    unsigned long long lo = strtoull(p + 1, &p, 10), hi = strtoull(p + 1, NULL, 10);
+    cr_assert(8 + hl + hi <= n && lo < hi);
+    memset(b + 8 + hl + lo, 0xff, hi - lo);
+    tu_write_file(path, b, n);
+    free(key), free(b);
+}
+
+// NaN weights: eval never exits 0 with a nan perplexity and never fails with an empty
+// message; nothing is written. (Loading may refuse them first: the line names the problem.)
+Test(inputs, eval_nan_is_an_error_with_a_message) {
+    sandbox s = sandbox_new("pha", 0);
+    char *ck = xprintf("%s/checkpoint.safetensors", s.run), *js = xprintf("%s/e.json", s.dir);
+    poison_tensor(ck, "embed.weight");
+    for (int json = 0; json < 2; json++) {
+        int rc = json ? phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", "--json", js, NULL)
+                      : phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", NULL);
+        char *e = slurp(s.err, NULL);
+        cr_assert(rc == 1, "exit %d with NaN weights, stderr: %s", rc, e);
+        cr_assert(strlen(e) > strlen("phax eval: ") + 10 && strchr(e, '\n') == e + strlen(e) - 1,
+                  "not one informative line: '%s'", e);
+        cr_assert(strcasestr(e, "nan") || strcasestr(e, "finite"), "%s", e);  // ours, or the loader's refusal
+        free(e);
+    }
+    struct stat sb;
+    cr_assert(stat(js, &sb) != 0, "a JSON was written");
+    free(ck), free(js);
+    sandbox_free(&s);
+}
+
+// JSON and CSV carry the same buckets; an empty one has 0 tokens and null loss/ppl.
+Test(inputs, eval_json_keeps_empty_buckets) {
+    sandbox s = sandbox_new("pha", 0);
+    char *js = xprintf("%s/e.json", s.dir), *csv = xprintf("%s/e.csv", s.dir);
+    int rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", "--seq", "16", "--buckets",
+                      "0,8,16,32", "--json", js, "--csv", csv, NULL);
+    char *e = slurp(s.err, NULL);
+    cr_assert(rc == 0, "exit %d: %s", rc, e);
+    free(e);
+    char *j = slurp(js, NULL), *c = slurp(csv, NULL);
+    int nj = 0, nc = -1;
+    for (char *p = j; (p = strstr(p, "\"lo\"")); p++) nj++;
+    for (char *p = c; (p = strchr(p, '\n')); p++) nc++;
+    cr_assert(nj == 3 && nc == 3, "JSON %d buckets, CSV %d rows:\n%s\n%s", nj, nc, j, c);
+    cr_assert(strstr(j, "\"lo\": 16") && strstr(j, "\"tokens\": 0") && strstr(j, "\"loss\": null"), "%s", j);
+    cr_assert(strstr(c, "\n16,32,0,"), "%s", c);
+    free(j), free(c), free(js), free(csv);
+    sandbox_free(&s);
+}
+
+// The default cache beside the checkpoint cannot be made (a read-only folder; here a
+// file in the way, which stops root too): eval scores without a cache and says so.
+Test(inputs, eval_without_a_writable_cache_folder) {
+    sandbox s = sandbox_new("pha", 0);
+    char *cache = xprintf("%s/cache", s.run);
+    tu_rm_rf(cache);
+    write_text(cache, "not a folder\n");
+    int rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", NULL);
+    char *e = slurp(s.err, NULL), *o = slurp(s.out, NULL);
+    cr_assert(rc == 0, "exit %d: %s", rc, e);
+    cr_assert(strstr(e, "note: no token cache") && strstr(e, "--cache-dir"), "%s", e);
+    cr_assert(strstr(o, "perplexity"), "%s", o);
+    free(e), free(o);
+    // A read-only run folder (only meaningful when not root: root writes anyway).
+    tu_rm_rf(cache);
+    cr_assert(chmod(s.run, 0555) == 0);
+    if (access(s.run, W_OK) != 0) {
+        rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", NULL);
+        e = slurp(s.err, NULL);
+        cr_assert(rc == 0 && strstr(e, "note: no token cache"), "exit %d: %s", rc, e);
+        free(e);
+    }
+    chmod(s.run, 0755);
+    free(cache);
+    sandbox_free(&s);
+}
+
+// eval --data on the input.txt layout scores the split phax train held out: the same
+// loss as the run's last validation.
+Test(inputs, eval_data_input_txt_layout) {
+    sandbox s = sandbox_new("pha", 1);
+    char *log = xprintf("%s/log.jsonl", s.run), *js = xprintf("%s/e.json", s.dir);
+    char *t = slurp(log, NULL), *last = t, *p;
+    while ((p = strstr(last + 1, "\"val_loss\""))) last = p;
+    cr_assert(last != t, "no val_loss in the log");
+    double logged = strtod(strchr(last, ':') + 1, NULL);
+    free(t);
+    int rc = phax_run(&s, "eval", s.run, "--data", s.data, "--seq", "16", "--batch", "4", "--json", js, NULL);
+    char *e = slurp(s.err, NULL);
+    cr_assert(rc == 0, "exit %d: %s", rc, e);
+    cr_assert(strstr(e, "input.txt") && strstr(e, "last 10%"), "%s", e);
+    free(e);
+    char *j = slurp(js, NULL);
+    double ev = strtod(strstr(j, "\"loss\": ") + 8, NULL);
+    double n_valid = strtod(strstr(j, "\"tokens_in_split\": ") + 19, NULL);
+    cr_assert(fabs(ev - logged) <= 1e-5 * fabs(logged), "eval %.9f vs the run's validation %.9f", ev, logged);
+    free(j);
+    // --split train: the other 90% (n − n/10 tokens against n/10).
+    rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "train", "--json", js, NULL);
+    cr_assert(rc == 0);
+    j = slurp(js, NULL);
+    double n_train = strtod(strstr(j, "\"tokens_in_split\": ") + 19, NULL);
+    cr_assert(n_train >= 9 * n_valid && n_train <= 9 * n_valid + 10, "train %g, valid %g", n_train, n_valid);
+    free(j), free(log), free(js);
+    sandbox_free(&s);
+}
