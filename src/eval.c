@@ -61,7 +61,8 @@ static void usage(FILE *f) {
           "                 slow: one decoder step per token)\n"
           "  --max-tokens N score only the first N tokens of the split (default: all)\n"
           "  --buckets E1,E2,...  position bucket edges inside a window (default 0,16,32,64,...,T)\n"
-          "  --cache-dir D  token cache folder (default: beside the checkpoint, cache/; when that\n"
+          "  --cache-dir D  token cache folder (default: RUN/cache for a run folder, as phax train,\n"
+          "                 else cache/ beside the model file; when that\n"
           "                 cannot be written, e.g. a read-only folder, no cache, with a note)\n"
           "  --max-corpus-bytes N  the most bytes a text file may hold (phax --help)\n"
           "  --json FILE    write the result as JSON (atomically)\n"
@@ -296,12 +297,20 @@ int phax_eval_main(int argc, char **argv) {
     char *cache = NULL;
     if (o.cache_dir) cache = strdup(o.cache_dir);
     else {
-        size_t len = strlen(ck.path) + 16;
+        // Beside the path the user named, not the file a run folder's link resolves to:
+        // a run folder's generations (ckpt-<step>/) are pruned as training goes on, and
+        // phax train keeps its own caches in OUT/cache, which this then shares.
+        size_t len = strlen(o.ckpt) + 16;
         cache = malloc(len);
-        snprintf(cache, len, "%s", ck.path);
-        char *slash = strrchr(cache, '/');
-        if (slash) strcpy(slash + 1, "cache");
-        else strcpy(cache, "cache");
+        if (!cache) die("out of memory");
+        struct stat st;
+        if (stat(o.ckpt, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(cache, len, "%s/cache", o.ckpt);
+        else {
+            snprintf(cache, len, "%s", o.ckpt);
+            char *slash = strrchr(cache, '/');
+            if (slash) strcpy(slash + 1, "cache");
+            else strcpy(cache, "cache");
+        }
         // The default place may not be writable (a checkpoint in a read-only folder):
         // then tokenize in memory, saying so, rather than fail.
         const char *why = phax_mkdir_p(cache) != PHAX_OK ? phax_error()
