@@ -57,6 +57,7 @@ static const key_info KEYS[] = {
     {"mixer_order", K_ORDER, offsetof(phax_model_cfg, mlstm_first)},
     KEY(igate_bias_init, K_DBL),
     KEY(fgate_init, K_DBL),
+    KEY(mlstm_norm_eps, K_DBL),
     KEY(train_len, K_INT),
     KEY(w_short, K_INT),
     KEY(w_long, K_INT),

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ static void expect_same(const phax_model_cfg *a, const phax_model_cfg *b, const 
     SAME_I(gss_expand); SAME_I(gss_hidden); SAME_I(gss_state); SAME_I(gss_long_memory_init);
     SAME_I(use_gss); SAME_I(use_attn); SAME_I(use_ffn); SAME_I(ffn_separate_mix); SAME_I(freeze_mix);
     SAME_I(mlstm_heads); SAME_I(mlstm_first); SAME_D(igate_bias_init); SAME_D(fgate_init);
+    SAME_D(mlstm_norm_eps);
     SAME_I(train_len); SAME_I(w_short); SAME_I(w_long); SAME_D(p_short); SAME_D(anneal);
 #undef SAME_I
 #undef SAME_D
@@ -85,18 +87,18 @@ Test(config, to_json_every_key_resolved) {
     json_error_t e;
     json_t *o = json_loads(s, JSON_REJECT_DUPLICATES, &e);
     cr_assert(o && json_is_object(o), "%s", e.text);
-    cr_assert(json_object_size(o) == 31, "%zu keys", json_object_size(o));
+    cr_assert(json_object_size(o) == 32, "%zu keys", json_object_size(o));
     const char *keys[] = {"family", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim",
                           "score", "rope_base", "attn_window", "tie_embeddings", "ffn_hidden", "ffn_aux_hidden",
                           "gss_expand", "gss_hidden", "gss_state", "gss_long_memory_init", "use_gss", "use_attn",
                           "use_ffn", "ffn_separate_mix", "freeze_mix", "mlstm_heads", "mixer_order",
-                          "igate_bias_init", "fgate_init", "train_len", "w_short", "w_long", "p_short", "anneal"};
+                          "igate_bias_init", "fgate_init", "mlstm_norm_eps", "train_len", "w_short", "w_long", "p_short", "anneal"};
     // Same keys in the struct's order.
     const char *key;
     json_t *v;
     int i = 0;
     json_object_foreach(o, key, v) {
-        cr_assert(i < 31 && strcmp(key, keys[i]) == 0, "key %d is %s, want %s", i, key, i < 31 ? keys[i] : "-");
+        cr_assert(i < 32 && strcmp(key, keys[i]) == 0, "key %d is %s, want %s", i, key, i < 32 ? keys[i] : "-");
         i++;
     }
     cr_assert(json_integer_value(json_object_get(o, "n_kv_heads")) == 4);
@@ -449,4 +451,31 @@ Test(config, write_into_missing_dir_leaves_nothing) {
     rmdir(sub);
     remove_tree(d);
     free(d);
+}
+
+// --- mlstm_norm_eps (issue 11, item 12): the mLSTM head norm's eps is a config key ------------
+// Default 1e-6 (xLSTM-7B's), also for a config that predates the key; a value given is kept
+// through the JSON round trip; 0 reads as "derived" (the default); bad values are refused.
+Test(config, mlstm_norm_eps_key) {
+    phax_model_cfg c;
+    cr_assert(phax_model_cfg_from_json_str(&c, "{\"family\": \"swax\"}", "old.json") == PHAX_OK, "%s", phax_error());
+    cr_assert(c.mlstm_norm_eps == 1e-6, "default %.17g", c.mlstm_norm_eps);
+    cr_assert(phax_model_cfg_from_json_str(&c, "{\"family\": \"swax\", \"mlstm_norm_eps\": 1e-5}", "x") == PHAX_OK,
+              "%s", phax_error());
+    cr_assert(c.mlstm_norm_eps == 1e-5);
+    expect_round_trip(&c, "eps 1e-5");
+    char *s = phax_model_cfg_to_json(&c);
+    cr_assert(s && strstr(s, "\"mlstm_norm_eps\": 1e-5,"),
+              "%s", s ? s : phax_error());
+    free(s);
+    cr_assert(phax_model_cfg_from_json_str(&c, "{\"family\": \"mlstm\", \"mlstm_norm_eps\": 0}", "x") == PHAX_OK);
+    cr_assert(c.mlstm_norm_eps == 1e-6);
+    expect_err("{\"family\": \"swax\", \"mlstm_norm_eps\": -1e-6}", "mlstm_norm_eps (-1e-06)", "(0, 1]");
+    expect_err("{\"family\": \"swax\", \"mlstm_norm_eps\": 2}", "mlstm_norm_eps (2)", NULL);
+    expect_err("{\"family\": \"swax\", \"mlstm_norm_eps\": \"1e-5\"}", "\"mlstm_norm_eps\"", "number");
+    phax_model_cfg d = phax_model_cfg_default(PHAX_FAMILY_SWAX);
+    d.mlstm_norm_eps = NAN;
+    cr_assert(phax_model_cfg_resolve(&d) == PHAX_ERR && strstr(phax_error(), "mlstm_norm_eps"), "%s", phax_error());
+    d.mlstm_norm_eps = INFINITY;
+    cr_assert(phax_model_cfg_resolve(&d) == PHAX_ERR && strstr(phax_error(), "mlstm_norm_eps"), "%s", phax_error());
 }
