@@ -12,7 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "phax/checkpoint.h"
 #include "phax/model.h"
+#include "phax/safetensors.h"
+#include "phax/tokenizer.h"
 #include "testutil.h"
 
 // Field by field (the struct has padding, so no memcmp). Doubles compare by
@@ -478,4 +481,55 @@ Test(config, mlstm_norm_eps_key) {
     cr_assert(phax_model_cfg_resolve(&d) == PHAX_ERR && strstr(phax_error(), "mlstm_norm_eps"), "%s", phax_error());
     d.mlstm_norm_eps = INFINITY;
     cr_assert(phax_model_cfg_resolve(&d) == PHAX_ERR && strstr(phax_error(), "mlstm_norm_eps"), "%s", phax_error());
+}
+
+// A checkpoint written before the key existed (its config has no "mlstm_norm_eps") loads
+// with the default 1e-6, so its results do not change; one written now keeps its value.
+Test(config, mlstm_norm_eps_checkpoint) {
+    static const char text[] = "the cat sat on the mat\nthe dog sat on the log\n";
+    char *dir = tu_tmpdir("phax_cfg_eps");
+    char *path = tu_join(dir, "m.safetensors"), *old = tu_join(dir, "old.safetensors");
+    phax_ckpt ck = {0};
+    cr_assert(phax_vocab_build_text((const uint8_t *)text, sizeof text - 1, "text", &ck.vocab) == PHAX_OK, "%s",
+              phax_error());
+    ck.cfg = phax_model_cfg_default(PHAX_FAMILY_SWAX);
+    ck.cfg.vocab_size = (int)phax_vocab_size(ck.vocab), ck.cfg.d_model = 16, ck.cfg.n_heads = 2;
+    ck.cfg.mlstm_norm_eps = 1e-5;
+    cr_assert(phax_model_cfg_resolve(&ck.cfg) == PHAX_OK && phax_layout_build(&ck.layout, &ck.cfg) == PHAX_OK, "%s",
+              phax_error());
+    ck.params = calloc(ck.layout.numel, sizeof(float));
+    cr_assert(ck.params && phax_ckpt_save(path, &ck) == PHAX_OK, "%s", phax_error());
+    phax_ckpt in;
+    cr_assert(phax_ckpt_load(path, -1, &in) == PHAX_OK, "%s", phax_error());
+    cr_assert(in.cfg.mlstm_norm_eps == 1e-5, "%.17g", in.cfg.mlstm_norm_eps);
+    phax_ckpt_free(&in);
+    // The same file with the key removed from its config: as written before the key existed.
+    phax_st_file f;
+    cr_assert(phax_st_read(&f, path) == PHAX_OK, "%s", phax_error());
+    json_t *cfg = json_loads(phax_st_meta(&f, "config"), 0, NULL);
+    cr_assert(cfg && json_object_del(cfg, "mlstm_norm_eps") == 0);
+    char *cfg_old = json_dumps(cfg, JSON_INDENT(2));
+    json_decref(cfg);
+    phax_st_writer *w = phax_st_writer_new();
+    for (int i = 0; i < f.n; i++)
+        cr_assert(phax_st_add_raw(w, f.t[i].name, f.t[i].dtype, f.t[i].ndim, f.t[i].shape, f.t[i].data) == PHAX_OK);
+    for (int i = 0; i < f.nmeta; i++)
+        cr_assert(phax_st_add_meta(w, f.meta_key[i], strcmp(f.meta_key[i], "config") ? f.meta_val[i] : cfg_old) ==
+                  PHAX_OK);
+    cr_assert(phax_st_write(w, old) == PHAX_OK, "%s", phax_error());
+    phax_st_writer_free(w);
+    phax_st_free(&f);
+    free(cfg_old);
+    // Its vocabulary file is the one beside m.safetensors: name it as old.safetensors expects.
+    char *v1 = phax_ckpt_vocab_path(path), *v2 = phax_ckpt_vocab_path(old);
+    cr_assert(v1 && v2 && link(v1, v2) == 0);
+    cr_assert(phax_ckpt_load(old, -1, &in) == PHAX_OK, "%s", phax_error());
+    cr_assert(in.cfg.mlstm_norm_eps == 1e-6, "%.17g", in.cfg.mlstm_norm_eps);
+    phax_ckpt_free(&in);
+    free(v1), free(v2);
+    free(ck.params);
+    phax_layout_free(&ck.layout);
+    phax_vocab_free(ck.vocab);
+    tu_rm_rf(dir);
+    free(dir), free(path), free(old);
 }
