@@ -405,6 +405,9 @@ static int op_attention(octx *c) {
     TRY(attr_double(c, "rope_base", PHAX_ROPE_BASE, &a.rope_base));
     TRY(attr_long(c, "pos0", 0, 0, LONG_MAX / 2, &a.pos0));
     if (ref_attn_cfg_check(&a)) return phax_fail("%s: %s", c->path, phax_error());
+    if (!a.rope && (phax_st_meta(&c->in, "rope_base") || phax_st_meta(&c->in, "pos0")))
+        return phax_fail("%s: attribute '%s' is given but rope is 0 (it is used only with rope=1)", c->path,
+                         phax_st_meta(&c->in, "rope_base") ? "rope_base" : "pos0");
     if (!score && phax_st_find(&c->in, "logscale"))
         return phax_fail("%s: tensor 'logscale' is given but score is 'dot' (it is used only with score=cosine)",
                          c->path);
@@ -676,6 +679,11 @@ static int op_model(octx *c) {
     if (phax_model_cfg_from_json_str(&cfg, json, where)) return PHAX_ERR;
     int window;
     TRY(attr_int(c, "window", -1, -1, INT_MAX, &window));
+    if (phax_st_meta(&c->in, "window") && cfg.family != PHAX_FAMILY_SWAX && cfg.family != PHAX_FAMILY_SWA &&
+        cfg.family != PHAX_FAMILY_MLSTM)
+        return phax_fail("%s: attribute 'window' is given but the family is %s (it sets the SWAX family's SWA "
+                         "window; %s uses the config's attn_window)", c->path, phax_family_name(cfg.family),
+                         phax_family_name(cfg.family));
     int nt, ng;
     int64_t ts[8], gs[8];
     TRY(shape_of(c, "tokens", 2, 2, &nt, ts));

@@ -1359,6 +1359,18 @@ Test(oracle, unused_by_setting_refused) {
     edited_example("attention", in2, NULL, "score", "dot");  // keeps its logscale
     refused("mlstm", in1, "'m0'");
     refused("attention", in2, "'logscale'");
+    // RoPE's attributes without RoPE; a SWA window for a PHA-family model (it has attn_window).
+    const char *in3 = wpath("pos0_norope.safetensors"), *in4 = wpath("window_pha.safetensors");
+    const char *ex = wpath("example.safetensors");
+    example("attention", ex);
+    phax_st_file f = st_open(ex);
+    phax_st_writer *w = copy_except(&f, (const char *const[]){"rope", NULL});
+    cr_assert(phax_st_add_meta(w, "rope", "0") == PHAX_OK && phax_st_add_meta(w, "pos0", "5") == PHAX_OK);
+    st_write_free(w, in3);
+    phax_st_free(&f);
+    edited_example("model", in4, NULL, "window", "3");  // the example is PHA
+    refused("attention", in3, "'pos0'");
+    refused("model", in4, "'window'");
 }
 
 // The model op: lm_head.weight with a tied config, a parameter name the layout lacks,
