@@ -102,7 +102,9 @@ static int attr_long(octx *c, const char *key, long def, long lo, long hi, long 
     char *end;
     errno = 0;
     long x = strtol(s, &end, 10);
-    if (errno || end == s || *end) return phax_fail("%s: attribute '%s' must be an integer, got '%s'", c->path, key, s);
+    char b[256];
+    if (errno || end == s || *end)
+        return phax_fail("%s: attribute '%s' must be an integer, got '%s'", c->path, key, shown(s, b, sizeof b));
     if (x < lo || x > hi) return phax_fail("%s: attribute '%s' = %ld is outside [%ld, %ld]", c->path, key, x, lo, hi);
     *v = x;
     return PHAX_OK;
@@ -122,7 +124,9 @@ static int attr_double(octx *c, const char *key, double def, double *v) {
     if (!s) return PHAX_OK;
     char *end;
     double x = strtod(s, &end);
-    if (end == s || *end || !isfinite(x)) return phax_fail("%s: attribute '%s' must be a finite number, got '%s'", c->path, key, s);
+    char b[256];
+    if (end == s || *end || !isfinite(x))
+        return phax_fail("%s: attribute '%s' must be a finite number, got '%s'", c->path, key, shown(s, b, sizeof b));
     *v = x;
     return PHAX_OK;
 }
@@ -137,7 +141,8 @@ static int attr_choice(octx *c, const char *key, const char *const *choices, int
             *v = i;
             return PHAX_OK;
         }
-    return phax_fail("%s: attribute '%s' = '%s' is not one of the allowed values", c->path, key, s);
+    char b[256];
+    return phax_fail("%s: attribute '%s' = '%s' is not one of the allowed values", c->path, key, shown(s, b, sizeof b));
 }
 
 // --- tensors -------------------------------------------------------------------------------

@@ -1326,6 +1326,12 @@ Test(oracle, unknown_attribute_key_refused) {
     run_ok("linear", in3, wpath("out3.safetensors"));
     edited_example("linear", in4, NULL, "op", "rmsnorm");
     refused("linear", in4, "'op'");
+    // Keys and values are someone else's bytes: a newline in either still gives one line.
+    const char *in5 = wpath("nl_key.safetensors"), *in6 = wpath("nl_value.safetensors");
+    edited_example("attention", in5, NULL, "win\ndow", "3");
+    edited_example("attention", in6, NULL, "window", "3\n4");
+    refused("attention", in5, "win\\x0adow");
+    refused("attention", in6, "'window'");
 }
 
 // An extra or misspelt tensor beside the right ones used to be ignored.
