@@ -712,10 +712,11 @@ static int op_model(octx *c) {
             rc = phax_fail("%s: no tensor '%s' (a parameter of this config; phax oracle model --example writes a "
                            "complete set)", c->path, p->name);
         } else if (t->ndim != p->ndim || memcmp(t->shape, p->shape, (size_t)p->ndim * sizeof *p->shape)) {
-            rc = phax_fail("%s: tensor '%s' does not have the shape this config gives it (%lld%s%lld%s%lld)", c->path,
-                           p->name, (long long)p->shape[0], p->ndim > 1 ? ", " : "",
-                           p->ndim > 1 ? (long long)p->shape[1] : 0LL, p->ndim > 2 ? ", " : "",
-                           p->ndim > 2 ? (long long)p->shape[2] : 0LL);
+            char want[96];
+            int o = 0;
+            for (int j = 0; j < p->ndim; j++)
+                o += snprintf(want + o, sizeof want - (size_t)o, "%s%lld", j ? ", " : "", (long long)p->shape[j]);
+            rc = phax_fail("%s: tensor '%s' does not have the shape this config gives it (%s)", c->path, p->name, want);
         }
     }
     for (int i = 0; i < c->in.n && !rc; i++) {

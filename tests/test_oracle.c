@@ -1404,6 +1404,15 @@ Test(oracle, model_unknown_tensor_refused) {
     refused("model", in1, "tie_embeddings");
     refused("model", in2, "'blocks.0.attn.wq.wieght'");
     refused("model", in3, "'grad.logits'");
+    // A parameter of the wrong shape is named with the shape the config gives it.
+    const char *in4 = wpath("wk_shape.safetensors");
+    f = st_open(ex);
+    E = phax_st_find(&f, "embed.weight");
+    w = copy_except(&f, (const char *const[]){"blocks.0.attn.wk.weight", NULL});
+    cr_assert(phax_st_add_raw(w, "blocks.0.attn.wk.weight", E->dtype, 2, E->shape, E->data) == PHAX_OK);
+    st_write_free(w, in4);
+    phax_st_free(&f);
+    refused("model", in4, "'blocks.0.attn.wk.weight' does not have the shape this config gives it (6, 12)");
 }
 
 // A config error names its source once: "<file>: config: n_heads ...", not "config: config:".
