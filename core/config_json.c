@@ -58,6 +58,7 @@ static const key_info KEYS[] = {
     {"mixer_order", K_ORDER, offsetof(phax_model_cfg, mlstm_first)},
     KEY(igate_bias_init, K_DBL),
     KEY(fgate_init, K_DBL),
+    KEY(mlstm_norm_eps, K_DBL),
     KEY(train_len, K_INT),
     KEY(w_short, K_INT),
     KEY(w_long, K_INT),
@@ -232,7 +233,12 @@ static int from_object(phax_model_cfg *out, const json_t *root, const char *wher
     if (phax_model_cfg_resolve(&c) != PHAX_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", phax_error());
-        return phax_fail("%s: %s", where, msg);
+        // resolve's messages start "config: "; a `where` that already ends in "config"
+        // (a checkpoint's or an oracle input's metadata) would say it twice.
+        size_t wl = strlen(where);
+        const char *m = msg;
+        if (wl >= 6 && !strcmp(where + wl - 6, "config") && !strncmp(m, "config: ", 8)) m += 8;
+        return phax_fail("%s: %s", where, m);
     }
     *out = c;
     return PHAX_OK;

@@ -35,6 +35,7 @@ phax_model_cfg phax_model_cfg_default(phax_family f) {
         .gss_expand = 0, .gss_hidden = 0, .gss_state = 0, .gss_long_memory_init = 0,
         .use_gss = 1, .use_attn = 1, .use_ffn = 1, .ffn_separate_mix = 0, .freeze_mix = 0,
         .mlstm_heads = 0, .mlstm_first = 1, .igate_bias_init = -10.0, .fgate_init = 0.95,
+        .mlstm_norm_eps = PHAX_MLSTM_NORM_EPS_DEFAULT,
         .train_len = 0, .w_short = 0, .w_long = 0, .p_short = 0.5, .anneal = 0.1,
     };
     return c;
@@ -137,6 +138,10 @@ int phax_model_cfg_resolve(phax_model_cfg *c) {
     }
     REQUIRE(isfinite(c->igate_bias_init), "config: igate_bias_init must be finite");
     REQUIRE(c->fgate_init > 0 && c->fgate_init < 1, "config: fgate_init (%g) must be in (0, 1)", c->fgate_init);
+    if (c->mlstm_norm_eps == 0) c->mlstm_norm_eps = PHAX_MLSTM_NORM_EPS_DEFAULT;
+    // An eps above 1 would swamp a head's variance at any scale the model reaches; NaN fails here too.
+    REQUIRE(c->mlstm_norm_eps > 0 && c->mlstm_norm_eps <= 1, "config: mlstm_norm_eps (%g) must be in (0, 1]",
+            c->mlstm_norm_eps);
     if (c->train_len == 0) c->train_len = 256;
     REQUIRE(c->train_len >= 1, "config: train_len (%d) must be >= 1", c->train_len);
     if (c->w_short == 0) c->w_short = c->train_len / 128 > 0 ? c->train_len / 128 : 1;

@@ -84,7 +84,7 @@ static int mlstm_acts_fwd(mlstm_acts *a, const double *xbar, const ref_model *m,
                                PHAX_MLSTM_EPS))
         return PHAX_ERR;
     ref_headnorm_fwd(a->hn, a->hc, rm_param(m, l, "mlstm.headnorm.weight"), n, NH, dv,
-                     PHAX_HEADNORM_EPS);
+                     c->mlstm_norm_eps);
     for (size_t i = 0; i < nd; i++) a->h[i] = a->o[i] * a->hn[i];
     return PHAX_OK;
 }
@@ -133,7 +133,7 @@ static int mlstm_bwd(double *dxbar, double *grads, const double *dy, const doubl
     }
     // hn = headnorm(h̃)
     ref_headnorm_bwd(dhc, rm_grad(m, grads, l, "mlstm.headnorm.weight"), dh, a.hc,
-                     rm_param(m, l, "mlstm.headnorm.weight"), n, NH, dv, PHAX_HEADNORM_EPS);
+                     rm_param(m, l, "mlstm.headnorm.weight"), n, NH, dv, c->mlstm_norm_eps);
     // h̃ = cell(q, k, v, ĩ, f̃)
     if ((rc = ref_mlstm_parallel_bwd(dq, dk_, dv_, dig, dfg, dhc, a.q, a.k, a.v, a.ig, a.fg, B, T,
                                      NH, dqk, dv, PHAX_MLSTM_EPS)))

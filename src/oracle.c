@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +18,57 @@
 
 #define MAXALLOC 512
 
+// Limits on what an input may ask for (docs/oracle.md, "Limits").
+#define ORACLE_MAX_T 65536                  // dss_kernel's attribute T: the longest sequence phax trains on
+#define ORACLE_BASE_BYTES ((size_t)96 << 20)  // default memory limit: 96 MiB ...
+#define ORACLE_INPUT_FACTOR 16              // ... plus 16x the input's tensors in float64
+
 typedef struct {
     const char *path;  // IN, for messages
+    const char *op;    // the op's name, for messages
     phax_st_file in;
     phax_st_writer *out;
     phax_rng rng;  // random upstream gradients (metadata "seed", default 0)
+    size_t limit;  // bytes an op may plan to allocate (see budget())
     void *allocs[MAXALLOC];
     int nallocs;
 } octx;
+
+// --- sizes: saturating, so an absurd shape or attribute reads as "too large", never wraps ----
+static size_t smul(size_t a, size_t b) { return b && a > SIZE_MAX / b ? SIZE_MAX : a * b; }
+static size_t sadd(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+
+// A user-supplied name or key as it may appear in a one-line message: printable
+// ASCII kept, anything else as \xNN, at most ~60 characters shown.
+static const char *shown(const char *s, char *buf, size_t n) {
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && o + 8 < n; p++) {
+        if (o >= 60) {
+            memcpy(buf + o, "...", 3), o += 3;
+            break;
+        }
+        if (*p >= 0x20 && *p < 0x7f) buf[o++] = (char)*p;
+        else o += (size_t)snprintf(buf + o, n - o, "\\x%02x", *p);
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+// Every op plans its memory before it allocates anything: the float64 elements
+// of every array it will hold at once (inputs converted to float64, outputs,
+// gradients, upstream gradients, the ref kernels' scratch) plus the copy the
+// output writer keeps of each array written. An input whose plan exceeds the
+// limit is refused here, in one line, before any allocation or computation.
+static int budget(octx *c, size_t doubles) {
+    size_t bytes = smul(doubles, sizeof(double));
+    if (bytes <= c->limit) return PHAX_OK;
+    if (bytes == SIZE_MAX)
+        return phax_fail("%s: op '%s' on these shapes and attributes would need more memory than can be counted; "
+                         "check the sizes", c->path, c->op);
+    return phax_fail("%s: op '%s' on these shapes and attributes would need %.1f MiB, more than the limit of %.1f MiB "
+                     "(see docs/oracle.md; --max-memory MIB raises it)", c->path, c->op, (double)bytes / (1 << 20),
+                     (double)c->limit / (1 << 20));
+}
 
 static void *keep(octx *c, void *p) {
     if (!p) return NULL;
@@ -44,7 +88,7 @@ static double *dalloc(octx *c, size_t n) {
 
 static size_t numel(int ndim, const int64_t *s) {
     size_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= (size_t)s[i];
+    for (int i = 0; i < ndim; i++) n = smul(n, (size_t)s[i]);
     return n;
 }
 
@@ -58,7 +102,9 @@ static int attr_long(octx *c, const char *key, long def, long lo, long hi, long 
     char *end;
     errno = 0;
     long x = strtol(s, &end, 10);
-    if (errno || end == s || *end) return phax_fail("%s: attribute '%s' must be an integer, got '%s'", c->path, key, s);
+    char b[256];
+    if (errno || end == s || *end)
+        return phax_fail("%s: attribute '%s' must be an integer, got '%s'", c->path, key, shown(s, b, sizeof b));
     if (x < lo || x > hi) return phax_fail("%s: attribute '%s' = %ld is outside [%ld, %ld]", c->path, key, x, lo, hi);
     *v = x;
     return PHAX_OK;
@@ -78,7 +124,9 @@ static int attr_double(octx *c, const char *key, double def, double *v) {
     if (!s) return PHAX_OK;
     char *end;
     double x = strtod(s, &end);
-    if (end == s || *end || !isfinite(x)) return phax_fail("%s: attribute '%s' must be a finite number, got '%s'", c->path, key, s);
+    char b[256];
+    if (end == s || *end || !isfinite(x))
+        return phax_fail("%s: attribute '%s' must be a finite number, got '%s'", c->path, key, shown(s, b, sizeof b));
     *v = x;
     return PHAX_OK;
 }
@@ -93,7 +141,8 @@ static int attr_choice(octx *c, const char *key, const char *const *choices, int
             *v = i;
             return PHAX_OK;
         }
-    return phax_fail("%s: attribute '%s' = '%s' is not one of the allowed values", c->path, key, s);
+    char b[256];
+    return phax_fail("%s: attribute '%s' = '%s' is not one of the allowed values", c->path, key, shown(s, b, sizeof b));
 }
 
 // --- tensors -------------------------------------------------------------------------------
@@ -105,8 +154,12 @@ static int shape_of(octx *c, const char *name, int lo, int hi, int *ndim, int64_
         return phax_fail("%s: tensor '%s' has %d dims, expected %d..%d", c->path, name, t->ndim, lo, hi);
     *ndim = t->ndim;
     memcpy(shape, t->shape, (size_t)t->ndim * sizeof *shape);
-    for (int i = 0; i < t->ndim; i++)
+    for (int i = 0; i < t->ndim; i++) {
         if (shape[i] < 1) return phax_fail("%s: tensor '%s' has an empty dimension", c->path, name);
+        if (shape[i] > INT_MAX)
+            return phax_fail("%s: tensor '%s' has a dimension of %lld, above %d", c->path, name, (long long)shape[i],
+                             INT_MAX);
+    }
     return PHAX_OK;
 }
 
@@ -169,6 +222,9 @@ static int op_embedding(octx *c) {
     int64_t ts[8], ws[8];
     TRY(shape_of(c, "tokens", 1, 7, &nt, ts));
     TRY(shape_of(c, "weight", 2, 2, &nw, ws));
+    // tokens (int32: half a double each), E; written twice (array + writer copy): y, dE, grad.y.
+    size_t n_ = numel(nt, ts), Vd = numel(2, ws), nd = smul(n_, (size_t)ws[1]);
+    TRY(budget(c, sadd(sadd(n_ / 2 + 1, smul(3, Vd)), smul(4, nd))));
     int32_t *tok = geti(c, "tokens", nt, ts);
     double *E = getf(c, "weight", 2, ws);
     TRYP(tok && E);
@@ -199,6 +255,9 @@ static int op_linear(octx *c) {
     if (ws[1] != in) return phax_fail("%s: weight has %lld input columns, x has %d", c->path, (long long)ws[1], in);
     int has_b = phax_st_find(&c->in, "bias") != NULL;
     if (has_b) TRY(shape_of(c, "bias", 1, 1, &nb, bs));
+    // x, W, b; written twice: y, dx, dW, db, grad.y.
+    size_t nx_ = numel(nx, xs), nw_ = numel(2, ws), ny = smul(n, (size_t)out);
+    TRY(budget(c, sadd(sadd(smul(3, nx_), smul(3, nw_)), sadd(smul(4, ny), 3 * (size_t)out))));
     double *x = getf(c, "x", nx, xs), *W = getf(c, "weight", 2, ws);
     int64_t ob[1] = {out};
     double *b = has_b ? getf(c, "bias", 1, ob) : NULL;
@@ -235,6 +294,8 @@ static int op_norm(octx *c, int kind) {  // 0 rms, 1 layer, 2 head
         if (heads < 1 || d % heads) return phax_fail("%s: attribute 'heads' (%d) must be given and divide the last dim %d", c->path, heads, d);
     }
     int64_t gs[1] = {d};
+    // x, weight, bias; written twice: y, dx, dweight, dbias, grad.y.
+    TRY(budget(c, sadd(smul(7, numel(nx, xs)), smul(6, (size_t)d))));
     double *x = getf(c, "x", nx, xs), *g = getf(c, "weight", 1, gs);
     int has_b = kind == 1 && phax_st_find(&c->in, "bias");
     double *b = has_b ? getf(c, "bias", 1, gs) : NULL;
@@ -263,6 +324,7 @@ static int op_act(octx *c, int silu) {
     int64_t xs[8];
     TRY(shape_of(c, "x", 0, 8, &nx, xs));
     size_t n = numel(nx, xs);
+    TRY(budget(c, smul(7, n)));  // x; written twice: y, dx, grad.y
     double *x = getf(c, "x", nx, xs), *y = dalloc(c, n), *dx = dalloc(c, n);
     TRYP(x && y && dx);
     (silu ? ref_silu_fwd : ref_gelu_fwd)(y, x, n);
@@ -285,6 +347,10 @@ static int op_swiglu(octx *c) {
     rows_cols(nx, xs, &n, &d);
     int hid = (int)gs[0];
     int64_t hs[2] = {hid, d}, ds[2] = {d, hid};
+    // x, three weights; written twice: y, dx, three weight gradients, grad.y; the ref
+    // backward's scratch of 7 (n, hid) matrices.
+    size_t nd = smul(n, (size_t)d), hd = smul((size_t)hid, (size_t)d);
+    TRY(budget(c, sadd(sadd(smul(7, nd), smul(9, hd)), smul(7, smul(n, (size_t)hid)))));
     double *x = getf(c, "x", nx, xs), *Wg = getf(c, "w_gate", 2, hs), *Wu = getf(c, "w_up", 2, hs),
            *Wd = getf(c, "w_down", 2, ds);
     TRYP(x && Wg && Wu && Wd);
@@ -311,6 +377,7 @@ static int op_rope(octx *c) {
     TRY(attr_double(c, "rope_base", PHAX_ROPE_BASE, &base));
     TRY(attr_long(c, "pos0", 0, 0, LONG_MAX / 2, &pos0));
     size_t n = numel(4, xs);
+    TRY(budget(c, smul(7, n)));  // x; written twice: y, dx, grad.y
     double *x = getf(c, "x", 4, xs), *y = dalloc(c, n), *dx = dalloc(c, n);
     TRYP(x && y && dx);
     int B = (int)xs[0], T = (int)xs[1], H = (int)xs[2], dh = (int)xs[3];
@@ -343,7 +410,19 @@ static int op_attention(octx *c) {
     TRY(attr_double(c, "rope_base", PHAX_ROPE_BASE, &a.rope_base));
     TRY(attr_long(c, "pos0", 0, 0, LONG_MAX / 2, &a.pos0));
     if (ref_attn_cfg_check(&a)) return phax_fail("%s: %s", c->path, phax_error());
+    if (!a.rope && (phax_st_meta(&c->in, "rope_base") || phax_st_meta(&c->in, "pos0")))
+        return phax_fail("%s: attribute '%s' is given but rope is 0 (it is used only with rope=1)", c->path,
+                         phax_st_meta(&c->in, "rope_base") ? "rope_base" : "pos0");
+    if (!score && phax_st_find(&c->in, "logscale"))
+        return phax_fail("%s: tensor 'logscale' is given but score is 'dot' (it is used only with score=cosine)",
+                         c->path);
     int64_t ls[1] = {a.Hq}, ys[4] = {B, T, a.Hq, a.dv};
+    {  // q, k, v, logscale; written twice: y, dq, dk, dv, dlogscale, grad.y; the ref kernels'
+       // scratch: normalised/rotated q and k and their gradients, and rows of T
+        size_t nq = numel(4, qs), nk = numel(4, ks), nv = numel(4, vs), ny = numel(4, ys);
+        size_t in = sadd(sadd(nq, nk), sadd(nv, (size_t)a.Hq));
+        TRY(budget(c, sadd(sadd(smul(3, in), smul(4, ny)), sadd(smul(2, sadd(nq, nk)), smul(3, (size_t)T)))));
+    }
     double *q = getf(c, "q", 4, qs), *k = getf(c, "k", 4, ks), *v = getf(c, "v", 4, vs);
     double *l = score ? getf(c, "logscale", 1, ls) : NULL;
     TRYP(q && k && v && (l || !score));
@@ -384,10 +463,16 @@ static int put_dss_grads(octx *c, const double *dLre, const double *dLim, const 
 
 static int op_dss_kernel(octx *c) {
     double *Lre, *Lim, *Cre, *Cim;
-    int H, N, T;
-    TRY(get_dss(c, &Lre, &Lim, &Cre, &Cim, &H, &N));
-    TRY(attr_int(c, "T", 0, 0, 1 << 24, &T));
+    int H, N, T, nd;
+    int64_t cs[8];
+    TRY(attr_int(c, "T", 0, 0, ORACLE_MAX_T, &T));
     if (T < 1) return phax_fail("%s: attribute 'T' (kernel length) must be given and >= 1", c->path);
+    TRY(shape_of(c, "c_re", 2, 2, &nd, cs));
+    {  // Λ, C; written twice: k, the gradients of Λ and C, grad.k
+        size_t hn = numel(2, cs), hk = smul((size_t)cs[0], (size_t)T);
+        TRY(budget(c, sadd(sadd(smul(6, hn), smul(4, hk)), smul(6, (size_t)cs[1]))));
+    }
+    TRY(get_dss(c, &Lre, &Lim, &Cre, &Cim, &H, &N));
     int64_t ks[2] = {H, T};
     double *K = dalloc(c, (size_t)H * T), *dLre = dalloc(c, N), *dLim = dalloc(c, N),
            *dCre = dalloc(c, (size_t)H * N), *dCim = dalloc(c, (size_t)H * N);
@@ -406,6 +491,17 @@ static int op_ssm(octx *c, int recurrent) {
     TRY(shape_of(c, "u", 3, 3, &nu, us));
     int B = (int)us[0], T = (int)us[1], H = (int)us[2], N = 0;
     int64_t hs[1] = {H}, ks[2] = {H, T};
+    {  // u, d and (conv) k or (recurrent) Λ, C; written twice: y, du, dd, the other gradients, grad.y;
+       // the recurrent backward's scratch of T complex numbers
+        size_t nu = numel(3, us), other = smul((size_t)H, (size_t)T);
+        if (recurrent) {
+            int nd;
+            int64_t cs[8];
+            TRY(shape_of(c, "c_re", 2, 2, &nd, cs));
+            other = sadd(smul(2, numel(2, cs)), smul(2, (size_t)cs[1]));
+        }
+        TRY(budget(c, sadd(sadd(smul(7, nu), smul(3, other)), sadd(smul(3, (size_t)H), smul(2, (size_t)T)))));
+    }
     double *u = getf(c, "u", 3, us), *D = getf(c, "d", 1, hs);
     TRYP(u && D);
     double *y = dalloc(c, numel(3, us)), *du = dalloc(c, numel(3, us)), *dD = dalloc(c, H);
@@ -454,7 +550,18 @@ static int op_mlstm(octx *c) {
     TRY(attr_double(c, "eps", PHAX_MLSTM_EPS, &eps));
     TRY(attr_double(c, "m0", 0.0, &m0));
     if (!(eps >= 0)) return phax_fail("%s: attribute 'eps' must be >= 0", c->path);
+    if (form == 0 && phax_st_meta(&c->in, "m0"))
+        return phax_fail("%s: attribute 'm0' is given but form is 'parallel' (m0 is the recurrent form's initial "
+                         "stabiliser)", c->path);
     int64_t gs[3] = {B, T, H};
+    {  // q, k, v, gates; written twice: h, their gradients, grad.h; scratch: the recurrent
+       // form's tape of T+1 states (dqk x dv) per sequence, or the parallel form's rows of T
+        size_t nqk = numel(4, qs), nvv = numel(4, vs), ng = numel(3, gs);
+        size_t in = sadd(sadd(smul(2, nqk), nvv), smul(2, ng)), T1 = (size_t)T + 1;
+        size_t tape = form ? smul(T1, sadd(smul((size_t)dqk, (size_t)dv), sadd((size_t)dqk, 6)))
+                           : smul(8, (size_t)T);
+        TRY(budget(c, sadd(sadd(smul(3, in), smul(4, nvv)), sadd(tape, smul(3, smul((size_t)dqk, (size_t)dv))))));
+    }
     double *q = getf(c, "q", 4, qs), *k = getf(c, "k", 4, qs), *v = getf(c, "v", 4, vs),
            *ig = getf(c, "igate", 3, gs), *fg = getf(c, "fgate", 3, gs);
     TRYP(q && k && v && ig && fg);
@@ -483,6 +590,8 @@ static int op_mix(octx *c) {
     int nb = (int)bs[0];
     size_t n = numel(nb_ - 1, bs + 1);
     int64_t ps[1] = {nb};
+    // branches, p; written twice: y, dbranches, dp, grad.y
+    TRY(budget(c, sadd(smul(3, numel(nb_, bs)), sadd(smul(4, n), 3 * (size_t)nb))));
     double *b = getf(c, "branches", nb_, bs), *p = getf(c, "p", 1, ps);
     TRYP(b && p);
     double *y = dalloc(c, n), *db = dalloc(c, numel(nb_, bs)), *dp = dalloc(c, nb);
@@ -506,6 +615,7 @@ static int op_cross_entropy(octx *c) {
     rows_cols(nl, ls, &n, &V);
     if (nt != nl - 1 || memcmp(ts, ls, (size_t)nt * sizeof *ts))
         return phax_fail("%s: targets must have the shape of logits without its last dim", c->path);
+    TRY(budget(c, sadd(smul(3, numel(nl, ls)), n / 2 + 8)));  // logits, targets; written twice: dlogits
     double *x = getf(c, "logits", nl, ls);
     int32_t *tg = geti(c, "targets", nt, ts);
     TRYP(x && tg);
@@ -535,6 +645,7 @@ static int op_adamw(octx *c) {
     TRY(attr_long(c, "step", 1, 1, LONG_MAX, &step));
     TRY(attr_int(c, "decay", 1, 0, 1, &decay));
     size_t n = numel(np, ps);
+    TRY(budget(c, smul(7, n)));  // param, gradient, m, v; written again: param, m, v
     double *p = getf(c, "param", np, ps), *g = getf(c, "gradient", np, ps);
     double *m = phax_st_find(&c->in, "exp_avg") ? getf(c, "exp_avg", np, ps) : dalloc(c, n);
     double *v = phax_st_find(&c->in, "exp_avg_sq") ? getf(c, "exp_avg_sq", np, ps) : dalloc(c, n);
@@ -548,28 +659,92 @@ static int op_adamw(octx *c) {
     return put(c, "grad_norm", &gn, 0, NULL);
 }
 
+// Float64 elements the ref model holds at once beyond its parameters, gradients and
+// logits, for B x T tokens: the input of every layer kept for the backward, and one
+// layer's activations and their gradients (a layer is recomputed in the backward).
+// An estimate from above (measured peaks were 0.5-0.8 of it): 8 arrays of every
+// per-token width a block has.
+static size_t model_act_doubles(const phax_model_cfg *m, int B, int T) {
+    size_t n = smul((size_t)B, (size_t)T), d = (size_t)m->d_model;
+    size_t hd = (size_t)m->head_dim, w = d;
+    w = sadd(w, sadd((size_t)m->gss_expand, (size_t)m->gss_hidden));
+    w = sadd(w, sadd((size_t)m->ffn_hidden, (size_t)m->ffn_aux_hidden));
+    w = sadd(w, smul(hd, sadd((size_t)m->n_heads, smul(2, (size_t)m->n_kv_heads))));
+    size_t per_token = sadd(smul(sadd((size_t)m->n_layers, 4), d), smul(8, w));
+    return sadd(smul(n, per_token), smul(4, smul((size_t)m->gss_hidden, (size_t)T)));
+}
+
 static int op_model(octx *c) {
+    char b[256];
     const char *json = phax_st_meta(&c->in, "config");
     if (!json) return phax_fail("%s: metadata 'config' (the model's JSON config) is missing", c->path);
     phax_model_cfg cfg;
-    if (phax_model_cfg_from_json_str(&cfg, json, "config")) return phax_fail("%s: %s", c->path, phax_error());
+    char where[1100];
+    snprintf(where, sizeof where, "%s: config", c->path);
+    if (phax_model_cfg_from_json_str(&cfg, json, where)) return PHAX_ERR;
     int window;
     TRY(attr_int(c, "window", -1, -1, INT_MAX, &window));
-    int nt;
-    int64_t ts[8];
+    if (phax_st_meta(&c->in, "window") && cfg.family != PHAX_FAMILY_SWAX && cfg.family != PHAX_FAMILY_SWA &&
+        cfg.family != PHAX_FAMILY_MLSTM)
+        return phax_fail("%s: attribute 'window' is given but the family is %s (it sets the SWAX family's SWA "
+                         "window; %s uses the config's attn_window)", c->path, phax_family_name(cfg.family),
+                         phax_family_name(cfg.family));
+    int nt, ng;
+    int64_t ts[8], gs[8];
     TRY(shape_of(c, "tokens", 2, 2, &nt, ts));
+    TRY(shape_of(c, "targets", 2, 2, &ng, gs));
+    if (gs[0] != ts[0] || gs[1] != ts[1]) return phax_fail("%s: targets must have the shape of tokens (B, T)", c->path);
     int B = (int)ts[0], T = (int)ts[1];
+    // Every layer has parameters, so a config with more layers than IN has tensors
+    // cannot match it: refuse before building a layout of that size.
+    if (cfg.n_layers > c->in.n)
+        return phax_fail("%s: config: n_layers (%d) is more than the file has tensors (%d)", c->path, cfg.n_layers,
+                         c->in.n);
+    // The file must hold exactly the config's parameters (each of its shape), tokens and
+    // targets: checked on the header alone, before anything is allocated for the model.
+    phax_layout L;
+    if (phax_layout_build(&L, &cfg)) return phax_fail("%s: config: %s", c->path, phax_error());
+    int rc = PHAX_OK;
+    for (int i = 0; i < L.n && !rc; i++) {
+        const phax_param_info *p = &L.p[i];
+        const phax_st_tensor *t = phax_st_find(&c->in, p->name);
+        if (!t) {
+            rc = phax_fail("%s: no tensor '%s' (a parameter of this config; phax oracle model --example writes a "
+                           "complete set)", c->path, p->name);
+        } else if (t->ndim != p->ndim || memcmp(t->shape, p->shape, (size_t)p->ndim * sizeof *p->shape)) {
+            char want[96];
+            int o = 0;
+            for (int j = 0; j < p->ndim; j++)
+                o += snprintf(want + o, sizeof want - (size_t)o, "%s%lld", j ? ", " : "", (long long)p->shape[j]);
+            rc = phax_fail("%s: tensor '%s' does not have the shape this config gives it (%s)", c->path, p->name, want);
+        }
+    }
+    for (int i = 0; i < c->in.n && !rc; i++) {
+        const char *name = c->in.t[i].name;
+        if (!strcmp(name, "tokens") || !strcmp(name, "targets") || phax_layout_find(&L, name) >= 0) continue;
+        if (!strcmp(name, "lm_head.weight") && cfg.tie_embeddings)
+            rc = phax_fail("%s: tensor 'lm_head.weight' is given but the config ties the embeddings "
+                           "(tie_embeddings true: the head is embed.weight)", c->path);
+        else
+            rc = phax_fail("%s: tensor '%s' is not a parameter of this config, nor tokens or targets (phax oracle "
+                           "model --example lists a complete set)", c->path, shown(name, b, sizeof b));
+    }
+    // Parameters and their gradients, the gradients' writer copy; logits (kept, written,
+    // and the backward's own logits and their gradient); the activations; tokens, targets.
+    size_t P = L.numel, nV = smul(smul((size_t)B, (size_t)T), (size_t)cfg.vocab_size);
+    phax_layout_free(&L);
+    if (rc) return rc;
+    TRY(budget(c, sadd(sadd(smul(3, P), smul(4, nV)), sadd(model_act_doubles(&cfg, B, T), (size_t)B * T))));
     int32_t *tok = geti(c, "tokens", 2, ts), *tg = geti(c, "targets", 2, ts);
     TRYP(tok && tg);
     ref_model m;
     if (ref_model_new(&m, &cfg, 0)) return phax_fail("%s: %s", c->path, phax_error());
-    int rc = PHAX_OK;
     for (int i = 0; i < m.layout.n && !rc; i++) {
         const phax_param_info *p = &m.layout.p[i];
         rc = phax_st_get_f64(&c->in, p->name, p->ndim, p->shape, m.params + p->offset);
     }
     size_t V = (size_t)m.cfg.vocab_size;
-    double loss = NAN, *logits = dalloc(c, (size_t)B * T * V);
+    double loss = NAN, *logits = dalloc(c, nV);
     if (!rc && !logits) rc = PHAX_ERR;
     if (!rc) rc = ref_model_forward(&m, tok, tg, B, T, window, logits, &loss);
     if (!rc) rc = ref_model_backward(&m, tok, tg, B, T, window, &loss);
@@ -601,7 +776,7 @@ static void ex_f(exw *e, const char *name, double lo, double hi, int ndim, ...) 
     for (int i = 0; i < ndim; i++) s[i] = va_arg(ap, int);
     va_end(ap);
     size_t n = numel(ndim, s);
-    double *x = malloc((n ? n : 1) * sizeof *x);
+    double *x = n < (size_t)1 << 32 ? malloc((n ? n : 1) * sizeof *x) : NULL;
     if (!x) {
         e->err = phax_fail("out of memory");
         return;
@@ -618,7 +793,7 @@ static void ex_i(exw *e, const char *name, int hi, int ndim, ...) {
     for (int i = 0; i < ndim; i++) s[i] = va_arg(ap, int);
     va_end(ap);
     size_t n = numel(ndim, s);
-    int32_t *x = malloc((n ? n : 1) * sizeof *x);
+    int32_t *x = n < (size_t)1 << 32 ? malloc((n ? n : 1) * sizeof *x) : NULL;
     if (!x) {
         e->err = phax_fail("out of memory");
         return;
@@ -701,44 +876,55 @@ typedef struct {
     int (*run)(octx *);
     void (*example)(exw *);
     const char *inputs, *attrs, *outputs;
+    // What IN may hold, as space-separated names: tensors (optional ones too),
+    // attribute keys, and the outputs whose upstream gradient grad.<output> may be
+    // given. Anything else is refused: a misspelt key or name would otherwise be
+    // ignored and the comparison silently run on a default.
+    const char *tensor_names, *attr_names, *upstream_names;
 } oracle_op;
 
 static const oracle_op OPS[] = {
     {"embedding", op_embedding, ex_embedding, "tokens (any shape, int), weight (V, d)", "-",
-     "y (tokens.shape + (d)); grad.weight"},
+     "y (tokens.shape + (d)); grad.weight", "tokens weight", "", "y"},
     {"linear", op_linear, ex_linear, "x (..., in), weight (out, in), bias (out) optional", "-",
-     "y (..., out); grad.x, grad.weight, grad.bias"},
-    {"rmsnorm", op_rmsnorm, ex_rmsnorm, "x (..., d), weight (d)", "eps=1e-6", "y; grad.x, grad.weight"},
+     "y (..., out); grad.x, grad.weight, grad.bias", "x weight bias", "", "y"},
+    {"rmsnorm", op_rmsnorm, ex_rmsnorm, "x (..., d), weight (d)", "eps=1e-6", "y; grad.x, grad.weight", "x weight", "eps",
+     "y"},
     {"layernorm", op_layernorm, ex_layernorm, "x (..., d), weight (d), bias (d) optional", "eps=1e-5",
-     "y; grad.x, grad.weight, grad.bias"},
+     "y; grad.x, grad.weight, grad.bias", "x weight bias", "eps", "y"},
     {"headnorm", op_headnorm, ex_headnorm, "x (..., H*dh), weight (H*dh)", "heads (required), eps=1e-6",
-     "y; grad.x, grad.weight"},
-    {"gelu", op_gelu, ex_act, "x (any shape)", "-", "y; grad.x"},
-    {"silu", op_silu, ex_act, "x (any shape)", "-", "y; grad.x"},
+     "y; grad.x, grad.weight", "x weight", "heads eps", "y"},
+    {"gelu", op_gelu, ex_act, "x (any shape)", "-", "y; grad.x", "x", "", "y"},
+    {"silu", op_silu, ex_act, "x (any shape)", "-", "y; grad.x", "x", "", "y"},
     {"swiglu", op_swiglu, ex_swiglu, "x (..., d), w_gate (hid, d), w_up (hid, d), w_down (d, hid)", "-",
-     "y (..., d); grad.x, grad.w_gate, grad.w_up, grad.w_down"},
-    {"rope", op_rope, ex_rope, "x (B, T, H, dh)", "rope_base=10000, pos0=0", "y; grad.x"},
+     "y (..., d); grad.x, grad.w_gate, grad.w_up, grad.w_down", "x w_gate w_up w_down", "", "y"},
+    {"rope", op_rope, ex_rope, "x (B, T, H, dh)", "rope_base=10000, pos0=0", "y; grad.x", "x", "rope_base pos0", "y"},
     {"attention", op_attention, ex_attention,
      "q (B, T, Hq, dh), k (B, T, Hkv, dh), v (B, T, Hkv, dv), logscale (Hq) if score=cosine",
      "score=dot|cosine, window=0 (0 = full), rope=1, rope_base=10000, pos0=0",
-     "y (B, T, Hq, dv); grad.q, grad.k, grad.v, grad.logscale"},
+     "y (B, T, Hq, dv); grad.q, grad.k, grad.v, grad.logscale", "q k v logscale", "score window rope rope_base pos0", "y"},
     {"dss_kernel", op_dss_kernel, ex_dss_kernel, "lambda_re (N), lambda_im (N), c_re (H, N), c_im (H, N)",
-     "T (required)", "k (H, T); grad.lambda_re, grad.lambda_im, grad.c_re, grad.c_im"},
-    {"ssm_conv", op_ssm_conv, ex_ssm_conv, "u (B, T, H), k (H, T), d (H)", "-", "y (B, T, H); grad.u, grad.k, grad.d"},
+     "T (required, <= 65536)", "k (H, T); grad.lambda_re, grad.lambda_im, grad.c_re, grad.c_im",
+     "lambda_re lambda_im c_re c_im", "T", "k"},
+    {"ssm_conv", op_ssm_conv, ex_ssm_conv, "u (B, T, H), k (H, T), d (H)", "-", "y (B, T, H); grad.u, grad.k, grad.d", "u k d", "", "y"},
     {"ssm_recurrent", op_ssm_recurrent, ex_ssm_recurrent,
      "u (B, T, H), lambda_re (N), lambda_im (N), c_re (H, N), c_im (H, N), d (H)", "-",
-     "y (B, T, H); grad.u, grad.lambda_re, grad.lambda_im, grad.c_re, grad.c_im, grad.d"},
+     "y (B, T, H); grad.u, grad.lambda_re, grad.lambda_im, grad.c_re, grad.c_im, grad.d",
+     "u lambda_re lambda_im c_re c_im d", "", "y"},
     {"mlstm", op_mlstm, ex_mlstm, "q (B, T, H, dqk), k (B, T, H, dqk), v (B, T, H, dv), igate (B, T, H), fgate (B, T, H)",
-     "form=parallel|recurrent, eps=1e-6, m0=0 (recurrent)", "h (B, T, H, dv); grad.q, grad.k, grad.v, grad.igate, grad.fgate"},
-    {"mix", op_mix, ex_mix, "branches (nb, ...), p (nb)", "-", "y (...); grad.branches, grad.p"},
+     "form=parallel|recurrent, eps=1e-6, m0=0 (recurrent)", "h (B, T, H, dv); grad.q, grad.k, grad.v, grad.igate, grad.fgate",
+     "q k v igate fgate", "form eps m0", "h"},
+    {"mix", op_mix, ex_mix, "branches (nb, ...), p (nb)", "-", "y (...); grad.branches, grad.p", "branches p", "", "y"},
     {"cross_entropy", op_cross_entropy, ex_cross_entropy, "logits (..., V), targets (...) int, -1 = ignored", "-",
-     "loss (scalar); grad.logits"},
+     "loss (scalar); grad.logits", "logits targets", "", "loss"},
     {"adamw", op_adamw, ex_adamw, "param, gradient, exp_avg (optional, 0), exp_avg_sq (optional, 0): one shape",
      "lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, clip=1, step=1, decay=1",
-     "param, exp_avg, exp_avg_sq (after the step), grad_norm (before clipping)"},
+     "param, exp_avg, exp_avg_sq (after the step), grad_norm (before clipping)",
+     "param gradient exp_avg exp_avg_sq", "lr beta1 beta2 eps weight_decay clip step decay", ""},
     {"model", op_model, ex_model, "every parameter by name (phax layout), tokens (B, T), targets (B, T)",
      "config (JSON, required), window=-1 (SWAX family: -1 = w_long, 0 = full)",
-     "logits (B, T, V), loss; grad.<param> for every parameter"},
+     "logits (B, T, V), loss; grad.<param> for every parameter",
+     "tokens targets", "config window", ""},  // and the parameters of the config's layout: op_model checks those
 };
 #define NOPS ((int)(sizeof OPS / sizeof OPS[0]))
 
@@ -746,6 +932,49 @@ static const oracle_op *find_op(const char *name) {
     for (int i = 0; i < NOPS; i++)
         if (!strcmp(OPS[i].name, name)) return &OPS[i];
     return NULL;
+}
+
+// Is `name` one of the space-separated words of `list`?
+static int in_list(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        while (*p == ' ') p++;
+        size_t w = strcspn(p, " ");
+        if (w && w == n && !strncmp(p, name, n)) return 1;
+        p += w;
+    }
+    return 0;
+}
+
+// Metadata every op accepts: "seed" (the drawn upstream gradients), "op" (the
+// examples write it; it must name the op run), "format" (torch's safetensors
+// writers add "pt").
+#define COMMON_ATTRS "seed op format"
+
+// Every attribute key and tensor name of IN must mean something to the op.
+static int check_names(octx *c, const oracle_op *op) {
+    char b[256];
+    for (int i = 0; i < c->in.nmeta; i++) {
+        const char *k = c->in.meta_key[i];
+        if (!in_list(op->attr_names, k) && !in_list(COMMON_ATTRS, k))
+            return phax_fail("%s: unknown attribute '%s' for op '%s' (attributes: %s%s%s)", c->path,
+                             shown(k, b, sizeof b), op->name, op->attr_names, *op->attr_names ? " " : "",
+                             COMMON_ATTRS);
+    }
+    const char *opm = phax_st_meta(&c->in, "op");
+    if (opm && strcmp(opm, op->name))
+        return phax_fail("%s: metadata 'op' is '%s' but the op run is '%s'", c->path, shown(opm, b, sizeof b),
+                         op->name);
+    for (int i = 0; i < c->in.n; i++) {
+        const char *t = c->in.t[i].name;
+        if (in_list(op->tensor_names, t) || (!strncmp(t, "grad.", 5) && in_list(op->upstream_names, t + 5)))
+            continue;
+        if (op->run == op_model) continue;  // parameters: op_model checks them against the config's layout
+        return phax_fail("%s: tensor '%s' is not an input of op '%s' (inputs: %s%s%s)", c->path,
+                         shown(t, b, sizeof b), op->name, op->tensor_names, *op->upstream_names ? ", grad." : "",
+                         op->upstream_names);
+    }
+    return PHAX_OK;
 }
 
 static void list_ops(void) {
@@ -777,21 +1006,48 @@ int phax_oracle_main(int argc, char **argv) {
         phax_st_writer_free(e.w);
         return 0;
     }
-    if (argc != 4)
-        phax_die("usage: phax oracle OP IN.safetensors OUT.safetensors | phax oracle OP --example IN.safetensors | phax oracle --list");
-    const oracle_op *op = find_op(argv[1]);
-    if (!op) phax_die("%s: unknown op '%s' (see phax oracle --list)", argv[2], argv[1]);
-    octx c = {.path = argv[2]};
-    if (phax_st_read(&c.in, argv[2])) phax_die("%s", phax_error());
+    // --max-memory MIB (anywhere after "oracle"): the memory limit, replacing the default.
+    const char *pos[3];
+    int npos = 0;
+    double max_mib = -1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--max-memory")) {
+            char *end;
+            errno = 0;
+            max_mib = i + 1 < argc ? strtod(argv[i + 1], &end) : -1;
+            if (i + 1 >= argc || errno || end == argv[i + 1] || *end || !(max_mib >= 1 && max_mib <= 1 << 30))
+                phax_die("oracle: --max-memory takes a size in MiB, from 1 to 2^30");
+            i++;
+        } else if (npos < 3) {
+            pos[npos++] = argv[i];
+        } else {
+            npos = 4;
+        }
+    }
+    if (npos != 3)
+        phax_die("usage: phax oracle [--max-memory MIB] OP IN.safetensors OUT.safetensors | phax oracle OP --example "
+                 "IN.safetensors | phax oracle --list");
+    const oracle_op *op = find_op(pos[0]);
+    if (!op) phax_die("%s: unknown op '%s' (see phax oracle --list)", pos[1], pos[0]);
+    octx c = {.path = pos[1], .op = op->name};
+    if (phax_st_read(&c.in, pos[1])) phax_die("%s", phax_error());
+    if (max_mib > 0) {
+        c.limit = (size_t)(max_mib * (1 << 20));
+    } else {  // the default: 64 MiB plus 16x the input's tensors in float64 (docs/oracle.md)
+        size_t in = 0;
+        for (int i = 0; i < c.in.n; i++) in = sadd(in, smul(c.in.t[i].numel, sizeof(double)));
+        c.limit = sadd(ORACLE_BASE_BYTES, smul(ORACLE_INPUT_FACTOR, in));
+    }
     long seed = 0;
-    int rc = attr_long(&c, "seed", 0, 0, LONG_MAX, &seed);
+    int rc = check_names(&c, op);
+    if (!rc) rc = attr_long(&c, "seed", 0, 0, LONG_MAX, &seed);
     c.rng = phax_rng_new((uint64_t)seed);
     c.out = rc ? NULL : phax_st_writer_new();
     if (!rc && !c.out) rc = PHAX_ERR;
     if (!rc) rc = op->run(&c);
     if (!rc) rc = phax_st_add_meta(c.out, "op", op->name);
     if (!rc) rc = phax_st_add_meta(c.out, "phax_version", PHAX_VERSION);
-    if (!rc) rc = phax_st_write(c.out, argv[3]);
+    if (!rc) rc = phax_st_write(c.out, pos[2]);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", phax_error());
     phax_st_writer_free(c.out);

@@ -5,13 +5,17 @@
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "phax/checkpoint.h"
 #include "phax/model.h"
+#include "phax/safetensors.h"
+#include "phax/tokenizer.h"
 #include "testutil.h"
 
 // Field by field (the struct has padding, so no memcmp). Doubles compare by
@@ -26,6 +30,7 @@ static void expect_same(const phax_model_cfg *a, const phax_model_cfg *b, const 
     SAME_I(gss_expand); SAME_I(gss_hidden); SAME_I(gss_state); SAME_I(gss_long_memory_init);
     SAME_I(use_gss); SAME_I(use_attn); SAME_I(use_ffn); SAME_I(ffn_separate_mix); SAME_I(freeze_mix);
     SAME_I(mlstm_heads); SAME_I(mlstm_first); SAME_D(igate_bias_init); SAME_D(fgate_init);
+    SAME_D(mlstm_norm_eps);
     SAME_I(train_len); SAME_I(w_short); SAME_I(w_long); SAME_D(p_short); SAME_D(anneal);
 #undef SAME_I
 #undef SAME_D
@@ -85,18 +90,18 @@ Test(config, to_json_every_key_resolved) {
     json_error_t e;
     json_t *o = json_loads(s, JSON_REJECT_DUPLICATES, &e);
     cr_assert(o && json_is_object(o), "%s", e.text);
-    cr_assert(json_object_size(o) == 31, "%zu keys", json_object_size(o));
+    cr_assert(json_object_size(o) == 32, "%zu keys", json_object_size(o));
     const char *keys[] = {"family", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim",
                           "score", "rope_base", "attn_window", "tie_embeddings", "ffn_hidden", "ffn_aux_hidden",
                           "gss_expand", "gss_hidden", "gss_state", "gss_long_memory_init", "use_gss", "use_attn",
                           "use_ffn", "ffn_separate_mix", "freeze_mix", "mlstm_heads", "mixer_order",
-                          "igate_bias_init", "fgate_init", "train_len", "w_short", "w_long", "p_short", "anneal"};
+                          "igate_bias_init", "fgate_init", "mlstm_norm_eps", "train_len", "w_short", "w_long", "p_short", "anneal"};
     // Same keys in the struct's order.
     const char *key;
     json_t *v;
     int i = 0;
     json_object_foreach(o, key, v) {
-        cr_assert(i < 31 && strcmp(key, keys[i]) == 0, "key %d is %s, want %s", i, key, i < 31 ? keys[i] : "-");
+        cr_assert(i < 32 && strcmp(key, keys[i]) == 0, "key %d is %s, want %s", i, key, i < 32 ? keys[i] : "-");
         i++;
     }
     cr_assert(json_integer_value(json_object_get(o, "n_kv_heads")) == 4);
@@ -449,4 +454,82 @@ Test(config, write_into_missing_dir_leaves_nothing) {
     rmdir(sub);
     remove_tree(d);
     free(d);
+}
+
+// --- mlstm_norm_eps (issue 11, item 12): the mLSTM head norm's eps is a config key ------------
+// Default 1e-6 (xLSTM-7B's), also for a config that predates the key; a value given is kept
+// through the JSON round trip; 0 reads as "derived" (the default); bad values are refused.
+Test(config, mlstm_norm_eps_key) {
+    phax_model_cfg c;
+    cr_assert(phax_model_cfg_from_json_str(&c, "{\"family\": \"swax\"}", "old.json") == PHAX_OK, "%s", phax_error());
+    cr_assert(c.mlstm_norm_eps == 1e-6, "default %.17g", c.mlstm_norm_eps);
+    cr_assert(phax_model_cfg_from_json_str(&c, "{\"family\": \"swax\", \"mlstm_norm_eps\": 1e-5}", "x") == PHAX_OK,
+              "%s", phax_error());
+    cr_assert(c.mlstm_norm_eps == 1e-5);
+    expect_round_trip(&c, "eps 1e-5");
+    char *s = phax_model_cfg_to_json(&c);
+    cr_assert(s && strstr(s, "\"mlstm_norm_eps\": 1e-5,"),
+              "%s", s ? s : phax_error());
+    free(s);
+    cr_assert(phax_model_cfg_from_json_str(&c, "{\"family\": \"mlstm\", \"mlstm_norm_eps\": 0}", "x") == PHAX_OK);
+    cr_assert(c.mlstm_norm_eps == 1e-6);
+    expect_err("{\"family\": \"swax\", \"mlstm_norm_eps\": -1e-6}", "mlstm_norm_eps (-1e-06)", "(0, 1]");
+    expect_err("{\"family\": \"swax\", \"mlstm_norm_eps\": 2}", "mlstm_norm_eps (2)", NULL);
+    expect_err("{\"family\": \"swax\", \"mlstm_norm_eps\": \"1e-5\"}", "\"mlstm_norm_eps\"", "number");
+    phax_model_cfg d = phax_model_cfg_default(PHAX_FAMILY_SWAX);
+    d.mlstm_norm_eps = NAN;
+    cr_assert(phax_model_cfg_resolve(&d) == PHAX_ERR && strstr(phax_error(), "mlstm_norm_eps"), "%s", phax_error());
+    d.mlstm_norm_eps = INFINITY;
+    cr_assert(phax_model_cfg_resolve(&d) == PHAX_ERR && strstr(phax_error(), "mlstm_norm_eps"), "%s", phax_error());
+}
+
+// A checkpoint written before the key existed (its config has no "mlstm_norm_eps") loads
+// with the default 1e-6, so its results do not change; one written now keeps its value.
+Test(config, mlstm_norm_eps_checkpoint) {
+    static const char text[] = "the cat sat on the mat\nthe dog sat on the log\n";
+    char *dir = tu_tmpdir("phax_cfg_eps");
+    char *path = tu_join(dir, "m.safetensors"), *old = tu_join(dir, "old.safetensors");
+    phax_ckpt ck = {0};
+    cr_assert(phax_vocab_build_text((const uint8_t *)text, sizeof text - 1, "text", &ck.vocab) == PHAX_OK, "%s",
+              phax_error());
+    ck.cfg = phax_model_cfg_default(PHAX_FAMILY_SWAX);
+    ck.cfg.vocab_size = (int)phax_vocab_size(ck.vocab), ck.cfg.d_model = 16, ck.cfg.n_heads = 2;
+    ck.cfg.mlstm_norm_eps = 1e-5;
+    cr_assert(phax_model_cfg_resolve(&ck.cfg) == PHAX_OK && phax_layout_build(&ck.layout, &ck.cfg) == PHAX_OK, "%s",
+              phax_error());
+    ck.params = calloc(ck.layout.numel, sizeof(float));
+    cr_assert(ck.params && phax_ckpt_save(path, &ck) == PHAX_OK, "%s", phax_error());
+    phax_ckpt in;
+    cr_assert(phax_ckpt_load(path, -1, &in) == PHAX_OK, "%s", phax_error());
+    cr_assert(in.cfg.mlstm_norm_eps == 1e-5, "%.17g", in.cfg.mlstm_norm_eps);
+    phax_ckpt_free(&in);
+    // The same file with the key removed from its config: as written before the key existed.
+    phax_st_file f;
+    cr_assert(phax_st_read(&f, path) == PHAX_OK, "%s", phax_error());
+    json_t *cfg = json_loads(phax_st_meta(&f, "config"), 0, NULL);
+    cr_assert(cfg && json_object_del(cfg, "mlstm_norm_eps") == 0);
+    char *cfg_old = json_dumps(cfg, JSON_INDENT(2));
+    json_decref(cfg);
+    phax_st_writer *w = phax_st_writer_new();
+    for (int i = 0; i < f.n; i++)
+        cr_assert(phax_st_add_raw(w, f.t[i].name, f.t[i].dtype, f.t[i].ndim, f.t[i].shape, f.t[i].data) == PHAX_OK);
+    for (int i = 0; i < f.nmeta; i++)
+        cr_assert(phax_st_add_meta(w, f.meta_key[i], strcmp(f.meta_key[i], "config") ? f.meta_val[i] : cfg_old) ==
+                  PHAX_OK);
+    cr_assert(phax_st_write(w, old) == PHAX_OK, "%s", phax_error());
+    phax_st_writer_free(w);
+    phax_st_free(&f);
+    free(cfg_old);
+    // Its vocabulary file is the one beside m.safetensors: name it as old.safetensors expects.
+    char *v1 = phax_ckpt_vocab_path(path), *v2 = phax_ckpt_vocab_path(old);
+    cr_assert(v1 && v2 && link(v1, v2) == 0);
+    cr_assert(phax_ckpt_load(old, -1, &in) == PHAX_OK, "%s", phax_error());
+    cr_assert(in.cfg.mlstm_norm_eps == 1e-6, "%.17g", in.cfg.mlstm_norm_eps);
+    phax_ckpt_free(&in);
+    free(v1), free(v2);
+    free(ck.params);
+    phax_layout_free(&ck.layout);
+    phax_vocab_free(ck.vocab);
+    tu_rm_rf(dir);
+    free(dir), free(path), free(old);
 }

@@ -218,11 +218,16 @@ static double *ref_sensitivity(ref_model *r, const int32_t *tok, int T, int wind
 // and compare every step with ref over the same tokens at ref_window (the same
 // window unless a test wants a mismatch). max_len: the decoder's. Returns the
 // worst err/tol; with expect_pass, fails the test on any step over tol.
+// When > 0, the ref model alone runs with this mLSTM head-norm eps (a decoder that
+// ignored its config's eps would pass every test where both sides use the default).
+static double g_ref_norm_eps;
+
 static double decode_vs_ref(const char *label, const phax_model_cfg *cfg, int T, int ref_window,
                             int dec_window, int max_len, int expect_pass) {
     phax_rng rng = tu_rng(label);
     pair p;
     pair_new(&p, cfg, &rng);
+    if (g_ref_norm_eps > 0) p.r.cfg.mlstm_norm_eps = g_ref_norm_eps;
     const int V = p.r.cfg.vocab_size;
     int32_t *tok = malloc((size_t)T * sizeof *tok);
     double *ref = malloc((size_t)T * V * sizeof *ref);
@@ -413,6 +418,20 @@ Test(fcpu_decode, mlstm_5_heads_igate_0) {
     phax_model_cfg c = swax_cfg(PHAX_FAMILY_MLSTM);
     c.mlstm_heads = 5, c.igate_bias_init = 0.0, c.fgate_init = 0.7;
     check("fcpu_decode.mlstm_5_heads_igate_0", &c, 37, -1);
+}
+
+// mlstm_norm_eps (issue 11, item 12): the decoder follows its config's head-norm eps.
+// At eps 1e-5 it matches ref at 1e-5 within the usual bound; against ref at the default
+// 1e-6 it is rejected (at the default igate bias −10 a head's variance is ~1e-6, so the
+// two eps give visibly different functions, not a rounding difference).
+Test(fcpu_decode, mlstm_norm_eps) {
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWAX);
+    c.n_layers = 3, c.mlstm_norm_eps = 1e-5;
+    check("fcpu_decode.mlstm_norm_eps_1e-5", &c, 37, 3);
+    g_ref_norm_eps = 1e-6;
+    double r = decode_vs_ref("fcpu_decode.mlstm_norm_eps_vs_default", &c, 37, 3, 3, 37, 0);
+    g_ref_norm_eps = 0;
+    cr_assert(r > 10.0, "a decoder at eps 1e-5 against ref at 1e-6 reached only err/tol %.3e", r);
 }
 
 // ---------------------------------------------------------------------------

@@ -321,6 +321,45 @@ Test(fcpu_model, swax_family) {
     run_cases("fcpu_model/swax_family", ks, sizeof ks / sizeof *ks);
 }
 
+// mlstm_norm_eps (issue 11, item 12): fast follows the config's head-norm eps as ref does,
+// at 1e-5 (SPEC's LayerNorm eps) and 1e-6 (the default); and the eps matters: ref's logits at
+// the two differ by far more than fast's distance from ref (at igate bias −10 a head's
+// variance is ~1e-6, comparable to eps), so a tier that ignored the key could not pass.
+Test(fcpu_model, mlstm_norm_eps) {
+    phax_model_cfg a = base_cfg(PHAX_FAMILY_SWAX), b;
+    a.train_len = 64, a.mlstm_norm_eps = 1e-5;
+    b = a, b.mlstm_norm_eps = 1e-6;
+    phax_model_cfg m = base_cfg(PHAX_FAMILY_MLSTM);
+    m.mlstm_norm_eps = 1e-5;
+    mcase ks[] = {
+        {"swax eps 1e-5", a, 2, 17, -1},
+        {"swax eps 1e-6", b, 2, 17, -1},
+        {"mlstm eps 1e-5 T70", m, 1, 70, -1},
+    };
+    run_cases("fcpu_model/mlstm_norm_eps", ks, sizeof ks / sizeof *ks);
+
+    // The same parameters and tokens at the two eps, in ref.
+    phax_rng r = tu_rng("fcpu_model/mlstm_norm_eps.differs");
+    ref_model r5, r6;
+    uint64_t seed = phax_rng_u64(&r);
+    cr_assert(ref_model_new(&r5, &a, seed) == PHAX_OK && ref_model_new(&r6, &b, seed) == PHAX_OK, "%s", phax_error());
+    const int B = 2, T = 17, V = r5.cfg.vocab_size;
+    size_t n = (size_t)B * T;
+    int32_t *tok = malloc(n * sizeof *tok), *tg = malloc(n * sizeof *tg);
+    double *l5 = tu_buf(n * V), *l6 = tu_buf(n * V);
+    cr_assert(tok && tg);
+    fill_batch(tok, tg, n, V, &r);
+    cr_assert(ref_model_forward(&r5, tok, tg, B, T, -1, l5, NULL) == PHAX_OK);
+    cr_assert(ref_model_forward(&r6, tok, tg, B, T, -1, l6, NULL) == PHAX_OK);
+    double d = rel_d(l5, l6, n * V);
+    printf("[fcpu_model/mlstm_norm_eps] ref logits at eps 1e-5 vs 1e-6: rel diff %.3e\n", d);
+    // 1e-3 is ~1000x the fast-vs-ref distances logged above (~1e-6 relative).
+    cr_assert(d > 1e-3, "eps 1e-5 and 1e-6 give logits only %.3e apart: is the key honoured?", d);
+    tu_free(l5), tu_free(l6);
+    free(tok), free(tg);
+    ref_model_free(&r5), ref_model_free(&r6);
+}
+
 // ---------------------------------------------------------------------------
 // Backward adds; results are the same bits from run to run; the fused-head loss
 // of a forward equals the backward's.

@@ -13,6 +13,7 @@
 // check against a computation written here (grad.x = grad.y·W for a given
 // grad.y) uses dyadic values small enough that every product and partial sum
 // is exact in float64, so it is exact in any summation order too.
+#define _DEFAULT_SOURCE  // wait4: the child's own peak memory (issue 11 tests below)
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -1288,4 +1290,348 @@ Test(oracle, list_names_every_op) {
     }
     cr_assert(nops == N_ALL_OPS, "--list names %d ops, expected %d", nops, N_ALL_OPS);
     proc_free(&p);
+}
+
+// --- 6. issue 11: names the op does not know (item 10), inputs that ask for too much (item 2),
+// the model's head-norm eps from its config (item 12) ------------------------------------------
+// Every refusal below goes through refused(): exit status 1, one line naming the input
+// file and the offending key or tensor, no output file.
+
+// The example of `op` with one extra F64 tensor `name` of shape (n) added.
+static void with_extra_tensor(const char *op, const char *path, const char *name, int64_t n) {
+    const char *ex = wpath("example.safetensors");
+    example(op, ex);
+    phax_st_file f = st_open(ex);
+    phax_st_writer *w = copy_except(&f, NULL);
+    double *x = calloc((size_t)n, sizeof *x);
+    cr_assert(x);
+    cr_assert(phax_st_add_f64(w, name, x, 1, &n) == PHAX_OK, "%s", phax_error());
+    free(x);
+    st_write_free(w, path);
+    phax_st_free(&f);
+    cr_assert(unlink(ex) == 0);
+}
+
+// A misspelt attribute key ("windw") used to run full attention silently.
+Test(oracle, unknown_attribute_key_refused) {
+    const char *in1 = wpath("windw.safetensors"), *in2 = wpath("eps_typo.safetensors");
+    edited_example("attention", in1, NULL, "windw", "3");
+    edited_example("rmsnorm", in2, NULL, "epsilon", "1e-3");
+    refused("attention", in1, "'windw'");
+    refused("attention", in1, "window");  // and the message lists the known keys
+    refused("rmsnorm", in2, "'epsilon'");
+    // The keys every op accepts: seed, op (which must name the op run), format (torch writers).
+    const char *in3 = wpath("format.safetensors"), *in4 = wpath("op_other.safetensors");
+    edited_example("linear", in3, NULL, "format", "pt");
+    run_ok("linear", in3, wpath("out3.safetensors"));
+    edited_example("linear", in4, NULL, "op", "rmsnorm");
+    refused("linear", in4, "'op'");
+    // Keys and values are someone else's bytes: a newline in either still gives one line.
+    const char *in5 = wpath("nl_key.safetensors"), *in6 = wpath("nl_value.safetensors");
+    edited_example("attention", in5, NULL, "win\ndow", "3");
+    edited_example("attention", in6, NULL, "window", "3\n4");
+    refused("attention", in5, "win\\x0adow");
+    refused("attention", in6, "'window'");
+}
+
+// An extra or misspelt tensor beside the right ones used to be ignored.
+Test(oracle, unknown_tensor_refused) {
+    const char *in1 = wpath("wieght.safetensors"), *in2 = wpath("grad_z.safetensors"),
+               *in3 = wpath("bias_rms.safetensors");
+    with_extra_tensor("linear", in1, "wieght", 6);
+    with_extra_tensor("linear", in2, "grad.z", 3);  // an upstream gradient of no output
+    with_extra_tensor("rmsnorm", in3, "bias", 6);   // rmsnorm has no bias (layernorm has)
+    refused("linear", in1, "'wieght'");
+    refused("linear", in2, "'grad.z'");
+    refused("rmsnorm", in3, "'bias'");
+    // A misspelt name instead of the right one: the unknown name is what the message names.
+    const char *in4 = wpath("only_wieght.safetensors");
+    const char *ex = wpath("example.safetensors");
+    example("linear", ex);
+    phax_st_file f = st_open(ex);
+    const phax_st_tensor *wt = phax_st_find(&f, "weight");
+    cr_assert(wt);
+    phax_st_writer *w = copy_except(&f, (const char *const[]){"weight", NULL});
+    cr_assert(phax_st_add_raw(w, "wieght", wt->dtype, wt->ndim, wt->shape, wt->data) == PHAX_OK);
+    st_write_free(w, in4);
+    phax_st_free(&f);
+    refused("linear", in4, "'wieght'");
+}
+
+// A tensor or attribute that only one setting of the op uses, given with the other.
+Test(oracle, unused_by_setting_refused) {
+    const char *in1 = wpath("m0_parallel.safetensors"), *in2 = wpath("logscale_dot.safetensors");
+    edited_example("mlstm", in1, NULL, "m0", "0.5");  // the example's form is parallel
+    edited_example("attention", in2, NULL, "score", "dot");  // keeps its logscale
+    refused("mlstm", in1, "'m0'");
+    refused("attention", in2, "'logscale'");
+    // RoPE's attributes without RoPE; a SWA window for a PHA-family model (it has attn_window).
+    const char *in3 = wpath("pos0_norope.safetensors"), *in4 = wpath("window_pha.safetensors");
+    const char *ex = wpath("example.safetensors");
+    example("attention", ex);
+    phax_st_file f = st_open(ex);
+    phax_st_writer *w = copy_except(&f, (const char *const[]){"rope", NULL});
+    cr_assert(phax_st_add_meta(w, "rope", "0") == PHAX_OK && phax_st_add_meta(w, "pos0", "5") == PHAX_OK);
+    st_write_free(w, in3);
+    phax_st_free(&f);
+    edited_example("model", in4, NULL, "window", "3");  // the example is PHA
+    refused("attention", in3, "'pos0'");
+    refused("model", in4, "'window'");
+}
+
+// The model op: lm_head.weight with a tied config, a parameter name the layout lacks,
+// an upstream gradient (the model's loss is its own output: none is read).
+Test(oracle, model_unknown_tensor_refused) {
+    const char *ex = wpath("model_ex.safetensors");
+    example("model", ex);
+    phax_st_file f = st_open(ex);
+    const phax_st_tensor *E = phax_st_find(&f, "embed.weight");
+    cr_assert(E && E->ndim == 2);
+    cr_assert(strstr(phax_st_meta(&f, "config"), "\"tie_embeddings\": true"));
+    const char *in1 = wpath("lm_head.safetensors"), *in2 = wpath("typo_param.safetensors"),
+               *in3 = wpath("grad_logits.safetensors");
+    phax_st_writer *w = copy_except(&f, NULL);
+    cr_assert(phax_st_add_raw(w, "lm_head.weight", E->dtype, 2, E->shape, E->data) == PHAX_OK);
+    st_write_free(w, in1);
+    w = copy_except(&f, NULL);
+    cr_assert(phax_st_add_raw(w, "blocks.0.attn.wq.wieght", E->dtype, 2, E->shape, E->data) == PHAX_OK);
+    st_write_free(w, in2);
+    w = copy_except(&f, NULL);
+    cr_assert(phax_st_add_raw(w, "grad.logits", E->dtype, 2, E->shape, E->data) == PHAX_OK);
+    st_write_free(w, in3);
+    phax_st_free(&f);
+    refused("model", in1, "'lm_head.weight'");
+    refused("model", in1, "tie_embeddings");
+    refused("model", in2, "'blocks.0.attn.wq.wieght'");
+    refused("model", in3, "'grad.logits'");
+    // A parameter of the wrong shape is named with the shape the config gives it.
+    const char *in4 = wpath("wk_shape.safetensors");
+    f = st_open(ex);
+    E = phax_st_find(&f, "embed.weight");
+    w = copy_except(&f, (const char *const[]){"blocks.0.attn.wk.weight", NULL});
+    cr_assert(phax_st_add_raw(w, "blocks.0.attn.wk.weight", E->dtype, 2, E->shape, E->data) == PHAX_OK);
+    st_write_free(w, in4);
+    phax_st_free(&f);
+    refused("model", in4, "'blocks.0.attn.wk.weight' does not have the shape this config gives it (6, 12)");
+}
+
+// A config error names its source once: "<file>: config: n_heads ...", not "config: config:".
+Test(oracle, model_config_prefix_once) {
+    const char *in = wpath("heads.safetensors");
+    edited_example("model", in, NULL, "config", "{\"family\": \"pha\", \"n_heads\": 3, \"n_kv_heads\": 2}");
+    refused("model", in, ": config: n_heads (3)");
+    proc p = oracle("model", in, wpath("out.safetensors"));
+    cr_assert(!strstr(p.err, "config: config"), "the prefix is repeated: %s", p.err);
+    proc_free(&p);
+}
+
+// --- item 2: inputs that ask for more than they can be --------------------------------------
+// phax oracle [extra...] op in out, with the child's peak resident memory (KiB) in *rss_kib.
+static proc oracle_rss(const char *a0, const char *a1, const char *op, const char *in, const char *out,
+                       long *rss_kib) {
+    const char *bin = phax_bin();
+    char *argv[8] = {(char *)bin, "oracle"};
+    int k = 2;
+    if (a0) argv[k++] = (char *)a0, argv[k++] = (char *)a1;
+    argv[k++] = (char *)op, argv[k++] = (char *)in, argv[k++] = (char *)out, argv[k] = NULL;
+    char outp[PATH_MAX], errp[PATH_MAX];
+    snprintf(outp, sizeof outp, "%s/stdout", g_io);
+    snprintf(errp, sizeof errp, "%s/stderr", g_io);
+    posix_spawn_file_actions_t fa;
+    cr_assert(posix_spawn_file_actions_init(&fa) == 0);
+    cr_assert(posix_spawn_file_actions_addopen(&fa, 1, outp, O_WRONLY | O_CREAT | O_TRUNC, 0600) == 0);
+    cr_assert(posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC, 0600) == 0);
+    pid_t pid;
+    int rc = posix_spawn(&pid, bin, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    cr_assert(rc == 0, "posix_spawn %s: %s", bin, strerror(rc));
+    int st;
+    struct rusage ru;
+    while (wait4(pid, &st, 0, &ru) < 0) cr_assert(errno == EINTR, "wait4: %s", strerror(errno));
+    *rss_kib = ru.ru_maxrss;  // Linux: KiB
+    proc p = {.exited = WIFEXITED(st), .code = WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+              .signaled = WIFSIGNALED(st), .sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0};
+    p.out = slurp(outp, NULL);
+    p.err = slurp(errp, NULL);
+    return p;
+}
+
+// A writer with F32 tensors of the given shapes, all 1.0 (names and shapes: NULL-terminated).
+typedef struct {
+    const char *name;
+    int ndim;
+    int64_t s[4];
+} tspec;
+
+static void write_ones(const char *path, const tspec *ts, const char *const *meta) {
+    phax_st_writer *w = phax_st_writer_new();
+    cr_assert(w);
+    for (int i = 0; ts[i].name; i++) {
+        size_t n = numel(ts[i].ndim, ts[i].s);
+        float *x = malloc(n * sizeof *x);
+        cr_assert(x);
+        for (size_t j = 0; j < n; j++) x[j] = 1.0f;
+        cr_assert(phax_st_add_raw(w, ts[i].name, PHAX_DT_F32, ts[i].ndim, ts[i].s, x) == PHAX_OK, "%s", phax_error());
+        free(x);
+    }
+    for (int i = 0; meta && meta[i]; i += 2) cr_assert(phax_st_add_meta(w, meta[i], meta[i + 1]) == PHAX_OK);
+    st_write_free(w, path);
+}
+
+// Refused (refused()'s checks) in one line mentioning `needle`, with a peak resident
+// memory at most 32 MiB above the binary's own: that of refusing a missing file,
+// measured here (~6 MiB; more under sanitizers). Why 32: a refusal happens after
+// reading the (< 1 MB) file and its header, before any op allocation. Each of these
+// inputs made the previous code allocate 0.5 GB to 16 GB (docs/oracle.md).
+static void refused_small(const char *op, const char *in, const char *needle) {
+    refused(op, in, needle);
+    long rss, base;
+    proc p = oracle_rss(NULL, NULL, op, wpath("no_such_file.safetensors"), wpath("out.safetensors"), &base);
+    cr_assert(p.exited && p.code == 1, "%s", p.err);
+    proc_free(&p);
+    p = oracle_rss(NULL, NULL, op, in, wpath("out.safetensors"), &rss);
+    cr_assert(p.exited && p.code == 1, "%s", p.err);
+    cr_assert(rss <= base + 32 * 1024, "%s %s: peak resident memory %ld KiB before refusing (baseline %ld KiB)", op,
+              in, rss, base);
+    proc_free(&p);
+    struct stat sb;
+    cr_assert(stat(in, &sb) == 0 && sb.st_size < (1 << 20), "%s is not under 1 MB", in);
+}
+
+Test(oracle, dss_kernel_T_bounded) {
+    // 338 bytes in the issue: T = 2^24 took 4 GB and wrote 2 GB.
+    const char *in1 = wpath("dss_T24.safetensors"), *in2 = wpath("dss_T16_H4096.safetensors");
+    write_ones(in1, (tspec[]){{"lambda_re", 1, {1}}, {"lambda_im", 1, {1}}, {"c_re", 2, {8, 1}}, {"c_im", 2, {8, 1}}, {0}},
+               (const char *const[]){"T", "16777216", NULL});
+    refused_small("dss_kernel", in1, "'T'");
+    // T at its maximum (65536), but 4096 channels: 2^28 elements of k.
+    write_ones(in2, (tspec[]){{"lambda_re", 1, {1}}, {"lambda_im", 1, {1}}, {"c_re", 2, {4096, 1}}, {"c_im", 2, {4096, 1}}, {0}},
+               (const char *const[]){"T", "65536", NULL});
+    refused_small("dss_kernel", in2, "MiB");
+}
+
+// Outputs that are products of independent input dimensions.
+Test(oracle, products_of_dims_bounded) {
+    const char *e = wpath("emb.safetensors"), *l = wpath("lin.safetensors"), *s = wpath("swiglu.safetensors"),
+               *m = wpath("mlstm.safetensors"), *a = wpath("attn.safetensors");
+    write_ones(e, (tspec[]){{"weight", 2, {1, 64}}, {0}}, NULL);
+    {  // tokens (1, 200000), all 0 (V = 1): y is 200000 x 64
+        phax_st_file f = st_open(e);
+        phax_st_writer *w = copy_except(&f, NULL);
+        int64_t ts[2] = {1, 200000};
+        unsigned char *z = calloc(200000, 1);
+        cr_assert(z && phax_st_add_raw(w, "tokens", PHAX_DT_U8, 2, ts, z) == PHAX_OK);
+        free(z);
+        phax_st_free(&f);
+        st_write_free(w, e);
+    }
+    write_ones(l, (tspec[]){{"x", 2, {100000, 1}}, {"weight", 2, {2000, 1}}, {0}}, NULL);  // y: 2e8
+    write_ones(s, (tspec[]){{"x", 2, {50000, 1}}, {"w_gate", 2, {2000, 1}}, {"w_up", 2, {2000, 1}},
+                            {"w_down", 2, {1, 2000}}, {0}}, NULL);  // backward scratch 7 x 1e8
+    write_ones(m, (tspec[]){{"q", 4, {1, 2, 1, 4000}}, {"k", 4, {1, 2, 1, 4000}}, {"v", 4, {1, 2, 1, 4000}},
+                            {"igate", 3, {1, 2, 1}}, {"fgate", 3, {1, 2, 1}}, {0}},
+               (const char *const[]){"form", "recurrent", NULL});  // tape: 3 x 4000 x 4000
+    write_ones(a, (tspec[]){{"q", 4, {1, 1000, 40, 2}}, {"k", 4, {1, 1000, 1, 2}}, {"v", 4, {1, 1000, 1, 100}}, {0}},
+               (const char *const[]){"rope", "0", NULL});  // y: 1000 x 40 x 100, x4 with copies
+    refused_small("embedding", e, "MiB");
+    refused_small("linear", l, "MiB");
+    refused_small("swiglu", s, "MiB");
+    refused_small("mlstm", m, "MiB");
+    refused_small("attention", a, "MiB");
+}
+
+// A model config whose parameters the file does not hold is refused from the header,
+// before the model is allocated (vocab 2^30 x d 2 was 16 GB of parameters and gradients).
+Test(oracle, model_sizes_checked_before_allocating) {
+    const char *in1 = wpath("vocab.safetensors"), *in2 = wpath("layers.safetensors");
+    const char *cfg1 = "{\"family\": \"transformer\", \"vocab_size\": 1073741824, \"d_model\": 2, \"n_heads\": 1, "
+                       "\"n_layers\": 1, \"ffn_hidden\": 1}";
+    const char *cfg2 = "{\"family\": \"pha\", \"n_layers\": 200000000}";
+    for (int i = 0; i < 2; i++) {
+        phax_st_writer *w = phax_st_writer_new();
+        int32_t t[2] = {0, 0};
+        int64_t s[2] = {1, 2};
+        cr_assert(w && phax_st_add_i32(w, "tokens", t, 2, s) == PHAX_OK && phax_st_add_i32(w, "targets", t, 2, s) == PHAX_OK);
+        cr_assert(phax_st_add_meta(w, "config", i ? cfg2 : cfg1) == PHAX_OK);
+        st_write_free(w, i ? in2 : in1);
+    }
+    refused_small("model", in1, "'embed.weight'");
+    refused_small("model", in2, "n_layers");
+}
+
+// --max-memory: the limit is a default, not a ceiling on what the oracle can do.
+Test(oracle, max_memory_option) {
+    // H 64, T 65536: k and its upstream gradient are 2 x 32 MiB, 134 MiB with the writer's
+    // copies: over the default limit (96 MiB + 16x this tiny input), under 256 MiB.
+    const char *in = wpath("dss_H64.safetensors"), *out = wpath("dss_out.safetensors");
+    write_ones(in, (tspec[]){{"lambda_re", 1, {1}}, {"lambda_im", 1, {1}}, {"c_re", 2, {64, 1}}, {"c_im", 2, {64, 1}}, {0}},
+               (const char *const[]){"T", "65536", NULL});
+    refused("dss_kernel", in, "--max-memory");
+    long rss;
+    proc p = oracle_rss("--max-memory", "256", "dss_kernel", in, out, &rss);
+    expect_success(&p, "phax oracle --max-memory 256 dss_kernel");
+    proc_free(&p);
+    phax_st_file f = st_open(out);
+    const phax_st_tensor *k = phax_st_find(&f, "k");
+    cr_assert(k && k->ndim == 2 && k->shape[0] == 64 && k->shape[1] == 65536);
+    phax_st_free(&f);
+    cr_assert(unlink(out) == 0);
+    // A bad value is a usage error (one line, exit 1), not a silent default.
+    const char *bad[] = {"abc", "0", "-5", "1e300", ""};
+    for (int i = 0; i < 5; i++) {
+        p = oracle_rss("--max-memory", bad[i], "dss_kernel", in, out, &rss);
+        cr_assert(p.exited && p.code == 1 && strstr(p.err, "--max-memory"), "'%s': %s", bad[i], p.err);
+        cr_assert(!exists(out));
+        proc_free(&p);
+    }
+}
+
+// --- item 12: the model op takes the mLSTM head-norm eps from its config ------------------------
+// A SWAX model at mlstm_norm_eps 1e-5: the oracle's logits are bit-identical to ref's at 1e-5
+// (the same float64 code on the same values), and differ from ref's at the default 1e-6.
+Test(oracle, model_mlstm_norm_eps) {
+    phax_model_cfg cfg = phax_model_cfg_default(PHAX_FAMILY_SWAX);
+    cfg.vocab_size = 11, cfg.d_model = 12, cfg.n_layers = 2, cfg.n_heads = 2, cfg.n_kv_heads = 1;
+    cfg.mlstm_heads = 2, cfg.ffn_hidden = 16, cfg.train_len = 16, cfg.mlstm_norm_eps = 1e-5;
+    ref_model m5, m6;
+    cr_assert(ref_model_new(&m5, &cfg, 7) == PHAX_OK, "%s", phax_error());
+    phax_model_cfg c6 = cfg;
+    c6.mlstm_norm_eps = 1e-6;
+    cr_assert(ref_model_new(&m6, &c6, 7) == PHAX_OK, "%s", phax_error());
+    const int B = 2, T = 7, V = 11;
+    int32_t tok[14], tg[14];
+    for (int i = 0; i < B * T; i++) tok[i] = (i * 5) % V, tg[i] = (i * 3 + 1) % V;
+    phax_st_writer *w = phax_st_writer_new();
+    char *json = phax_model_cfg_to_json(&m5.cfg);
+    cr_assert(w && json && strstr(json, "\"mlstm_norm_eps\": 1e-5"), "%s", json ? json : phax_error());
+    cr_assert(phax_st_add_meta(w, "config", json) == PHAX_OK);
+    free(json);
+    for (int i = 0; i < m5.layout.n; i++) {
+        const phax_param_info *p = &m5.layout.p[i];
+        cr_assert(phax_st_add_f64(w, p->name, m5.params + p->offset, p->ndim, p->shape) == PHAX_OK);
+    }
+    int64_t s[2] = {B, T};
+    cr_assert(phax_st_add_i32(w, "tokens", tok, 2, s) == PHAX_OK && phax_st_add_i32(w, "targets", tg, 2, s) == PHAX_OK);
+    const char *in = wpath("swax_eps.safetensors"), *out = wpath("swax_eps_out.safetensors");
+    st_write_free(w, in);
+    run_ok("model", in, out);
+    double l5[14 * 11], l6[14 * 11];
+    cr_assert(ref_model_forward(&m5, tok, tg, B, T, -1, l5, NULL) == PHAX_OK);
+    cr_assert(ref_model_forward(&m6, tok, tg, B, T, -1, l6, NULL) == PHAX_OK);
+    phax_st_file f = st_open(out);
+    size_t n;
+    double *lo = tensor_f64(&f, "logits", &n);
+    cr_assert(n == (size_t)B * T * V);
+    double d6 = 0, n6 = 0;
+    for (size_t i = 0; i < n; i++) {
+        cr_assert(isfinite(lo[i]));
+        d6 += (lo[i] - l6[i]) * (lo[i] - l6[i]), n6 += l6[i] * l6[i];
+    }
+    cr_assert(memcmp(lo, l5, n * sizeof *lo) == 0, "the oracle's logits are not ref's at eps 1e-5");
+    // At the default igate bias −10 a head's variance is ~1e-6: the eps moves logits by
+    // tens of per cent (measured 0.6 in fcpu_model/mlstm_norm_eps); 1e-3 is far from rounding.
+    cr_assert(sqrt(d6 / n6) > 1e-3, "eps 1e-5 and 1e-6 give logits %.3e apart", sqrt(d6 / n6));
+    free(lo);
+    phax_st_free(&f);
+    ref_model_free(&m5), ref_model_free(&m6);
 }

@@ -300,7 +300,7 @@ static void mlstm_step(fcpu_decoder *dc, mlstm_layer *M, float *y, const float *
         const double den = fmax(fabs(s), exp(-mt)) + PHAX_MLSTM_EPS;
         for (int j = 0; j < dv; j++) hc[(size_t)hh * dv + j] = (float)(num[j] / den);
     }
-    fcpu_headnorm_fwd(hn, hc, M->hnorm, 1, NH, dv, PHAX_HEADNORM_EPS);
+    fcpu_headnorm_fwd(hn, hc, M->hnorm, 1, NH, dv, dc->c->mlstm_norm_eps);
     for (int i = 0; i < d; i++) hc[i] = (float)ref_sigmoid(og[i]) * hn[i];  // h = o ⊙ headnorm(h̃)
     matvec(y, M->wout, hc, d, d);
 }

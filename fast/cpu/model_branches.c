@@ -227,7 +227,7 @@ static int mlstm_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
                                           NH, dqk, dv, (float)PHAX_MLSTM_EPS, FCPU_MLSTM_CHUNK,
                                           NULL, NULL, cx->ws->kws));
     if (rc) return PHAX_ERR;
-    fcpu_headnorm_fwd(b->mhn, b->mhc, P("mlstm.headnorm.weight"), n, NH, dv, PHAX_HEADNORM_EPS);
+    fcpu_headnorm_fwd(b->mhn, b->mhc, P("mlstm.headnorm.weight"), n, NH, dv, c->mlstm_norm_eps);
     {
         const float *restrict o = b->mo, *restrict hn = b->mhn;
         float *restrict h = b->mh;
@@ -259,7 +259,7 @@ static int mlstm_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy,
         }
     }
     fcpu_headnorm_bwd(dhc, G("mlstm.headnorm.weight"), dh, b->mhc, P("mlstm.headnorm.weight"), n,
-                      NH, dv, PHAX_HEADNORM_EPS, cx->ws->kws);
+                      NH, dv, c->mlstm_norm_eps, cx->ws->kws);
     int rc;
     FM_PROF(cx, FCPU_PART_MLSTM_KERNEL,
             rc = fcpu_mlstm_chunkwise_bwd(dq, dk_, dv_, dig, dfg, dhc, b->mq, b->mk, b->mv, b->mig,

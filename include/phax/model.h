@@ -19,6 +19,11 @@ typedef enum {
     PHAX_FAMILY_COUNT
 } phax_family;
 
+// Default eps of the mLSTM head norm (config key "mlstm_norm_eps"): 1e-6, the norm eps of
+// xLSTM-7B (Beck et al. 2025), which phax's SWAX layers follow. SPEC's LayerNorm says 1e-5;
+// at init (input-gate bias −10) a head's variance is ~1e-6, so the choice matters.
+#define PHAX_MLSTM_NORM_EPS_DEFAULT 1e-6
+
 const char *phax_family_name(phax_family f);          // "pha", "transformer", ...
 int phax_family_parse(const char *s, phax_family *f);  // PHAX_ERR on an unknown name
 
@@ -54,6 +59,8 @@ typedef struct {
     int mlstm_first;       // "mixer_order": "mlstm_first" (1, default: even layers mLSTM) or "swa_first" (0)
     double igate_bias_init;  // "igate_bias_init" (default −10, xLSTM-7B)
     double fgate_init;       // "fgate_init": σ(b_f) at init (default 0.95)
+    double mlstm_norm_eps;   // "mlstm_norm_eps": eps of the mLSTM head norm (0 = derived: 1e-6,
+                             // xLSTM-7B's; SPEC's LayerNorm says 1e-5); finite, in (0, 1]
     int train_len;         // "train_len": training sequence length (0 = derived: 256)
     int w_short, w_long;   // "w_short", "w_long" (0 = derived: train_len/128 (≥1), train_len/8)
     double p_short;        // "p_short": probability of the short window per step (default 0.5)

@@ -28,7 +28,7 @@
 #define PHAX_COSINE_NORM_EPS 1e-12       // ‖q‖, ‖k‖ clamped below by this
 #define PHAX_COSINE_MAX_LOGSCALE 4.605170185988091368  // log(100)
 #define PHAX_MLSTM_EPS 1e-6
-#define PHAX_HEADNORM_EPS 1e-6            // xLSTM-7B's norm eps for the mLSTM head norm
+#define PHAX_HEADNORM_EPS 1e-6            // headnorm op default; models: config "mlstm_norm_eps" (same default)
 
 // --- embedding (ref/embedding.c) -------------------------------------------
 // x: (n, d) = E[tok]; E: (V, d); tok: (n). Fails on a token outside [0, V),
