@@ -1541,10 +1541,11 @@ Test(oracle, products_of_dims_bounded) {
 }
 
 // A model config whose parameters the file does not hold is refused from the header,
-// before the model is allocated (vocab 2^30 x d 2 was 16 GB of parameters and gradients).
+// before the model is allocated. vocab 2^21 x d 512 (the largest vocabulary the config
+// maxima allow, 2^30 parameters) is 16 GB of float64 parameters and gradients.
 Test(oracle, model_sizes_checked_before_allocating) {
     const char *in1 = wpath("vocab.safetensors"), *in2 = wpath("layers.safetensors");
-    const char *cfg1 = "{\"family\": \"transformer\", \"vocab_size\": 1073741824, \"d_model\": 2, \"n_heads\": 1, "
+    const char *cfg1 = "{\"family\": \"transformer\", \"vocab_size\": 2097152, \"d_model\": 512, \"n_heads\": 1, "
                        "\"n_layers\": 1, \"ffn_hidden\": 1}";
     const char *cfg2 = "{\"family\": \"pha\", \"n_layers\": 200000000}";
     for (int i = 0; i < 2; i++) {
