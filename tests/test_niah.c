@@ -616,6 +616,12 @@ Test(niah, wikitext2_prompts) {
     snprintf(train, sizeof train, "%s/train.txt.xz", wt2_dir());
     snprintf(valid, sizeof valid, "%s/valid.txt", wt2_dir());
     struct stat sb;
+    const char *root = getenv("PHAX_SOURCE_ROOT");
+    if (stat(train, &sb) != 0 && !getenv("PHAX_DATA_DIR") && root && *root) {
+        // No ../shared: the repository's own copy (data/, xz-compressed).
+        snprintf(train, sizeof train, "%s/data/wikitext-2/train.txt.xz", root);
+        snprintf(valid, sizeof valid, "%s/data/wikitext-2/valid.txt.xz", root);
+    }
     if (stat(train, &sb) != 0 || stat(valid, &sb) != 0)
         cr_skip_test("shared data not found (%s); set PHAX_DATA_DIR to the folder of "
                      "shared/data/README.md", train);

@@ -479,6 +479,23 @@ static int has_file(const char *p) {
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+// dir/rel, or else the repository's own copy (data/rel, or data/rel.xz: WikiText-2 ships
+// xz-compressed), so that a fresh clone without ../shared still runs the WikiText-2 checks.
+static char *corpus_path(const char *dir, const char *rel) {
+    char *p = tu_join(dir, rel);
+    const char *root = getenv("PHAX_SOURCE_ROOT");
+    if (has_file(p) || getenv("PHAX_DATA_DIR") || !root || !*root) return p;
+    char alt[4096];
+    for (int xz = 0; xz < 2; xz++) {
+        int k = snprintf(alt, sizeof alt, "%s/data/%s%s", root, rel, xz && !strstr(rel, ".xz") ? ".xz" : "");
+        if (k > 0 && (size_t)k < sizeof alt && has_file(alt)) {
+            free(p);
+            return strdup(alt);
+        }
+    }
+    return p;
+}
+
 static size_t count_id(const int32_t *ids, size_t n, int32_t id) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) k += ids[i] == id;
@@ -494,7 +511,8 @@ typedef struct {
 // published counts; every word type of valid and test must already be in the
 // training vocabulary (closed vocabulary: <unk> ids only for literal "<unk>").
 static void check_corpus(const corpus *c) {
-    char *dir = data_dir(), *paths[3] = {tu_join(dir, c->train), tu_join(dir, c->valid), tu_join(dir, c->test)};
+    char *dir = data_dir(), *paths[3] = {corpus_path(dir, c->train), corpus_path(dir, c->valid),
+                                       corpus_path(dir, c->test)};
     for (int s = 0; s < 3; s++)
         if (!has_file(paths[s]))
             cr_skip_test("shared data not found (%s); set PHAX_DATA_DIR to the folder of "
@@ -567,7 +585,7 @@ Test(tokenizer, ptb_counts) {
 
 // The cache on a real corpus: the first load builds, the second reads; both agree.
 Test(tokenizer, wikitext2_cache_timing) {
-    char *dir = data_dir(), *train = tu_join(dir, "wikitext-2/train.txt.xz");
+    char *dir = data_dir(), *train = corpus_path(dir, "wikitext-2/train.txt.xz");
     if (!has_file(train))
         cr_skip_test("shared data not found (%s); set PHAX_DATA_DIR to the folder of "
                      "shared/data/README.md", train);
