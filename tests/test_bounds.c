@@ -412,47 +412,21 @@ Test(bounds, mlstm_workspace_at_int_max_T) {
 
 // --- the phax command ----------------------------------------------------------------------------
 
-// Run $PHAX_BIN with the NULL-terminated arguments, output into `out`; returns the
+// Run phax with the NULL-terminated arguments, stdout and stderr into `out`; returns the
 // exit status and the child's peak resident memory in *peak_mb.
-static int phax_run(const char *out, long *peak_mb, const char *arg0, ...) {
-    const char *bin = getenv("PHAX_BIN");
-    cr_assert(bin && *bin, "PHAX_BIN is not set");
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = bin;
-    va_list ap;
-    va_start(ap, arg0);
-    for (const char *a = arg0; a; a = va_arg(ap, const char *)) {
-        cr_assert(n < 31);
-        argv[n++] = a;
-    }
-    va_end(ap);
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd < 0) _exit(127);
-        dup2(fd, 1), dup2(fd, 2);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    struct rusage ru;
-    cr_assert(wait4(pid, &st, 0, &ru) == pid);
-    *peak_mb = ru.ru_maxrss / 1024;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+static int phax_run_v(const char *out, long *peak_mb, const char *const *args) {
+    long kb;
+    int rc = tu_phax_v(out, NULL, NULL, &kb, args);
+    *peak_mb = kb / 1024;
+    return rc;
 }
+#define phax_run(out, peak_mb, ...) phax_run_v((out), (peak_mb), (const char *const[]){__VA_ARGS__})
 
-static char *slurp_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+// The whole file; valid until the next call.
+static const char *slurp_text(const char *path) {
+    static char *last;
+    free(last);
+    return last = tu_slurp(path, NULL);
 }
 
 // `phax info CONFIG.json` of a valid 127 M-parameter config counts it; before, it

@@ -22,40 +22,9 @@
 
 // --- helpers ---------------------------------------------------------------------------------
 
-static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xprintf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    cr_assert(vasprintf(&s, fmt, ap) >= 0);
-    va_end(ap);
-    return s;
-}
-
-static int exists(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0;
-}
-
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap + 1);
-    size_t got;
-    while ((got = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) buf = realloc(buf, (cap *= 2) + 1);
-    }
-    fclose(f);
-    buf[len] = '\0';
-    if (n) *n = len;
-    return buf;
-}
-
 static void same_bytes(const char *a, const char *b) {
     size_t na, nb;
-    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    char *x = tu_slurp(a, &na), *y = tu_slurp(b, &nb);
     cr_assert(na == nb && !memcmp(x, y, na), "%s and %s differ", a, b);
     free(x), free(y);
 }
@@ -69,18 +38,18 @@ typedef struct {
 static sandbox sandbox_new(void) {
     const char *t = getenv("TMPDIR");
     sandbox s;
-    s.dir = xprintf("%s/phax_cli_XXXXXX", t && *t ? t : "/tmp");
+    s.dir = tu_xprintf("%s/phax_cli_XXXXXX", t && *t ? t : "/tmp");
     cr_assert(mkdtemp(s.dir), "mkdtemp: %s", strerror(errno));
-    s.data = xprintf("%s/data", s.dir);
-    s.out = xprintf("%s/out.txt", s.dir);
-    s.err = xprintf("%s/err.txt", s.dir);
+    s.data = tu_xprintf("%s/data", s.dir);
+    s.out = tu_xprintf("%s/out.txt", s.dir);
+    s.err = tu_xprintf("%s/err.txt", s.dir);
     cr_assert(mkdir(s.data, 0777) == 0);
     static const char *lines[] = {"the cat sat on the mat", "the dog ran to the red house",
                                   "a small bird flew over the old tree",
                                   "my friend drank warm tea at noon"};
     const char *names[2] = {"train.txt", "valid.txt"};
     for (int k = 0; k < 2; k++) {
-        char *p = xprintf("%s/%s", s.data, names[k]);
+        char *p = tu_xprintf("%s/%s", s.data, names[k]);
         FILE *f = fopen(p, "w");
         cr_assert(f);
         for (int i = 0; i < (k ? 8 : 60); i++) fprintf(f, "%s\n", lines[(i * 3 + k) % 4]);
@@ -95,42 +64,13 @@ static void sandbox_free(sandbox *s) {
     free(s->dir), free(s->data), free(s->out), free(s->err);
 }
 
-// Run $PHAX_BIN with the NULL-terminated arguments, stdout/stderr to files;
-// returns the exit status.
-static int phax_run(const sandbox *s, const char *arg0, ...) {
-    const char *bin = getenv("PHAX_BIN");
-    cr_assert(bin && *bin, "PHAX_BIN is not set");
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = bin;
-    va_list ap;
-    va_start(ap, arg0);
-    for (const char *a = arg0; a; a = va_arg(ap, const char *)) {
-        cr_assert(n < 63);
-        argv[n++] = a;
-    }
-    va_end(ap);
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int o = open(s->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int e = open(s->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (o < 0 || e < 0) _exit(127);
-        dup2(o, 1), dup2(e, 2);
-        setenv("OMP_NUM_THREADS", "1", 1);  // tiny models: threads only cost here
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    cr_assert(waitpid(pid, &st, 0) == pid);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
+// Run phax with the NULL-terminated arguments, stdout and stderr to the sandbox's files;
+// the exit status (1000 + a signal that ended it).
+#define phax_run(s, ...) tu_phax((s)->out, (s)->err, NULL, NULL, __VA_ARGS__)
 
 // stderr of the last run must be one line holding every fragment.
 static void expect_error(const sandbox *s, int rc, const char *frag1, const char *frag2) {
-    char *e = slurp(s->err, NULL);
+    char *e = tu_slurp(s->err, NULL);
     cr_assert(rc == 1, "exit %d, stderr: %s", rc, e);
     cr_assert(!strncmp(e, "phax train: ", 12), "stderr: %s", e);
     char *nl = strchr(e, '\n');
@@ -148,7 +88,7 @@ static void expect_error(const sandbox *s, int rc, const char *frag1, const char
 
 // Losses of the "loss" lines of a log.jsonl, in order.
 static int read_losses(const char *log, double *loss, int cap) {
-    char *t = slurp(log, NULL);
+    char *t = tu_slurp(log, NULL);
     int n = 0;
     for (char *p = t; (p = strstr(p, "\"loss\": ")) && n < cap; p++) loss[n++] = strtod(p + 8, NULL);
     free(t);
@@ -157,7 +97,7 @@ static int read_losses(const char *log, double *loss, int cap) {
 
 // Drop the timing field ("tokens_per_s") of every log line.
 static char *log_without_timing(const char *path) {
-    char *t = slurp(path, NULL), *o = malloc(strlen(t) + 1), *q = o;
+    char *t = tu_slurp(path, NULL), *o = malloc(strlen(t) + 1), *q = o;
     for (char *p = t; *p;) {
         if (!strncmp(p, ", \"tokens_per_s\": ", 18)) {
             p += 18;
@@ -177,7 +117,7 @@ static char *gen_file(const char *run, const char *name) {
     char *m = phax_ckpt_model_path(run);
     cr_assert(m);
     *strrchr(m, '/') = '\0';
-    char *p = xprintf("%s/%s", m, name);
+    char *p = tu_xprintf("%s/%s", m, name);
     free(m);
     return p;
 }
@@ -186,9 +126,9 @@ static char *gen_file(const char *run, const char *name) {
 
 static void loss_decreases(const char *family) {
     sandbox s = sandbox_new();
-    char *run = xprintf("%s/run", s.dir), *log = xprintf("%s/log.jsonl", run);
+    char *run = tu_xprintf("%s/run", s.dir), *log = tu_xprintf("%s/log.jsonl", run);
     int rc = TINY(family, run);
-    char *e = slurp(s.err, NULL);
+    char *e = tu_slurp(s.err, NULL);
     cr_assert(rc == 0, "%s: exit %d: %s", family, rc, e);
     free(e);
     double l[32];
@@ -196,7 +136,7 @@ static void loss_decreases(const char *family) {
     double first = (l[0] + l[1] + l[2]) / 3, last = (l[17] + l[18] + l[19]) / 3;
     // ln 25 = 3.2 at start; the four sentences' bigrams are learnable to ~1.5.
     cr_assert(last < first - 0.5, "%s: loss %.3f -> %.3f", family, first, last);
-    char *t = slurp(log, NULL);
+    char *t = tu_slurp(log, NULL);
     cr_assert(strstr(t, "\"val_ppl\""), "no evaluation line");
     if (!strcmp(family, "swax")) cr_assert(strstr(t, "\"window\": "), "no window logged");
     if (!strcmp(family, "pha")) cr_assert(strstr(t, "\"mix\": [["), "no mix weights logged");
@@ -216,7 +156,7 @@ Test(cli, train_transformer_loss_decreases) { loss_decreases("transformer"); }
 // 20 steps straight vs 10 (--stop-after) + --resume: the same bytes.
 static void resume_identical(const char *family) {
     sandbox s = sandbox_new();
-    char *a = xprintf("%s/a", s.dir), *b = xprintf("%s/b", s.dir);
+    char *a = tu_xprintf("%s/a", s.dir), *b = tu_xprintf("%s/b", s.dir);
     cr_assert(TINY(family, a, "--ckpt-every", "7") == 0);
     cr_assert(TINY(family, b, "--ckpt-every", "7", "--stop-after", "10") == 0);
     phax_ckpt ck;
@@ -230,7 +170,7 @@ static void resume_identical(const char *family) {
         same_bytes(fa, fb);
         free(fa), free(fb);
     }
-    char *la = xprintf("%s/log.jsonl", a), *lb = xprintf("%s/log.jsonl", b);
+    char *la = tu_xprintf("%s/log.jsonl", a), *lb = tu_xprintf("%s/log.jsonl", b);
     char *ta = log_without_timing(la), *tb = log_without_timing(lb);
     cr_assert_str_eq(ta, tb, "logs differ beyond timing");
     // Resuming a finished run does nothing.
@@ -248,31 +188,31 @@ Test(cli, resume_bit_identical_swax) { resume_identical("swax"); }
 
 Test(cli, nan_lr_refused_nothing_written) {
     sandbox s = sandbox_new();
-    char *run = xprintf("%s/run", s.dir);
+    char *run = tu_xprintf("%s/run", s.dir);
     expect_error(&s, TINY("pha", run, "--lr", "nan"), "--lr", "nan");
-    cr_assert(!exists(run));
+    cr_assert(!tu_exists(run));
     expect_error(&s, TINY("pha", run, "--lr", "-1e-3"), "--lr", NULL);
     expect_error(&s, TINY("pha", run, "--seq", "65537"), "--seq", "65537");
     expect_error(&s, TINY("pha", run, "--frobnicate", "1"), "unknown option '--frobnicate'", NULL);
     expect_error(&s, TINY("pha", run, "--set", "n_heads=3"), "n_heads", NULL);
-    cr_assert(!exists(run));
+    cr_assert(!tu_exists(run));
     free(run);
     sandbox_free(&s);
 }
 
 Test(cli, missing_or_empty_data_refused_nothing_written) {
     sandbox s = sandbox_new();
-    char *run = xprintf("%s/run", s.dir), *nope = xprintf("%s/nope.txt", s.dir),
-         *empty = xprintf("%s/empty.txt", s.dir);
+    char *run = tu_xprintf("%s/run", s.dir), *nope = tu_xprintf("%s/nope.txt", s.dir),
+         *empty = tu_xprintf("%s/empty.txt", s.dir);
     int rc = phax_run(&s, "train", "--family", "pha", "--train", nope, "--out", run, NULL);
     expect_error(&s, rc, nope, "no such file");
-    cr_assert(!exists(run), "the run folder was created");
+    cr_assert(!tu_exists(run), "the run folder was created");
     fclose(fopen(empty, "w"));
     rc = phax_run(&s, "train", "--family", "pha", "--train", empty, "--out", run, NULL);
     expect_error(&s, rc, empty, "empty");
     rc = phax_run(&s, "train", "--family", "pha", "--data", s.dir, "--out", run, NULL);
     expect_error(&s, rc, s.dir, "no training file");
-    cr_assert(!exists(run), "the run folder was created");
+    cr_assert(!tu_exists(run), "the run folder was created");
     free(run), free(nope), free(empty);
     sandbox_free(&s);
 }
@@ -281,11 +221,11 @@ Test(cli, missing_or_empty_data_refused_nothing_written) {
 // checkpoints, are refused without touching the files.
 Test(cli, bad_resume_refused_files_untouched) {
     sandbox s = sandbox_new();
-    char *run = xprintf("%s/run", s.dir);
+    char *run = tu_xprintf("%s/run", s.dir);
     cr_assert(TINY("pha", run, "--steps", "3", "--eval-every", "0") == 0);
     char *ck = gen_file(run, "checkpoint.safetensors"), *st = gen_file(run, "checkpoint.state.safetensors");
     size_t n0;
-    char *orig = slurp(ck, &n0);
+    char *orig = tu_slurp(ck, &n0);
     expect_error(&s, TINY("pha", run), "holds a run already", NULL);
     // Another family than the checkpoint's.
     expect_error(&s, phax_run(&s, "train", "--resume", "--out", run, "--family", "swax", NULL), ck,
@@ -294,10 +234,10 @@ Test(cli, bad_resume_refused_files_untouched) {
     expect_error(&s, phax_run(&s, "train", "--resume", "--out", run, "--lr", "1", NULL), "--lr",
                  "cannot be changed on --resume");
     // A torn pair: the state of another step.
-    char *st2 = xprintf("%s/other", s.dir);
+    char *st2 = tu_xprintf("%s/other", s.dir);
     cr_assert(TINY("pha", st2, "--steps", "3", "--stop-after", "2", "--eval-every", "0") == 0);
     char *st2f = gen_file(st2, "checkpoint.state.safetensors");
-    char *keep = slurp(st, NULL);
+    char *keep = tu_slurp(st, NULL);
     cr_assert(rename(st2f, st) == 0);
     expect_error(&s, phax_run(&s, "train", "--resume", "--out", run, NULL), st, "torn checkpoint");
     // Truncated model file.
@@ -306,7 +246,7 @@ Test(cli, bad_resume_refused_files_untouched) {
     struct stat sb;
     cr_assert(stat(ck, &sb) == 0 && (size_t)sb.st_size == n0 / 2, "the checkpoint was rewritten");
     // Nothing to resume.
-    char *none = xprintf("%s/none", s.dir);
+    char *none = tu_xprintf("%s/none", s.dir);
     expect_error(&s, phax_run(&s, "train", "--resume", "--out", none, NULL), "no checkpoint", NULL);
     free(orig), free(keep), free(run), free(ck), free(st), free(st2), free(st2f), free(none);
     sandbox_free(&s);
@@ -316,13 +256,13 @@ Test(cli, bad_resume_refused_files_untouched) {
 // exit 1, naming the step; the checkpoint of the step before stays as it was.
 Test(cli, divergence_stops_checkpoint_intact) {
     sandbox s = sandbox_new();
-    char *run = xprintf("%s/run", s.dir);
+    char *run = tu_xprintf("%s/run", s.dir);
     int rc = TINY("transformer", run, "--lr", "1e30", "--min-lr", "0", "--warmup", "0",
                   "--ckpt-every", "1", "--eval-every", "0");
     expect_error(&s, rc, "step ", "is NaN");
     phax_ckpt ck;
     cr_assert(phax_ckpt_load(run, PHAX_FAMILY_TRANSFORMER, &ck) == PHAX_OK, "%s", phax_error());
-    char *e = slurp(s.err, NULL);
+    char *e = tu_slurp(s.err, NULL);
     long bad = strtol(strstr(e, "step ") + 5, NULL, 10);
     cr_assert(ck.step == bad - 1, "checkpoint at step %ld, failure at %ld", (long)ck.step, bad);
     for (size_t i = 0; i < ck.layout.numel; i++) cr_assert(isfinite(ck.params[i]));
@@ -334,7 +274,7 @@ Test(cli, divergence_stops_checkpoint_intact) {
 Test(cli, help_documents_every_flag) {
     sandbox s = sandbox_new();
     cr_assert(phax_run(&s, "train", "--help", NULL) == 0);
-    char *h = slurp(s.out, NULL);
+    char *h = tu_slurp(s.out, NULL);
     const char *flags[] = {"--family", "--config", "--set", "--data", "--train", "--valid",
                            "--tokenizer", "--steps", "--time-budget", "--batch", "--seq", "--lr",
                            "--min-lr", "--warmup", "--beta1", "--beta2", "--eps", "--wd", "--clip",
@@ -350,10 +290,10 @@ Test(cli, help_documents_every_flag) {
 
 Test(cli, info_checkpoint_and_config) {
     sandbox s = sandbox_new();
-    char *run = xprintf("%s/run", s.dir), *ck = xprintf("%s/checkpoint.safetensors", run);
+    char *run = tu_xprintf("%s/run", s.dir), *ck = tu_xprintf("%s/checkpoint.safetensors", run);
     cr_assert(TINY("pha", run, "--steps", "2", "--eval-every", "0") == 0);
     int rc = phax_run(&s, "info", ck, NULL);
-    char *o = slurp(s.out, NULL), *e = slurp(s.err, NULL);
+    char *o = tu_slurp(s.out, NULL), *e = tu_slurp(s.err, NULL);
     cr_assert(rc == 0, "exit %d: %s", rc, e);
     const char *want[] = {"\"family\": \"pha\"", "embedding", "block 0", "attn", "gss", "ffn_aux",
                           "total", "AdamW", "workspace", "batch 4 x 16"};
@@ -361,12 +301,12 @@ Test(cli, info_checkpoint_and_config) {
         cr_assert(strstr(o, want[i]), "phax info lacks \"%s\":\n%s", want[i], o);
     free(o), free(e);
     // A config file, with another batch.
-    char *cfg = xprintf("%s/c.json", s.dir);
+    char *cfg = tu_xprintf("%s/c.json", s.dir);
     FILE *f = fopen(cfg, "w");
     fputs("{\"family\": \"swax\", \"d_model\": 32}\n", f);
     fclose(f);
     rc = phax_run(&s, "info", cfg, "--batch", "2", "--seq", "64", NULL);
-    o = slurp(s.out, NULL);
+    o = tu_slurp(s.out, NULL);
     cr_assert(rc == 0 && strstr(o, "mlstm") && strstr(o, "batch 2 x 64"), "%s", o);
     free(o);
     free(run), free(ck), free(cfg);
@@ -377,7 +317,7 @@ Test(cli, info_checkpoint_and_config) {
 
 // stderr of the last run: one line starting with `prefix` and holding frag; stdout empty.
 static void expect_cmd_error(const sandbox *s, int rc, const char *prefix, const char *frag) {
-    char *e = slurp(s->err, NULL), *o = slurp(s->out, NULL);
+    char *e = tu_slurp(s->err, NULL), *o = tu_slurp(s->out, NULL);
     cr_assert(rc == 1, "exit %d, stderr: %s", rc, e);
     cr_assert(!strncmp(e, prefix, strlen(prefix)), "stderr: %s", e);
     char *nl = strchr(e, '\n');
@@ -388,7 +328,7 @@ static void expect_cmd_error(const sandbox *s, int rc, const char *prefix, const
 }
 
 static double json_number(const char *text, const char *key) {
-    char *k = xprintf("\"%s\": ", key);
+    char *k = tu_xprintf("\"%s\": ", key);
     const char *p = strstr(text, k);
     cr_assert(p, "no %s in %s", key, text);
     double v = strtod(p + strlen(k), NULL);
@@ -402,31 +342,31 @@ static double json_number(const char *text, const char *key) {
 // roundings of a loss of ~2 apart, far below 1e-5.
 Test(cli, eval_agrees_with_training_log) {
     sandbox s = sandbox_new();
-    char *run = xprintf("%s/run", s.dir), *log = xprintf("%s/log.jsonl", run);
-    char *js = xprintf("%s/e.json", s.dir), *csv = xprintf("%s/e.csv", s.dir);
+    char *run = tu_xprintf("%s/run", s.dir), *log = tu_xprintf("%s/log.jsonl", run);
+    char *js = tu_xprintf("%s/e.json", s.dir), *csv = tu_xprintf("%s/e.csv", s.dir);
     cr_assert(TINY("swax", run) == 0);
-    char *t = slurp(log, NULL), *last = t, *p;
+    char *t = tu_slurp(log, NULL), *last = t, *p;
     while ((p = strstr(last + 1, "\"val_loss\""))) last = p;
     double logged = json_number(last, "val_loss");
     free(t);
     int rc = phax_run(&s, "eval", run, "--data", s.data, "--split", "valid", "--seq", "16", "--batch",
                       "4", "--json", js, "--csv", csv, NULL);
-    char *e = slurp(s.err, NULL);
+    char *e = tu_slurp(s.err, NULL);
     cr_assert(rc == 0, "exit %d: %s", rc, e);
     free(e);
-    char *j = slurp(js, NULL);
+    char *j = tu_slurp(js, NULL);
     double ev = json_number(j, "loss");
     cr_assert(fabs(ev - logged) <= 1e-5 * fabs(logged), "eval %.9f vs log %.9f", ev, logged);
     cr_assert(strstr(j, "\"mode\": \"windows\""));
     free(j);
-    char *c = slurp(csv, NULL);
+    char *c = tu_slurp(csv, NULL);
     cr_assert(!strncmp(c, "lo,hi,tokens,loss,ppl\n0,16,", 26), "csv: %s", c);
     free(c);
     // Carried state reads the same tokens: same count, a loss of the same size.
     rc = phax_run(&s, "eval", run, "--data", s.data, "--split", "valid", "--seq", "16", "--carry",
                   "--json", js, NULL);
     cr_assert(rc == 0);
-    j = slurp(js, NULL);
+    j = tu_slurp(js, NULL);
     cr_assert(strstr(j, "\"mode\": \"carry\"") && fabs(json_number(j, "loss") - logged) < 1.0, "%s", j);
     free(j);
     free(run), free(log), free(js), free(csv);
@@ -435,12 +375,12 @@ Test(cli, eval_agrees_with_training_log) {
 
 Test(cli, eval_and_generate_bad_input) {
     sandbox s = sandbox_new();
-    char *run = xprintf("%s/run", s.dir), *ck = xprintf("%s/checkpoint.safetensors", run);
+    char *run = tu_xprintf("%s/run", s.dir), *ck = tu_xprintf("%s/checkpoint.safetensors", run);
     cr_assert(TINY("pha", run, "--steps", "2", "--eval-every", "0") == 0);
     expect_cmd_error(&s, phax_run(&s, "eval", run, "--data", s.data, "--seq", "70000", NULL),
                      "phax eval: ", "--seq");
     expect_cmd_error(&s, phax_run(&s, "eval", run, "--data", s.data, NULL), "phax eval: ", "no test split");
-    char *missing = xprintf("%s/nope", s.dir);
+    char *missing = tu_xprintf("%s/nope", s.dir);
     expect_cmd_error(&s, phax_run(&s, "eval", missing, "--data", s.data, "--split", "valid", NULL),
                      "phax eval: ", "nope");
     // --carry over full attention would attend to the whole split.
@@ -451,7 +391,7 @@ Test(cli, eval_and_generate_bad_input) {
                      "phax generate: ", "'zebra'");
     // A truncated checkpoint.
     size_t n;
-    char *bytes = slurp(ck, &n);
+    char *bytes = tu_slurp(ck, &n);
     FILE *f = fopen(ck, "wb");
     fwrite(bytes, 1, n / 2, f);
     fclose(f);
@@ -465,17 +405,17 @@ Test(cli, eval_and_generate_bad_input) {
 // Greedy continuation is deterministic; sampling repeats with its seed.
 Test(cli, generate_deterministic) {
     sandbox s = sandbox_new();
-    char *run = xprintf("%s/run", s.dir);
+    char *run = tu_xprintf("%s/run", s.dir);
     cr_assert(TINY("swax", run) == 0);
     char *outs[4];
     const char *temps[4] = {"0", "0", "1.0", "1.0"};
     for (int i = 0; i < 4; i++) {
         int rc = phax_run(&s, "generate", run, "--prompt", "the cat sat", "--tokens", "12",
                           "--temperature", temps[i], "--top-k", "5", "--seed", "7", NULL);
-        char *e = slurp(s.err, NULL);
+        char *e = tu_slurp(s.err, NULL);
         cr_assert(rc == 0, "exit %d: %s", rc, e);
         free(e);
-        outs[i] = slurp(s.out, NULL);
+        outs[i] = tu_slurp(s.out, NULL);
         cr_assert(!strncmp(outs[i], "the cat sat ", 12), "%s", outs[i]);
     }
     cr_assert_str_eq(outs[0], outs[1]);

@@ -29,28 +29,6 @@
 #include "phax/safetensors.h"
 #include "testutil.h"
 
-static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xprintf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    cr_assert(vasprintf(&s, fmt, ap) >= 0);
-    va_end(ap);
-    return s;
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 12, len = 0, got;
-    char *buf = malloc(cap + 1);
-    while ((got = fread(buf + len, 1, cap - len, f)) > 0)
-        if ((len += got) == cap) buf = realloc(buf, (cap *= 2) + 1);
-    fclose(f);
-    buf[len] = '\0';
-    return buf;
-}
-
 static int exists(const char *p) {
     struct stat sb;
     return lstat(p, &sb) == 0;
@@ -63,7 +41,7 @@ static int exists(const char *p) {
 Test(durable, atomic_write_ignores_planted_symlink) {
     char *d = tu_tmpdir("phax_durable"), *victim = tu_join(d, "victim"), *out = tu_join(d, "m.safetensors");
     tu_write_file(victim, "precious", 8);
-    char *planted = xprintf("%s.tmp.%ld", out, (long)getpid());
+    char *planted = tu_xprintf("%s.tmp.%ld", out, (long)getpid());
     cr_assert(symlink(victim, planted) == 0);
     phax_st_writer *w = phax_st_writer_new();
     const double x[4] = {1, 2, 3, 4};
@@ -71,7 +49,7 @@ Test(durable, atomic_write_ignores_planted_symlink) {
     cr_assert(phax_st_add_f64(w, "x", x, 1, sh) == PHAX_OK);
     cr_assert(phax_st_write(w, out) == PHAX_OK, "%s", phax_error());
     phax_st_writer_free(w);
-    char *v = slurp(victim);
+    char *v = tu_slurp(victim, NULL);
     cr_assert_str_eq(v, "precious", "the planted link's target was overwritten");
     struct stat sb;
     cr_assert(lstat(out, &sb) == 0 && S_ISREG(sb.st_mode), "the output is not a regular file");
@@ -142,40 +120,10 @@ static void sandbox_free(sandbox *s) {
     free(s->dir), free(s->train), free(s->valid), free(s->run), free(s->out), free(s->err);
 }
 
-// Start $PHAX_BIN with the NULL-terminated arguments (stdout, stderr to files).
-static pid_t phax_start(const sandbox *s, const char **args) {
-    const char *bin = getenv("PHAX_BIN");
-    cr_assert(bin && *bin, "PHAX_BIN is not set");
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = bin;
-    for (int i = 0; args[i]; i++) {
-        cr_assert(n < 63);
-        argv[n++] = args[i];
-    }
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int o = open(s->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int e = open(s->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (o < 0 || e < 0) _exit(127);
-        dup2(o, 1), dup2(e, 2);
-        setenv("OMP_NUM_THREADS", "1", 1);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-// Exit status, or 1000 + the signal that killed it (not an exit code).
-static int phax_wait(pid_t pid) {
-    int st;
-    cr_assert(waitpid(pid, &st, 0) == pid);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
-}
-
+// Start phax with the NULL-terminated arguments (stdout, stderr to the sandbox's files), and
+// wait for it: the exit status, or 1000 + the signal that ended it (not an exit status).
+static pid_t phax_start(const sandbox *s, const char *const *args) { return tu_phax_spawn(s->out, s->err, NULL, args); }
+static int phax_wait(pid_t pid) { return tu_wait(pid, NULL); }
 #define RUN(...) phax_wait(phax_start(&s, (const char *[]){__VA_ARGS__, NULL}))
 #define TRAIN_ARGS(run, steps)                                                                    \
     "train", "--family", "pha", "--train", s.train, "--tokenizer", "byte", "--set", "d_model=16", \
@@ -184,7 +132,7 @@ static int phax_wait(pid_t pid) {
 
 // The last run failed with one line on stderr holding frag.
 static void expect_error(const sandbox *s, int rc, const char *frag) {
-    char *e = slurp(s->err);
+    char *e = tu_slurp(s->err, NULL);
     cr_assert(rc == 1, "exit %d, stderr: %s", rc, e);
     char *nl = strchr(e, '\n');
     cr_assert(nl && nl[1] == '\0', "not one line: %s", e);
@@ -193,7 +141,7 @@ static void expect_error(const sandbox *s, int rc, const char *frag) {
 }
 
 static void expect_ok(const sandbox *s, int rc) {
-    char *e = slurp(s->err);
+    char *e = tu_slurp(s->err, NULL);
     cr_assert(rc == 0, "exit %d: %s", rc, e);
     free(e);
 }
@@ -315,7 +263,7 @@ Test(durable, log_without_checkpoint_starts_over) {
     expect_error(&s, RUN("train", "--resume", "--out", s.run), "without --resume");
     int rc = RUN(TRAIN_ARGS(s.run, "3"));
     expect_ok(&s, rc);
-    char *o = slurp(s.out), *l = slurp(log);
+    char *o = tu_slurp(s.out, NULL), *l = tu_slurp(log, NULL);
     cr_assert(strstr(o, "starting it over"), "%s", o);
     cr_assert(!strstr(l, "\"loss\": 9}"), "the old log was kept: %s", l);
     cr_assert(ckpt_step(s.run) == 3);
@@ -392,7 +340,7 @@ Test(durable, sigterm_checkpoints_and_resumes) {
     cr_assert(rc == 143, "after SIGTERM: %s %d", rc > 1000 ? "killed by signal" : "exit", rc % 1000);
     int64_t k = ckpt_step(s.run);
     cr_assert(k >= 3, "checkpoint at step %ld", (long)k);
-    char *stop = xprintf("%ld", (long)k + 2);
+    char *stop = tu_xprintf("%ld", (long)k + 2);
     expect_ok(&s, RUN("train", "--resume", "--out", s.run, "--stop-after", stop));
     cr_assert(ckpt_step(s.run) == k + 2);
     free(stop), free(log);
@@ -409,10 +357,10 @@ Test(durable, kill_at_random_resumes_bit_identical) {
     const char *sigs[2] = {"KILL", "TERM"}, *trials[2] = {"2", "1"};
     char *d = tu_tmpdir("phax_durable"), *out = tu_join(d, "trials.txt");
     for (int i = 0; i < 2; i++) {
-        char *cmd = xprintf("bash '%s/tests/kill_resume.sh' '%s' %s %s %s > '%s' 2>&1", root, bin,
+        char *cmd = tu_xprintf("bash '%s/tests/kill_resume.sh' '%s' %s %s %s > '%s' 2>&1", root, bin,
                             trials[i], sigs[i], seed, out);
         int rc = system(cmd);
-        char *t = slurp(out);
+        char *t = tu_slurp(out, NULL);
         cr_assert(rc == 0, "%s: exit %d:\n%s", cmd, rc, t);
         free(t), free(cmd);
     }

@@ -25,31 +25,6 @@
 
 // --- helpers ---------------------------------------------------------------------------------
 
-static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xprintf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    cr_assert(vasprintf(&s, fmt, ap) >= 0);
-    va_end(ap);
-    return s;
-}
-
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0, got;
-    char *buf = malloc(cap + 1);
-    while ((got = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) buf = realloc(buf, (cap *= 2) + 1);
-    }
-    fclose(f);
-    buf[len] = '\0';
-    if (n) *n = len;
-    return buf;
-}
-
 static void write_text(const char *path, const char *s) { tu_write_file(path, s, strlen(s)); }
 
 // Peak resident memory of this process so far, in MB (each Criterion test runs in its own).
@@ -196,7 +171,7 @@ Test(inputs, cache_file_cannot_make_phax_allocate) {
     cr_assert(phax_tokens_load_cached_ex(v, src, cache, &ids, &n, &res, &cpath) == PHAX_OK);
     free(ids);
     size_t len;
-    char *img = slurp(cpath, &len);
+    char *img = tu_slurp(cpath, &len);
     cr_assert(len == 80 + 4 * n);
     uint64_t big = ((uint64_t)3 << 29) - 20;  // (1.5 GiB − 80) / 4 tokens: the size agrees
     for (int i = 0; i < 8; i++) img[64 + i] = (char)(big >> (8 * i));
@@ -254,7 +229,7 @@ Test(inputs, sha256sums_checked_on_use) {
     free(z);
     char h[65];
     phax_sha256_hex(text, strlen(text), h);
-    char *good = xprintf("%s  train.txt\n%s  valid.txt\n", h, h);
+    char *good = tu_xprintf("%s  train.txt\n%s  valid.txt\n", h, h);
     write_text(sums, good);
     uint8_t *t;
     size_t n;
@@ -289,7 +264,7 @@ Test(inputs, sha256sums_checked_on_use) {
 // the published counts, so a fresh clone has a verified corpus.
 Test(inputs, shipped_wikitext2_verifies) {
     const char *root = getenv("PHAX_SOURCE_ROOT");
-    char *dir = xprintf("%s/data/wikitext-2", root && *root ? root : ".");
+    char *dir = tu_xprintf("%s/data/wikitext-2", root && *root ? root : ".");
     char *sums = tu_join(dir, "SHA256SUMS");
     struct stat sb;
     cr_assert(stat(sums, &sb) == 0, "%s is missing", sums);
@@ -317,7 +292,10 @@ typedef struct {
     char *dir, *data, *out, *err, *run;
 } sandbox;
 
-static int phax_run(const sandbox *s, const char *arg0, ...);
+// Run phax with the NULL-terminated arguments (stdout, stderr to the sandbox's files) under a
+// 2 GiB address-space limit and 60 s of CPU; the exit status (1000 + a signal that ended it).
+static const tu_limits run_limits = {.as_mb = 2048, .cpu_s = 60};
+#define phax_run(s, ...) tu_phax((s)->out, (s)->err, &run_limits, NULL, __VA_ARGS__)
 
 #define TINY(family, out, ...)                                                                \
     phax_run(&s, "train", "--family", family, "--data", s.data, "--set", "d_model=32", "--set", \
@@ -329,18 +307,18 @@ static int phax_run(const sandbox *s, const char *arg0, ...);
 static sandbox sandbox_new(const char *family, int input_txt) {
     const char *t = getenv("TMPDIR");
     sandbox s;
-    s.dir = xprintf("%s/phax_in_XXXXXX", t && *t ? t : "/tmp");
+    s.dir = tu_xprintf("%s/phax_in_XXXXXX", t && *t ? t : "/tmp");
     cr_assert(mkdtemp(s.dir), "mkdtemp: %s", strerror(errno));
-    s.data = xprintf("%s/data", s.dir);
-    s.out = xprintf("%s/out.txt", s.dir);
-    s.err = xprintf("%s/err.txt", s.dir);
-    s.run = xprintf("%s/run", s.dir);
+    s.data = tu_xprintf("%s/data", s.dir);
+    s.out = tu_xprintf("%s/out.txt", s.dir);
+    s.err = tu_xprintf("%s/err.txt", s.dir);
+    s.run = tu_xprintf("%s/run", s.dir);
     cr_assert(mkdir(s.data, 0777) == 0);
     static const char *lines[] = {"the cat sat on the mat", "the dog ran to the red house",
                                   "a small bird flew over the old tree 0 1 2 3 4 5 6 7 8 9",
                                   "my friend drank warm tea at noon"};
     for (int k = 0; k < (input_txt ? 1 : 2); k++) {
-        char *p = xprintf("%s/%s", s.data, input_txt ? "input.txt" : k ? "valid.txt" : "train.txt");
+        char *p = tu_xprintf("%s/%s", s.data, input_txt ? "input.txt" : k ? "valid.txt" : "train.txt");
         FILE *f = fopen(p, "w");
         cr_assert(f);
         for (int i = 0; i < (k ? 8 : 60); i++) fprintf(f, "%s\n", lines[(i * 3 + k) % 4]);
@@ -349,7 +327,7 @@ static sandbox sandbox_new(const char *family, int input_txt) {
     }
     if (family) {
         int rc = TINY(family, s.run);
-        char *e = slurp(s.err, NULL);
+        char *e = tu_slurp(s.err, NULL);
         cr_assert(rc == 0, "train: exit %d: %s", rc, e);
         free(e);
     }
@@ -361,45 +339,9 @@ static void sandbox_free(sandbox *s) {
     free(s->dir), free(s->data), free(s->out), free(s->err), free(s->run);
 }
 
-// Run $PHAX_BIN with the NULL-terminated arguments (stdout, stderr to files) under a
-// 2 GiB address-space limit and 60 s of CPU; returns the exit status.
-static int phax_run(const sandbox *s, const char *arg0, ...) {
-    const char *bin = getenv("PHAX_BIN");
-    cr_assert(bin && *bin, "PHAX_BIN is not set");
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = bin;
-    va_list ap;
-    va_start(ap, arg0);
-    for (const char *a = arg0; a; a = va_arg(ap, const char *)) {
-        cr_assert(n < 63);
-        argv[n++] = a;
-    }
-    va_end(ap);
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int o = open(s->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int e = open(s->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (o < 0 || e < 0) _exit(127);
-        dup2(o, 1), dup2(e, 2);
-        struct rlimit as = {(rlim_t)2 << 30, (rlim_t)2 << 30}, cpu = {60, 60};
-        setrlimit(RLIMIT_AS, &as);
-        setrlimit(RLIMIT_CPU, &cpu);
-        setenv("OMP_NUM_THREADS", "1", 1);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    cr_assert(waitpid(pid, &st, 0) == pid);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 // The last run failed with exit 1 and one stderr line starting with prefix, holding frag.
 static void expect_error(const sandbox *s, int rc, const char *prefix, const char *frag) {
-    char *e = slurp(s->err, NULL);
+    char *e = tu_slurp(s->err, NULL);
     cr_assert(rc == 1, "exit %d, stderr: %s", rc, e);
     cr_assert(!strncmp(e, prefix, strlen(prefix)), "stderr: %s", e);
     char *nl = strchr(e, '\n');
@@ -425,12 +367,12 @@ Test(inputs, prompt_file_and_haystack_must_be_regular_files) {
 Test(inputs, max_corpus_bytes_option) {
     sandbox s = sandbox_new(NULL, 0);
     expect_error(&s, TINY("pha", s.run, "--max-corpus-bytes", "100"), "phax train: ", "train.txt");
-    char *e = slurp(s.err, NULL);
+    char *e = tu_slurp(s.err, NULL);
     cr_assert(strstr(e, "100 bytes") && strstr(e, "--max-corpus-bytes"), "%s", e);
     free(e);
     expect_error(&s, TINY("pha", s.run, "--max-corpus-bytes", "1x"), "phax train: ", "--max-corpus-bytes");
     cr_assert(TINY("pha", s.run, "--max-corpus-bytes=1M") == 0);
-    char *tr = xprintf("%s/train.txt", s.data);  // about 2 KB; the vocabulary about 200 bytes
+    char *tr = tu_xprintf("%s/train.txt", s.data);  // about 2 KB; the vocabulary about 200 bytes
     expect_error(&s, phax_run(&s, "eval", s.run, "--file", tr, "--max-corpus-bytes", "1K", NULL),
                  "phax eval: ", "train.txt: holds more than 1024 bytes");
     free(tr);
@@ -452,10 +394,10 @@ Test(inputs, window_refused_for_pha_everywhere) {
 // Overwrite the bytes of one tensor of a safetensors file with 0xff (NaN in F32 and F64).
 static void poison_tensor(const char *path, const char *name) {
     size_t n;
-    char *b = slurp(path, &n);
+    char *b = tu_slurp(path, &n);
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)(uint8_t)b[i] << (8 * i);
-    char *key = xprintf("\"%s\"", name);
+    char *key = tu_xprintf("\"%s\"", name);
     char *p = memmem(b + 8, hl, key, strlen(key));
     cr_assert(p, "no %s in %s", name, path);
     p = strstr(p, "\"data_offsets\"");
@@ -472,12 +414,12 @@ static void poison_tensor(const char *path, const char *name) {
 // message; nothing is written. (Loading may refuse them first: the line names the problem.)
 Test(inputs, eval_nan_is_an_error_with_a_message) {
     sandbox s = sandbox_new("pha", 0);
-    char *ck = xprintf("%s/checkpoint.safetensors", s.run), *js = xprintf("%s/e.json", s.dir);
+    char *ck = tu_xprintf("%s/checkpoint.safetensors", s.run), *js = tu_xprintf("%s/e.json", s.dir);
     poison_tensor(ck, "embed.weight");
     for (int json = 0; json < 2; json++) {
         int rc = json ? phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", "--json", js, NULL)
                       : phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", NULL);
-        char *e = slurp(s.err, NULL);
+        char *e = tu_slurp(s.err, NULL);
         cr_assert(rc == 1, "exit %d with NaN weights, stderr: %s", rc, e);
         cr_assert(strlen(e) > strlen("phax eval: ") + 10 && strchr(e, '\n') == e + strlen(e) - 1,
                   "not one informative line: '%s'", e);
@@ -493,13 +435,13 @@ Test(inputs, eval_nan_is_an_error_with_a_message) {
 // JSON and CSV carry the same buckets; an empty one has 0 tokens and null loss/ppl.
 Test(inputs, eval_json_keeps_empty_buckets) {
     sandbox s = sandbox_new("pha", 0);
-    char *js = xprintf("%s/e.json", s.dir), *csv = xprintf("%s/e.csv", s.dir);
+    char *js = tu_xprintf("%s/e.json", s.dir), *csv = tu_xprintf("%s/e.csv", s.dir);
     int rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", "--seq", "16", "--buckets",
                       "0,8,16,32", "--json", js, "--csv", csv, NULL);
-    char *e = slurp(s.err, NULL);
+    char *e = tu_slurp(s.err, NULL);
     cr_assert(rc == 0, "exit %d: %s", rc, e);
     free(e);
-    char *j = slurp(js, NULL), *c = slurp(csv, NULL);
+    char *j = tu_slurp(js, NULL), *c = tu_slurp(csv, NULL);
     int nj = 0, nc = -1;
     for (char *p = j; (p = strstr(p, "\"lo\"")); p++) nj++;
     for (char *p = c; (p = strchr(p, '\n')); p++) nc++;
@@ -514,11 +456,11 @@ Test(inputs, eval_json_keeps_empty_buckets) {
 // file in the way, which stops root too): eval scores without a cache and says so.
 Test(inputs, eval_without_a_writable_cache_folder) {
     sandbox s = sandbox_new("pha", 0);
-    char *cache = xprintf("%s/cache", s.run);
+    char *cache = tu_xprintf("%s/cache", s.run);
     tu_rm_rf(cache);
     write_text(cache, "not a folder\n");
     int rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", NULL);
-    char *e = slurp(s.err, NULL), *o = slurp(s.out, NULL);
+    char *e = tu_slurp(s.err, NULL), *o = tu_slurp(s.out, NULL);
     cr_assert(rc == 0, "exit %d: %s", rc, e);
     cr_assert(strstr(e, "note: no token cache") && strstr(e, "--cache-dir"), "%s", e);
     cr_assert(strstr(o, "perplexity"), "%s", o);
@@ -528,7 +470,7 @@ Test(inputs, eval_without_a_writable_cache_folder) {
     cr_assert(chmod(s.run, 0555) == 0);
     if (access(s.run, W_OK) != 0) {
         rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", NULL);
-        e = slurp(s.err, NULL);
+        e = tu_slurp(s.err, NULL);
         cr_assert(rc == 0 && strstr(e, "note: no token cache"), "exit %d: %s", rc, e);
         free(e);
     }
@@ -541,18 +483,18 @@ Test(inputs, eval_without_a_writable_cache_folder) {
 // loss as the run's last validation.
 Test(inputs, eval_data_input_txt_layout) {
     sandbox s = sandbox_new("pha", 1);
-    char *log = xprintf("%s/log.jsonl", s.run), *js = xprintf("%s/e.json", s.dir);
-    char *t = slurp(log, NULL), *last = t, *p;
+    char *log = tu_xprintf("%s/log.jsonl", s.run), *js = tu_xprintf("%s/e.json", s.dir);
+    char *t = tu_slurp(log, NULL), *last = t, *p;
     while ((p = strstr(last + 1, "\"val_loss\""))) last = p;
     cr_assert(last != t, "no val_loss in the log");
     double logged = strtod(strchr(last, ':') + 1, NULL);
     free(t);
     int rc = phax_run(&s, "eval", s.run, "--data", s.data, "--seq", "16", "--batch", "4", "--json", js, NULL);
-    char *e = slurp(s.err, NULL);
+    char *e = tu_slurp(s.err, NULL);
     cr_assert(rc == 0, "exit %d: %s", rc, e);
     cr_assert(strstr(e, "input.txt") && strstr(e, "last 10%"), "%s", e);
     free(e);
-    char *j = slurp(js, NULL);
+    char *j = tu_slurp(js, NULL);
     double ev = strtod(strstr(j, "\"loss\": ") + 8, NULL);
     double n_valid = strtod(strstr(j, "\"tokens_in_split\": ") + 19, NULL);
     cr_assert(fabs(ev - logged) <= 1e-5 * fabs(logged), "eval %.9f vs the run's validation %.9f", ev, logged);
@@ -560,7 +502,7 @@ Test(inputs, eval_data_input_txt_layout) {
     // --split train: the other 90% (n − n/10 tokens against n/10).
     rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "train", "--json", js, NULL);
     cr_assert(rc == 0);
-    j = slurp(js, NULL);
+    j = tu_slurp(js, NULL);
     double n_train = strtod(strstr(j, "\"tokens_in_split\": ") + 19, NULL);
     cr_assert(n_train >= 9 * n_valid && n_train <= 9 * n_valid + 10, "train %g, valid %g", n_train, n_valid);
     free(j), free(log), free(js);

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE  // vasprintf
 #include "testutil.h"
 
 #include <math.h>
@@ -8,7 +9,11 @@
 #include <unistd.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 // ---------------------------------------------------------------------------
 uint64_t tu_base_seed(void) {
@@ -311,4 +316,114 @@ void tu_rm_rf(const char *path) {
     } else {
         unlink(path);
     }
+}
+
+char *tu_slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) tu_die("cannot read", path);
+    size_t cap = 1 << 16, len = 0, got;
+    char *buf = malloc(cap + 1);
+    if (!buf) abort();
+    while ((got = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap && !(buf = realloc(buf, (cap *= 2) + 1))) abort();
+    }
+    if (ferror(f)) tu_die("cannot read", path);
+    fclose(f);
+    buf[len] = '\0';
+    if (n) *n = len;
+    return buf;
+}
+
+int tu_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+char *tu_xprintf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0) abort();
+    va_end(ap);
+    return s;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TU_ASAN 1
+#endif
+#endif
+
+pid_t tu_spawn(const char *const *argv, const char *out, const char *err, const tu_limits *lim) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) tu_die("cannot fork for", argv[0]);
+    if (pid == 0) {
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = err ? open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644) : o;
+        if (o < 0 || e < 0) _exit(127);
+        dup2(o, 1), dup2(e, 2);
+        if (lim && lim->cpu_s > 0) {
+            struct rlimit r = {(rlim_t)lim->cpu_s, (rlim_t)lim->cpu_s};
+            setrlimit(RLIMIT_CPU, &r);
+        }
+#ifndef TU_ASAN
+        if (lim && lim->as_mb > 0) {
+            struct rlimit r = {(rlim_t)lim->as_mb << 20, (rlim_t)lim->as_mb << 20};
+            setrlimit(RLIMIT_AS, &r);
+        }
+#endif
+        setenv("OMP_NUM_THREADS", "1", 1);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+int tu_wait(pid_t pid, long *peak_kb) {
+    int st;
+    struct rusage ru;
+    pid_t r;
+    while ((r = wait4(pid, &st, 0, &ru)) < 0 && errno == EINTR) {}
+    if (r != pid) tu_die("wait for a child failed", "");
+    if (peak_kb) *peak_kb = ru.ru_maxrss;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
+}
+
+pid_t tu_phax_spawn(const char *out, const char *err, const tu_limits *lim, const char *const *args) {
+    const char *bin = getenv("PHAX_BIN");
+    if (!bin || !*bin) {
+        fprintf(stderr, "testutil: PHAX_BIN is not set (meson sets it for the suites that run phax)\n");
+        abort();
+    }
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = bin;
+    for (; *args; args++) {
+        if (n == 63) tu_die("too many arguments for", bin);
+        argv[n++] = *args;
+    }
+    argv[n] = NULL;
+    return tu_spawn(argv, out, err, lim);
+}
+
+int tu_phax_v(const char *out, const char *err, const tu_limits *lim, long *peak_kb, const char *const *args) {
+    return tu_wait(tu_phax_spawn(out, err, lim, args), peak_kb);
+}
+
+int tu_phax(const char *out, const char *err, const tu_limits *lim, long *peak_kb, const char *arg0, ...) {
+    const char *args[64];
+    int n = 0;
+    va_list ap;
+    va_start(ap, arg0);
+    for (const char *a = arg0; a; a = va_arg(ap, const char *)) {
+        if (n == 63) tu_die("too many arguments for", "phax");
+        args[n++] = a;
+    }
+    va_end(ap);
+    args[n] = NULL;
+    return tu_phax_v(out, err, lim, peak_kb, args);
 }

@@ -4,6 +4,7 @@
 #define PHAX_TESTUTIL_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,28 @@ char *tu_tmpdir(const char *tag);                  // a fresh folder $TMPDIR (or
 char *tu_join(const char *dir, const char *name);  // malloc'd "dir/name"
 void tu_write_file(const char *path, const void *p, size_t n);
 void tu_rm_rf(const char *path);                   // a file, or a folder and everything in it
+char *tu_slurp(const char *path, size_t *n);       // the whole file, NUL-terminated; *n its length (n may be NULL)
+int tu_exists(const char *path);                   // anything at path (links followed)
+char *tu_xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));  // malloc'd
+
+// --- child processes (the tests that run the phax command) ---------------------------------
+// Limits a child runs under (0: none). Address-space limits are skipped under
+// AddressSanitizer, which reserves terabytes of address space at start.
+typedef struct {
+    long as_mb;     // RLIMIT_AS
+    long cpu_s;     // RLIMIT_CPU
+} tu_limits;
+// Start argv[0] (a path) with argv; stdout to `out`, stderr to `err` (NULL: the same file as
+// out), OMP_NUM_THREADS=1 (the tests' models are tiny: threads only cost), under lim (may be NULL).
+pid_t tu_spawn(const char *const *argv, const char *out, const char *err, const tu_limits *lim);
+// Wait for a child: its exit status, or 1000 + the signal that ended it (never an exit
+// status); *peak_kb (may be NULL) gets the child's peak resident memory.
+int tu_wait(pid_t pid, long *peak_kb);
+// $PHAX_BIN (the phax command under test, set by meson) with the NULL-terminated arguments:
+// tu_spawn + tu_wait. At most 62 arguments.
+int tu_phax(const char *out, const char *err, const tu_limits *lim, long *peak_kb, const char *arg0, ...);
+pid_t tu_phax_spawn(const char *out, const char *err, const tu_limits *lim, const char *const *args);  // not waited for
+int tu_phax_v(const char *out, const char *err, const tu_limits *lim, long *peak_kb, const char *const *args);
 
 // --- comparisons ---------------------------------------------------------------------------
 // Max over i of |a_i − b_i| / (atol + rtol·|b_i|); NaN or inf anywhere gives +inf.
