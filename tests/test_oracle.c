@@ -150,10 +150,15 @@ static void proc_free(proc *p) {
     free(p->err);
 }
 
-// phax oracle a1 [a2 [a3]]: argv passed as is (no shell), stdout/stderr to files.
-static proc oracle(const char *a1, const char *a2, const char *a3) {
+// phax oracle [a0 a1] op [in [out]]: argv passed as is (no shell), stdout/stderr to files;
+// with the child's peak resident memory (KiB) in *rss_kib.
+static proc oracle_rss(const char *a0, const char *a1, const char *op, const char *in, const char *out,
+                       long *rss_kib) {
     const char *bin = phax_bin();
-    char *argv[6] = {(char *)bin, "oracle", (char *)a1, (char *)a2, (char *)a3, NULL};
+    char *argv[8] = {(char *)bin, "oracle"};
+    int k = 2;
+    if (a0) argv[k++] = (char *)a0, argv[k++] = (char *)a1;
+    argv[k++] = (char *)op, argv[k++] = (char *)in, argv[k++] = (char *)out, argv[k] = NULL;
     char outp[PATH_MAX], errp[PATH_MAX];
     snprintf(outp, sizeof outp, "%s/stdout", g_io);
     snprintf(errp, sizeof errp, "%s/stderr", g_io);
@@ -166,12 +171,19 @@ static proc oracle(const char *a1, const char *a2, const char *a3) {
     posix_spawn_file_actions_destroy(&fa);
     cr_assert(rc == 0, "posix_spawn %s: %s", bin, strerror(rc));
     int st;
-    while (waitpid(pid, &st, 0) < 0) cr_assert(errno == EINTR, "waitpid: %s", strerror(errno));
+    struct rusage ru;
+    while (wait4(pid, &st, 0, &ru) < 0) cr_assert(errno == EINTR, "wait4: %s", strerror(errno));
+    *rss_kib = ru.ru_maxrss;  // Linux: KiB
     proc p = {.exited = WIFEXITED(st), .code = WIFEXITED(st) ? WEXITSTATUS(st) : -1,
               .signaled = WIFSIGNALED(st), .sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0};
     p.out = slurp(outp, NULL);
     p.err = slurp(errp, NULL);
     return p;
+}
+
+static proc oracle(const char *a1, const char *a2, const char *a3) {
+    long rss;
+    return oracle_rss(NULL, NULL, a1, a2, a3, &rss);
 }
 
 static void expect_success(proc *p, const char *what) {
@@ -1426,36 +1438,6 @@ Test(oracle, model_config_prefix_once) {
 }
 
 // --- item 2: inputs that ask for more than they can be --------------------------------------
-// phax oracle [extra...] op in out, with the child's peak resident memory (KiB) in *rss_kib.
-static proc oracle_rss(const char *a0, const char *a1, const char *op, const char *in, const char *out,
-                       long *rss_kib) {
-    const char *bin = phax_bin();
-    char *argv[8] = {(char *)bin, "oracle"};
-    int k = 2;
-    if (a0) argv[k++] = (char *)a0, argv[k++] = (char *)a1;
-    argv[k++] = (char *)op, argv[k++] = (char *)in, argv[k++] = (char *)out, argv[k] = NULL;
-    char outp[PATH_MAX], errp[PATH_MAX];
-    snprintf(outp, sizeof outp, "%s/stdout", g_io);
-    snprintf(errp, sizeof errp, "%s/stderr", g_io);
-    posix_spawn_file_actions_t fa;
-    cr_assert(posix_spawn_file_actions_init(&fa) == 0);
-    cr_assert(posix_spawn_file_actions_addopen(&fa, 1, outp, O_WRONLY | O_CREAT | O_TRUNC, 0600) == 0);
-    cr_assert(posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC, 0600) == 0);
-    pid_t pid;
-    int rc = posix_spawn(&pid, bin, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    cr_assert(rc == 0, "posix_spawn %s: %s", bin, strerror(rc));
-    int st;
-    struct rusage ru;
-    while (wait4(pid, &st, 0, &ru) < 0) cr_assert(errno == EINTR, "wait4: %s", strerror(errno));
-    *rss_kib = ru.ru_maxrss;  // Linux: KiB
-    proc p = {.exited = WIFEXITED(st), .code = WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-              .signaled = WIFSIGNALED(st), .sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0};
-    p.out = slurp(outp, NULL);
-    p.err = slurp(errp, NULL);
-    return p;
-}
-
 // A writer with F32 tensors of the given shapes, all 1.0 (names and shapes: NULL-terminated).
 typedef struct {
     const char *name;
