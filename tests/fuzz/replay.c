@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -60,11 +61,12 @@ const char *__ubsan_default_options(void) { return "halt_on_error=1:print_stackt
 // Signed: a block allocated before the fork and freed after it makes the
 // count dip below zero, which is harmless.
 static long long heap_live, heap_peak, heap_bound;
+static long long *heap_peak_shared;  // the child's peak, read by the parent
 
 static void on_malloc(const volatile void *p, size_t n) {
     (void)p;
     heap_live += (long long)n;
-    if (heap_live > heap_peak) heap_peak = heap_live;
+    if (heap_live > heap_peak) heap_peak = *heap_peak_shared = heap_live;
     if (heap_bound && heap_live > heap_bound) {
         char msg[200];
         int k = snprintf(msg, sizeof msg,
@@ -144,7 +146,7 @@ static void run_one(const char *path) {
         setrlimit(RLIMIT_CPU, &cpu);
         alarm((unsigned)(4 * cpu_s + 10));  // blocked, not computing
 #ifdef REPLAY_ASAN
-        heap_live = heap_peak = 0;
+        heap_live = heap_peak = *heap_peak_shared = 0;
         heap_bound = (long long)bound;
         __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free);
 #else
@@ -166,6 +168,10 @@ static void run_one(const char *path) {
     double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
                  (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
     double rss_mb = (double)ru.ru_maxrss / 1e3;  // kB
+    char heap[40] = "";
+#ifdef REPLAY_ASAN
+    snprintf(heap, sizeof heap, ", heap peak %.1f MB", (double)*heap_peak_shared / 1e6);
+#endif
     char why[160] = "";
     if (WIFSIGNALED(st)) {
         int sig = WTERMSIG(st);
@@ -181,11 +187,13 @@ static void run_one(const char *path) {
         snprintf(why, sizeof why, "error report (see above)");
     } else if (WEXITSTATUS(st)) {
         snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(st));
+    } else if (cpu > cpu_s) {  // RLIMIT_CPU counts whole seconds
+        snprintf(why, sizeof why, "cpu: %.2f s over %.2f s", cpu, cpu_s);
     } else if (rss_mb > bound / 1e6 + 256) {
         snprintf(why, sizeof why, "memory: peak RSS %.0f MB over %.0f MB", rss_mb, bound / 1e6 + 256);
     }
-    printf("%-4s  %-11s %s  (%.2f s cpu, %.0f MB rss)%s%s\n", why[0] ? "FAIL" : "ok", harness, shown(path), cpu,
-           rss_mb, why[0] ? "  " : "", why);
+    printf("%-4s  %-11s %s  (%.2f s cpu, %.0f MB rss%s)%s%s\n", why[0] ? "FAIL" : "ok", harness, shown(path), cpu,
+           rss_mb, heap, why[0] ? "  " : "", why);
     if (why[0]) {
         if (nfailed < MAX_LISTED) failed[nfailed] = strdup(path);
         nfailed++;
@@ -237,6 +245,13 @@ int main(int argc, char **argv) {
     harness = argv[1];
     root = getenv("PHAX_SOURCE_ROOT");
     if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&argc, &argv);
+#ifdef REPLAY_ASAN
+    heap_peak_shared = mmap(NULL, sizeof *heap_peak_shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (heap_peak_shared == MAP_FAILED) {
+        perror("replay: mmap");
+        return 2;
+    }
+#endif
     failed = calloc(MAX_LISTED, sizeof *failed);
     int rc = 0;
     for (int i = 2; i < argc; i++)
