@@ -12,6 +12,7 @@
 // it, RLIMIT_AS holds the child to the bound plus a margin.
 // Exit status 0 when every input is ok; 1 otherwise (the failing inputs are
 // listed again at the end); 2 on a usage error or an unreadable path.
+// --expect-fail (the replay's own tests): exit 0 only when every input FAILs.
 #define _DEFAULT_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -238,8 +239,11 @@ static int run_path(const char *path) {
 }
 
 int main(int argc, char **argv) {
+    // Meson's should_fail would do, but tests/run.sh counts only "OK" results as passed.
+    int expect_fail = argc > 1 && !strcmp(argv[1], "--expect-fail");
+    if (expect_fail) argc--, argv++;
     if (argc < 3) {
-        fprintf(stderr, "usage: %s HARNESS-NAME FILE|DIR...\n", argv[0]);
+        fprintf(stderr, "usage: %s [--expect-fail] HARNESS-NAME FILE|DIR...\n", argv[0]);
         return 2;
     }
     harness = argv[1];
@@ -261,6 +265,11 @@ int main(int argc, char **argv) {
     if (ninputs == 0) {
         fprintf(stderr, "replay: no inputs found\n");
         rc = 2;
+    }
+    if (expect_fail && !rc) {
+        printf("replay %s: expected every input to fail: %s\n", harness,
+               nfailed == ninputs ? "they did" : "some did not");
+        return nfailed == ninputs ? 0 : 1;
     }
     return rc ? rc : nfailed ? 1 : 0;
 }
