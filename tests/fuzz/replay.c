@@ -14,7 +14,9 @@
 // listed again at the end); 2 on a usage error or an unreadable path.
 // --expect-fail (the replay's own tests): exit 0 only when every input FAILs.
 #define _DEFAULT_SOURCE
+#define _XOPEN_SOURCE 700
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -92,6 +94,15 @@ static double env_num(const char *name, double def) {
 }
 
 static const char *harness, *root;
+// The children's TMPDIR, emptied after each input: a child that crashes cannot
+// clean up its temporary files itself.
+static char child_tmp[4096];
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag;
+    if (ftw->level > 0) remove(p);
+    return 0;
+}
 static char **failed;
 static int nfailed, ninputs;
 
@@ -155,6 +166,7 @@ static void run_one(const char *path) {
         struct rlimit as = {bound + (256u << 20), bound + (256u << 20)};
         setrlimit(RLIMIT_AS, &as);
 #endif
+        setenv("TMPDIR", child_tmp, 1);
         const char *base = strrchr(path, '/');
         fz_must_refuse = strstr(base ? base + 1 : path, ".refuse") != NULL;
         LLVMFuzzerTestOneInput(data, n);
@@ -164,6 +176,7 @@ static void run_one(const char *path) {
     int st;
     struct rusage ru;
     while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR) {}
+    nftw(child_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
@@ -257,9 +270,16 @@ int main(int argc, char **argv) {
     }
 #endif
     failed = calloc(MAX_LISTED, sizeof *failed);
+    const char *t = getenv("TMPDIR");
+    snprintf(child_tmp, sizeof child_tmp, "%s/phax-replay.XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(child_tmp)) {
+        perror("replay: mkdtemp");
+        return 2;
+    }
     int rc = 0;
     for (int i = 2; i < argc; i++)
         if (run_path(argv[i])) rc = 2;
+    rmdir(child_tmp);
     printf("replay %s: %d inputs, %d failed\n", harness, ninputs, nfailed);
     for (int i = 0; i < nfailed && i < MAX_LISTED; i++) printf("  failed: %s\n", shown(failed[i]));
     if (ninputs == 0) {
