@@ -58,7 +58,10 @@ one() {  # harness → exit status; log in $OUT/logs/<h>.log
 # The harnesses write their inputs (and phax its outputs, with fsync) to temporary
 # files: on tmpfs that costs nothing, on a disk it makes the checkpoint harness ~50x slower.
 if [ -z "${FUZZ_TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then FUZZ_TMPDIR=/dev/shm; fi
-[ -n "${FUZZ_TMPDIR:-}" ] && export TMPDIR=$FUZZ_TMPDIR
+# One folder for the whole run, removed at the end (an input that crashes cannot clean up).
+run_tmp=$(mktemp -d "${FUZZ_TMPDIR:-${TMPDIR:-/tmp}}/phax-fuzz-run.XXXXXX") || exit 1
+trap 'rm -rf "$run_tmp"' EXIT
+export TMPDIR=$run_tmp
 export -f one
 export OUT secs keep
 printf '%s\n' "${harnesses[@]}" | xargs -P "$par" -I{} bash -c 'one {}'
