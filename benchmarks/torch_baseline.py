@@ -38,11 +38,15 @@ sets environment variables for its child processes):
          /usr/lib/x86_64-linux-gnu/openblas-openmp) — package libopenblas0-openmp;
          AVX-512 kernels: OPENBLAS_CORETYPE unset (OpenBLAS picks its own, AVX-512,
          kernel) and ATEN_CPU_CAPABILITY=avx512 (torch's own vectorised kernels);
-         OMP_NUM_THREADS = --threads. A piece that is not installed is reported,
-         with its Debian package, and replaced by the nearest substitute available
-         (glibc malloc tunables that keep memory instead of jemalloc;
-         OPENBLAS_THREAD_TIMEOUT=4 — the setting phax's benchmarks/run.sh uses —
-         instead of the OpenMP build of OpenBLAS).
+         OMP_NUM_THREADS = --threads. benchmarks/setup.sh installs the packages. A
+         missing piece is never replaced silently: the script names it and exits
+         with status 2 (--check-env only checks); with --allow-untuned it runs the
+         nearest substitutes (glibc malloc tunables that keep memory instead of
+         jemalloc; OPENBLAS_THREAD_TIMEOUT=4 — the setting phax's benchmarks/run.sh
+         uses — instead of the OpenMP build of OpenBLAS) under the label "untuned",
+         and judges no target. Each tuned run also reports what it mapped; a run in
+         which jemalloc, the OpenMP BLAS or AVX-512 ATen did not take effect is left
+         out of the tuned figures and makes the script exit with status 1.
   phax   bench_model in the environment as it is (OPENBLAS_CORETYPE as the machine
          sets it: the ceiling is always measured in the same environment as the
          kernels), with OPENBLAS_THREAD_TIMEOUT=4 as `ninja bench` sets it.
@@ -57,11 +61,12 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-from safetensors_np import read_safetensors, write_safetensors  # noqa: E402
-
 FAMILIES = ["pha", "transformer", "serial", "swax", "swa", "mlstm"]
-LIB = "/usr/lib/x86_64-linux-gnu"
+# Where Debian puts jemalloc and OpenBLAS's OpenMP build; PHAX_BENCH_LIBDIR only for
+# benchmarks/test_tuned_env.py, which shows the refusal on a folder without them.
+LIB = os.environ.get("PHAX_BENCH_LIBDIR", "/usr/lib/x86_64-linux-gnu")
+# What "tuned" needs (benchmarks/setup.sh installs it).
+TUNED_PACKAGES = "libjemalloc2 libopenblas0-openmp"
 
 
 NO_TORCH = ("torch_baseline.py: cannot import torch with %s. Run it with Debian's python3, "
@@ -419,6 +424,8 @@ def check(a, fams):
     """Loss and every parameter gradient of each torch model (float64, T = 24) against
     `phax oracle model` on the same parameters and tokens."""
     torch = need_torch()
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    from safetensors_np import read_safetensors, write_safetensors
     torch.set_default_dtype(torch.float64)
     phax = a.phax or os.path.join(a.build, "phax")
     if not os.access(phax, os.X_OK):
@@ -473,11 +480,23 @@ def check(a, fams):
 # =====================================================================================
 # The driver: environments, child processes, tables.
 # =====================================================================================
-def make_envs(threads):
-    """(plain env, tuned env, notes on the tuned pieces)."""
+def cpu_has_avx512():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(l.startswith("flags") and " avx512f" in l for l in f)
+    except OSError:
+        return False
+
+
+def make_envs(threads, allow_untuned=False):
+    """(plain env, tuned env, notes on the tuned pieces, missing pieces).
+
+    "tuned" is a claim about the run, so a piece that is not installed is not
+    silently replaced: the caller refuses (missing non-empty), or with
+    --allow-untuned runs the substitutes under the label "untuned"."""
     plain = dict(os.environ)
     tuned = dict(os.environ)
-    notes = []
+    notes, missing = [], []
     je = next((p for p in (f"{LIB}/libjemalloc.so.2", f"{LIB}/libjemalloc.so") if os.path.exists(p)),
               None)
     if je:
@@ -485,6 +504,8 @@ def make_envs(threads):
         tuned["MALLOC_CONF"] = "background_thread:true,dirty_decay_ms:-1,muzzy_decay_ms:-1,retain:true"
         notes.append(f"jemalloc: {je}, MALLOC_CONF={tuned['MALLOC_CONF']} (memory kept)")
     else:
+        missing.append(f"jemalloc ({LIB}/libjemalloc.so.2; Debian package libjemalloc2; "
+                       "without it \"tuned\" torch ran 9x slower at T = 2048, issue 11)")
         # glibc keeps freed memory with these (tensors above 32 MB are still mmapped).
         tuned["GLIBC_TUNABLES"] = ("glibc.malloc.mmap_threshold=33554432:"
                                    "glibc.malloc.trim_threshold=17179869184")
@@ -495,15 +516,36 @@ def make_envs(threads):
         tuned["LD_LIBRARY_PATH"] = (omp_dir + ":" + tuned.get("LD_LIBRARY_PATH", "")).rstrip(":")
         notes.append(f"OpenBLAS OpenMP build: LD_LIBRARY_PATH={omp_dir}")
     else:
+        missing.append(f"OpenBLAS's OpenMP build ({omp_dir}/libblas.so.3; Debian package "
+                       "libopenblas0-openmp)")
         tuned["OPENBLAS_THREAD_TIMEOUT"] = "4"
         notes.append("OpenBLAS OpenMP build: NOT INSTALLED (Debian package libopenblas0-openmp); "
                      "substitute: the pthread build with OPENBLAS_THREAD_TIMEOUT=4")
     ct = tuned.pop("OPENBLAS_CORETYPE", None)
-    notes.append("AVX-512 kernels: OPENBLAS_CORETYPE unset (was %s), ATEN_CPU_CAPABILITY=avx512"
-                 % (ct if ct else "unset already"))
-    tuned["ATEN_CPU_CAPABILITY"] = "avx512"
+    if cpu_has_avx512():
+        notes.append("AVX-512 kernels: OPENBLAS_CORETYPE unset (was %s), ATEN_CPU_CAPABILITY=avx512"
+                     % (ct if ct else "unset already"))
+        tuned["ATEN_CPU_CAPABILITY"] = "avx512"
+    else:  # not a missing package: the CPU's best is what tuned can ask for
+        notes.append("AVX-512 kernels: this CPU has none; OPENBLAS_CORETYPE unset (was %s), "
+                     "ATen's default capability" % (ct if ct else "unset already"))
     tuned["OMP_NUM_THREADS"] = str(threads)
-    return plain, tuned, notes
+    return plain, tuned, notes, missing
+
+
+def not_tuned(res, env):
+    """What of the tuned environment did not take effect in a worker's run (a list)."""
+    bad = []
+    libs = res.get("libs", [])
+    if "LD_PRELOAD" in env and "jemalloc" in env["LD_PRELOAD"] and not any("jemalloc" in p for p in libs):
+        bad.append("jemalloc was not mapped (LD_PRELOAD ignored?)")
+    if "LD_LIBRARY_PATH" in env and "openblas-openmp" in env["LD_LIBRARY_PATH"] and \
+            not any("openblas-openmp" in p for p in libs):
+        bad.append("BLAS is not OpenBLAS's OpenMP build (mapped: %s)"
+                   % (", ".join(p for p in libs if "blas" in p) or "none"))
+    if env.get("ATEN_CPU_CAPABILITY") == "avx512" and "AVX512" not in res.get("cpu_capability", "").upper():
+        bad.append("ATen runs %s kernels, not AVX-512" % res.get("cpu_capability", "?"))
+    return bad
 
 
 def run_child(cmd, env, timeout):
@@ -572,6 +614,11 @@ def main():
                     help="check the torch models against `phax oracle model` (float64) and exit")
     ap.add_argument("--phax", default=None, help="the phax binary for --check (default BUILD/phax)")
     ap.add_argument("--csv", default=None, help="default BUILD/bench/torch_baseline.csv")
+    ap.add_argument("--allow-untuned", action="store_true",
+                    help="when a piece of the tuned environment is missing, run the substitutes "
+                         "and label that environment \"untuned\" (default: refuse, exit 2)")
+    ap.add_argument("--check-env", action="store_true",
+                    help="say whether the tuned environment is complete (exit 0) or not (exit 2)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="alternate the torch and phax runs of each (family, T) this many times "
                          "and report each one's median run (this machine's 2-thread speed "
@@ -590,11 +637,30 @@ def main():
             sys.exit(f"torch_baseline.py: unknown family {f!r} (one of {', '.join(FAMILIES)})")
     if a.check:
         sys.exit(check(a, fams))
-    torch_version, torch_default_threads = probe_torch()
     Ts = [int(t) for t in a.Ts.split(",") if t]
     envs = [e for e in a.envs.split(",") if e]
-    plain, tuned, notes = make_envs(a.threads)
-    env_of = {"plain": plain, "tuned": tuned}
+    for e in envs:
+        if e not in ("plain", "tuned"):
+            sys.exit(f"torch_baseline.py: unknown environment {e!r} (plain, tuned)")
+    plain, tuned, notes, missing = make_envs(a.threads)
+    # A "tuned" baseline without its pieces ran 9x slower at T = 2048 and made phax's ratio
+    # read 18x instead of 2x: never call such a run tuned.
+    tuned_label = "untuned" if missing else "tuned"
+    if a.check_env or (missing and "tuned" in envs and not a.allow_untuned):
+        for m in missing:
+            print("torch_baseline.py: tuned environment: missing " + m, file=sys.stderr)
+        if missing:
+            print("torch_baseline.py: not a tuned environment; install the missing pieces "
+                  f"(benchmarks/setup.sh, or apt-get install {TUNED_PACKAGES}), or pass "
+                  "--allow-untuned to run it labelled \"untuned\", or --envs plain",
+                  file=sys.stderr)
+            sys.exit(2)
+        print("torch_baseline.py: tuned environment complete:\n  - " + "\n  - ".join(notes))
+        sys.exit(0)
+    envs = [tuned_label if e == "tuned" else e for e in envs]
+    torch_version, torch_default_threads = probe_torch()
+    env_of = {"plain": plain, tuned_label: tuned}
+    degraded = []  # tuned runs in which a piece did not take effect
     bench = os.path.join(a.build, "bench_model")
     have_phax = not a.no_phax and os.access(bench, os.X_OK)
     phax_env = dict(os.environ)
@@ -607,9 +673,11 @@ def main():
           f"({torch_default_threads} thread(s) by default here; runs use {a.threads}); "
           f"{os.cpu_count()} CPUs; load average {' '.join('%.2f' % x for x in os.getloadavg())}")
     print(f"OPENBLAS_CORETYPE in this environment: {os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
-    print("tuned environment:")
+    print(f"{tuned_label} environment:")
     for n in notes:
         print("  - " + n)
+    if missing:
+        print("  NOT TUNED (--allow-untuned): its runs are labelled \"untuned\" and no target is judged")
     if not have_phax and not a.no_phax:
         print(f"phax: {bench} not built (ninja -C {a.build} bench_model); torch only")
     print("step = forward + backward + clip_grad_norm_(1.0) + AdamW.step, batch 1; "
@@ -642,6 +710,11 @@ def main():
                         print("%-11s %5d %-6s FAILED (exit %s): %s" % (fam, T, e, rc, err))
                         continue
                     res["peak_mb"] = peak
+                    if e == "tuned" and not_tuned(res, env_of[e]):
+                        why = "; ".join(not_tuned(res, env_of[e]))
+                        print("%-11s %5d %-6s NOT TUNED: %s (run not counted as tuned)" % (fam, T, e, why))
+                        degraded.append(f"{fam} T={T}: {why}")
+                        continue
                     samples.setdefault(e, []).append(res)
                     print("%-11s %5d %-6s %10.1f %10.1f %9.0f %8.3f  %d params; OpenBLAS %s, %d thr; "
                           "ATen %s; %s" % (fam, T, e, res["tok_s"], res["ms"], peak, res["loss_last"],
@@ -679,16 +752,18 @@ def main():
     # Summary and ratios.
     print("\nsummary (tokens/s; peak MB):")
     print("%-11s %5s %10s %10s %10s %9s %9s %9s %9s %9s %9s  %s" % (
-        "family", "T", "plain", "tuned", "phax", "plain MB", "tuned MB", "phax MB",
-        "tun/pln", "phax/tun", "mem p/t", "target (T>=2048: >=2x, <=0.5x mem)"))
+        "family", "T", "plain", tuned_label, "phax", "plain MB", tuned_label[:5] + " MB", "phax MB",
+        tuned_label[:3] + "/pln", "phax/" + tuned_label[:3], "mem p/t", "target (T>=2048: >=2x, <=0.5x mem)"))
     csv_rows = []
     for r in rows:
         g = lambda k, f: r[k][f] if k in r else float("nan")  # noqa: E731
-        tp, tt, tx = g("plain", "tok_s"), g("tuned", "tok_s"), g("phax", "tok_s")
-        mp, mt, mx = g("plain", "peak_mb"), g("tuned", "peak_mb"), g("phax", "peak_mb")
+        tp, tt, tx = g("plain", "tok_s"), g(tuned_label, "tok_s"), g("phax", "tok_s")
+        mp, mt, mx = g("plain", "peak_mb"), g(tuned_label, "peak_mb"), g("phax", "peak_mb")
         sp, mr = tx / tt, mx / mt
         if r["T"] < 2048:
             verdict = "-"
+        elif tuned_label != "tuned":
+            verdict = "n/a (no tuned baseline)"
         elif math.isnan(sp) or math.isnan(mr):
             verdict = "n/a"
         else:
@@ -700,13 +775,17 @@ def main():
     if csv_path:
         os.makedirs(os.path.dirname(csv_path) or ".", exist_ok=True)
         with open(csv_path, "w") as f:
-            f.write("family,T,torch_plain_tok_s,torch_tuned_tok_s,phax_tok_s,torch_plain_peak_mb,"
-                    "torch_tuned_peak_mb,phax_peak_mb,tuned_over_plain,phax_over_tuned,"
-                    "phax_mem_over_tuned,target\n")
+            f.write(f"family,T,torch_plain_tok_s,torch_{tuned_label}_tok_s,phax_tok_s,torch_plain_peak_mb,"
+                    f"torch_{tuned_label}_peak_mb,phax_peak_mb,{tuned_label}_over_plain,phax_over_{tuned_label},"
+                    f"phax_mem_over_{tuned_label},target\n")
             for c in csv_rows:
                 f.write(",".join(("%.3f" % v) if isinstance(v, float) else str(v) for v in c) + "\n")
         print(f"CSV: {csv_path}")
     print("load average at the end: " + " ".join("%.2f" % x for x in os.getloadavg()))
+    if degraded:
+        print("torch_baseline.py: %d tuned run(s) were not tuned and were left out:\n  " % len(degraded)
+              + "\n  ".join(degraded), file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
