@@ -105,6 +105,38 @@ int phax_data_read_raw(const char *path, uint8_t **out, size_t *n, phax_file_sta
     return PHAX_OK;
 }
 
+// The uncompressed size that an in-memory .xz file's index declares (all concatenated
+// streams). PHAX_ERR (no message kept) when the index cannot be read: the decoder that
+// runs next then says what is wrong with the file.
+static int xz_declared_size(const uint8_t *in, size_t in_n, uint64_t *size) {
+    lzma_stream strm = LZMA_STREAM_INIT;
+    lzma_index *idx = NULL;
+    if (lzma_file_info_decoder(&strm, &idx, PHAX_XZ_MEMLIMIT, (uint64_t)in_n) != LZMA_OK) return PHAX_ERR;
+    strm.next_in = in;
+    strm.avail_in = in_n;
+    lzma_ret ret = LZMA_OK;
+    // The file-info decoder reads the footers and indexes from the end, asking for seeks.
+    for (int steps = 0; steps < 1 << 20; steps++) {
+        ret = lzma_code(&strm, LZMA_RUN);
+        if (ret == LZMA_SEEK_NEEDED) {
+            if (strm.seek_pos > in_n) break;
+            strm.next_in = in + strm.seek_pos;
+            strm.avail_in = in_n - (size_t)strm.seek_pos;
+            continue;
+        }
+        if (ret != LZMA_OK || strm.avail_in == 0) break;
+    }
+    if (ret == LZMA_OK && strm.avail_in == 0) ret = lzma_code(&strm, LZMA_FINISH);
+    int rc = PHAX_ERR;
+    if (ret == LZMA_STREAM_END && idx) {
+        *size = lzma_index_uncompressed_size(idx);
+        rc = PHAX_OK;
+    }
+    if (idx) lzma_index_end(idx, NULL);
+    lzma_end(&strm);
+    return rc;
+}
+
 int phax_xz_decode(const uint8_t *in, size_t in_n, const char *name, uint8_t **out, size_t *n) {
     if (!in || !name || !out || !n) return phax_fail("phax_xz_decode: NULL argument");
     *out = NULL;
@@ -113,6 +145,12 @@ int phax_xz_decode(const uint8_t *in, size_t in_n, const char *name, uint8_t **o
     static const uint8_t MAGIC[6] = {0xFD, '7', 'z', 'X', 'Z', 0x00};
     if (in_n < sizeof MAGIC || memcmp(in, MAGIC, sizeof MAGIC) != 0)
         return phax_fail("%s: not an xz file (bad magic bytes)", name);
+    // The size the file's index declares (every stream's, summed), read before decoding a
+    // byte: a bomb is refused from it without decoding, and a valid file gets one buffer
+    // of exactly its size (no growth by doubling, whose realloc briefly holds 1.5 copies).
+    uint64_t declared = 0;
+    int have_declared = xz_declared_size(in, in_n, &declared) == PHAX_OK;
+    if (have_declared && declared > (uint64_t)g_max_bytes) return over_limit(name, "decodes to");
     lzma_stream strm = LZMA_STREAM_INIT;
     // The decoder's memory is capped (a crafted header can ask for a 1.5 GiB dictionary);
     // CONCATENATED accepts `cat a.xz b.xz`.
@@ -122,6 +160,9 @@ int phax_xz_decode(const uint8_t *in, size_t in_n, const char *name, uint8_t **o
     // limit (reaching it means the text is too long: a 146 KB file can decode to 1 GB).
     size_t limit1 = g_max_bytes < SIZE_MAX - 1 ? g_max_bytes + 1 : g_max_bytes;
     size_t cap = in_n < SIZE_MAX / 8 ? in_n * 4 + 4096 : in_n;
+    // The index is only a claim until the data is decoded (the decoder checks the two
+    // agree): one byte more than it declares, so a file that lies still meets the limit.
+    if (have_declared) cap = (size_t)declared + 1;
     if (cap > limit1) cap = limit1;
     uint8_t *buf = malloc(cap + 1);
     if (!buf) {
