@@ -32,16 +32,6 @@
 #include "phax/safetensors.h"
 #include "testutil.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
 
 // --- helpers ---------------------------------------------------------------------------------
 
@@ -54,7 +44,7 @@ static long peak_kb(void) {
 // The safety net: address space limited to what the process has now plus
 // `mb` (not under ASan, see the top).
 static void limit_address_space(long mb) {
-    if (UNDER_ASAN) return;
+    if (TU_ASAN) return;
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return;
     char line[256];

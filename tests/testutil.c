@@ -349,14 +349,6 @@ char *tu_xprintf(const char *fmt, ...) {
     return s;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TU_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TU_ASAN 1
-#endif
-#endif
-
 pid_t tu_spawn(const char *const *argv, const char *out, const char *err, const tu_limits *lim) {
     fflush(NULL);
     pid_t pid = fork();
@@ -370,12 +362,10 @@ pid_t tu_spawn(const char *const *argv, const char *out, const char *err, const 
             struct rlimit r = {(rlim_t)lim->cpu_s, (rlim_t)lim->cpu_s};
             setrlimit(RLIMIT_CPU, &r);
         }
-#ifndef TU_ASAN
-        if (lim && lim->as_mb > 0) {
+        if (!TU_ASAN && lim && lim->as_mb > 0) {
             struct rlimit r = {(rlim_t)lim->as_mb << 20, (rlim_t)lim->as_mb << 20};
             setrlimit(RLIMIT_AS, &r);
         }
-#endif
         setenv("OMP_NUM_THREADS", "1", 1);
         execv(argv[0], (char *const *)argv);
         _exit(127);

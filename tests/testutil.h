@@ -46,6 +46,20 @@ char *tu_slurp(const char *path, size_t *n);       // the whole file, NUL-termin
 int tu_exists(const char *path);                   // anything at path (links followed)
 char *tu_xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));  // malloc'd
 
+// 1 when built with AddressSanitizer, which reserves terabytes of address space and keeps
+// freed blocks in quarantine: address-space limits and peak-memory bounds do not apply there
+// (the sanitizer pass checks memory safety; the plain build checks the bounds).
+#if defined(__SANITIZE_ADDRESS__)
+#define TU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TU_ASAN 1
+#endif
+#endif
+#ifndef TU_ASAN
+#define TU_ASAN 0
+#endif
+
 // --- child processes (the tests that run the phax command) ---------------------------------
 // Limits a child runs under (0: none). Address-space limits are skipped under
 // AddressSanitizer, which reserves terabytes of address space at start.
