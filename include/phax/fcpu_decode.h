@@ -62,4 +62,22 @@ size_t fcpu_decoder_state_bytes(const fcpu_decoder *d);
 // already holding max_len tokens.
 int fcpu_decoder_step(fcpu_decoder *d, int32_t token, float *logits);
 
+// Prefill: feed n ≥ 0 tokens at once, as n steps would (same state after, same
+// next-token logits within float32 rounding: tests/test_fcpu_prefill.c), but in
+// passes of up to `chunk` tokens whose projections and FFNs are matrix-matrix
+// products (cblas_sgemm) reading each weight once per pass instead of once per
+// token. The recurrences — the KV cache / ring buffer, the GSS modal state, the
+// mLSTM (C, n, m) — still advance token by token inside a pass, in double as in a
+// step, so the state handed to the next step is the decoder's own. logits: (V) of
+// the last token (n ≥ 1), or NULL. PHAX_ERR, with nothing consumed, for a token
+// outside [0, V) or more tokens than a full-attention decoder has room for.
+int fcpu_decoder_prefill(fcpu_decoder *d, const int32_t *tokens, int n, float *logits);
+
+// The prefill pass length of fcpu_decoder_new, and the most fcpu_decoder_new_chunked
+// takes. The scratch grows by ~chunk × (20 d + 3 hidden) floats.
+#define FCPU_PREFILL_CHUNK 128
+#define FCPU_PREFILL_CHUNK_MAX 4096
+// fcpu_decoder_new with a prefill pass length chunk in [1, FCPU_PREFILL_CHUNK_MAX].
+fcpu_decoder *fcpu_decoder_new_chunked(const fcpu_model *m, int max_len, int window, int chunk);
+
 #endif
