@@ -658,7 +658,8 @@ Test(fcpu_decode, bad_arguments) {
 // lengths, so the same bound holds), and the prefill's logits must match the
 // per-token decoder's at the same position within tol_t. The later steps check the
 // handed-over state: a KV cache / ring slot, GSS z or mLSTM (C, n, m) left wrong by
-// a pass shows up there. n covers one token, chunk boundaries inside the prompt
+// a pass shows up there; fcpu_decoder_prefill_all's rows are checked the same
+// way. n covers one token, chunk boundaries inside the prompt
 // and at its end, and the whole sequence.
 
 static void prefill_vs_ref(const char *label, const phax_model_cfg *cfg, int T, int window, int chunk) {
@@ -714,6 +715,18 @@ static void prefill_vs_ref(const char *label, const phax_model_cfg *cfg, int T, 
             worst = fmax(worst, err / tol);
         }
     }
+    // Every token's logits in one call (fcpu_decoder_prefill_all): each row against ref.
+    fcpu_decoder_reset(dc);
+    float *all = malloc((size_t)T * V * sizeof *all);
+    cr_assert(all && fcpu_decoder_prefill_all(dc, tok, T, all) == PHAX_OK, "%s", phax_error());
+    for (int t = 0; t < T; t++) {
+        const double tol = tol_chain + SENS_FACTOR * sens[t];
+        const double err = rel_err(all + (size_t)t * V, ref + (size_t)t * V, V);
+        cr_assert(err <= tol, "[%s] chunk %d, prefill_all row %d: err %.3e > tol %.3e", label, chunk,
+                  t, err, tol);
+        worst = fmax(worst, err / tol);
+    }
+    free(all);
     printf("[%s] T=%d window=%d chunk=%d: worst err/tol %.3e\n", label, T, window, chunk, worst);
     fcpu_decoder_free(dc), fcpu_decoder_free(one);
     lfree(lg);

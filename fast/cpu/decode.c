@@ -645,8 +645,9 @@ size_t fcpu_decoder_state_bytes(const fcpu_decoder *dc) { return dc->state_bytes
 // --- passes ------------------------------------------------------------------------------------
 
 // R (≤ chunk) valid tokens at positions pos .. pos + R − 1 through every layer, the
-// states advanced by R; logits: (V) of the last token, or NULL.
-static int pass(fcpu_decoder *dc, const int32_t *tok, int R, float *logits) {
+// states advanced by R; logits: (V) of the last token, or (R, V) of every token when
+// all, or NULL.
+static int pass(fcpu_decoder *dc, const int32_t *tok, int R, float *logits, int all) {
     const phax_model_cfg *c = dc->c;
     const int d = c->d_model, V = c->vocab_size;
     // The pass's RoPE cos/sin, shared by every attention layer.
@@ -664,7 +665,11 @@ static int pass(fcpu_decoder *dc, const int32_t *tok, int R, float *logits) {
         else prenorm_block(dc, &dc->L[l], x, R);
     }
     dc->pos += R;
-    if (logits) {
+    if (logits && all) {
+        const float *xf = x;  // (R, d)
+        if (dc->norm_f) fcpu_rmsnorm_fwd(dc->e, x, dc->norm_f, R, d, PHAX_RMSNORM_EPS), xf = dc->e;
+        matmul(logits, dc->head, xf, R, V, d);
+    } else if (logits) {
         const float *xf = x + (size_t)(R - 1) * d;  // PHA: already normalised; the rest: RMSNorm_f
         if (dc->norm_f) fcpu_rmsnorm_fwd(dc->e, xf, dc->norm_f, 1, d, PHAX_RMSNORM_EPS), xf = dc->e;
         matvec(logits, dc->head, xf, V, d);
@@ -690,7 +695,7 @@ static int admit(const fcpu_decoder *dc, const char *fn, const int32_t *tok, int
 
 int fcpu_decoder_step(fcpu_decoder *dc, int32_t token, float *logits) {
     if (admit(dc, "fcpu_decoder_step", &token, 1)) return PHAX_ERR;
-    return pass(dc, &token, 1, logits);
+    return pass(dc, &token, 1, logits, 0);
 }
 
 int fcpu_decoder_prefill(fcpu_decoder *dc, const int32_t *tokens, int n, float *logits) {
@@ -698,7 +703,18 @@ int fcpu_decoder_prefill(fcpu_decoder *dc, const int32_t *tokens, int n, float *
     if (n == 0 && logits) return phax_fail("fcpu_decoder_prefill: logits asked of no tokens");
     for (int i = 0; i < n; i += dc->chunk) {
         const int R = n - i < dc->chunk ? n - i : dc->chunk;
-        if (pass(dc, tokens + i, R, i + R == n ? logits : NULL)) return PHAX_ERR;
+        if (pass(dc, tokens + i, R, i + R == n ? logits : NULL, 0)) return PHAX_ERR;
+    }
+    return PHAX_OK;
+}
+
+int fcpu_decoder_prefill_all(fcpu_decoder *dc, const int32_t *tokens, int n, float *logits) {
+    if (admit(dc, "fcpu_decoder_prefill_all", tokens, n)) return PHAX_ERR;
+    if (!logits) return phax_fail("fcpu_decoder_prefill_all: no logits buffer");
+    const size_t V = (size_t)dc->c->vocab_size;
+    for (int i = 0; i < n; i += dc->chunk) {
+        const int R = n - i < dc->chunk ? n - i : dc->chunk;
+        if (pass(dc, tokens + i, R, logits + (size_t)i * V, 1)) return PHAX_ERR;
     }
     return PHAX_OK;
 }

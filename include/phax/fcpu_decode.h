@@ -72,6 +72,9 @@ int fcpu_decoder_step(fcpu_decoder *d, int32_t token, float *logits);
 // the last token (n ≥ 1), or NULL. PHAX_ERR, with nothing consumed, for a token
 // outside [0, V) or more tokens than a full-attention decoder has room for.
 int fcpu_decoder_prefill(fcpu_decoder *d, const int32_t *tokens, int n, float *logits);
+// The same, with the next-token logits of every token: logits: (n, V) (e.g. the
+// losses of a long evaluation read in passes, phax eval --carry).
+int fcpu_decoder_prefill_all(fcpu_decoder *d, const int32_t *tokens, int n, float *logits);
 
 // The prefill pass length of fcpu_decoder_new, and the most fcpu_decoder_new_chunked
 // takes. The scratch grows by ~chunk × (20 d + 3 hidden) floats.
