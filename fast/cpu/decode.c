@@ -94,6 +94,7 @@ struct fcpu_decoder {
     float *k_raw, *k_rot, *v_new; // (R, Hkv·dh) each
     float *rope;                  // (2, R, dh/2): cos | sin of the pass's positions
     double *score;                // (cap) attention row
+    float *spass;                 // (R, cap + R) a pass's scores / weights, one head
     double *attn_acc;             // (dh) attention output accumulators
     double *acc;                  // (d) mLSTM accumulators
     float *f1, *f2, *f3;          // (R, max(hid, F, ha)) FFN / GSS / aux hidden
@@ -188,11 +189,66 @@ static void attend_head(const fcpu_decoder *dc, const attn_layer *A, const float
     for (int e = 0; e < dh; e++) oh[e] = (float)(acc[e] / sum);
 }
 
+// Attention of a pass of R > 1 rows at positions pos0 + r, one query head h, as
+// matrix products: the keys before the pass come from the ring (positions
+// pos0 − nold .. pos0 − 1, in slots from (pos0 − nold) % cap on, wrapping), the
+// pass's own from k, v: (R, Hkv, dh) — a pass longer than the window would
+// overwrite ring slots its first rows still need, so its keys enter the ring only
+// after every head has attended. S: (R, nold + R) scratch; o: (R, Hq·dh) rows.
+// Scores are float sgemm (the error dh·u·scale·|q||k| of a float32 dot product,
+// as in the forward's kernel); max, exp and sums in double; P·V float sgemm.
+static void attend_pass_head(fcpu_decoder *dc, const attn_layer *A, const float *k, const float *v,
+                             int R, int nold, int h, float *S) {
+    const phax_model_cfg *c = dc->c;
+    const int dh = c->head_dim, j = h / (c->n_heads / c->n_kv_heads);
+    const int qd = c->n_heads * dh, kd = c->n_kv_heads * dh, pos0 = dc->pos, w = dc->window;
+    const int ns = nold + R, s0 = (pos0 - nold) % dc->cap;
+    const int na = nold < dc->cap - s0 ? nold : dc->cap - s0, nb = nold - na;  // ring segments
+    const float *kj = A->k_cache + (size_t)j * dc->cap * dh;  // (cap, dh)
+    const float *vj = A->v_cache + (size_t)j * dc->cap * dh;
+    const float *qh = dc->q + (size_t)h * dh;  // rows of stride qd
+    const double scale = c->score_cosine
+                             ? exp(fmin((double)A->logscale[h], PHAX_COSINE_MAX_LOGSCALE))
+                             : 1.0 / sqrt((double)dh);
+    // S = Q Kᵀ: [ring segment a | ring segment b | the pass's keys].
+    if (na > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, na, dh, 1.0f, qh, qd,
+                    kj + (size_t)s0 * dh, dh, 0.0f, S, ns);
+    if (nb > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, nb, dh, 1.0f, qh, qd, kj, dh, 0.0f,
+                    S + na, ns);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, R, dh, 1.0f, qh, qd, k + (size_t)j * dh,
+                kd, 0.0f, S + nold, ns);
+    // Row r sees key column i (position pos0 − nold + i) iff it is ≤ pos0 + r and, with
+    // a window, > pos0 + r − w: softmax over those, the rest weighted 0.
+    for (int r = 0; r < R; r++) {
+        float *Sr = S + (size_t)r * ns;
+        const int lo = w > 0 && r + nold - w + 1 > 0 ? r + nold - w + 1 : 0, hi = nold + r;
+        double mx = -INFINITY, sum = 0;
+        for (int i = lo; i <= hi; i++) mx = fmax(mx, scale * Sr[i]);
+        for (int i = lo; i <= hi; i++) sum += exp(scale * Sr[i] - mx);
+        for (int i = 0; i < lo; i++) Sr[i] = 0;
+        for (int i = lo; i <= hi; i++) Sr[i] = (float)(exp(scale * Sr[i] - mx) / sum);
+        for (int i = hi + 1; i < ns; i++) Sr[i] = 0;
+    }
+    // o_h = P V over the same three pieces.
+    float *oh = dc->o + (size_t)h * dh;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, dh, R, 1.0f, S + nold, ns,
+                v + (size_t)j * dh, kd, 0.0f, oh, qd);
+    if (na > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, dh, na, 1.0f, S, ns,
+                    vj + (size_t)s0 * dh, dh, 1.0f, oh, qd);
+    if (nb > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, dh, nb, 1.0f, S + na, ns, vj, dh,
+                    1.0f, oh, qd);
+}
+
 // Attention on x: (R, d) → y: (R, d), the rows the tokens at positions pos0 + r.
-// The projections take all rows at once; then, token by token, its rotated k and
-// its v go into ring slot pos % cap of every kv head's cache, and every query head
-// attends (attend_head) — so within a pass each token sees exactly the keys a step
-// at its position would, the ring overwriting what fell out of the window.
+// The projections take all rows at once. One row (a step): its rotated k and its v
+// go into ring slot pos % cap of every kv head's cache, then every query head
+// attends (attend_head, in double). More rows: every head attends by matrix
+// products (attend_pass_head), then the pass's last min(R, cap) keys go into the
+// ring — each row sees exactly the keys a step at its position would.
 static void attn_rows(fcpu_decoder *dc, attn_layer *A, float *y, const float *x, int R) {
     const phax_model_cfg *c = dc->c;
     const int d = c->d_model, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
@@ -208,6 +264,22 @@ static void attn_rows(fcpu_decoder *dc, attn_layer *A, float *y, const float *x,
     if (c->score_cosine) {
         unit_rows(dc->q, R * Hq, dh);
         unit_rows(k, R * Hkv, dh);
+    }
+    if (R > 1) {
+        // Keys before the pass that its first row sees: all of them, or w − 1.
+        const int nold = dc->window > 0 && pos0 > dc->window - 1 ? dc->window - 1 : pos0;
+        for (int h = 0; h < Hq; h++) attend_pass_head(dc, A, k, v, R, nold, h, dc->spass);
+        for (int r = R > dc->cap ? R - dc->cap : 0; r < R; r++) {
+            const size_t slot = (size_t)((pos0 + r) % dc->cap);
+            for (int j = 0; j < Hkv; j++) {
+                memcpy(A->k_cache + ((size_t)j * dc->cap + slot) * dh,
+                       k + (size_t)r * kd + (size_t)j * dh, dh * sizeof *k);
+                memcpy(A->v_cache + ((size_t)j * dc->cap + slot) * dh,
+                       v + (size_t)r * kd + (size_t)j * dh, dh * sizeof *v);
+            }
+        }
+        matmul(y, A->wo, dc->o, R, d, qd);
+        return;
     }
     for (int r = 0; r < R; r++) {
         const int pos = pos0 + r;
@@ -420,6 +492,7 @@ static void carve(fcpu_decoder *dc, arena *a) {
     dc->v_new = take(a, R * kd * sizeof(float));
     dc->rope = take(a, fcpu_rope_table_len((int)R, (int)dh) * sizeof(float));
     dc->score = take(a, (size_t)dc->cap * sizeof(double));
+    dc->spass = dc->cap > 0 && R > 1 ? take(a, R * ((size_t)dc->cap + R) * sizeof(float)) : NULL;
     dc->attn_acc = take(a, dh * sizeof(double));
     dc->acc = take(a, d * sizeof(double));
     dc->f1 = take(a, R * wide * sizeof(float));

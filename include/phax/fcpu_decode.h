@@ -66,9 +66,12 @@ int fcpu_decoder_step(fcpu_decoder *d, int32_t token, float *logits);
 // next-token logits within float32 rounding: tests/test_fcpu_prefill.c), but in
 // passes of up to `chunk` tokens whose projections and FFNs are matrix-matrix
 // products (cblas_sgemm) reading each weight once per pass instead of once per
-// token. The recurrences — the KV cache / ring buffer, the GSS modal state, the
-// mLSTM (C, n, m) — still advance token by token inside a pass, in double as in a
-// step, so the state handed to the next step is the decoder's own. logits: (V) of
+// token, and whose attention is matrix products too (scores against the ring's
+// keys and the pass's own, float32 as in the forward's kernel; softmax in
+// double). The recurrences — the GSS modal state, the mLSTM (C, n, m) — still
+// advance token by token inside a pass, in double as in a step, and the pass's
+// keys go into the KV cache / ring buffer after it, so the state handed to the
+// next step is the decoder's own. logits: (V) of
 // the last token (n ≥ 1), or NULL. PHAX_ERR, with nothing consumed, for a token
 // outside [0, V) or more tokens than a full-attention decoder has room for.
 int fcpu_decoder_prefill(fcpu_decoder *d, const int32_t *tokens, int n, float *logits);
