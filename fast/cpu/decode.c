@@ -26,6 +26,14 @@
 #include "phax/fcpu.h"
 #include "phax/fcpu_decode.h"
 
+#if defined(__x86_64__) && defined(__GLIBC__)
+// expf under a name GCC does not treat as a builtin, declared `simd`, so `#pragma
+// omp simd` loops call libmvec's vector expf (as in basic.c).
+__attribute__((simd("notinbranch"), const, nothrow)) extern float vexpf(float) __asm__("expf");
+#else
+#define vexpf expf
+#endif
+
 #define MAX_SUB 4        // branches of a PHA block / sub-layers of a pre-norm block
 #define GATE_CAP 15.0    // mLSTM gate soft-cap: cap(z) = 15·tanh(z/15) (docs/spec.md §1.4)
 
@@ -221,14 +229,21 @@ static void attend_pass_head(fcpu_decoder *dc, const attn_layer *A, const float 
                 kd, 0.0f, S + nold, ns);
     // Row r sees key column i (position pos0 − nold + i) iff it is ≤ pos0 + r and, with
     // a window, > pos0 + r − w: softmax over those, the rest weighted 0.
+    // The weights are L²-many at long context: one vectorised float exp each (a few
+    // ulp, like the forward kernel's), their sum in double.
     for (int r = 0; r < R; r++) {
         float *Sr = S + (size_t)r * ns;
         const int lo = w > 0 && r + nold - w + 1 > 0 ? r + nold - w + 1 : 0, hi = nold + r;
-        double mx = -INFINITY, sum = 0;
-        for (int i = lo; i <= hi; i++) mx = fmax(mx, scale * Sr[i]);
-        for (int i = lo; i <= hi; i++) sum += exp(scale * Sr[i] - mx);
+        float mx = -INFINITY;
+        double sum = 0;
+        for (int i = lo; i <= hi; i++) mx = Sr[i] > mx ? Sr[i] : mx;
+        const double smx = scale * mx;  // the exponent formed in double, then rounded once
+#pragma omp simd reduction(+ : sum)
+        for (int i = lo; i <= hi; i++) sum += (Sr[i] = vexpf((float)(scale * Sr[i] - smx)));
+        const float inv = (float)(1.0 / sum);
         for (int i = 0; i < lo; i++) Sr[i] = 0;
-        for (int i = lo; i <= hi; i++) Sr[i] = (float)(exp(scale * Sr[i] - mx) / sum);
+#pragma omp simd
+        for (int i = lo; i <= hi; i++) Sr[i] *= inv;
         for (int i = hi + 1; i < ns; i++) Sr[i] = 0;
     }
     // o_h = P V over the same three pieces.
