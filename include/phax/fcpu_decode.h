@@ -24,7 +24,8 @@
 // Numerics: float32 storage and float32 matrix-vector products (cblas_sgemv);
 // attention scores, softmax sums and the attention output accumulated in double;
 // RoPE angles, the GSS and mLSTM states and the scalar gates in double.
-// Threads: the calling thread, plus OpenBLAS's inside the sgemv calls.
+// Threads: the calling thread, plus OpenBLAS's inside the sgemv calls of a step;
+// a prefill pass runs on the calling thread alone (see pass() in fast/cpu/decode.c).
 //
 // The decoder keeps pointers into the model's parameters (read at every step) and
 // precomputes the GSS modes from them at creation: make a new decoder after the
