@@ -20,13 +20,12 @@
 
 #define STEPS 32
 
-static void cfg_of(phax_model_cfg *c, phax_family f, int L) {
+static void cfg_of(phax_model_cfg *c, phax_family f) {
     *c = phax_model_cfg_default(f);
     c->vocab_size = 8192, c->d_model = 256, c->n_layers = 4;
     c->n_heads = 8, c->n_kv_heads = 2, c->head_dim = 32, c->ffn_hidden = 683;
     c->tie_embeddings = 0, c->train_len = 512;
     c->w_short = 128, c->w_long = 128;
-    (void)L;
     if (phax_model_cfg_resolve(c)) {
         fprintf(stderr, "bench_decode: %s\n", phax_error());
         exit(1);
@@ -42,7 +41,7 @@ int main(int argc, char **argv) {
     printf("%-6s %8s %14s %12s %9s\n", "family", "context", "prefill tok/s", "step tok/s", "speed-up");
     for (int fi = 0; fi < 2; fi++) {
         phax_model_cfg c;
-        cfg_of(&c, fams[fi], 0);
+        cfg_of(&c, fams[fi]);
         fcpu_model m;
         if (fcpu_model_new(&m, &c, 1)) {
             fprintf(stderr, "bench_decode: %s\n", phax_error());
