@@ -11,7 +11,7 @@ out="$build/bench"
 export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
 mkdir -p "$out"
 fams=("$@")
-((${#fams[@]})) || fams=(basic attention ssm mlstm model)
+((${#fams[@]})) || fams=(basic attention ssm mlstm model decode)
 echo "phax benchmarks — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) threads, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 rc=0
 for f in "${fams[@]}"; do

@@ -220,18 +220,26 @@ static void eval_carry(const fcpu_model *m, const int32_t *tok, size_t n, const 
     fcpu_decoder *d = fcpu_decoder_new(m, 1, o->window);
     if (!d) die_lib();
     int V = c->vocab_size;
-    float *lg = malloc((size_t)V * sizeof *lg);
+    // Read in passes of FCPU_PREFILL_CHUNK tokens (the decoder's prefill), every token's
+    // logits kept: the same losses as stepping one token at a time, faster.
+    const size_t R = FCPU_PREFILL_CHUNK;
+    float *lg = malloc(R * (size_t)V * sizeof *lg);  // (R, V)
     if (!lg) die("out of memory");
     double t0 = now_s();
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (fcpu_decoder_step(d, tok[i], lg)) die_lib();
-        float mx = lg[0];
-        for (int j = 1; j < V; j++) mx = lg[j] > mx ? lg[j] : mx;
-        double se = 0;
-        for (int j = 0; j < V; j++) se += exp((double)lg[j] - mx);
-        tally_add(t, o, (long)(i % o->T), mx + log(se) - lg[tok[i + 1]]);
-        if (isatty(2) && i % 1000 == 999)
-            fprintf(stderr, "\r%zu / %zu tokens, %.0f tok/s ", i + 1, n - 1, (i + 1) / (now_s() - t0));
+    for (size_t i0 = 0; i0 + 1 < n; i0 += R) {
+        const size_t r = n - 1 - i0 < R ? n - 1 - i0 : R;
+        if (fcpu_decoder_prefill_all(d, tok + i0, (int)r, lg)) die_lib();
+        for (size_t k = 0; k < r; k++) {
+            const size_t i = i0 + k;
+            const float *l = lg + k * (size_t)V;
+            float mx = l[0];
+            for (int j = 1; j < V; j++) mx = l[j] > mx ? l[j] : mx;
+            double se = 0;
+            for (int j = 0; j < V; j++) se += exp((double)l[j] - mx);
+            tally_add(t, o, (long)(i % o->T), mx + log(se) - l[tok[i + 1]]);
+        }
+        if (isatty(2) && (i0 / R) % 8 == 7)
+            fprintf(stderr, "\r%zu / %zu tokens, %.0f tok/s ", i0 + r, n - 1, (i0 + r) / (now_s() - t0));
     }
     if (isatty(2)) fputc('\n', stderr);
     free(lg);

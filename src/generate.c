@@ -138,10 +138,9 @@ int phax_generate_main(int argc, char **argv) {
     int32_t *out = malloc(((size_t)ntok + 1) * sizeof *out);
     if (!lg || !idx || !p || !out) die("out of memory");
 
-    // Prefill: the output head only at the last prompt token.
+    // Prefill (passes of many tokens): the output head only at the last prompt token.
     double t0 = now_s();
-    for (size_t i = 0; i < np; i++)
-        if (fcpu_decoder_step(d, ids[i], i + 1 == np ? lg : NULL)) die_lib();
+    if (fcpu_decoder_prefill(d, ids, (int)np, lg)) die_lib();  // np ≤ MAX_SEQ
     double t1 = now_s();
     phax_rng r = phax_rng_stream(seed, phax_hash_str("generate"));
     for (long s = 0; s < ntok; s++) {

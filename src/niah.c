@@ -218,8 +218,7 @@ static int32_t argmax(const float *x, int n) {
 static void generate(fcpu_decoder *d, const int32_t *prompt, size_t n, int n_gen, float *logits,
                      int V, int32_t *out) {
     fcpu_decoder_reset(d);
-    for (size_t i = 0; i < n; i++)
-        if (fcpu_decoder_step(d, prompt[i], i + 1 == n ? logits : NULL)) die_lib();
+    if (fcpu_decoder_prefill(d, prompt, (int)n, logits)) die_lib();  // n ≤ the decoder's max_len
     for (int g = 0; g < n_gen; g++) {
         out[g] = argmax(logits, V);
         if (g + 1 < n_gen && fcpu_decoder_step(d, out[g], logits)) die_lib();

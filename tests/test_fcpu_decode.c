@@ -648,3 +648,221 @@ Test(fcpu_decode, bad_arguments) {
     fcpu_decoder_free(NULL);  // no-op
     pair_free(&p);
 }
+
+// ---------------------------------------------------------------------------
+// Prefill (fcpu_decoder_prefill): a prompt of n tokens fed in passes of `chunk`
+// tokens, then the rest of the sequence stepped one token at a time. The prefill's
+// logits (of token n − 1) and every later step's must match ref at those positions
+// within the same tol_t as a step (the passes round differently — sgemm instead of
+// sgemv — but evaluate the same function in float32 with the same reduction
+// lengths, so the same bound holds), and the prefill's logits must match the
+// per-token decoder's at the same position within tol_t. The later steps check the
+// handed-over state: a KV cache / ring slot, GSS z or mLSTM (C, n, m) left wrong by
+// a pass shows up there; fcpu_decoder_prefill_all's rows are checked the same
+// way. n covers one token, chunk boundaries inside the prompt
+// and at its end, and the whole sequence.
+
+static void prefill_vs_ref(const char *label, const phax_model_cfg *cfg, int T, int window, int chunk) {
+    phax_rng rng = tu_rng(label);
+    pair p;
+    pair_new(&p, cfg, &rng);
+    const int V = p.r.cfg.vocab_size;
+    int32_t *tok = malloc((size_t)T * sizeof *tok);
+    double *ref = malloc((size_t)T * V * sizeof *ref);
+    float *stepped = malloc((size_t)T * V * sizeof *stepped);
+    cr_assert(tok && ref && stepped);
+    random_tokens(tok, T, V, &rng);
+    cr_assert(ref_model_forward(&p.r, tok, NULL, 1, T, window, ref, NULL) == PHAX_OK, "%s",
+              phax_error());
+    const double tol_chain = TOL_FACTOR * U32 * chain_len(&p.r.cfg, T, max_cos_scale(&p.r));
+    double *sens = ref_sensitivity(&p.r, tok, T, window, ref, &rng);
+    fcpu_decoder *one = fcpu_decoder_new(&p.f, T, window);
+    cr_assert(one, "%s", phax_error());
+    for (int t = 0; t < T; t++)
+        cr_assert(fcpu_decoder_step(one, tok[t], stepped + (size_t)t * V) == PHAX_OK);
+    fcpu_decoder *dc = fcpu_decoder_new_chunked(&p.f, T, window, chunk);
+    cr_assert(dc, "%s", phax_error());
+    float *lg = lbuf(V);
+    const int ns[] = {1, chunk, chunk + 1, 2 * chunk, 2 * chunk + 1, T - 1, T};
+    double worst = 0;
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+        const int n = ns[k];
+        if (n < 1 || n > T) continue;
+        fcpu_decoder_reset(dc);
+        lpoison(lg, V);
+        cr_assert(fcpu_decoder_prefill(dc, tok, n, lg) == PHAX_OK, "[%s] n %d: %s", label, n,
+                  phax_error());
+        cr_assert(lintact(lg, V) && fcpu_decoder_pos(dc) == n, "[%s] n %d", label, n);
+        double tol = tol_chain + SENS_FACTOR * sens[n - 1];
+        double err = rel_err(lg, ref + (size_t)(n - 1) * V, V);
+        double e1 = 0, n1 = 0;  // against the per-token decoder, relative to ref's norm
+        for (int v = 0; v < V; v++) {
+            const double a = (double)lg[v] - stepped[(size_t)(n - 1) * V + v];
+            e1 += a * a, n1 += ref[(size_t)(n - 1) * V + v] * ref[(size_t)(n - 1) * V + v];
+        }
+        e1 = sqrt(e1 / n1);
+        cr_assert(err <= tol, "[%s] chunk %d, prefill of %d: err %.3e > tol %.3e", label, chunk, n,
+                  err, tol);
+        cr_assert(e1 <= tol, "[%s] chunk %d, prefill of %d: %.3e from the stepped logits > tol %.3e",
+                  label, chunk, n, e1, tol);
+        worst = fmax(worst, fmax(err, e1) / tol);
+        for (int t = n; t < T; t++) {  // the handed-over state, step by step
+            cr_assert(fcpu_decoder_step(dc, tok[t], lg) == PHAX_OK);
+            tol = tol_chain + SENS_FACTOR * sens[t];
+            err = rel_err(lg, ref + (size_t)t * V, V);
+            cr_assert(err <= tol, "[%s] chunk %d, step %d after a prefill of %d: err %.3e > tol %.3e",
+                      label, chunk, t, n, err, tol);
+            worst = fmax(worst, err / tol);
+        }
+    }
+    // Every token's logits in one call (fcpu_decoder_prefill_all): each row against ref.
+    fcpu_decoder_reset(dc);
+    float *all = malloc((size_t)T * V * sizeof *all);
+    cr_assert(all && fcpu_decoder_prefill_all(dc, tok, T, all) == PHAX_OK, "%s", phax_error());
+    for (int t = 0; t < T; t++) {
+        const double tol = tol_chain + SENS_FACTOR * sens[t];
+        const double err = rel_err(all + (size_t)t * V, ref + (size_t)t * V, V);
+        cr_assert(err <= tol, "[%s] chunk %d, prefill_all row %d: err %.3e > tol %.3e", label, chunk,
+                  t, err, tol);
+        worst = fmax(worst, err / tol);
+    }
+    free(all);
+    printf("[%s] T=%d window=%d chunk=%d: worst err/tol %.3e\n", label, T, window, chunk, worst);
+    fcpu_decoder_free(dc), fcpu_decoder_free(one);
+    lfree(lg);
+    free(tok), free(ref), free(stepped), free(sens);
+    pair_free(&p);
+}
+
+// Chunks of 1 (a pass is a step), 4 (wraps a window 3 inside a pass), 7 and T.
+static void prefill_chunks(const char *label, const phax_model_cfg *cfg, int T, int window) {
+    const int chunks[] = {1, 4, 7, T};
+    char name[128];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.c%d", label, chunks[i]);
+        prefill_vs_ref(name, cfg, T, window, chunks[i]);
+    }
+}
+
+Test(fcpu_prefill, pha_switches) {
+    const char *names[] = {"pha", "no_gss", "no_attn", "no_ffn", "separate_mix", "freeze_mix",
+                           "window_3", "window_1", "untied_gqa1_dh10"};
+    for (int i = 0; i < 9; i++) {
+        phax_model_cfg c = small_cfg(PHAX_FAMILY_PHA);
+        if (i == 1) c.use_gss = 0;
+        if (i == 2) c.use_attn = 0;
+        if (i == 3) c.use_ffn = 0;
+        if (i == 4) c.ffn_separate_mix = 1;
+        if (i == 5) c.freeze_mix = 1, c.ffn_separate_mix = 1;
+        if (i == 6) c.attn_window = 3;
+        if (i == 7) c.attn_window = 1;
+        if (i == 8) c.tie_embeddings = 0, c.n_kv_heads = 2, c.head_dim = 10, c.n_layers = 3;
+        char label[96];
+        snprintf(label, sizeof label, "fcpu_prefill.%s", names[i]);
+        prefill_chunks(label, &c, 23, -1);
+    }
+}
+
+Test(fcpu_prefill, transformer_serial) {
+    phax_model_cfg t = small_cfg(PHAX_FAMILY_TRANSFORMER);
+    prefill_chunks("fcpu_prefill.transformer", &t, 23, -1);
+    t.score_cosine = 0, t.attn_window = 5;
+    prefill_chunks("fcpu_prefill.transformer_dot_window_5", &t, 23, -1);
+    phax_model_cfg s = small_cfg(PHAX_FAMILY_SERIAL);
+    s.attn_window = 3;
+    prefill_chunks("fcpu_prefill.serial_window_3", &s, 23, -1);
+}
+
+Test(fcpu_prefill, swax_family) {
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWAX);
+    c.n_layers = 3, c.mlstm_first = 1;
+    prefill_chunks("fcpu_prefill.swax_mlstm_first", &c, 23, 3);
+    c.mlstm_first = 0;
+    prefill_chunks("fcpu_prefill.swax_swa_first", &c, 23, 3);
+    phax_model_cfg m = swax_cfg(PHAX_FAMILY_MLSTM);
+    prefill_chunks("fcpu_prefill.mlstm", &m, 23, -1);
+    phax_model_cfg s = swax_cfg(PHAX_FAMILY_SWA);
+    const int T = 23, windows[] = {1, 3, T, T + 4, 0};
+    for (int i = 0; i < 5; i++) {
+        char label[96];
+        snprintf(label, sizeof label, "fcpu_prefill.swa_w%d", windows[i]);
+        prefill_chunks(label, &s, T, windows[i]);
+    }
+}
+
+// A long ring: window 3 wrapping ~15 times inside passes of 16 (T = 47, odd).
+Test(fcpu_prefill, ring_wraps_in_a_pass) {
+    phax_model_cfg s = swax_cfg(PHAX_FAMILY_SWAX);
+    s.mlstm_first = 0;
+    prefill_vs_ref("fcpu_prefill.ring_wraps_in_a_pass", &s, 47, 3, 16);
+}
+
+// Prefill in several calls, then steps: the same state as one call (bit for bit —
+// the same passes when each call ends on a chunk boundary), and prefill of one
+// token with a chunk of 1 is a step, bit for bit.
+Test(fcpu_prefill, calls_compose) {
+    phax_rng rng = tu_rng("fcpu_prefill.calls_compose");
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_PHA);
+    c.attn_window = 3;
+    pair p;
+    pair_new(&p, &c, &rng);
+    const int T = 21, V = c.vocab_size;
+    int32_t tok[21];
+    random_tokens(tok, T, V, &rng);
+    fcpu_decoder *a = fcpu_decoder_new_chunked(&p.f, T, -1, 5);
+    fcpu_decoder *b = fcpu_decoder_new_chunked(&p.f, T, -1, 5);
+    fcpu_decoder *s = fcpu_decoder_new_chunked(&p.f, T, -1, 1), *u = fcpu_decoder_new(&p.f, T, -1);
+    cr_assert(a && b && s && u, "%s", phax_error());
+    float *la = lbuf(V), *lb = lbuf(V);
+    cr_assert(fcpu_decoder_prefill(a, tok, 15, la) == PHAX_OK);
+    cr_assert(fcpu_decoder_prefill(b, tok, 5, NULL) == PHAX_OK);
+    cr_assert(fcpu_decoder_prefill(b, tok + 5, 0, NULL) == PHAX_OK);
+    cr_assert(fcpu_decoder_prefill(b, tok + 5, 10, lb) == PHAX_OK);
+    cr_assert(!memcmp(la, lb, V * sizeof(float)) && fcpu_decoder_pos(b) == 15);
+    for (int t = 15; t < T; t++) {
+        cr_assert(fcpu_decoder_step(a, tok[t], la) == PHAX_OK);
+        cr_assert(fcpu_decoder_step(b, tok[t], lb) == PHAX_OK);
+        cr_assert(!memcmp(la, lb, V * sizeof(float)), "step %d", t);
+    }
+    for (int t = 0; t < T; t++) {
+        cr_assert(fcpu_decoder_prefill(s, tok + t, 1, la) == PHAX_OK);
+        cr_assert(fcpu_decoder_step(u, tok[t], lb) == PHAX_OK);
+        cr_assert(!memcmp(la, lb, V * sizeof(float)), "prefill of 1 at %d is not a step", t);
+    }
+    cr_assert(lintact(la, V) && lintact(lb, V));
+    fcpu_decoder_free(a), fcpu_decoder_free(b), fcpu_decoder_free(s), fcpu_decoder_free(u);
+    lfree(la), lfree(lb);
+    pair_free(&p);
+}
+
+// Bad input consumes nothing: a bad token anywhere in the prompt, a prompt longer
+// than a full-attention decoder's room, logits of no tokens, a chunk out of range.
+Test(fcpu_prefill, bad_input) {
+    phax_rng rng = tu_rng("fcpu_prefill.bad_input");
+    phax_model_cfg c = small_cfg(PHAX_FAMILY_TRANSFORMER);
+    pair p;
+    pair_new(&p, &c, &rng);
+    const int V = c.vocab_size;
+    int32_t tok[12];
+    random_tokens(tok, 12, V, &rng);
+    fcpu_decoder *dc = fcpu_decoder_new_chunked(&p.f, 10, -1, 4);
+    cr_assert(dc, "%s", phax_error());
+    float *lg = lbuf(V);
+    cr_assert(fcpu_decoder_prefill(dc, tok, 3, NULL) == PHAX_OK);
+    tok[9] = V;
+    cr_assert(fcpu_decoder_prefill(dc, tok, 10, lg) == PHAX_ERR);
+    cr_assert(strstr(phax_error(), "outside") && fcpu_decoder_pos(dc) == 3, "%s", phax_error());
+    tok[9] = 0;
+    cr_assert(fcpu_decoder_prefill(dc, tok, 8, lg) == PHAX_ERR);
+    cr_assert(strstr(phax_error(), "max_len") && fcpu_decoder_pos(dc) == 3, "%s", phax_error());
+    cr_assert(fcpu_decoder_prefill(dc, tok, 0, lg) == PHAX_ERR && fcpu_decoder_pos(dc) == 3);
+    cr_assert(fcpu_decoder_prefill(dc, tok, -1, NULL) == PHAX_ERR && fcpu_decoder_pos(dc) == 3);
+    cr_assert(fcpu_decoder_prefill(dc, tok, 7, lg) == PHAX_OK && fcpu_decoder_pos(dc) == 10);
+    cr_assert(lintact(lg, V));
+    cr_assert(!fcpu_decoder_new_chunked(&p.f, 10, -1, 0));
+    cr_assert(strstr(phax_error(), "chunk"), "%s", phax_error());
+    cr_assert(!fcpu_decoder_new_chunked(&p.f, 10, -1, FCPU_PREFILL_CHUNK_MAX + 1));
+    fcpu_decoder_free(dc);
+    lfree(lg);
+    pair_free(&p);
+}

@@ -24,7 +24,8 @@
 // Numerics: float32 storage and float32 matrix-vector products (cblas_sgemv);
 // attention scores, softmax sums and the attention output accumulated in double;
 // RoPE angles, the GSS and mLSTM states and the scalar gates in double.
-// Threads: the calling thread, plus OpenBLAS's inside the sgemv calls.
+// Threads: the calling thread, plus OpenBLAS's inside the sgemv calls of a step;
+// a prefill pass runs on the calling thread alone (see pass() in fast/cpu/decode.c).
 //
 // The decoder keeps pointers into the model's parameters (read at every step) and
 // precomputes the GSS modes from them at creation: make a new decoder after the
@@ -61,5 +62,29 @@ size_t fcpu_decoder_state_bytes(const fcpu_decoder *d);
 // the state unchanged, for a token outside [0, V) or a full-attention decoder
 // already holding max_len tokens.
 int fcpu_decoder_step(fcpu_decoder *d, int32_t token, float *logits);
+
+// Prefill: feed n ≥ 0 tokens at once, as n steps would (same state after, same
+// next-token logits within float32 rounding: tests/test_fcpu_prefill.c), but in
+// passes of up to `chunk` tokens whose projections and FFNs are matrix-matrix
+// products (cblas_sgemm) reading each weight once per pass instead of once per
+// token, and whose attention is matrix products too (scores against the ring's
+// keys and the pass's own, float32 as in the forward's kernel; softmax in
+// double). The recurrences — the GSS modal state, the mLSTM (C, n, m) — still
+// advance token by token inside a pass, in double as in a step, and the pass's
+// keys go into the KV cache / ring buffer after it, so the state handed to the
+// next step is the decoder's own. logits: (V) of
+// the last token (n ≥ 1), or NULL. PHAX_ERR, with nothing consumed, for a token
+// outside [0, V) or more tokens than a full-attention decoder has room for.
+int fcpu_decoder_prefill(fcpu_decoder *d, const int32_t *tokens, int n, float *logits);
+// The same, with the next-token logits of every token: logits: (n, V) (e.g. the
+// losses of a long evaluation read in passes, phax eval --carry).
+int fcpu_decoder_prefill_all(fcpu_decoder *d, const int32_t *tokens, int n, float *logits);
+
+// The prefill pass length of fcpu_decoder_new, and the most fcpu_decoder_new_chunked
+// takes. The scratch grows by ~chunk × (20 d + 3 hidden) floats.
+#define FCPU_PREFILL_CHUNK 128
+#define FCPU_PREFILL_CHUNK_MAX 4096
+// fcpu_decoder_new with a prefill pass length chunk in [1, FCPU_PREFILL_CHUNK_MAX].
+fcpu_decoder *fcpu_decoder_new_chunked(const fcpu_model *m, int max_len, int window, int chunk);
 
 #endif
