@@ -619,6 +619,10 @@ int phax_ckpt_save_generation(const char *dir, const phax_ckpt *ck, const phax_l
         free(link);
         return PHAX_ERR;
     }
+    // 0. What an earlier kill left (a temporary folder, a generation never made current)
+    //    goes first, so that it cannot fill the disk this generation needs. Only with a
+    //    current generation to keep: without one, nothing here is known to be stale.
+    if (prev[0]) prune_gens(dir, prev, prev);
     // 1. The files, in a fresh folder nobody else can have prepared (exclusive,
     //    unpredictable name; mode 0777 minus the umask).
     int rc = PHAX_ERR, made = 0;

@@ -539,11 +539,14 @@ static json_t *file_identity(const char *path, json_int_t want_bytes) {
 // anything reads them further or writes. A state of an older phax has no file
 // identity: its tokens are then checked in memory before any cache is written.
 // Returns 1 when the files were checked here.
-static int check_data_files(const corpus *c, const char *data_json, const char *where) {
+static int check_data_files(const corpus *c, const char *data_json, const char *where, int generation) {
     json_t *j = json_loads(data_json, 0, NULL);
     json_t *files = j ? json_object_get(j, "files") : NULL;
     if (!files) {
         json_decref(j);
+        // Only a run folder of an older phax (files, no generation link) lacks identities;
+        // a generation without them was not written by phax: read nothing it names.
+        if (generation) die("%s: the training state names no data file identities; nothing was read", where);
         return 0;
     }
     const char *keys[2] = {"train", "valid"};
@@ -804,6 +807,9 @@ static void save_checkpoint(run *r, long steps_done) {
                     .vocab = r->data.vocab, .step = steps_done,
                     .tokens_seen = (int64_t)steps_done * r->o.B * r->o.T, .train_batch = r->o.B,
                     .train_seq = r->o.T};
+    // The log lines up to this step are durable before the generation that they lead to
+    // (a resumed run truncates the log to its checkpoint; it cannot restore lost lines).
+    if (fflush(r->log) || fsync(fileno(r->log))) die("%s: write failed: %s", r->log_path, strerror(errno));
     // A whole generation (state, vocabulary, model) becomes current in one step;
     // the previous one stays until then (phax_ckpt_save_generation).
     if (phax_ckpt_save_generation(r->o.out, &ck, t->L, &s)) die_lib();
@@ -1019,7 +1025,9 @@ static void resume_setup(run *r, const char *changing, phax_ckpt *ck, phax_ckpt_
     r->data.split = split;
     check_data_file(r->data.train);
     if (r->data.valid) check_data_file(r->data.valid);
-    r->raw_checked = check_data_files(&r->data, st->data_json, r->state_path);
+    struct stat lsb;  // a generation's link (phax_ckpt_save_generation), or an older phax's file
+    int generation = lstat(r->model_path, &lsb) == 0 && S_ISLNK(lsb.st_mode);
+    r->raw_checked = check_data_files(&r->data, st->data_json, r->state_path, generation);
     r->data.vocab = ck->vocab;  // the checkpoint's vocabulary, not a rebuilt one
     ck->vocab = NULL;
 }
@@ -1097,6 +1105,11 @@ int phax_train_main(int argc, char **argv) {
         restart = file_exists(r.log_path);
     }
     char *cache = r.o.cache_dir ? strdup(r.o.cache_dir) : path_join(r.o.out, "cache");
+    struct stat csb;
+    // The default cache lies inside the run folder: a link planted there must not send the
+    // caches elsewhere (an explicit --cache-dir may be anything the user names).
+    if (!r.o.cache_dir && lstat(cache, &csb) == 0 && S_ISLNK(csb.st_mode))
+        die("%s: a symbolic link; the run folder's cache must be a folder (or pass --cache-dir)", cache);
     if (r.o.resume && !r.raw_checked) {
         // A state without file identities: compare the tokens before any cache is written.
         corpus_tokens(&r.data, NULL);
@@ -1146,9 +1159,14 @@ int phax_train_main(int argc, char **argv) {
     if (restart)
         printf("%s: a run that stopped before its first checkpoint; starting it over (its log is replaced)\n",
                r.o.out);
-    // A new run starts its log (over one without a checkpoint); a resumed run continues it.
-    if (!(r.log = fopen(r.log_path, r.o.resume ? "a" : "w")))
-        die("%s: cannot open: %s", r.log_path, strerror(errno));
+    // A new run starts its log (over one without a checkpoint) with an empty file put in place
+    // atomically, which replaces a symlink planted there instead of writing through it; a
+    // resumed run continues it. Both append without following a link (O_NOFOLLOW).
+    if (!r.o.resume && phax_write_file_atomic(r.log_path, "", 0)) die_lib();
+    int log_fd = open(r.log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (log_fd < 0)
+        die("%s: cannot open: %s", r.log_path, errno == ELOOP ? "a symbolic link (refused)" : strerror(errno));
+    if (!(r.log = fdopen(log_fd, "a"))) die("%s: cannot open: %s", r.log_path, strerror(errno));
     r.tty = isatty(STDOUT_FILENO);
     struct sigaction sa = {.sa_handler = on_sigint};
     sigaction(SIGINT, &sa, NULL);

@@ -223,8 +223,10 @@ static int cache_has(const char *cache, const char *prefix) {
 }
 
 // Item 7: a state naming another file is refused before that file is
-// tokenized into a cache (with the files' identity, and without it: a state
-// of an older phax is checked on its tokens in memory).
+// tokenized into a cache. With the files' identity, from its size and hash;
+// without it, inside a generation (which only this phax writes), before the
+// file is read at all. (A state of an older phax, files beside no link, is
+// checked on its tokens in memory before any cache is written.)
 Test(durable, resume_checks_data_before_reading) {
     sandbox s = sandbox_new();
     char *secret = tu_join(s.dir, "secret.txt"), *cache = tu_join(s.run, "cache");
@@ -233,7 +235,7 @@ Test(durable, resume_checks_data_before_reading) {
     for (int drop = 0; drop < 2; drop++) {
         craft_state(s.run, secret, drop);
         int rc = RUN("train", "--resume", "--out", s.run);
-        expect_error(&s, rc, secret);
+        expect_error(&s, rc, drop ? "names no data file identities; nothing was read" : secret);
         cr_assert(!cache_has(cache, "secret"), "a cache of the crafted file was written (drop %d)", drop);
     }
     free(secret), free(cache);
@@ -268,6 +270,39 @@ Test(durable, log_without_checkpoint_starts_over) {
     cr_assert(!strstr(l, "\"loss\": 9}"), "the old log was kept: %s", l);
     cr_assert(ckpt_step(s.run) == 3);
     free(o), free(l), free(log);
+    sandbox_free(&s);
+}
+
+// A crafted run folder cannot make training write outside it: a log.jsonl that is a
+// link (a new run's restart truncated its target; --resume appended to a dangling one's)
+// and a cache/ that is a link (resume wrote its token caches through it).
+Test(durable, run_folder_links_not_followed) {
+    sandbox s = sandbox_new();
+    char *victim = tu_join(s.dir, "precious.txt"), *log = tu_join(s.run, "log.jsonl");
+    char *made = tu_join(s.dir, "made_outside.txt"), *elsewhere = tu_join(s.dir, "elsewhere");
+    char *cache = tu_join(s.run, "cache");
+    tu_write_file(victim, "PRECIOUS\n", 9);
+    cr_assert(mkdir(s.run, 0777) == 0 && symlink(victim, log) == 0);
+    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "4"), "--stop-after", "2"));  // starts over: the link replaced
+    char *v = tu_slurp(victim, NULL);
+    cr_assert_str_eq(v, "PRECIOUS\n", "the link's target was written: %s", v);
+    free(v);
+    struct stat sb;
+    cr_assert(lstat(log, &sb) == 0 && S_ISREG(sb.st_mode), "log.jsonl is not a plain file");
+    cr_assert(unlink(log) == 0 && symlink(made, log) == 0);  // dangling
+    expect_error(&s, RUN("train", "--resume", "--out", s.run), "symbolic link");
+    cr_assert(!exists(made), "--resume created the dangling link's target");
+    cr_assert(unlink(log) == 0);
+    tu_rm_rf(cache);
+    cr_assert(mkdir(elsewhere, 0777) == 0 && symlink(elsewhere, cache) == 0);
+    expect_error(&s, RUN("train", "--resume", "--out", s.run), "symbolic link");
+    DIR *d = opendir(elsewhere);
+    cr_assert(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    cr_assert(n == 0, "%d files written through the cache link", n);
+    free(victim), free(log), free(made), free(elsewhere), free(cache);
     sandbox_free(&s);
 }
 
