@@ -29,7 +29,9 @@ int phax_data_read_raw(const char *path, uint8_t **out, size_t *n, phax_file_sta
     if (!path || !out || !n) return phax_fail("phax_data_read_raw: NULL argument");
     *out = NULL;
     *n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, for ever, before the
+    // regular-file check below could refuse it (reads of a regular file ignore the flag).
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) return phax_fail("%s: no such file", path);
         return phax_fail("%s: cannot open: %s", path, strerror(errno));
@@ -68,7 +70,8 @@ int phax_data_read_raw(const char *path, uint8_t **out, size_t *n, phax_file_sta
                 close(fd);
                 return over_limit(path, "holds");
             }
-            size_t ncap = cap * 2;
+            size_t ncap = cap * 2, limit1 = g_max_bytes + 1;  // one byte past the limit tells "over"
+            if (ncap > limit1 && limit1 > cap) ncap = limit1;
             uint8_t *nb = ncap > cap ? realloc(buf, ncap + 1) : NULL;
             if (!nb) {
                 free(buf);
@@ -90,6 +93,10 @@ int phax_data_read_raw(const char *path, uint8_t **out, size_t *n, phax_file_sta
         len += (size_t)r;
     }
     close(fd);
+    if (len > g_max_bytes) {  // grew while read (st_size was only a hint)
+        free(buf);
+        return over_limit(path, "holds");
+    }
     if (len == 0) {
         free(buf);
         return phax_fail("%s: empty file", path);
@@ -214,6 +221,10 @@ int phax_xz_decode(const uint8_t *in, size_t in_n, const char *name, uint8_t **o
     }
     size_t len = (size_t)strm.total_out;
     lzma_end(&strm);
+    if (len > g_max_bytes) {  // the buffer holds one byte past the limit: a stream may end there
+        free(buf);
+        return over_limit(name, "decodes to");
+    }
     buf[len] = 0;
     *out = buf;
     *n = len;
@@ -321,12 +332,14 @@ int phax_data_verify(const char *path, const uint8_t *text, size_t n) {
         free(sums);
         return PHAX_OK;
     }
-    int fd = open(sums, O_RDONLY | O_CLOEXEC);
+    // A manifest of phax's kind (the shipped data/ has one of three lines) is a small regular
+    // file; anything else with that name (a mirror's large list, a folder, a FIFO: O_NONBLOCK)
+    // is not phax's, and must not make the texts beside it unreadable.
+    int fd = open(sums, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > 65536) {
         if (fd >= 0) close(fd);
-        phax_fail("%s: unreadable, not a regular file or over 64 KiB", sums);
         free(sums);
-        return PHAX_ERR;
+        return PHAX_OK;
     }
     char buf[65537];
     ssize_t got = read(fd, buf, sizeof buf - 1);

@@ -540,7 +540,7 @@ static int read_full(int fd, void *buf, size_t n, uint64_t off) {
 // payload is read straight into the token array (no copy of the whole file).
 static phax_cache_result cache_read(const char *cpath, const phax_vocab *v, uint64_t vhash,
                                     uint64_t src_size, uint64_t src_hash, int32_t **ids, size_t *n) {
-    int fd = open(cpath, O_RDONLY | O_CLOEXEC);
+    int fd = open(cpath, O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO would block the open
     if (fd < 0) return errno == ENOENT ? PHAX_CACHE_MISSING : PHAX_CACHE_CORRUPT;
     struct stat sb;
     uint8_t c[CACHE_HDR];

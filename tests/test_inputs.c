@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <lzma.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +132,50 @@ Test(inputs, non_regular_file_refused) {
     cr_assert(phax_encode_file(v, "/dev/zero", &ids, &n) == PHAX_ERR);
     cr_assert(strstr(phax_error(), "not a regular file"), "%s", phax_error());
     phax_vocab_free(v);
+}
+
+// A FIFO: open() itself waited for a writer, for ever, before the regular-file check
+// could refuse it (`--prompt-file fifo` hung). The child is given 10 s of wall time.
+Test(inputs, fifo_refused_without_waiting) {
+    char *d = tu_tmpdir("phax_in"), *f = tu_join(d, "fifo.txt");
+    cr_assert(mkfifo(f, 0600) == 0, "mkfifo: %s", strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        alarm(10);
+        uint8_t *t;
+        size_t n;
+        int rc = phax_data_read(f, &t, &n);
+        _exit(rc == PHAX_ERR && strstr(phax_error(), "not a regular file") ? 0 : 1);
+    }
+    int rc = tu_wait(pid, NULL);
+    cr_assert(rc == 0, "reading a FIFO: %s", rc == 1000 + SIGALRM ? "still waiting after 10 s" : "not refused");
+    tu_rm_rf(d);
+    free(d), free(f);
+}
+
+// A SHA256SUMS that is not phax's (a mirror's large list, a folder) is no manifest: the
+// texts beside it stay readable (they were all refused).
+Test(inputs, foreign_sha256sums_ignored) {
+    char *d = tu_tmpdir("phax_in"), *p = tu_join(d, "prompt.txt"), *sums = tu_join(d, "SHA256SUMS");
+    write_text(p, "the cat sat on the mat\n");
+    uint8_t *t;
+    size_t n;
+    cr_assert(mkdir(sums, 0777) == 0);
+    cr_assert(phax_data_read(p, &t, &n) == PHAX_OK, "a SHA256SUMS folder: %s", phax_error());
+    free(t);
+    cr_assert(rmdir(sums) == 0);
+    size_t big = 100000;
+    char *list = malloc(big);
+    memset(list, 'a', big);
+    for (size_t i = 99; i < big; i += 100) list[i] = '\n';
+    tu_write_file(sums, list, big);
+    free(list);
+    cr_assert(phax_data_read(p, &t, &n) == PHAX_OK, "a 100 KB SHA256SUMS: %s", phax_error());
+    free(t);
+    tu_rm_rf(d);
+    free(d), free(p), free(sums);
 }
 
 // --- token caches -----------------------------------------------------------------------------

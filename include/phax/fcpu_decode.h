@@ -64,7 +64,7 @@ size_t fcpu_decoder_state_bytes(const fcpu_decoder *d);
 int fcpu_decoder_step(fcpu_decoder *d, int32_t token, float *logits);
 
 // Prefill: feed n ≥ 0 tokens at once, as n steps would (same state after, same
-// next-token logits within float32 rounding: tests/test_fcpu_prefill.c), but in
+// next-token logits within float32 rounding: suite fcpu_prefill in tests/test_fcpu_decode.c), but in
 // passes of up to `chunk` tokens whose projections and FFNs are matrix-matrix
 // products (cblas_sgemm) reading each weight once per pass instead of once per
 // token, and whose attention is matrix products too (scores against the ring's
