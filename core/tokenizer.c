@@ -539,7 +539,8 @@ static int read_full(int fd, void *buf, size_t n, uint64_t off) {
 // and checked against the file's size before anything is allocated, and the
 // payload is read straight into the token array (no copy of the whole file).
 static phax_cache_result cache_read(const char *cpath, const phax_vocab *v, uint64_t vhash,
-                                    uint64_t src_size, uint64_t src_hash, int32_t **ids, size_t *n) {
+                                    uint64_t src_size, uint64_t src_hash, int src_xz,
+                                    int32_t **ids, size_t *n) {
     int fd = open(cpath, O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO would block the open
     if (fd < 0) return errno == ENOENT ? PHAX_CACHE_MISSING : PHAX_CACHE_CORRUPT;
     struct stat sb;
@@ -556,9 +557,11 @@ static phax_cache_result cache_read(const char *cpath, const phax_vocab *v, uint
         res = PHAX_CACHE_STALE;
         goto done;
     }
-    // A token needs at least one byte of text, so the count is bounded like a text.
+    // A token needs at least one byte of text, so the count is bounded like a text:
+    // by the source's size when it is plain text (exactly its size for bytes).
     uint64_t count = get_le(c + 64, 8), fsize = (uint64_t)sb.st_size;
     if (count > phax_data_max_bytes() || fsize != CACHE_HDR + 4 * count) goto done;
+    if (!src_xz && (count > src_size || (v->kind == PHAX_TOK_BYTE && count != src_size))) goto done;
     if (!(t = malloc((count ? count : 1) * sizeof *t))) goto done;  // rebuilding reports it
     if (read_full(fd, t, 4 * count, CACHE_HDR) != PHAX_OK) goto done;
     const uint8_t *b = (const uint8_t *)t;
@@ -648,7 +651,7 @@ int phax_tokens_load_cached_ex(const phax_vocab *v, const char *source_path,
     snprintf(cpath, plen, "%s/%s.%08x.%016llx.tok", cache_dir, base, (unsigned)phash,
              (unsigned long long)vhash);
 
-    res = cache_read(cpath, v, vhash, st.size, src_hash, out, n);
+    res = cache_read(cpath, v, vhash, st.size, src_hash, ends_with_xz(source_path), out, n);
     if (res == PHAX_CACHE_HIT) {
         rc = PHAX_OK;
         goto done;

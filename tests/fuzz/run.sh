@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fuzz every harness (or the ones named) for SECONDS each, under ASan + UBSan:
 #   tests/fuzz/run.sh [-s SECONDS] [-j PARALLEL] [-k] [HARNESS...]   (defaults: 30 s, 1 at a time)
+# $FUZZ_SEED: libFuzzer's -seed (default 0: a fresh random seed each run; CI fixes it,
+#     so a finding there comes from the change under test, not from the draw).
 # -k: keep going after a finding (libFuzzer's fork mode; every reproducer is kept
 #     in $FUZZ_BUILD_DIR/crashes/<h>/), for long exploratory runs.
 # Builds with build.sh first. Each harness starts from tests/fuzz/seeds/<h>
@@ -36,7 +38,7 @@ one() {  # harness → exit status; log in $OUT/logs/<h>.log
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
         "$OUT/fuzz_$h" "$corpus" "tests/fuzz/seeds/$h" -max_total_time="$secs" -timeout=10 \
         -rss_limit_mb=2048 -malloc_limit_mb="${FUZZ_MALLOC_MB:-256}" -max_len=65536 \
-        -artifact_prefix="$crashes" -print_final_stats=1 "${opts[@]}" >"$OUT/logs/$h.log" 2>&1
+        -seed="${FUZZ_SEED:-0}" -artifact_prefix="$crashes" -print_final_stats=1 "${opts[@]}" >"$OUT/logs/$h.log" 2>&1
     local rc=$? runs
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$OUT/logs/$h.log" | grep -o '[0-9]*$' | tail -1)
     # Fork mode prints no final stats: its last status line has the count (#N).
