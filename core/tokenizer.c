@@ -255,14 +255,88 @@ int phax_vocab_build_text(const uint8_t *text, size_t n, const char *name, phax_
     return PHAX_OK;
 }
 
-int phax_vocab_build_file(const char *train_path, phax_vocab **out) {
+// Ranks for the capped vocabulary: more frequent first, then earlier first seen.
+typedef struct {
+    uint64_t count;
+    int32_t id;
+} word_rank;
+static int by_count(const void *a, const void *b) {
+    const word_rank *x = a, *y = b;
+    if (x->count != y->count) return x->count > y->count ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+static int by_id(const void *a, const void *b) {
+    const word_rank *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+int phax_vocab_build_text_max(const uint8_t *text, size_t n, const char *name, size_t max_words,
+                              phax_vocab **out) {
+    if (!text || !name || !out) return phax_fail("phax_vocab_build_text_max: NULL argument");
+    if (max_words != 0 && max_words < 3)
+        return phax_fail("%s: a vocabulary capped at %zu words cannot hold <unk>, <eos> and a word", name,
+                         max_words);
+    phax_vocab *full;
+    if (phax_vocab_build_text(text, n, name, &full) != PHAX_OK) return PHAX_ERR;
+    if (max_words == 0 || (size_t)full->n <= max_words) {
+        *out = full;
+        return PHAX_OK;
+    }
+    // Count every word, keep <eos> and the most frequent others, leave room for <unk>.
+    int rc = PHAX_ERR;
+    int32_t *ids = NULL;
+    word_rank *order = calloc((size_t)full->n, sizeof *order);
+    phax_vocab *v = NULL;
+    size_t nid = 0;
+    if (!order) {
+        phax_fail("%s: out of memory", name);
+        goto done;
+    }
+    if (phax_encode(full, text, n, name, &ids, &nid) != PHAX_OK) goto done;
+    for (int32_t i = 0; i < full->n; i++) order[i].id = i;
+    for (size_t i = 0; i < nid; i++) order[ids[i]].count++;
+    if (full->eos >= 0) order[full->eos].count = UINT64_MAX;  // the line structure is always kept
+    if (full->unk >= 0) order[full->unk].count = UINT64_MAX;
+    qsort(order, (size_t)full->n, sizeof *order, by_count);
+    size_t keep = full->unk >= 0 ? max_words : max_words - 1;
+    qsort(order, keep, sizeof *order, by_id);  // the kept words in first-seen order
+    if (!(v = vocab_new(PHAX_TOK_WORD))) {
+        phax_fail("%s: out of memory", name);
+        goto done;
+    }
+    for (size_t k = 0; k < keep; k++) {
+        int32_t i = order[k].id;
+        const char *w = full->arena + full->off[i];
+        if (vocab_add(v, w, full->len[i], word_hash(w, full->len[i])) < 0) {
+            phax_fail("%s: out of memory", name);
+            goto done;
+        }
+    }
+    if (v->unk < 0 && vocab_add(v, UNK, 5, word_hash(UNK, 5)) < 0) {
+        phax_fail("%s: out of memory", name);
+        goto done;
+    }
+    *out = v, v = NULL;
+    rc = PHAX_OK;
+done:
+    phax_vocab_free(v);
+    phax_vocab_free(full);
+    free(order), free(ids);
+    return rc;
+}
+
+int phax_vocab_build_file_max(const char *train_path, size_t max_words, phax_vocab **out) {
     if (!train_path || !out) return phax_fail("phax_vocab_build_file: NULL argument");
     uint8_t *text;
     size_t n;
     if (phax_data_read(train_path, &text, &n) != PHAX_OK) return PHAX_ERR;
-    int rc = phax_vocab_build_text(text, n, train_path, out);
+    int rc = phax_vocab_build_text_max(text, n, train_path, max_words, out);
     free(text);
     return rc;
+}
+
+int phax_vocab_build_file(const char *train_path, phax_vocab **out) {
+    return phax_vocab_build_file_max(train_path, 0, out);
 }
 
 int phax_encode(const phax_vocab *v, const uint8_t *text, size_t n, const char *name,

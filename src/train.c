@@ -59,6 +59,7 @@ typedef struct {
     int nsets;
     // data
     const char *data_dir, *train_path, *valid_path, *tokenizer;
+    long vocab_max;  // word tokenizer: at most this many words (0 = every word of the train file)
     // run length, batch
     long steps;
     double time_budget;
@@ -107,6 +108,8 @@ static void usage(FILE *f) {
         "  --train FILE        training text (plain or .xz), instead of --data\n"
         "  --valid FILE        validation text (optional with --train; none: no evaluation)\n"
         "  --tokenizer K       word | byte (default word; the word vocabulary is the train file's)\n"
+        "  --vocab-max N       word tokenizer: keep <eos>, the N-2 most frequent training words\n"
+        "                      and <unk>, which the others become (default 0 = every word)\n"
         "  --cache-dir DIR     token caches (default OUT/cache)\n"
         "length and batch:\n"
         "  --steps N           optimizer steps (default 1000 unless --time-budget)\n"
@@ -225,6 +228,7 @@ static void parse_args(int argc, char **argv, train_opts *o, const char **changi
         else if (!strcmp(flag, "--train")) o->train_path = val;
         else if (!strcmp(flag, "--valid")) o->valid_path = val;
         else if (!strcmp(flag, "--tokenizer")) o->tokenizer = val;
+        else if (!strcmp(flag, "--vocab-max")) o->vocab_max = parse_long(flag, val, 3, PHAX_MAX_VOCAB);
         else if (!strcmp(flag, "--cache-dir")) o->cache_dir = val;
         else if (!strcmp(flag, "--steps")) o->steps = parse_long(flag, val, 1, 1L << 40);
         else if (!strcmp(flag, "--time-budget")) o->time_budget = parse_f64(flag, val);
@@ -274,6 +278,7 @@ static void check_numbers(const train_opts *o) {
         die("--backend: '%s' is not fast or ref", o->backend);
     if (strcmp(o->tokenizer, "word") && strcmp(o->tokenizer, "byte"))
         die("--tokenizer: '%s' is not word or byte", o->tokenizer);
+    if (o->vocab_max && strcmp(o->tokenizer, "word")) die("--vocab-max: only with --tokenizer word");
 }
 
 // Values that parse but make no sense.
@@ -307,6 +312,7 @@ static char *opts_to_json(const train_opts *o, const char *train, const char *va
         "eval_tokens", (json_int_t)o->eval_tokens, "ckpt_every", (json_int_t)o->ckpt_every,
         "niah_frac", o->niah_frac);
     if (!j) die("out of memory");
+    if (o->vocab_max) json_object_set_new(j, "vocab_max", json_integer((json_int_t)o->vocab_max));
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);
     if (!s) die("out of memory");
@@ -335,6 +341,10 @@ static void opts_from_json(train_opts *o, const char *json, const char *where, j
     if (valid && !json_is_null(valid) && !json_is_string(valid))
         die("%s: training options unreadable: \"valid\" is not a path or null", where);
     o->valid_path = valid && json_is_string(valid) ? json_string_value(valid) : NULL;
+    json_t *vm = json_object_get(j, "vocab_max");  // absent: every word
+    if (vm && !(json_is_integer(vm) && json_integer_value(vm) >= 3 && json_integer_value(vm) <= PHAX_MAX_VOCAB))
+        die("%s: training options unreadable: \"vocab_max\" is not a count in [3, %d]", where, PHAX_MAX_VOCAB);
+    o->vocab_max = vm ? (long)json_integer_value(vm) : 0;
     // A crafted state must not make the run allocate or loop without bound:
     // the ranges the command line enforces.
     if (steps < 1 || steps > (1L << 40) || warmup < 0 || warmup > (1L << 40) || B < 1 ||
@@ -471,7 +481,7 @@ static void corpus_locate(corpus *c, const train_opts *o) {
 }
 
 static void corpus_vocab(corpus *c, const train_opts *o) {
-    int rc = strcmp(o->tokenizer, "byte") ? phax_vocab_build_file(c->train, &c->vocab)
+    int rc = strcmp(o->tokenizer, "byte") ? phax_vocab_build_file_max(c->train, (size_t)o->vocab_max, &c->vocab)
                                           : phax_vocab_byte(&c->vocab);
     if (rc) die_lib();
 }

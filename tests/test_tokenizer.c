@@ -613,3 +613,49 @@ Test(tokenizer, wikitext2_cache_timing) {
     tu_rm_rf(d);
     free(train), free(d);
 }
+
+// --- capped vocabularies (train --vocab-max) ----------------------------------------------------
+// Fixture counts: <eos> 6, the 3, cat 2, dog 2, sat/naïve/café/<unk> 1. <eos> and <unk> are
+// always kept; then the most frequent words, ties to the first seen; kept words keep their
+// first-seen order. A bug in the ranking, the tie rule or the order changes the ids below.
+static void assert_vocab(const phax_vocab *v, const char **want, size_t n) {
+    cr_assert(phax_vocab_size(v) == n, "%zu words, expected %zu", phax_vocab_size(v), n);
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *w = phax_vocab_token(v, (int32_t)i, &len);
+        cr_assert(len == strlen(want[i]) && !memcmp(w, want[i], len), "word %zu: '%.*s', expected '%s'", i,
+                  (int)len, w, want[i]);
+    }
+}
+
+Test(tokenizer, vocab_max_keeps_the_most_frequent) {
+    const uint8_t *t = (const uint8_t *)FIXTURE;
+    phax_vocab *v;
+    cr_assert(phax_vocab_build_text_max(t, strlen(FIXTURE), "fixture", 5, &v) == PHAX_OK, "%s", phax_error());
+    const char *want5[] = {"the", "cat", "<eos>", "dog", "<unk>"};
+    assert_vocab(v, want5, 5);
+    int32_t *ids;
+    size_t n;
+    cr_assert(phax_encode(v, t, strlen(FIXTURE), "fixture", &ids, &n) == PHAX_OK, "%s", phax_error());
+    const int32_t want_ids[] = {0, 1, 4, 2, 2, 0, 3, 2, 2, 4, 4, 1, 2, 4, 3, 0};
+    assert_ids(ids, n, want_ids, sizeof want_ids / sizeof *want_ids);
+    free(ids);
+    phax_vocab_free(v);
+    // Tie between cat and dog (2 each): cat was seen first.
+    cr_assert(phax_vocab_build_text_max(t, strlen(FIXTURE), "fixture", 4, &v) == PHAX_OK, "%s", phax_error());
+    const char *want4[] = {"the", "cat", "<eos>", "<unk>"};
+    assert_vocab(v, want4, 4);
+    phax_vocab_free(v);
+    // A cap at or above the size: the whole vocabulary, as phax_vocab_build_text.
+    cr_assert(phax_vocab_build_text_max(t, strlen(FIXTURE), "fixture", 8, &v) == PHAX_OK, "%s", phax_error());
+    assert_vocab(v, FIXTURE_VOCAB, 8);
+    phax_vocab_free(v);
+    // A text without <unk>: it is added last.
+    const char *s = "a a a b b c\n";
+    cr_assert(phax_vocab_build_text_max((const uint8_t *)s, strlen(s), "s", 3, &v) == PHAX_OK, "%s", phax_error());
+    const char *want3[] = {"a", "<eos>", "<unk>"};
+    assert_vocab(v, want3, 3);
+    phax_vocab_free(v);
+    cr_assert(phax_vocab_build_text_max((const uint8_t *)s, strlen(s), "s", 2, &v) == PHAX_ERR);
+    cr_assert(strstr(phax_error(), "s: a vocabulary capped at 2 words"), "%s", phax_error());
+}

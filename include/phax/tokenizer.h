@@ -35,6 +35,12 @@ typedef struct phax_vocab phax_vocab;  // opaque
 int phax_vocab_build_file(const char *train_path, phax_vocab **out);
 // Word vocabulary of a text in memory; name is used in messages.
 int phax_vocab_build_text(const uint8_t *text, size_t n, const char *name, phax_vocab **out);
+// The same with at most max_words words (0 = no cap): "<eos>", then the most
+// frequent words (ties: first seen first) in first-seen order, and "<unk>" (the
+// text's own or added last), which every other word becomes. max_words >= 3.
+int phax_vocab_build_text_max(const uint8_t *text, size_t n, const char *name, size_t max_words,
+                              phax_vocab **out);
+int phax_vocab_build_file_max(const char *train_path, size_t max_words, phax_vocab **out);
 // The 256-token byte vocabulary.
 int phax_vocab_byte(phax_vocab **out);
 void phax_vocab_free(phax_vocab *v);
