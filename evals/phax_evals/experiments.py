@@ -1,0 +1,342 @@
+"""The experiments. Each trains what it needs (reusing finished runs), evaluates,
+and writes OUT/<experiment>/results.json, which report.py turns into the claims
+table, the tables and the figures."""
+import csv
+import json
+import math
+import os
+import statistics
+
+from . import settings as S
+from .runs import JobError, match_params, note, run_logged, say, write_atomic, write_config
+
+
+def save(path, obj):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_atomic(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+class Job:
+    def __init__(self, runner, st, out, data_dir, corpora_dirs):
+        self.r = runner
+        self.s = st
+        self.out = out
+        self.data_dir = data_dir
+        self.corpora = corpora_dirs  # name -> folder (relative to the repository)
+        self.cfg_dir = os.path.join(out, "configs")
+        self.cache = os.path.join(out, "cache")
+
+    # --- shared pieces ----------------------------------------------------------------------
+    def lm_train_args(self, corpus, cfg_path, seed, steps, T=None, B=None, extra=()):
+        s = self.s
+        a = ["--config", cfg_path, "--data", self.corpora[corpus], "--tokenizer", "word"]
+        vm = s["vocab_max"].get(corpus, 0)
+        if vm:
+            a += ["--vocab-max", str(vm)]
+        a += ["--seq", str(T or s["T"]), "--batch", str(B or s["B"]), "--steps", str(steps),
+              "--lr", str(s["lr"]), "--min-lr", str(s["min_lr"]), "--warmup", str(s["warmup"]),
+              "--eval-every", str(s["eval_every"]), "--eval-tokens", str(s["eval_tokens"]),
+              "--seed", str(seed), "--log-every", "50", "--cache-dir", self.cache]
+        return a + list(extra)
+
+    def count_cfg(self, cfg):
+        """Non-embedding parameters of a config (vocab_size only for counting)."""
+        c = dict(cfg, vocab_size=8192)
+        p = write_config(os.path.join(self.cfg_dir, "count"), "probe", c)
+        self.r._info.pop(p, None)
+        return self.r.counts(p)[1]
+
+    def matched_cfg(self, name, base, overrides, knob, target):
+        """A training config (no vocab_size: the tokenizer's) whose non-embedding count is
+        within 3 % of target, the knob found on a counting copy."""
+        cfg = dict(base, **overrides)
+        if knob:
+            cnt_dir = os.path.join(self.cfg_dir, "count")
+            path, n = match_params(self.r, cnt_dir, name, dict(cfg, vocab_size=8192), knob, target)
+            cfg[knob] = load(path)[knob]
+        n = self.count_cfg(cfg)
+        if abs(n - target) > 0.03 * target:
+            raise JobError(f"match: {name}: {n} non-embedding parameters, not within 3 % of {target}")
+        return write_config(self.cfg_dir, name, cfg), n
+
+    def test_ppl(self, stage, run_dir, corpus, prefix, extra=()):
+        if not os.path.exists(prefix + ".json"):
+            a = [self.r.phax, "eval", run_dir, "--data", self.corpora[corpus], "--split", "test",
+                 "--cache-dir", self.cache]
+            if self.s["test_max"]:
+                a += ["--max-tokens", str(self.s["test_max"])]
+            run_logged(stage, a + list(extra) + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd")
+        return load(prefix + ".json")["ppl"]
+
+    def run_summary(self, run_dir):
+        log = self.r.log(run_dir)
+        steps = [l for l in log if "tokens_per_s" in l]
+        tps = statistics.median([l["tokens_per_s"] for l in steps]) if steps else None
+        val = [l for l in log if "val_ppl" in l]
+        return dict(steps=steps[-1]["step"] if steps else 0, tokens_per_s=tps,
+                    val_ppl=val[-1]["val_ppl"] if val else None,
+                    curve=[[l["step"], l["val_ppl"]] for l in val],
+                    mix=[[l["step"], l["mix"]] for l in log if "mix" in l])
+
+    # --- (a) PHA, transformer, serial on each corpus, matched parameter counts ---------------
+    def pha_target(self, base=None):
+        return self.count_cfg(dict(base or self.s["lm_base"], family="pha"))
+
+    def lm_configs(self, base=None, tag=""):
+        base = dict(base or self.s["lm_base"])
+        target = self.pha_target(base)
+        out = {}
+        for m in self.s["lm_models"]:
+            knob = None if m == "pha" else "ffn_hidden"
+            out[m] = self.matched_cfg(f"{m}{tag}", dict(base, family=m), {}, knob, target)
+        return out, target
+
+    def exp_lm(self):
+        s = self.s
+        say("lm: PHA, transformer, serial; matched non-embedding parameters; seeds " +
+            ",".join(map(str, s["lm_seeds"])))
+        cfgs, target = self.lm_configs()
+        res = dict(target=target, models={}, corpora=s["corpora"], seeds=s["lm_seeds"],
+                   steps=s["lm_steps"], tokens=s["lm_steps"] * s["B"] * s["T"], base=s["lm_base"])
+        for m, (path, n) in cfgs.items():
+            note(f"lm: {m}: {n} non-embedding parameters (PHA {target}, {100 * (n - target) / target:+.1f} %)")
+            res["models"][m] = dict(config=path, nonemb=n, config_json=load(path))
+        for corpus in s["corpora"]:
+            for seed in s["lm_seeds"]:
+                for m, (path, n) in cfgs.items():
+                    name = f"lm-{corpus}-{m}-s{seed}"
+                    d = self.r.train("lm", name, self.lm_train_args(corpus, path, seed, s["lm_steps"]))
+                    ppl = self.test_ppl("lm", d, corpus, os.path.join(self.out, "lm", name + ".test"))
+                    rec = self.run_summary(d)
+                    rec.update(test_ppl=ppl, corpus=corpus, seed=seed, model=m, run=d,
+                               params=self.r.counts(d)[0])
+                    res.setdefault("runs", []).append(rec)
+                    note(f"lm: {name}: test ppl {ppl:.2f}")
+        save(os.path.join(self.out, "lm", "results.json"), res)
+
+    # --- (a) ablations ---------------------------------------------------------------------------
+    def exp_ablation(self):
+        s = self.s
+        if not s["ablation"]:
+            note("ablation: not in quick mode (--full)")
+            return
+        say("ablation: PHA without attention, GSS, FFN; frozen equal mix; seeds " +
+            ",".join(map(str, s["abl_seeds"])))
+        base = dict(s["lm_base"], family="pha")
+        target = self.pha_target()
+        models = {"pha": (write_config(self.cfg_dir, "pha", base), target)}
+        for name, (ov, knob) in S.ABLATIONS.items():
+            models[name] = self.matched_cfg(name, base, ov, knob, target)
+        res = dict(target=target, models={m: dict(nonemb=n, config_json=load(p)) for m, (p, n) in models.items()},
+                   seeds=s["abl_seeds"], steps=s["abl_steps"], runs=[])
+        corpus = s["corpora"][0]
+        for seed in s["abl_seeds"]:
+            for m, (path, n) in models.items():
+                # PHA itself is the lm run when the settings agree (same name, same command).
+                name = f"lm-{corpus}-pha-s{seed}" if m == "pha" and s["abl_steps"] == s["lm_steps"] \
+                    else f"abl-{corpus}-{m}-s{seed}"
+                if m == "pha" and name.startswith("lm-"):
+                    path = write_config(self.cfg_dir, "pha", base)
+                d = self.r.train("ablation", name, self.lm_train_args(corpus, path, seed, s["abl_steps"]))
+                prefix = os.path.join(self.out, "lm" if name.startswith("lm-") else "ablation", name + ".test")
+                ppl = self.test_ppl("ablation", d, corpus, prefix)
+                rec = self.run_summary(d)
+                rec.update(model=m, seed=seed, test_ppl=ppl, nonemb=n)
+                res["runs"].append(rec)
+                note(f"ablation: {name}: test ppl {ppl:.2f}")
+        save(os.path.join(self.out, "ablation", "results.json"), res)
+
+    # --- (c) sandwich: mix weights at two depths ---------------------------------------------------
+    def exp_sandwich(self):
+        s = self.s
+        say("sandwich: PHA mix weights at depths " + ",".join(map(str, s["sandwich_depths"])))
+        corpus = s["corpora"][0]
+        res = dict(depths={}, seeds=s["sandwich_seeds"])
+        for L in s["sandwich_depths"]:
+            base = dict(s["lm_base"], family="pha", n_layers=L)
+            path = write_config(self.cfg_dir, "pha" if L == s["lm_base"]["n_layers"] else f"pha_L{L}", base)
+            runs = []
+            for seed in s["sandwich_seeds"]:
+                name = f"lm-{corpus}-pha-s{seed}" if L == s["lm_base"]["n_layers"] else f"mix-{corpus}-pha_L{L}-s{seed}"
+                d = self.r.train("sandwich", name, self.lm_train_args(corpus, path, seed, s["lm_steps"]))
+                rs = self.run_summary(d)
+                if not rs["mix"]:
+                    raise JobError(f"sandwich: {d}/log.jsonl has no mix weights")
+                runs.append(dict(seed=seed, final=rs["mix"][-1][1], trajectory=rs["mix"]))
+            res["depths"][str(L)] = runs
+        save(os.path.join(self.out, "sandwich", "results.json"), res)
+
+    # --- (b) iso-perplexity efficiency ------------------------------------------------------------
+    def bench_model(self, stage, cfg_path, family, T, prefix):
+        if not os.path.exists(prefix + ".csv"):
+            a = [os.path.join(self.r.build_dir, "bench_model"), "--family", family, "--T", str(T),
+                 "--config", cfg_path, "--steps", str(self.s["eff_steps"]), "--csv", prefix + ".csv"]
+            run_logged(stage, a, prefix + ".out", prefix + ".cmd")
+        with open(prefix + ".csv") as f:
+            row = next(csv.DictReader(f))
+        return dict(tokens_per_s=float(row["tokens_per_s"]), peak_mb=float(row["peak_rss_mb"]),
+                    state_mb=float(row["state_mb"]), ws_mb=float(row["ws_mb"]))
+
+    def bench_decode(self, stage, cfg_path, family, contexts, prefix):
+        if not os.path.exists(prefix + ".csv"):
+            a = [os.path.join(self.r.build_dir, "bench_decode"), "--family", family, "--config", cfg_path,
+                 "--contexts", ",".join(map(str, contexts)), "--csv", prefix + ".csv"]
+            run_logged(stage, a, prefix + ".out", prefix + ".cmd")
+        with open(prefix + ".csv") as f:
+            return {int(r["context"]): dict(prefill_tok_s=float(r["prefill_tok_s"]),
+                                            step_tok_s=float(r["step_tok_s"]),
+                                            state_bytes=float(r["state_bytes"]),
+                                            peak_mb=float(r["peak_rss_mb"])) for r in csv.DictReader(f)}
+
+    def exp_iso(self):
+        s = self.s
+        if not s["iso"]:
+            note("iso: not in quick mode (--full)")
+            return
+        say("iso: transformers of sizes d " + ",".join(map(str, s["iso_dims"])) + " for the iso-perplexity pair")
+        corpus = s["corpora"][0]
+        lmres = os.path.join(self.out, "lm", "results.json")
+        if not os.path.exists(lmres):
+            self.exp_lm()
+        lm = load(lmres)
+        sizes = {}
+        # The lm transformer (matched parameters) is one size; the others scale d_model.
+        sizes["lm"] = dict(config=lm["models"]["transformer"]["config"], nonemb=lm["models"]["transformer"]["nonemb"],
+                           runs=[r for r in lm["runs"] if r["model"] == "transformer" and r["corpus"] == corpus])
+        for dm in s["iso_dims"]:
+            heads = s["lm_base"]["n_heads"]
+            cfg = dict(s["lm_base"], family="transformer", d_model=dm, head_dim=max(1, dm // heads))
+            path = write_config(self.cfg_dir, f"transformer_d{dm}", cfg)
+            runs = []
+            for seed in s["iso_seeds"]:
+                name = f"iso-{corpus}-transformer_d{dm}-s{seed}"
+                d = self.r.train("iso", name, self.lm_train_args(corpus, path, seed, s["lm_steps"]))
+                ppl = self.test_ppl("iso", d, corpus, os.path.join(self.out, "iso", name + ".test"))
+                rec = self.run_summary(d)
+                rec.update(seed=seed, test_ppl=ppl)
+                runs.append(rec)
+            sizes[f"d{dm}"] = dict(config=path, nonemb=self.count_cfg(cfg), runs=runs)
+        pha_cfg = lm["models"]["pha"]["config"]
+        pha_ppl = [r["test_ppl"] for r in lm["runs"] if r["model"] == "pha" and r["corpus"] == corpus]
+        # Efficiency of PHA and every transformer size at each T.
+        eff = {}
+        os.makedirs(os.path.join(self.out, "iso"), exist_ok=True)
+        for key, cfg_path, fam in [("pha", pha_cfg, "pha")] + [(k, v["config"], "transformer") for k, v in sizes.items()]:
+            e = dict(train={}, decode={})
+            for T in s["iso_T"]:
+                e["train"][str(T)] = self.bench_model("iso", cfg_path, fam, T, os.path.join(self.out, "iso", f"bench_{key}_T{T}"))
+            e["decode"] = {str(k): v for k, v in self.bench_decode("iso", cfg_path, fam, s["iso_T"],
+                                                                   os.path.join(self.out, "iso", f"decode_{key}")).items()}
+            eff[key] = e
+            note(f"iso: {key}: " + ", ".join(f"T {T}: {e['train'][str(T)]['tokens_per_s']:.0f} tok/s, "
+                                             f"{e['train'][str(T)]['peak_mb']:.0f} MB" for T in s["iso_T"]))
+        save(os.path.join(self.out, "iso", "results.json"),
+             dict(pha_ppl=pha_ppl, pha_nonemb=lm["models"]["pha"]["nonemb"],
+                  sizes={k: dict(nonemb=v["nonemb"], test_ppl=[r["test_ppl"] for r in v["runs"]]) for k, v in sizes.items()},
+                  efficiency=eff, T=s["iso_T"]))
+
+    # --- (d) SWAX window study: the synthetic recall task --------------------------------------------
+    def recall_args(self, model, task, seed):
+        s = self.s
+        fam, ov = S.REGIMES[model]
+        cfg = dict(s["recall_model"], family=fam, **ov)
+        path = write_config(self.cfg_dir, f"recall_{model}", cfg)
+        t = s["recall_tasks"][task]
+        return ["--config", path, "--task", "recall", "--recall-pairs", str(t["pairs"]),
+                "--recall-queries", str(t["queries"]), "--seq", str(S.RECALL_T), "--batch", str(S.RECALL_B),
+                "--steps", str(t["steps"]), "--lr", str(S.RECALL_LR), "--min-lr", str(S.RECALL_LR / 10),
+                "--warmup", str(min(100, t["steps"] // 10)), "--eval-every", str(max(1, t["steps"] // 4)),
+                "--eval-tokens", str(64 * S.RECALL_T), "--seed", str(seed), "--log-every", "100"]
+
+    def exp_recall(self):
+        s = self.s
+        say("recall: SWAX window regimes on the synthetic recall task (" + ", ".join(s["recall_tasks"]) + ")")
+        lengths = [k * S.RECALL_T for k in s["recall_lengths"]]
+        depths = s["recall_depths"]
+        res = dict(T=S.RECALL_T, lengths=lengths, depths=depths, samples=s["recall_samples"],
+                   tasks=s["recall_tasks"], models=s["recall_models"], seeds=s["recall_seeds"],
+                   w_short=s["recall_model"]["w_short"], w_long=s["recall_model"]["w_long"], runs=[])
+        for task, t in s["recall_tasks"].items():
+            for model in s["recall_models"]:
+                for seed in s["recall_seeds"]:
+                    name = f"recall-{task}-{model}-s{seed}"
+                    d = self.r.train("recall", name, self.recall_args(model, task, seed))
+                    windows = [None]
+                    if model == "short":
+                        windows.append(s["recall_model"]["w_short"])  # also at its training window
+                    for w in windows:
+                        prefix = os.path.join(self.out, "recall", name + (f"-w{w}" if w else ""))
+                        if not os.path.exists(prefix + ".json"):
+                            a = [self.r.phax, "recall", "--ckpt", d, "--lengths", ",".join(map(str, lengths)),
+                                 "--depths", ",".join(map(str, depths)), "--samples", str(s["recall_samples"]),
+                                 "--pairs", str(max(t["pairs"], 1)), "--seed", "0"]
+                            if w:
+                                a += ["--window", str(w)]
+                            run_logged("recall", a + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd")
+                        rs = self.run_summary(d)
+                        res["runs"].append(dict(task=task, model=model, seed=seed, window=w, cells=load(prefix + ".json"),
+                                                val_loss=[l for l in self.r.log(d) if "val_loss" in l][-1:]))
+                        acc = load(prefix + ".json")
+                        note(f"recall: {name}{' at w ' + str(w) if w else ''}: done")
+        save(os.path.join(self.out, "recall", "results.json"), res)
+
+    # --- (d) SWAX window study: RULER-style needles in WikiText-2 -----------------------------------
+    def exp_niah(self):
+        s = self.s
+        if not s["niah"]:
+            note("niah: not in quick mode (--full)")
+            return
+        corpus = "wikitext-2"
+        if corpus not in self.corpora:
+            note("niah: skipped (needs WikiText-2: PTB has no digits)")
+            return
+        say("niah: word-level SWAX regimes with --niah-frac " + str(s["niah_frac"]))
+        T = s["T"]
+        lengths = [k * T for k in s["niah_lengths"]]
+        res = dict(T=T, lengths=lengths, runs=[], variants=s["niah_variants"], haystacks=s["niah_haystacks"])
+        for model in s["niah_models"]:
+            fam, ov = S.REGIMES[model]
+            cfg = dict(s["lm_base"], family=fam, **ov)
+            path = write_config(self.cfg_dir, f"niah_{model}", cfg)
+            for seed in s["niah_seeds"]:
+                name = f"niah-{corpus}-{model}-s{seed}"
+                d = self.r.train("niah", name, self.lm_train_args(corpus, path, seed, s["niah_steps"],
+                                                                  extra=["--niah-frac", str(s["niah_frac"])]))
+                prefix = os.path.join(self.out, "niah", name)
+                if not os.path.exists(prefix + ".csv"):
+                    a = [self.r.phax, "niah", d, "--data", self.corpora[corpus], "--lengths", ",".join(map(str, lengths)),
+                         "--variants", s["niah_variants"], "--haystacks", s["niah_haystacks"],
+                         "--n-depths", str(s["niah_depths"]), "--samples", str(s["niah_samples"]), "--seed", "0",
+                         "--csv", prefix + ".csv"]
+                    run_logged("niah", a, prefix + ".out", prefix + ".cmd")
+                ppl = self.test_ppl("niah", d, corpus, prefix + ".test")
+                with open(prefix + ".csv") as f:
+                    cells = [dict(variant=r["variant"], haystack=r["haystack"], length=int(r["length"]),
+                                  depth=float(r["depth"]), samples=int(r["samples"]), accuracy=float(r["accuracy"]))
+                             for r in csv.DictReader(f)]
+                res["runs"].append(dict(model=model, seed=seed, test_ppl=ppl, cells=cells))
+                note(f"niah: {name}: test ppl {ppl:.2f}")
+        save(os.path.join(self.out, "niah", "results.json"), res)
+
+    # --- (e) efficiency curves ----------------------------------------------------------------------
+    def exp_efficiency(self):
+        s = self.s
+        say("efficiency: training, prefill and decode cost vs T for " + ", ".join(s["eff_families"]))
+        res = dict(T=s["eff_T"], contexts=s["eff_contexts"], families={})
+        d = os.path.join(self.out, "efficiency")
+        os.makedirs(d, exist_ok=True)
+        for fam in s["eff_families"]:
+            cfg = dict(s["lm_base"], family=fam)
+            path = write_config(self.cfg_dir, f"eff_{fam}", dict(cfg, vocab_size=8192))
+            train = {}
+            for T in s["eff_T"]:
+                train[str(T)] = self.bench_model("efficiency", path, fam, T, os.path.join(d, f"train_{fam}_T{T}"))
+            dec = self.bench_decode("efficiency", path, fam, s["eff_contexts"], os.path.join(d, f"decode_{fam}"))
+            res["families"][fam] = dict(train=train, decode={str(k): v for k, v in dec.items()})
+            note(f"efficiency: {fam}: " + ", ".join(f"T {T} {train[str(T)]['tokens_per_s']:.0f} tok/s" for T in s["eff_T"]))
+        save(os.path.join(d, "results.json"), res)

@@ -1,0 +1,124 @@
+"""./evals/run_all.sh [--quick | --full] [--data DIR] [--out DIR] [--only EXP,...] [--force]
+(run_all.sh installs packages and builds, then runs this with python3 -m)."""
+import argparse
+import os
+import shutil
+import sys
+import time
+
+from . import report, settings
+from .experiments import Job
+from .runs import JobError, Runner, note, say
+
+EXPERIMENTS = ["lm", "ablation", "sandwich", "iso", "recall", "niah", "efficiency"]
+HELP = """experiments (--only takes a comma list; default all; each is a resumable piece):
+  lm          PHA, transformer and serial hybrid with matched non-embedding parameters
+              (within 3 %), the same token budget, on WikiText-2 (and PTB in --full);
+              test perplexity, validation curves, tokens/s; seeds 1 (quick) or 3 (full)
+  ablation    (full) PHA without attention, without GSS, without the FFN branch, with
+              a frozen equal mix; matched parameters; 2 seeds
+  sandwich    PHA's softplus mix weights per block at the end of training and their
+              trajectory, at depths 4 (the lm runs) and 8 (full)
+  iso         (full) transformers of three more widths; the size of PHA's perplexity
+              (interpolated); training, prefill and decode tokens/s and memory at
+              T 2k, 8k, 16k for PHA and that transformer
+  recall      SWAX window regimes (short, long, stochastic; full: also SWA-only and
+              mLSTM-only) on the synthetic recall task (docs/recall.md): accuracy by
+              length (1x..16x T, 64x in full) and depth
+  niah        (full) the same regimes on WikiText-2 with --niah-frac 0.25: phax niah
+              accuracy by length and depth, and test perplexity
+  efficiency  training tokens/s and peak memory vs T; prefill and decode tokens/s and
+              state memory vs context; every family; fitted log-log slopes
+
+Finished runs and outputs in OUT are reused, interrupted runs resumed (phax train
+--resume); --force deletes the selected experiments' outputs (not the runs they share).
+Times on 2 cores: evals/README.md."""
+
+
+def find_corpora(data_arg):
+    """The corpora the job uses: name -> folder, relative to the repository."""
+    cands = [data_arg] if data_arg else ([os.environ["PHAX_DATA_DIR"]] if os.environ.get("PHAX_DATA_DIR")
+                                         else ["data", "../shared/data"])
+    found = {}
+    for d in cands:
+        if not os.path.isdir(d):
+            continue
+        for name, probe in [("wikitext-2", "train.txt"), ("ptb", "ptb.train.txt")]:
+            for folder in (os.path.join(d, name), d):
+                if os.path.exists(os.path.join(folder, probe)) or os.path.exists(os.path.join(folder, probe + ".xz")):
+                    found.setdefault(name, os.path.relpath(folder))
+                    break
+        if found:
+            break
+    # PTB beside a repository that ships only WikiText-2: look in the other places too.
+    if "ptb" not in found and not data_arg:
+        for d in ["../shared/data"] + ([os.environ["PHAX_DATA_DIR"]] if os.environ.get("PHAX_DATA_DIR") else []):
+            for folder in (os.path.join(d, "ptb"), d):
+                if os.path.exists(os.path.join(folder, "ptb.train.txt")) or os.path.exists(os.path.join(folder, "ptb.train.txt.xz")):
+                    found["ptb"] = os.path.relpath(folder)
+                    break
+            if "ptb" in found:
+                break
+    return found, cands
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog="./evals/run_all.sh", description=__doc__.split("\n")[0],
+                                 epilog=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="(default) a smoke run that still shows the effects, ~15-20 min")
+    g.add_argument("--full", action="store_true", help="the reproduction at this machine's scale, <= 10 h on 2 cores")
+    ap.add_argument("--data", help="data folder holding wikitext-2/ (and ptb/); default $PHAX_DATA_DIR, ./data, ../shared/data")
+    ap.add_argument("--out", help="output folder (default evals/out/quick or evals/out/full)")
+    ap.add_argument("--only", help="comma list of experiments (see below)")
+    ap.add_argument("--force", action="store_true", help="redo the selected experiments' outputs")
+    ap.add_argument("--report-only", action="store_true", help="write summary.md and figures from what OUT holds")
+    a = ap.parse_args(argv)
+    mode = "full" if a.full else "quick"
+    tiny = os.environ.get("PHAX_EVAL_TINY") == "1"
+    st = settings.mode_settings(mode, tiny)
+    out = a.out or f"evals/out/{mode}{'-tiny' if tiny else ''}"
+    out = os.path.relpath(out)
+    only = EXPERIMENTS
+    if a.only:
+        only = a.only.split(",")
+        for e in only:
+            if e not in EXPERIMENTS:
+                ap.error(f"--only: unknown experiment '{e}' (one of: {', '.join(EXPERIMENTS)})")
+    corpora, looked = find_corpora(a.data)
+    if "wikitext-2" not in corpora:
+        raise JobError(f"no WikiText-2 found: looked in {', '.join(looked)} (give --data DIR or set PHAX_DATA_DIR)")
+    missing = [c for c in st["corpora"] if c not in corpora]
+    if missing:
+        note(f"note: {', '.join(missing)} not found; the lm study runs on {', '.join(c for c in st['corpora'] if c in corpora)} only")
+        st["corpora"] = [c for c in st["corpora"] if c in corpora]
+    os.makedirs(out, exist_ok=True)
+    if a.force:
+        for e in only:
+            shutil.rmtree(os.path.join(out, e), ignore_errors=True)
+    build = os.environ.get("BUILD_DIR", "build")
+    runner = Runner(build, out)
+    job = Job(runner, st, out, a.data, corpora)
+    t0 = time.time()
+    load0 = open("/proc/loadavg").read().split()[:3]
+    if not a.report_only:
+        note(f"mode {mode}{' (tiny smoke settings)' if tiny else ''}; data {', '.join(f'{k}: {v}' for k, v in corpora.items())}; output {out}")
+        for e in only:
+            t = time.time()
+            getattr(job, f"exp_{e}")()
+            note(f"{e}: {time.time() - t:.0f} s")
+    say("report")
+    report.write(out, st, corpora, dict(load_start=load0, seconds=time.time() - t0,
+                                        invocation="./evals/run_all.sh" + ("".join(" " + x for x in argv))))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except JobError as e:
+        print(f"run_all: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("run_all: interrupted; run the same command again to resume", file=sys.stderr)
+        sys.exit(130)

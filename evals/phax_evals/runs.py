@@ -1,0 +1,215 @@
+"""Running phax: training runs that are reused when finished and resumed when
+interrupted, evaluations whose outputs are reused, parameter counts of configs.
+
+Every path handed to phax and written into an output is relative to the
+repository root (the job runs there), never an absolute path of the machine.
+"""
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+
+class JobError(Exception):
+    """One line for the user; the job stops with it."""
+
+
+def say(msg):
+    print(f"== {msg} ==", flush=True)
+
+
+def note(msg):
+    print(f"   {msg}", flush=True)
+
+
+def quote_cmd(argv):
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def write_atomic(path, text):
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def run_logged(stage, argv, log, cmdfile=None):
+    """Run argv with its output in log; a failure ends the job with its last line."""
+    os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
+    if cmdfile:
+        write_atomic(cmdfile, quote_cmd(argv) + "\n")
+    with open(log, "w") as f:
+        rc = subprocess.call(argv, stdout=f, stderr=subprocess.STDOUT)
+    if rc != 0:
+        if cmdfile and os.path.exists(cmdfile):
+            os.remove(cmdfile)
+        last = ""
+        with open(log, errors="replace") as f:
+            lines = [l.rstrip() for l in f if l.strip()]
+            last = lines[-1] if lines else "(no output)"
+        raise JobError(f"{stage}: {os.path.basename(argv[0])} failed: {last} (log: {log})")
+
+
+class Runner:
+    def __init__(self, build_dir, out, force_names=()):
+        self.phax = os.path.join(build_dir, "phax")
+        self.build_dir = build_dir
+        self.out = out
+        self.runs = os.path.join(out, "runs")
+        os.makedirs(self.runs, exist_ok=True)
+        self._info = {}
+
+    # --- training -------------------------------------------------------------------------
+    def train(self, stage, name, args, desc=None):
+        """Train OUT/runs/NAME with `phax train ARGS --out DIR`, or reuse/resume it.
+        Returns the run folder."""
+        d = os.path.join(self.runs, name)
+        argv = [self.phax, "train"] + list(args) + ["--out", d]
+        line = quote_cmd(argv)
+        if "--config" in args:  # the run is what the file says: its text is part of the identity
+            cfg = args[list(args).index("--config") + 1]
+            line += "\n# " + cfg + ": " + json.dumps(json.load(open(cfg)), sort_keys=True)
+        desc = desc or name
+        ck = os.path.join(d, "checkpoint.safetensors")
+        cmd_txt = os.path.join(d, "cmd.txt")
+        if os.path.exists(ck) or os.path.exists(os.path.join(d, "DONE")):
+            old = open(cmd_txt).read().strip() if os.path.exists(cmd_txt) else ""
+            if old != line:
+                raise JobError(f"{stage}: {d} holds a run made with other settings (see its cmd.txt); "
+                               f"redo it with --force, or use another --out")
+            if os.path.exists(os.path.join(d, "DONE")):
+                note(f"{stage}: reusing the finished run {desc}")
+                return d
+            say(f"{stage}: resuming {desc} ({d})")
+            argv = [self.phax, "train", "--resume", "--log-every", "50", "--out", d]
+        else:
+            if os.path.isdir(d):
+                for root, dirs, files in os.walk(d, topdown=False):
+                    for f in files:
+                        os.remove(os.path.join(root, f))
+                    for x in dirs:
+                        p = os.path.join(root, x)
+                        (os.remove if os.path.islink(p) else os.rmdir)(p)
+            os.makedirs(d, exist_ok=True)
+            write_atomic(cmd_txt, line + "\n")
+            say(f"{stage}: training {desc}")
+        with open(os.path.join(d, "train.out"), "a") as log:
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            last = ""
+            for l in p.stdout:
+                log.write(l)
+                log.flush()
+                if l.strip():
+                    last = l.rstrip()
+                if l.startswith(("done", "stopped", "training", "resuming")) or " step " in l[:20]:
+                    print("   " + l.rstrip(), flush=True)
+            rc = p.wait()
+        if rc != 0:
+            raise JobError(f"{stage}: training {name} failed: {last} (log: {d}/train.out)")
+        open(os.path.join(d, "DONE"), "w").close()
+        self._info.pop(d, None)
+        return d
+
+    # --- what a run holds -----------------------------------------------------------------------
+    def log(self, run_dir):
+        out = []
+        with open(os.path.join(run_dir, "log.jsonl")) as f:
+            for l in f:
+                l = l.strip()
+                if l:
+                    out.append(json.loads(l))
+        return out
+
+    def info_text(self, path):
+        if path not in self._info:
+            r = subprocess.run([self.phax, "info", path], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise JobError(f"phax info {path} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
+            self._info[path] = r.stdout
+        return self._info[path]
+
+    def counts(self, path):
+        """(total, non-embedding) parameters of a run folder, checkpoint or config file."""
+        txt = self.info_text(path)
+        total = emb = head = None
+        in_params = False
+        for l in txt.splitlines():
+            if l.startswith("parameters"):
+                in_params = True
+            if not in_params:
+                continue
+            w = l.split()
+            if not w:
+                continue
+            if w[0] == "embedding":
+                emb = int(w[1].replace(",", ""))
+            elif w[0] == "head":
+                head = 0 if w[1] == "tied" else int(w[1].replace(",", ""))
+            elif w[0] == "total":
+                total = int(w[1].replace(",", ""))
+                break
+        if total is None or emb is None or head is None:
+            raise JobError(f"phax info {path}: no parameter counts in its output")
+        return total, total - emb - head
+
+    def config(self, path):
+        txt = self.info_text(path)
+        s = txt.index("config (resolved):")
+        body = txt[s:].split("\n", 1)[1]
+        depth, end = 0, 0
+        for i, ch in enumerate(body):
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    end = i + 1
+                    break
+        return json.loads(body[:end])
+
+
+def match_params(runner, cfg_dir, name, cfg, knob, target, lo=1, hi=None, tol=0.03):
+    """Set cfg[knob] (an integer width) so that the non-embedding parameter count is
+    nearest `target`; the config file is written to cfg_dir/name.json. Returns
+    (path, count). Error when no value comes within tol."""
+    os.makedirs(cfg_dir, exist_ok=True)
+    path = os.path.join(cfg_dir, f"{name}.json")
+    hi = hi or 64 * cfg["d_model"]
+
+    def count(v):
+        c = dict(cfg)
+        c[knob] = v
+        write_atomic(path, json.dumps(c, indent=1) + "\n")
+        runner._info.pop(path, None)
+        return runner.counts(path)[1]
+
+    a, b = lo, hi
+    while b - a > 1:  # counts grow with the knob
+        m = (a + b) // 2
+        if count(m) < target:
+            a = m
+        else:
+            b = m
+    best = min((a, b), key=lambda v: abs(count(v) - target))
+    n = count(best)
+    if abs(n - target) > tol * target:
+        raise JobError(f"match: {name}: no {knob} gives {target} non-embedding parameters within "
+                       f"{tol:.0%} (nearest {n} at {knob} {best})")
+    return path, n
+
+
+def write_config(cfg_dir, name, cfg):
+    os.makedirs(cfg_dir, exist_ok=True)
+    path = os.path.join(cfg_dir, f"{name}.json")
+    text = json.dumps(cfg, indent=1) + "\n"
+    if not os.path.exists(path) or open(path).read() != text:
+        write_atomic(path, text)
+    return path
+
+
+def die(msg):
+    print(f"run_all: {msg}", file=sys.stderr)
+    sys.exit(1)

@@ -1,0 +1,92 @@
+"""What each mode trains and measures. quick: a smoke run that still teaches
+something (~15-20 min on 2 cores); full: the reproduction at this machine's scale
+(<= 10 h on 2 cores, in pieces of well under two hours: --only); tiny: seconds
+(PHAX_EVAL_TINY=1, the job's own smoke test)."""
+
+# Models of the PHA study (WikiText-2 word level, vocabulary capped, docs/train.md).
+LM_BASE = dict(d_model=128, n_layers=4, n_heads=4, n_kv_heads=2)
+
+# PHA ablations: what each switches off, and the width that restores the parameter
+# count (non-embedding, within 3 % of PHA's).
+ABLATIONS = {
+    "pha_noattn": (dict(use_attn=False), "ffn_hidden"),
+    "pha_nogss": (dict(use_gss=False), "ffn_hidden"),
+    "pha_noffn": (dict(use_ffn=False), "gss_expand"),
+    "pha_frozenmix": (dict(freeze_mix=True), None),
+}
+
+# SWAX window regimes (both window studies): family and config keys.
+REGIMES = {
+    "short": ("swax", dict(p_short=1.0, anneal=0.0)),
+    "long": ("swax", dict(p_short=0.0)),
+    "stochastic": ("swax", dict()),  # p_short 0.5, annealed to w_long over the last 10 %
+    "swa_only": ("swa", dict(p_short=0.0)),
+    "mlstm_only": ("mlstm", dict()),
+}
+
+# The synthetic recall task (docs/recall.md): vocabulary 64, d 64, 4 blocks
+# (mLSTM, SWA, mLSTM, SWA), T 128, windows 16 / 128, batch 32, lr 3e-3.
+RECALL_MODEL = dict(d_model=64, n_layers=4, n_heads=4, n_kv_heads=2, w_short=16, w_long=128)
+RECALL_T = 128
+RECALL_B = 32
+RECALL_LR = 3e-3
+
+
+def mode_settings(mode, tiny=False):
+    s = dict(
+        mode=mode,
+        lm_base=dict(LM_BASE), recall_model=dict(RECALL_MODEL), tiny=tiny,
+        corpora=["wikitext-2"],
+        vocab_max={"wikitext-2": 8192, "ptb": 0},
+        T=256, B=8, lr=2e-3, min_lr=2e-4,
+        lm_models=["pha", "transformer", "serial"],
+        lm_seeds=[1],
+        lm_steps=200, warmup=20, eval_every=25, eval_tokens=8192, test_max=16384,
+        ablation=False, abl_seeds=[1], abl_steps=200,
+        iso_dims=[], iso_seeds=[1], iso_T=[2048], iso=False,
+        sandwich_depths=[4], sandwich_seeds=[1],
+        recall_tasks={"needle": dict(pairs=1, queries=1, steps=600)},
+        recall_models=["short", "long", "stochastic"],
+        recall_seeds=[1],
+        recall_lengths=[1, 2, 4, 8, 16],
+        recall_depths=[0, 0.25, 0.5, 0.75, 1],
+        recall_samples=100,
+        niah=False, niah_models=[], niah_seeds=[1], niah_steps=400, niah_frac=0.25,
+        niah_lengths=[1, 2, 4, 8, 16], niah_variants="single", niah_haystacks="noise",
+        niah_depths=5, niah_samples=4,
+        eff_families=["transformer", "pha", "serial", "swax", "swa", "mlstm"],
+        eff_T=[512, 2048], eff_contexts=[512, 2048],
+        eff_steps=3,
+    )
+    if mode == "full":
+        s.update(
+            corpora=["wikitext-2", "ptb"],
+            lm_seeds=[1, 2, 3],
+            lm_steps=1000, warmup=50, eval_every=100, eval_tokens=32768, test_max=0,
+            ablation=True, abl_seeds=[1, 2], abl_steps=1000,
+            iso=True, iso_dims=[96, 160, 192], iso_seeds=[1, 2, 3], iso_T=[2048, 8192, 16384],
+            sandwich_depths=[4, 8], sandwich_seeds=[1, 2, 3],
+            recall_tasks={"needle": dict(pairs=1, queries=1, steps=800),
+                          "bind": dict(pairs=4, queries=4, steps=3000)},
+            recall_models=list(REGIMES),
+            recall_seeds=[1, 2, 3],
+            recall_lengths=[1, 2, 4, 8, 16, 32, 64],
+            niah=True, niah_models=list(REGIMES), niah_seeds=[1, 2, 3], niah_steps=1000,
+            niah_variants="single,multikey", niah_haystacks="noise,text",
+            niah_depths=5, niah_samples=10,
+            eff_T=[512, 1024, 2048, 4096, 8192, 16384],
+            eff_contexts=[512, 1024, 2048, 4096, 8192, 16384],
+            eff_steps=5,
+        )
+    if tiny:
+        s.update(
+            lm_base=dict(d_model=32, n_layers=2, n_heads=2, n_kv_heads=1),
+            recall_model=dict(RECALL_MODEL, d_model=32, n_layers=2),
+            iso_dims=[48] if s["iso"] else [], sandwich_depths=s["sandwich_depths"][:1],
+            lm_steps=6, warmup=2, eval_every=3, eval_tokens=512, test_max=1024, abl_steps=6,
+            recall_tasks={k: dict(v, steps=6) for k, v in s["recall_tasks"].items()},
+            recall_lengths=[1, 2], recall_depths=[0, 1], recall_samples=4,
+            niah_steps=6, niah_lengths=[1, 2], niah_depths=2, niah_samples=1,
+            iso_T=[256], eff_T=[128, 256], eff_contexts=[128, 256], eff_steps=1,
+        )
+    return s
