@@ -576,6 +576,115 @@ Test(fcpu_decode, state_bytes) {
     pair_free(&p);
 }
 
+// fcpu_decoder_state_bytes_at against the state written out by hand from the
+// config: awkward sizes (3 layers, GQA 6 query / 2 kv heads, head_dim 6, GSS H_s 5
+// × N 9, mLSTM 2 heads of dqk 5 × dv 10), windows below and above the context.
+// Counting the KV cache with n_heads instead of n_kv_heads, or a ring buffer by
+// the context instead of its window, fails here.
+static phax_model_cfg mem_cfg(phax_family f, int attn_window) {
+    phax_model_cfg c = small_cfg(f);
+    c.n_layers = 3, c.n_heads = 6, c.n_kv_heads = 2, c.head_dim = 6, c.mlstm_heads = 2;
+    c.attn_window = attn_window;
+    cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s", phax_error());
+    return c;
+}
+
+// Bytes by hand: n_attn layers of KV with `entries` keys and values each (2 · 2 kv
+// heads · 6 · 4 bytes per entry), n_gss GSS states (2 · 5 · 9 doubles), n_mlstm
+// mLSTM states (2 heads · (5·10 + 5 + 1) doubles).
+static size_t hand_state(int n_attn, int n_gss, int n_mlstm, long entries) {
+    return (size_t)n_attn * 2 * 2 * 6 * 4 * (size_t)entries + (size_t)n_gss * 2 * 5 * 9 * 8 +
+           (size_t)n_mlstm * 2 * (5 * 10 + 5 + 1) * 8;
+}
+
+static long lmin(long a, long b) { return a < b ? a : b; }
+
+// One model; a decoder of max_len (window as fcpu_decoder_new's); state_bytes_at
+// at contexts 0, 1, 17, 40, max_len, max_len + 1, 10^6 against the hand count,
+// where full attention holds min(context, max_len) entries and a ring `ring` (> 0).
+static void state_at_check(const char *label, phax_model_cfg c, int max_len, int window,
+                           int n_attn, int n_gss, int n_mlstm, int ring) {
+    fcpu_model m;
+    cr_assert(fcpu_model_new(&m, &c, 7) == PHAX_OK, "%s: %s", label, phax_error());
+    fcpu_decoder *d = fcpu_decoder_new(&m, max_len, window);
+    cr_assert(d, "%s: %s", label, phax_error());
+    const long cap = ring > 0 ? ring : max_len;
+    cr_assert(fcpu_decoder_state_bytes(d) == hand_state(n_attn, n_gss, n_mlstm, cap),
+              "%s: state_bytes %zu, by hand %zu", label, fcpu_decoder_state_bytes(d),
+              hand_state(n_attn, n_gss, n_mlstm, cap));
+    const int ctx[] = {0, 1, 17, 40, max_len, max_len + 1, 1000000};
+    for (int i = 0; i < 7; i++) {
+        const long held = ring > 0 ? ring : lmin(ctx[i], max_len);
+        const size_t want = hand_state(n_attn, n_gss, n_mlstm, held);
+        const size_t got = fcpu_decoder_state_bytes_at(d, ctx[i]);
+        cr_assert(got == want, "%s: context %d: state_bytes_at %zu, by hand %zu", label, ctx[i],
+                  got, want);
+        if (ctx[i] >= 1 && ctx[i] <= max_len) {  // = the state of a decoder made for that context
+            fcpu_decoder *e = fcpu_decoder_new(&m, ctx[i], window);
+            cr_assert(e && fcpu_decoder_state_bytes(e) == got, "%s: context %d", label, ctx[i]);
+            fcpu_decoder_free(e);
+        }
+    }
+    // Stepping does not change what is allocated.
+    cr_assert(fcpu_decoder_step(d, 1, NULL) == PHAX_OK, "%s", phax_error());
+    cr_assert(fcpu_decoder_state_bytes_at(d, 17) == hand_state(n_attn, n_gss, n_mlstm, ring > 0 ? ring : 17));
+    fcpu_decoder_free(d);
+    fcpu_model_free(&m);
+}
+
+Test(fcpu_decode, state_bytes_at) {
+    // full attention: grows with the context up to max_len
+    state_at_check("transformer", mem_cfg(PHAX_FAMILY_TRANSFORMER, 0), 40, 0, 3, 0, 0, 0);
+    state_at_check("pha", mem_cfg(PHAX_FAMILY_PHA, 0), 64, -1, 3, 3, 0, 0);
+    state_at_check("serial", mem_cfg(PHAX_FAMILY_SERIAL, 0), 33, -1, 3, 3, 0, 0);
+    // PHA-family windows (cfg.attn_window): a ring of w entries below and above the context
+    state_at_check("transformer w 7", mem_cfg(PHAX_FAMILY_TRANSFORMER, 7), 40, 0, 3, 0, 0, 7);
+    state_at_check("pha w 5", mem_cfg(PHAX_FAMILY_PHA, 5), 64, -1, 3, 3, 0, 5);
+    state_at_check("pha w 50", mem_cfg(PHAX_FAMILY_PHA, 50), 64, -1, 3, 3, 0, 50);
+    // SWAX: layers 0 and 2 mLSTM, layer 1 SWA (mlstm_first); swa_first the other way
+    phax_model_cfg sx = mem_cfg(PHAX_FAMILY_SWAX, 0);
+    state_at_check("swax w 7", sx, 40, 7, 1, 0, 2, 7);
+    state_at_check("swax w 64", sx, 40, 64, 1, 0, 2, 64);
+    state_at_check("swax full", sx, 40, 0, 1, 0, 2, 0);
+    state_at_check("swax w_long", sx, 40, -1, 1, 0, 2, sx.w_long);
+    phax_model_cfg sf = sx;
+    sf.mlstm_first = 0;
+    state_at_check("swax swa_first w 7", sf, 40, 7, 2, 0, 1, 7);
+    state_at_check("swa w 9", mem_cfg(PHAX_FAMILY_SWA, 0), 40, 9, 3, 0, 0, 9);
+    // mLSTM only: constant
+    state_at_check("mlstm", mem_cfg(PHAX_FAMILY_MLSTM, 0), 40, -1, 0, 0, 3, 0);
+}
+
+// The working memory: full attention's score rows grow with max_len by
+// chunk · 4 + 8 bytes per entry (the pass's scores and a step's double row); a
+// ring's do not; neither the state nor its count depends on the chunk.
+Test(fcpu_decode, scratch_bytes) {
+    phax_model_cfg c = mem_cfg(PHAX_FAMILY_TRANSFORMER, 0);
+    fcpu_model m;
+    cr_assert(fcpu_model_new(&m, &c, 7) == PHAX_OK, "%s", phax_error());
+    const int R = 16;
+    fcpu_decoder *a = fcpu_decoder_new_chunked(&m, 128, 0, R);
+    fcpu_decoder *b = fcpu_decoder_new_chunked(&m, 1152, 0, R);
+    fcpu_decoder *one = fcpu_decoder_new_chunked(&m, 128, 0, 1);
+    cr_assert(a && b && one, "%s", phax_error());
+    const size_t sa = fcpu_decoder_scratch_bytes(a), sb = fcpu_decoder_scratch_bytes(b);
+    cr_assert(sb - sa == (size_t)(1152 - 128) * (R * 4 + 8), "%zu - %zu", sb, sa);
+    cr_assert(fcpu_decoder_scratch_bytes(one) < sa);
+    cr_assert(fcpu_decoder_state_bytes(one) == fcpu_decoder_state_bytes(a));
+    // every scratch row: at least the R · (max_len + R) floats of a pass's scores
+    cr_assert(sa > (size_t)R * (128 + R) * 4);
+    fcpu_decoder_free(a), fcpu_decoder_free(b), fcpu_decoder_free(one);
+    fcpu_model_free(&m);
+
+    phax_model_cfg s = mem_cfg(PHAX_FAMILY_SWA, 0);
+    cr_assert(fcpu_model_new(&m, &s, 7) == PHAX_OK, "%s", phax_error());
+    a = fcpu_decoder_new_chunked(&m, 128, 9, R), b = fcpu_decoder_new_chunked(&m, 1152, 9, R);
+    cr_assert(a && b, "%s", phax_error());
+    cr_assert(fcpu_decoder_scratch_bytes(a) == fcpu_decoder_scratch_bytes(b));
+    fcpu_decoder_free(a), fcpu_decoder_free(b);
+    fcpu_model_free(&m);
+}
+
 // logits = NULL skips the head but not the state: later logits are unchanged.
 Test(fcpu_decode, null_logits_skip_head) {
     phax_rng rng = tu_rng("fcpu_decode.null_logits_skip_head");

@@ -110,7 +110,10 @@ struct fcpu_decoder {
     float *s1, *s2, *s3, *s4;     // (R, Hs) GSS channels
     float *mq, *mk, *mv, *mo, *mh, *mhn;  // mLSTM (R, ·): d/2, d/2, d, d, d, d
     void *arena;
-    size_t state_bytes;
+    size_t arena_bytes;     // the arena's size (every piece rounded up to 64 bytes)
+    size_t state_bytes;     // the carried state at capacity: kv_per_token · cap + fixed_state
+    size_t kv_per_token;    // bytes one token's keys and values take, over every attention layer
+    size_t fixed_state;     // GSS modal states and mLSTM (C, n, m): the same at any context
 };
 
 // --- small helpers -----------------------------------------------------------------------------
@@ -466,6 +469,7 @@ static void prenorm_block(fcpu_decoder *dc, layer *ly, float *x, int R) {
 typedef struct {
     char *base;
     size_t off, state;  // bytes so far; of them, per-sequence state
+    size_t kv;          // of the state, the KV caches (cap entries each)
 } arena;
 
 static void *take(arena *a, size_t bytes) {
@@ -476,6 +480,12 @@ static void *take(arena *a, size_t bytes) {
 static void *take_state(arena *a, size_t bytes) {
     a->state += bytes;
     return take(a, bytes);
+}
+
+// A KV cache: (Hkv, cap, dh) floats, part of the state.
+static float *take_kv(arena *a, size_t cap, size_t kd) {
+    a->kv += cap * kd * sizeof(float);
+    return take_state(a, cap * kd * sizeof(float));
 }
 
 static int layer_has(const layer *ly, kind k) {
@@ -520,8 +530,8 @@ static void carve(fcpu_decoder *dc, arena *a) {
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
         if (layer_has(ly, K_ATTN)) {
-            ly->attn.k_cache = take_state(a, (size_t)dc->cap * kd * sizeof(float));
-            ly->attn.v_cache = take_state(a, (size_t)dc->cap * kd * sizeof(float));
+            ly->attn.k_cache = take_kv(a, (size_t)dc->cap, kd);
+            ly->attn.v_cache = take_kv(a, (size_t)dc->cap, kd);
         }
         if (layer_has(ly, K_GSS)) {
             ly->gss.ea = take(a, 2 * N * sizeof(double));
@@ -691,9 +701,11 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fcpu_model *m, int max_len, int win
     arena a = {0};
     carve(dc, &a);  // sizing pass
     if (!(a.base = dc->arena = phax_alloc(a.off))) goto fail;
-    a.off = a.state = 0;
+    a.off = a.state = a.kv = 0;
     carve(dc, &a);
-    dc->state_bytes = a.state;
+    dc->arena_bytes = a.off, dc->state_bytes = a.state;
+    dc->kv_per_token = dc->cap > 0 ? a.kv / (size_t)dc->cap : 0;
+    dc->fixed_state = a.state - a.kv;
     for (int l = 0; l < c->n_layers; l++)
         if (layer_has(&dc->L[l], K_GSS)) gss_modes(&dc->L[l].gss, c->gss_hidden, c->gss_state);
     fcpu_decoder_reset(dc);
@@ -730,6 +742,16 @@ void fcpu_decoder_reset(fcpu_decoder *dc) {
 int fcpu_decoder_pos(const fcpu_decoder *dc) { return dc->pos; }
 
 size_t fcpu_decoder_state_bytes(const fcpu_decoder *dc) { return dc->state_bytes; }
+
+size_t fcpu_decoder_state_bytes_at(const fcpu_decoder *dc, int context) {
+    size_t held = (size_t)dc->cap;  // a ring buffer is allocated, and carried, whole
+    if (dc->limited) held = context <= 0 ? 0 : context < dc->cap ? (size_t)context : (size_t)dc->cap;
+    return dc->fixed_state + held * dc->kv_per_token;
+}
+
+size_t fcpu_decoder_scratch_bytes(const fcpu_decoder *dc) {
+    return dc->arena_bytes - dc->state_bytes + (size_t)dc->c->n_layers * sizeof(layer) + sizeof *dc;
+}
 
 // --- passes ------------------------------------------------------------------------------------
 

@@ -53,9 +53,24 @@ void fcpu_decoder_free(fcpu_decoder *d);
 void fcpu_decoder_reset(fcpu_decoder *d);
 // Tokens consumed so far (the RoPE position of the next token).
 int fcpu_decoder_pos(const fcpu_decoder *d);
-// Bytes of the per-sequence state: KV caches, GSS modal states, mLSTM states
-// (not the scratch vectors or the precomputed GSS modes).
+// Bytes of the per-sequence state, what is carried from one token to the next:
+// KV caches at their allocated capacity (max_len entries for full attention, the
+// window for a ring buffer), GSS modal states, mLSTM states (not the scratch
+// vectors or the precomputed GSS modes). With Hkv = n_kv_heads, dh = head_dim:
+//   Σ over attention layers 2·Hkv·dh·cap·4  +  Σ over GSS layers 2·Hs·N·8
+//   + Σ over mLSTM layers NH·(dqk·dv + dqk + 1)·8.
 size_t fcpu_decoder_state_bytes(const fcpu_decoder *d);
+// The same for a decoder holding `context` tokens: full-attention KV caches with
+// min(context, max_len) entries (context ≤ 0: none); ring buffers, GSS and mLSTM
+// states as allocated, whatever the context. It equals fcpu_decoder_state_bytes of
+// a decoder made by fcpu_decoder_new(m, context, window) for 1 ≤ context ≤ max_len.
+size_t fcpu_decoder_state_bytes_at(const fcpu_decoder *d, int context);
+// Every other byte the decoder allocated: the working buffers (per-pass scratch,
+// the attention score rows, which grow with max_len for full attention), the
+// precomputed GSS modes, the arena's 64-byte padding, the layer table and the
+// decoder itself. state_bytes + scratch_bytes = all of the decoder's memory (not
+// the model's parameters).
+size_t fcpu_decoder_scratch_bytes(const fcpu_decoder *d);
 
 // Feed one token; logits: (V) gets the next-token logits, or NULL to skip the
 // output head (e.g. while reading a prompt). PHAX_ERR, with nothing written and
