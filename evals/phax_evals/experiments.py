@@ -206,7 +206,7 @@ class Job:
         lm = load(lmres)
         sizes = {}
         # The lm transformer (matched parameters) is one size; the others scale d_model.
-        sizes["lm"] = dict(config=lm["models"]["transformer"]["config"], nonemb=lm["models"]["transformer"]["nonemb"],
+        sizes[f"d{s['lm_base']['d_model']}_matched"] = dict(config=lm["models"]["transformer"]["config"], nonemb=lm["models"]["transformer"]["nonemb"],
                            runs=[r for r in lm["runs"] if r["model"] == "transformer" and r["corpus"] == corpus])
         for dm in s["iso_dims"]:
             heads = s["lm_base"]["n_heads"]
