@@ -532,6 +532,19 @@ def section_niah(out, st, P, claims):
             f"mean over variants, haystacks, depths and samples; test perplexity at T (short-context quality):\n\n")
     txt += md_table(["model", "seeds", "test ppl"] + [f"L={L}" for L in nh["lengths"]], rows) + "\n"
     txt += fig(P.draw("recall_length", "niah_length", data, "WikiText-2 NIAH, mean ± sd over seeds", T=T, chance=0)) + "\n"
+    depths = sorted({c["depth"] for r in nh["runs"] for c in r["cells"]})
+    data = ""
+    for m in models:
+        rs = [r for r in nh["runs"] if r["model"] == m]
+        for li, L in enumerate(nh["lengths"]):
+            for di, dep in enumerate(depths):
+                vals = [c["accuracy"] for r in rs for c in r["cells"] if c["length"] == L and abs(c["depth"] - dep) < 1e-9]
+                data += f"{li}\t{di}\t{statistics.fmean(vals) if vals else 0:.4f}\n"
+            data += "\n"
+        data += "\n"
+    txt += fig(P.draw("heatmap_panels", "niah_depth", data, "WikiText-2 NIAH: accuracy by length and depth",
+                      panels=len(models), labels=" ".join(models), xlabels=" ".join(str(L) for L in nh["lengths"]),
+                      ylabels=" ".join(f"{d:g}" for d in depths))) + "\n"
     claims["niah_ppl"] = "test ppl at T: " + ", ".join(ppl_line)
     return txt
 
