@@ -30,6 +30,7 @@
 #include "phax/fcpu_model.h"
 #include "phax/model.h"
 #include "phax/niah.h"
+#include "phax/recall.h"
 #include "phax/ref.h"
 #include "phax/ref_model.h"
 #include "phax/tokenizer.h"
@@ -53,6 +54,9 @@
 // Options
 
 typedef struct {
+    // task: "lm" (a text corpus) or "recall" (synthetic associative recall, docs/recall.md)
+    const char *task;
+    int recall_pairs, recall_queries;
     // model
     const char *family, *config_path;
     const char *sets[MAX_SETS];
@@ -77,7 +81,8 @@ typedef struct {
 } train_opts;
 
 static train_opts opts_default(void) {
-    return (train_opts){.tokenizer = "word", .steps = 0, .time_budget = 0, .B = 8, .T = 256,
+    return (train_opts){.task = "lm", .recall_pairs = 4, .recall_queries = 1,
+                        .tokenizer = "word", .steps = 0, .time_budget = 0, .B = 8, .T = 256,
                         .lr = 1e-3, .min_lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
                         .wd = 0.1, .clip = 1.0, .warmup = 100, .seed = 1, .backend = "fast",
                         .eval_every = 200, .eval_tokens = 65536, .ckpt_every = 500,
@@ -93,6 +98,15 @@ static void usage(FILE *f) {
         "(model, .state, .vocab), the link checkpoint.safetensors to the current one, and token\n"
         "caches (DIR/cache). See docs/train.md.\n"
         "\n"
+        "task:\n"
+        "  --task K            lm (default: next-token prediction on a text corpus) or recall\n"
+        "                      (synthetic associative recall, docs/recall.md: every row is drawn\n"
+        "                      from (seed, step), the vocabulary is the task's 64 tokens, no\n"
+        "                      --data/--train/--valid/--niah-frac; validation is a fixed set of\n"
+        "                      max(1, eval-tokens / seq) rows, its loss and accuracy on the answers)\n"
+        "  --recall-pairs P    recall: needles \"key value\" per row, 1..16 (default 4)\n"
+        "  --recall-queries Q  recall: queries per row, 1..P (default 1); only the answers are\n"
+        "                      trained; --seq must be at least 2P + 2Q - 1\n"
         "model:\n"
         "  --family F          pha, transformer, serial, swax, swa, mlstm (or the config's)\n"
         "  --config FILE.json  a model config (docs/spec.md §3.5); --family overrides its family\n"
@@ -219,6 +233,11 @@ static void parse_args(int argc, char **argv, train_opts *o, const char **changi
         }
         if (!resume_compatible(flag) && !*changing) *changing = argv[eq ? i : i - 1];
         if (!strcmp(flag, "--family")) o->family = val;
+        else if (!strcmp(flag, "--task")) o->task = val;
+        else if (!strcmp(flag, "--recall-pairs"))
+            o->recall_pairs = (int)parse_long(flag, val, 1, PHAX_RECALL_MAX_PAIRS);
+        else if (!strcmp(flag, "--recall-queries"))
+            o->recall_queries = (int)parse_long(flag, val, 1, PHAX_RECALL_MAX_PAIRS);
         else if (!strcmp(flag, "--config")) o->config_path = val;
         else if (!strcmp(flag, "--set")) {
             if (o->nsets == MAX_SETS) die("--set: more than %d overrides", MAX_SETS);
@@ -259,6 +278,8 @@ static void parse_args(int argc, char **argv, train_opts *o, const char **changi
 // would not fit; 1e300 used to wrap to 1 step).
 #define MAX_TIME_BUDGET 3.2e9
 
+static int is_recall(const train_opts *o) { return !strcmp(o->task, "recall"); }
+
 // Numbers that parse but make no sense (also checked on the options a
 // resumed state restores).
 static void check_numbers(const train_opts *o) {
@@ -279,14 +300,33 @@ static void check_numbers(const train_opts *o) {
     if (strcmp(o->tokenizer, "word") && strcmp(o->tokenizer, "byte"))
         die("--tokenizer: '%s' is not word or byte", o->tokenizer);
     if (o->vocab_max && strcmp(o->tokenizer, "word")) die("--vocab-max: only with --tokenizer word");
+    if (strcmp(o->task, "lm") && strcmp(o->task, "recall"))
+        die("--task: '%s' is not lm or recall", o->task);
+    if (is_recall(o)) {
+        int min_T;
+        if (phax_recall_min_row(o->recall_pairs, o->recall_queries, &min_T))
+            die("--recall-pairs %d, --recall-queries %d: %s", o->recall_pairs, o->recall_queries,
+                phax_error());
+        if (o->T < min_T || o->T > PHAX_RECALL_MAX_LEN)
+            die("--seq %d: too short for --recall-pairs %d and --recall-queries %d (%d tokens at least)",
+                o->T, o->recall_pairs, o->recall_queries, min_T);
+        if (o->niah_frac > 0) die("--niah-frac: not with --task recall (every row is a recall row)");
+        if (strcmp(o->tokenizer, "word"))
+            die("--tokenizer: not with --task recall (the task has its own vocabulary)");
+        if (o->vocab_max) die("--vocab-max: not with --task recall (the task has its own vocabulary)");
+    }
 }
 
 // Values that parse but make no sense.
 static void check_opts(const train_opts *o) {
     check_numbers(o);
     if (o->steps && o->time_budget > 0) die("--steps and --time-budget: give one, not both");
+    if (is_recall(o) && (o->data_dir || o->train_path || o->valid_path))
+        die("%s: not with --task recall (the task makes its own rows)",
+            o->data_dir ? "--data" : o->train_path ? "--train" : "--valid");
     if (o->data_dir && (o->train_path || o->valid_path)) die("--data and --train/--valid: give one");
-    if (!o->data_dir && !o->train_path) die("no data: give --data DIR or --train FILE");
+    if (!is_recall(o) && !o->data_dir && !o->train_path)
+        die("no data: give --data DIR or --train FILE (or --task recall)");
     if (o->valid_path && !o->train_path) die("--valid needs --train");
     if (!o->family && !o->config_path) die("no model: give --family or --config");
 }
@@ -302,15 +342,16 @@ static char *u64_str(uint64_t v, char buf[24]) {
 static char *opts_to_json(const train_opts *o, const char *train, const char *valid, int split) {
     char sb[24];
     json_t *j = json_pack(
-        "{s:s, s:s, s:s, s:s?, s:b, s:I, s:f, s:i, s:i, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f,"
-        " s:s, s:I, s:I, s:I, s:f}",
+        "{s:s, s:s, s:s?, s:s?, s:b, s:I, s:f, s:i, s:i, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f,"
+        " s:s, s:I, s:I, s:I, s:f, s:s, s:i, s:i}",
         "backend", o->backend, "tokenizer", o->tokenizer, "train", train, "valid", valid,
         "split_input", split, "steps", (json_int_t)o->steps, "time_budget", o->time_budget,
         "batch", o->B, "seq", o->T, "lr", o->lr, "min_lr", o->min_lr, "warmup",
         (json_int_t)o->warmup, "beta1", o->beta1, "beta2", o->beta2, "eps", o->eps, "wd", o->wd,
         "clip", o->clip, "seed", u64_str(o->seed, sb), "eval_every", (json_int_t)o->eval_every,
         "eval_tokens", (json_int_t)o->eval_tokens, "ckpt_every", (json_int_t)o->ckpt_every,
-        "niah_frac", o->niah_frac);
+        "niah_frac", o->niah_frac, "task", o->task, "recall_pairs", o->recall_pairs,
+        "recall_queries", o->recall_queries);
     if (!j) die("out of memory");
     if (o->vocab_max) json_object_set_new(j, "vocab_max", json_integer((json_int_t)o->vocab_max));
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
@@ -326,18 +367,28 @@ static void opts_from_json(train_opts *o, const char *json, const char *where, j
     json_t *j = json_loads(json, 0, &e);
     const char *seed = NULL;
     json_t *valid = NULL;  // a string, or null for a run without validation data
+    json_t *train = NULL;  // a string, or null for --task recall
+    int pairs = o->recall_pairs, queries = o->recall_queries;  // older states: lm, no recall keys
     json_int_t steps, warmup, ee, et, ce, B, T;  // wide, range-checked below
     if (!j || json_unpack_ex(j, &e, 0,
-                             "{s:s, s:s, s:s, s?o, s:b, s:I, s:F, s:I, s:I, s:F, s:F, s:I, s:F, s:F,"
-                             " s:F, s:F, s:F, s:s, s:I, s:I, s:I, s?F}",
+                             "{s:s, s:s, s:o, s?o, s:b, s:I, s:F, s:I, s:I, s:F, s:F, s:I, s:F, s:F,"
+                             " s:F, s:F, s:F, s:s, s:I, s:I, s:I, s?F, s?s, s?i, s?i}",
                              "backend", &o->backend, "tokenizer", &o->tokenizer, "train",
-                             &o->train_path, "valid", &valid, "split_input", split, "steps", &steps,
+                             &train, "valid", &valid, "split_input", split, "steps", &steps,
                              "time_budget", &o->time_budget, "batch", &B, "seq", &T, "lr", &o->lr,
                              "min_lr", &o->min_lr, "warmup", &warmup, "beta1", &o->beta1, "beta2",
                              &o->beta2, "eps", &o->eps, "wd", &o->wd, "clip", &o->clip, "seed",
                              &seed, "eval_every", &ee, "eval_tokens", &et, "ckpt_every", &ce,
-                             "niah_frac", &o->niah_frac))
+                             "niah_frac", &o->niah_frac, "task", &o->task, "recall_pairs", &pairs,
+                             "recall_queries", &queries))
         die("%s: training options unreadable: %s", where, e.text);
+    o->recall_pairs = pairs, o->recall_queries = queries;
+    if (strcmp(o->task, "lm") && strcmp(o->task, "recall"))
+        die("%s: training options unreadable: \"task\" is not lm or recall", where);
+    if (is_recall(o) ? !json_is_null(train) : !json_is_string(train))
+        die("%s: training options unreadable: \"train\" is not %s", where,
+            is_recall(o) ? "null (--task recall)" : "a path");
+    o->train_path = json_is_string(train) ? json_string_value(train) : NULL;
     if (valid && !json_is_null(valid) && !json_is_string(valid))
         die("%s: training options unreadable: \"valid\" is not a path or null", where);
     o->valid_path = valid && json_is_string(valid) ? json_string_value(valid) : NULL;
@@ -722,6 +773,13 @@ static int trainer_loss(trainer *t, int window, double *loss) {
     return fcpu_model_forward(&t->fm, t->ws, t->x, t->y, window, NULL, loss);
 }
 
+// Forward of the batch in t->x / t->y with the logits (B, T, V) into logits_f
+// (fast) or logits_d (ref), and the mean loss.
+static int trainer_logits(trainer *t, int window, float *logits_f, double *logits_d, double *loss) {
+    if (t->ref) return ref_model_forward(&t->rm, t->x, t->y, t->B, t->T, window, logits_d, loss);
+    return fcpu_model_forward(&t->fm, t->ws, t->x, t->y, window, logits_f, loss);
+}
+
 // The parameters in float (the model file's dtype).
 static const float *trainer_params_f32(trainer *t) {
     if (!t->ref) return t->fm.params;
@@ -779,6 +837,23 @@ static double evaluate(trainer *t, const int32_t *tok, size_t n, int window) {
 }
 
 // ---------------------------------------------------------------------------
+// Recall: rows and validation.
+
+// Row b of a batch: recall row (seed, first + b), for rows past n padding (x 0, y −1).
+static void recall_rows(const train_opts *o, trainer *t, uint64_t seed, uint64_t first, size_t n) {
+    for (int b = 0; b < t->B; b++) {
+        size_t off = (size_t)b * t->T;
+        if ((size_t)b >= n) {
+            for (int i = 0; i < t->T; i++) t->x[off + i] = 0, t->y[off + i] = -1;
+            continue;
+        }
+        if (phax_recall_train_sample(seed, first + (uint64_t)b, o->recall_pairs, o->recall_queries,
+                                     t->T, t->x + off, t->y + off, NULL))
+            die_lib();
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Run state, log and checkpoints
 
 typedef struct {
@@ -791,8 +866,12 @@ typedef struct {
     int stochastic_window;  // swax, swa: the §3.4 draw per step
     phax_niah *niah;        // --niah-frac > 0: the task that makes the retrieval rows
     uint64_t niah_seed, niah_mix_seed;
+    int recall;             // --task recall: every row from phax_recall_train_sample
+    uint64_t recall_seed, recall_valid_seed;
+    float *logits_f;        // recall validation: (B, T, V) logits (fast)
+    double *logits_d;       // (ref)
     long start, total;      // first step to run, total steps
-    size_t eval_n;          // valid tokens scored per evaluation
+    size_t eval_n;          // valid tokens scored per evaluation (recall: rows)
     char *model_path;       // OUT/checkpoint.safetensors: the link to the current generation
     char *state_path;       // --resume: the state of the generation resumed
     char *log_path;
@@ -801,6 +880,41 @@ typedef struct {
     FILE *log;
     int tty;
 } run;
+
+typedef struct {
+    double loss, acc;
+    long answers;
+} recall_eval;
+
+// Rows 0..n−1 of the validation seed, B per forward: the mean cross-entropy of
+// the answers (the only targets) and the fraction whose argmax is the answer
+// (ties: the lower id).
+static recall_eval evaluate_recall(run *r, int window) {
+    trainer *t = &r->tr;
+    int V = t->cfg.vocab_size;
+    double sum = 0;
+    long count = 0, right = 0;
+    for (size_t first = 0; first < r->eval_n; first += (size_t)t->B) {
+        size_t n = r->eval_n - first < (size_t)t->B ? r->eval_n - first : (size_t)t->B;
+        recall_rows(&r->o, t, r->recall_valid_seed, first, n);
+        size_t BT = (size_t)t->B * t->T;
+        int k = count_targets(t->y, BT);
+        double loss;
+        if (trainer_logits(t, window, r->logits_f, r->logits_d, &loss)) die_lib();
+        sum += loss * k, count += k;
+        for (size_t i = 0; i < BT; i++) {
+            if (t->y[i] < 0) continue;
+            int best = 0;
+            for (int v = 1; v < V; v++) {
+                double a = t->ref ? r->logits_d[i * V + v] : r->logits_f[i * V + v];
+                double b = t->ref ? r->logits_d[i * V + best] : r->logits_f[i * V + best];
+                if (a > b) best = v;
+            }
+            right += best == t->y[i];
+        }
+    }
+    return (recall_eval){count ? sum / (double)count : NAN, count ? (double)right / count : NAN, count};
+}
 
 // SIGINT (Ctrl-C) and SIGTERM (kill, systemd, Docker, Slurm): finish the
 // step, checkpoint, exit 128 + the signal.
@@ -881,6 +995,20 @@ static void progress(run *r, long done, double loss, double tps, double eta, int
 }
 
 static void run_eval(run *r, long done) {
+    if (r->recall) {
+        double t0 = now_s();
+        recall_eval e = evaluate_recall(r, -1);
+        char line[256];
+        snprintf(line, sizeof line,
+                 "{\"step\": %ld, \"val_loss\": %.9g, \"val_acc\": %.9g, \"val_rows\": %zu, "
+                 "\"val_answers\": %ld}", done, e.loss, e.acc, r->eval_n, e.answers);
+        log_line(r, line);
+        if (r->tty) printf("\r\033[K");
+        printf("eval step %ld: val_loss %.4f val_acc %.4f (%ld answers in %zu rows, %.1fs)\n", done,
+               e.loss, e.acc, e.answers, r->eval_n, now_s() - t0);
+        fflush(stdout);
+        return;
+    }
     if (!r->data.va) return;
     double t0 = now_s();
     double vl = evaluate(&r->tr, r->data.va, r->eval_n, -1);
@@ -918,8 +1046,13 @@ static int mix_niah_rows(run *r, long s) {
 static void train_step(run *r, long s, double *loss_out, int *win_out, double *dt) {
     trainer *t = &r->tr;
     double t0 = now_s();
-    if (phax_sampler_batch(&r->sampler, (uint64_t)s, t->x, t->y, NULL)) die_lib();
-    int niah_rows = mix_niah_rows(r, s);
+    int niah_rows = 0;
+    if (r->recall) {
+        recall_rows(&r->o, t, r->recall_seed, (uint64_t)s * (uint64_t)r->o.B, (size_t)r->o.B);
+    } else {
+        if (phax_sampler_batch(&r->sampler, (uint64_t)s, t->x, t->y, NULL)) die_lib();
+        niah_rows = mix_niah_rows(r, s);
+    }
     int window = r->stochastic_window ? phax_swax_window_at(&t->cfg, r->window_seed, s, r->total) : -1;
     phax_lr_schedule ls = {r->o.lr, r->o.min_lr, r->o.warmup, r->total};
     double lr = phax_lr_at(&ls, s), loss = NAN, gnorm = NAN;
@@ -955,7 +1088,8 @@ static void train_step(run *r, long s, double *loss_out, int *win_out, double *d
 static long steps_for_budget(run *r) {
     trainer *t = &r->tr;
     double loss, t0 = now_s();
-    if (phax_sampler_batch(&r->sampler, 0, t->x, t->y, NULL)) die_lib();
+    if (r->recall) recall_rows(&r->o, t, r->recall_seed, 0, (size_t)r->o.B);
+    else if (phax_sampler_batch(&r->sampler, 0, t->x, t->y, NULL)) die_lib();
     int window = r->stochastic_window ? r->tr.cfg.w_long : -1;
     if (trainer_grad(t, window, &loss)) die_lib();
     double t1 = now_s();
@@ -966,7 +1100,7 @@ static long steps_for_budget(run *r) {
     double fwd_s = now_s() - t2;
     double left = r->o.time_budget - (now_s() - t0);
     // Cost of one evaluation: its forwards.
-    double windows = r->data.va ? ceil((double)r->eval_n / r->o.T) : 0;
+    double windows = r->recall ? (double)r->eval_n : r->data.va ? ceil((double)r->eval_n / r->o.T) : 0;
     double eval_s = ceil(windows / r->o.B) * fwd_s;
     double per_step = step_s + (r->o.eval_every ? eval_s / (double)r->o.eval_every : 0);
     // In double first: a step count beyond --steps' range is refused, not wrapped.
@@ -1030,6 +1164,14 @@ static void resume_setup(run *r, const char *changing, phax_ckpt *ck, phax_ckpt_
     r->cfg = ck->cfg;
     r->start = ck->step;
     r->total = r->o.steps;
+    if (is_recall(&r->o)) {
+        // No data files: the rows come from the seed; the vocabulary must be the task's.
+        if (phax_recall_vocab_check(ck->vocab)) die("%s: %s", ck->path, phax_error());
+        r->raw_checked = 1;
+        r->data.vocab = ck->vocab;
+        ck->vocab = NULL;
+        return;
+    }
     r->data.train = strdup(r->o.train_path);
     r->data.valid = r->o.valid_path ? strdup(r->o.valid_path) : NULL;
     r->data.split = split;
@@ -1072,8 +1214,12 @@ static void truncate_log(const char *path, long keep_step) {
 static void new_run_setup(run *r) {
     check_opts(&r->o);
     if (holds_checkpoint(r)) die("%s: holds a run already (use --resume, or another --out)", r->o.out);
-    corpus_locate(&r->data, &r->o);
-    corpus_vocab(&r->data, &r->o);
+    if (is_recall(&r->o)) {
+        if (phax_recall_vocab(&r->data.vocab)) die_lib();
+    } else {
+        corpus_locate(&r->data, &r->o);
+        corpus_vocab(&r->data, &r->o);
+    }
     r->cfg = build_config(&r->o, (int)phax_vocab_size(r->data.vocab));
     r->start = 0;
 }
@@ -1084,7 +1230,27 @@ static char *rng_identity(const run *r) {
                           u64_str(r->batch_seed, b), "window_seed", u64_str(r->window_seed, c),
                           "batches", "phax_sampler_batch(batch_seed, step)", "window",
                           "phax_swax_window_at(cfg, window_seed, step, steps)");
+    if (r->recall) {
+        char d[24], e[24];
+        json_object_set_new(j, "recall_seed", json_string(u64_str(r->recall_seed, d)));
+        json_object_set_new(j, "recall_valid_seed", json_string(u64_str(r->recall_valid_seed, e)));
+        json_object_set_new(j, "batches", json_string("phax_recall_train_sample(recall_seed, step*B + b)"));
+        json_object_set_new(j, "valid", json_string("phax_recall_train_sample(recall_valid_seed, row)"));
+    }
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(j);
+    if (!s) die("out of memory");
+    return s;
+}
+
+// --task recall: what the state's "data" holds in place of the corpus identity
+// (compared on resume).
+static char *recall_identity(const run *r) {
+    char hv[24];
+    snprintf(hv, sizeof hv, "%016" PRIx64, phax_vocab_hash(r->data.vocab));
+    json_t *j = json_pack("{s:s, s:i, s:i, s:s}", "task", "recall", "recall_pairs", r->o.recall_pairs,
+                          "recall_queries", r->o.recall_queries, "vocab_hash", hv);
+    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(j);
     if (!s) die("out of memory");
     return s;
@@ -1114,28 +1280,41 @@ int phax_train_main(int argc, char **argv) {
         if (holds_checkpoint(&r)) die("%s: holds a run already (use --resume, or another --out)", r.o.out);
         restart = file_exists(r.log_path);
     }
-    char *cache = r.o.cache_dir ? strdup(r.o.cache_dir) : path_join(r.o.out, "cache");
-    struct stat csb;
-    // The default cache lies inside the run folder: a link planted there must not send the
-    // caches elsewhere (an explicit --cache-dir may be anything the user names).
-    if (!r.o.cache_dir && lstat(cache, &csb) == 0 && S_ISLNK(csb.st_mode))
-        die("%s: a symbolic link; the run folder's cache must be a folder (or pass --cache-dir)", cache);
-    if (r.o.resume && !r.raw_checked) {
-        // A state without file identities: compare the tokens before any cache is written.
-        corpus_tokens(&r.data, NULL);
+    r.recall = is_recall(&r.o);
+    if (r.recall) {
+        // No corpus, no cache: the rows are functions of (seed, step) and (seed, row).
+        r.data_json = recall_identity(&r);
+        if (r.o.resume && strcmp(r.data_json, st.data_json))
+            die("%s: the task differs from the checkpoint's (%s, now %s)", r.state_path, st.data_json,
+                r.data_json);
+        long rows = r.o.eval_tokens / r.o.T;
+        r.eval_n = rows > 1 ? (size_t)rows : 1;
+        r.recall_seed = phax_seed_derive(r.o.seed, "train.recall");
+        r.recall_valid_seed = phax_seed_derive(r.o.seed, "valid.recall");
     } else {
-        if (phax_mkdir_p(cache)) die_lib();
-        corpus_tokens(&r.data, cache);
+        char *cache = r.o.cache_dir ? strdup(r.o.cache_dir) : path_join(r.o.out, "cache");
+        struct stat csb;
+        // The default cache lies inside the run folder: a link planted there must not send the
+        // caches elsewhere (an explicit --cache-dir may be anything the user names).
+        if (!r.o.cache_dir && lstat(cache, &csb) == 0 && S_ISLNK(csb.st_mode))
+            die("%s: a symbolic link; the run folder's cache must be a folder (or pass --cache-dir)", cache);
+        if (r.o.resume && !r.raw_checked) {
+            // A state without file identities: compare the tokens before any cache is written.
+            corpus_tokens(&r.data, NULL);
+        } else {
+            if (phax_mkdir_p(cache)) die_lib();
+            corpus_tokens(&r.data, cache);
+        }
+        free(cache);
+        r.data_json = corpus_identity(&r.data);
+        if (r.o.resume && !same_tokens(r.data_json, st.data_json))
+            die("%s: the training data differ from the checkpoint's (%s, now %s)", r.data.train,
+                st.data_json, r.data_json);
+        r.eval_n = r.o.eval_tokens && (size_t)r.o.eval_tokens < r.data.nva ? (size_t)r.o.eval_tokens : r.data.nva;
+        if (phax_sampler_init(&r.sampler, r.data.tr, r.data.ntr, r.o.B, r.o.T,
+                              r.batch_seed = phax_seed_derive(r.o.seed, "train.batches")))
+            die("%s: %zu tokens, too few for --seq %d (%s)", r.data.train, r.data.ntr, r.o.T, phax_error());
     }
-    free(cache);
-    r.data_json = corpus_identity(&r.data);
-    if (r.o.resume && !same_tokens(r.data_json, st.data_json))
-        die("%s: the training data differ from the checkpoint's (%s, now %s)", r.data.train,
-            st.data_json, r.data_json);
-    r.eval_n = r.o.eval_tokens && (size_t)r.o.eval_tokens < r.data.nva ? (size_t)r.o.eval_tokens : r.data.nva;
-    if (phax_sampler_init(&r.sampler, r.data.tr, r.data.ntr, r.o.B, r.o.T,
-                          r.batch_seed = phax_seed_derive(r.o.seed, "train.batches")))
-        die("%s: %zu tokens, too few for --seq %d (%s)", r.data.train, r.data.ntr, r.o.T, phax_error());
     r.window_seed = phax_seed_derive(r.o.seed, "swax.window");
     r.stochastic_window = r.cfg.family == PHAX_FAMILY_SWAX || r.cfg.family == PHAX_FAMILY_SWA;
     if (r.o.niah_frac > 0) {
@@ -1154,6 +1333,12 @@ int phax_train_main(int argc, char **argv) {
         free(x), free(y);
     }
     trainer_new(&r.tr, &r.cfg, &r.o);
+    if (r.recall) {
+        size_t nl = (size_t)r.o.B * r.o.T * (size_t)r.tr.cfg.vocab_size;
+        if (r.tr.ref) r.logits_d = phax_alloc(nl * sizeof(double));
+        else r.logits_f = phax_alloc(nl * sizeof(float));
+        if (!r.logits_d && !r.logits_f) die_lib();
+    }
     if (r.o.resume) {
         trainer_restore(&r.tr, &ck, &st, r.state_path);
         truncate_log(r.log_path, r.start);
@@ -1187,11 +1372,16 @@ int phax_train_main(int argc, char **argv) {
         printf("%s: the run finished at step %ld; nothing to do\n", r.o.out, r.start);
         goto done;
     }
-    printf("%s %s: %zu parameters, %s backend, %zu train / %zu valid tokens, vocab %zu, "
-           "steps %ld..%ld of %ld, batch %d x %d\n",
+    char what[128];
+    if (r.recall)
+        snprintf(what, sizeof what, "recall task (%d pairs, %d quer%s, %zu validation rows)",
+                 r.o.recall_pairs, r.o.recall_queries, r.o.recall_queries == 1 ? "y" : "ies", r.eval_n);
+    else
+        snprintf(what, sizeof what, "%zu train / %zu valid tokens", r.data.ntr, r.data.nva);
+    printf("%s %s: %zu parameters, %s backend, %s, vocab %zu, steps %ld..%ld of %ld, batch %d x %d\n",
            r.o.resume ? "resuming" : "training", phax_family_name(r.cfg.family), r.tr.L->numel,
-           r.o.backend, r.data.ntr, r.data.nva, phax_vocab_size(r.data.vocab), r.start + 1, r.total,
-           r.total, r.o.B, r.o.T);
+           r.o.backend, what, phax_vocab_size(r.data.vocab), r.start + 1, r.total, r.total, r.o.B,
+           r.o.T);
     fflush(stdout);
     long stop = r.o.stop_after && r.o.stop_after < r.total ? r.o.stop_after : r.total;
     double t_run = 0, ema = 0;
@@ -1222,6 +1412,7 @@ int phax_train_main(int argc, char **argv) {
 done:
     fclose(r.log);
     trainer_free(&r.tr);
+    phax_free(r.logits_f), phax_free(r.logits_d);
     phax_niah_free(r.niah);
     corpus_free(&r.data);
     json_decref(keep);
