@@ -14,6 +14,7 @@ int phax_train_main(int argc, char **argv);
 int phax_eval_main(int argc, char **argv);
 int phax_generate_main(int argc, char **argv);
 int phax_niah_main(int argc, char **argv);
+int phax_recall_main(int argc, char **argv);
 int phax_model_info_main(int argc, char **argv);
 
 typedef struct {
@@ -34,6 +35,9 @@ static const subcommand subcommands[] = {
 #endif
 #ifdef PHAX_HAVE_CMD_NIAH
     {"niah", phax_niah_main, "needle-in-a-haystack suite on a checkpoint (phax niah --help)"},
+#endif
+#ifdef PHAX_HAVE_CMD_RECALL
+    {"recall", phax_recall_main, "associative-recall accuracy by length and depth (phax recall --help)"},
 #endif
     {NULL, NULL, NULL},
 };

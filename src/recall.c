@@ -1,0 +1,324 @@
+// `phax recall`: associative-recall accuracy of a checkpoint trained with
+// `phax train --task recall` (docs/recall.md), by prompt length and depth of
+// the queried needle. Prompts come from core/recall.c; each is read by the
+// fast/cpu decoder's prefill (logits only at its last token, the query key),
+// and the prompt counts as right when the argmax of those logits is the
+// needle's value. The prompts of a cell are spread over the OpenMP threads, one
+// decoder each (made once, for the longest length; nothing is allocated per
+// prompt). Prints a table (lengths × depths) and writes every cell as JSON / CSV.
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "phax/checkpoint.h"
+#include "phax/data.h"
+#include "phax/fcpu_decode.h"
+#include "phax/fcpu_model.h"
+#include "phax/recall.h"
+
+#define MAX_LIST 64
+#define MAX_LEN 65536  // the longest prompt (as phax train's --seq)
+
+#define die(...) cli_die("phax recall", __VA_ARGS__)
+#define die_lib() die("%s", phax_error())
+
+typedef struct {
+    const char *ckpt, *json_path, *csv_path;
+    int lengths[MAX_LIST], n_lengths;
+    double depths[MAX_LIST];
+    int n_depths;
+    int samples, pairs, window;
+    uint64_t seed;
+} recall_opts;
+
+static void usage(FILE *f) {
+    fputs("usage: phax recall CHECKPOINT [options]   (or --ckpt CHECKPOINT)\n"
+          "Associative-recall accuracy of a checkpoint trained with phax train --task recall\n"
+          "(docs/recall.md). CHECKPOINT: a model file or a run folder. Each prompt is a haystack of\n"
+          "fillers holding --pairs needles \"key value\", then one needle's key; it is right when the\n"
+          "argmax of the next-token logits is that needle's value (chance: 1/16).\n"
+          "  --ckpt PATH         the checkpoint (instead of the first argument)\n"
+          "  --lengths L,...     prompt lengths in tokens (default the training length x 1, 2, 4, 8)\n"
+          "  --depths D,...      where the queried needle goes, in [0, 1]: 0 = the first token,\n"
+          "                      1 = just before the query (default 0,0.25,0.5,0.75,1)\n"
+          "  --samples N         prompts per (length, depth) cell (default 100)\n"
+          "  --pairs P           needles per prompt, 1..16 (default 4)\n"
+          "  --window W          SWA window of the swax, swa and mlstm families (default -1 = the\n"
+          "                      config's w_long, as evaluation uses; 0 = full attention); refused\n"
+          "                      for pha, transformer and serial (their window is attn_window)\n"
+          "  --seed S            prompt seed (default 0)\n"
+          "  --json FILE         write every cell as JSON (atomically)\n"
+          "  --csv FILE          write length,depth,samples,correct,accuracy,mean_distance (atomically)\n",
+          f);
+}
+
+static long parse_long(const char *flag, const char *s, long lo, long hi) {
+    return cli_parse_long("phax recall", flag, s, lo, hi);
+}
+
+static uint64_t parse_u64(const char *flag, const char *s) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || *s == '-') die("%s: '%s' is not a non-negative integer", flag, s);
+    return v;
+}
+
+// A comma list of at most MAX_LIST items; each is handed to `item`.
+static int parse_list(const char *flag, const char *s, void (*item)(recall_opts *, int, const char *),
+                      recall_opts *o) {
+    char buf[4096];
+    if (strlen(s) >= sizeof buf) die("%s: the list is too long", flag);
+    strcpy(buf, s);
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n == MAX_LIST) die("%s: more than %d items", flag, MAX_LIST);
+        item(o, n++, t);
+    }
+    if (n == 0) die("%s: empty list", flag);
+    return n;
+}
+
+static void length_item(recall_opts *o, int i, const char *s) {
+    o->lengths[i] = (int)parse_long("--lengths", s, 1, MAX_LEN);
+}
+
+static void depth_item(recall_opts *o, int i, const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= 0.0 && v <= 1.0)) die("--depths: '%s' is not a depth in [0, 1]", s);
+    o->depths[i] = v;
+}
+
+static void parse_args(int argc, char **argv, recall_opts *o) {
+    *o = (recall_opts){.samples = 100, .pairs = 4, .window = -1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (a[0] != '-') {
+            if (o->ckpt) die("%s: a second checkpoint (one is enough)", a);
+            o->ckpt = a;
+            continue;
+        }
+        if (i + 1 >= argc) die("%s: missing value", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--ckpt")) {
+            if (o->ckpt) die("%s: a second checkpoint (one is enough)", v);
+            o->ckpt = v;
+        } else if (!strcmp(a, "--lengths")) o->n_lengths = parse_list(a, v, length_item, o);
+        else if (!strcmp(a, "--depths")) o->n_depths = parse_list(a, v, depth_item, o);
+        else if (!strcmp(a, "--samples")) o->samples = (int)parse_long(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--pairs")) o->pairs = (int)parse_long(a, v, 1, PHAX_RECALL_MAX_PAIRS);
+        else if (!strcmp(a, "--window")) o->window = (int)parse_long(a, v, -1, MAX_LEN);
+        else if (!strcmp(a, "--seed")) o->seed = parse_u64(a, v);
+        else if (!strcmp(a, "--json")) o->json_path = v;
+        else if (!strcmp(a, "--csv")) o->csv_path = v;
+        else die("%s: unknown option (phax recall --help)", a);
+    }
+    if (!o->ckpt) die("no checkpoint given (phax recall --help)");
+    if (!o->n_depths) {
+        o->n_depths = 5;
+        for (int i = 0; i < 5; i++) o->depths[i] = 0.25 * i;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The grid.
+
+// The prompt seed of one sample: a function of (S, pairs, length, sample) and
+// not of the depth, so that a depth sweep draws the same keys, values and
+// fillers and moves the queried needle.
+static uint64_t prompt_seed(uint64_t seed, int pairs, int length, int sample) {
+    char name[96];
+    snprintf(name, sizeof name, "recall/%d/%d/%d", pairs, length, sample);
+    phax_rng r = phax_rng_stream(seed, phax_hash_str(name));
+    return phax_rng_u64(&r);
+}
+
+typedef struct {
+    long correct;
+    double mean_distance;
+} cell;
+
+// Per thread: a decoder for the longest prompt, its logits and a prompt buffer.
+typedef struct {
+    fcpu_decoder *dec;
+    float *logits;
+    int32_t *tokens;
+} worker;
+
+static int32_t argmax(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;  // ties: the lower id
+    return best;
+}
+
+static cell run_cell(worker *w, int V, const recall_opts *o, int length, double depth) {
+    long correct = 0, dist = 0;
+    int failed = 0;
+    char err[512] = "";
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : correct, dist)
+    for (int s = 0; s < o->samples; s++) {
+        worker *me = &w[omp_get_thread_num()];
+        phax_recall_spec spec = {length, o->pairs, depth, prompt_seed(o->seed, o->pairs, length, s)};
+        phax_recall_prompt p;
+        int rc = phax_recall_prompt_build(&spec, me->tokens, &p);
+        if (rc == PHAX_OK) {
+            fcpu_decoder_reset(me->dec);
+            rc = fcpu_decoder_prefill(me->dec, me->tokens, length, me->logits);
+        }
+        if (rc != PHAX_OK) {
+#pragma omp critical
+            if (!failed) failed = 1, snprintf(err, sizeof err, "%s", phax_error());
+            continue;
+        }
+        correct += argmax(me->logits, V) == p.answer;
+        dist += p.distance;
+    }
+    if (failed) die("length %d, depth %g: %s", length, depth, err);
+    return (cell){correct, (double)dist / o->samples};
+}
+
+// ---------------------------------------------------------------------------
+// Output.
+
+static void print_table(const recall_opts *o, cell *res) {
+    printf("\naccuracy (%d prompt%s per cell; chance 1/16 = 0.0625)\n%8s", o->samples,
+           o->samples == 1 ? "" : "s", "length");
+    for (int di = 0; di < o->n_depths; di++) printf("  d=%-5.3g", o->depths[di]);
+    printf("  %7s\n", "mean");
+    for (int li = 0; li < o->n_lengths; li++) {
+        printf("%8d", o->lengths[li]);
+        double sum = 0;
+        for (int di = 0; di < o->n_depths; di++) {
+            double a = (double)res[li * o->n_depths + di].correct / o->samples;
+            printf("  %7.3f", a);
+            sum += a;
+        }
+        printf("  %7.3f\n", sum / o->n_depths);
+    }
+}
+
+static void write_json(const recall_opts *o, const phax_ckpt *ck, int window, cell *res) {
+    json_t *cells = json_array();
+    for (int li = 0; li < o->n_lengths; li++)
+        for (int di = 0; di < o->n_depths; di++) {
+            cell c = res[li * o->n_depths + di];
+            json_t *e = json_pack("{s:i, s:f, s:i, s:I, s:f, s:f}", "length", o->lengths[li], "depth",
+                                  o->depths[di], "samples", o->samples, "correct", (json_int_t)c.correct,
+                                  "accuracy", (double)c.correct / o->samples, "mean_distance",
+                                  c.mean_distance);
+            if (!cells || !e || json_array_append_new(cells, e)) die("%s: out of memory", o->json_path);
+        }
+    char seed[24];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+    json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:i, s:s, s:f, s:o}", "checkpoint", ck->path, "family",
+                          phax_family_name(ck->cfg.family), "window", window, "pairs", o->pairs,
+                          "samples", o->samples, "seed", seed, "chance", 1.0 / PHAX_RECALL_N_VALUES,
+                          "cells", cells);
+    char *s = j ? json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
+    json_decref(j);
+    if (!s) die("%s: cannot format the JSON result", o->json_path);
+    if (phax_write_file_atomic(o->json_path, s, strlen(s))) die_lib();
+    free(s);
+}
+
+static void write_csv(const recall_opts *o, cell *res) {
+    size_t cap = 64 + (size_t)o->n_lengths * o->n_depths * 96, k = 0;
+    char *buf = malloc(cap);
+    if (!buf) die("out of memory");
+    k += (size_t)snprintf(buf, cap, "length,depth,samples,correct,accuracy,mean_distance\n");
+    for (int li = 0; li < o->n_lengths; li++)
+        for (int di = 0; di < o->n_depths; di++) {
+            cell c = res[li * o->n_depths + di];
+            k += (size_t)snprintf(buf + k, cap - k, "%d,%.6g,%d,%ld,%.6f,%.3f\n", o->lengths[li],
+                                  o->depths[di], o->samples, c.correct, (double)c.correct / o->samples,
+                                  c.mean_distance);
+        }
+    if (phax_write_file_atomic(o->csv_path, buf, k)) die_lib();
+    free(buf);
+}
+
+static int is_swax_family(phax_family f) {
+    return f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM;
+}
+
+int phax_recall_main(int argc, char **argv) {
+    recall_opts o;
+    parse_args(argc, argv, &o);
+    int min_len;
+    if (phax_recall_min_prompt(o.pairs, &min_len)) die("--pairs: %s", phax_error());
+    phax_ckpt ck;
+    if (phax_ckpt_load(o.ckpt, -1, &ck)) die_lib();
+    if (phax_recall_vocab_check(ck.vocab)) die("%s: %s", ck.path, phax_error());
+    phax_family fam = ck.cfg.family;
+    if (o.window >= 0 && !is_swax_family(fam))
+        die("--window applies to the swax, swa and mlstm families; %s uses attn_window (%d)",
+            phax_family_name(fam), ck.cfg.attn_window);
+    int window = is_swax_family(fam) ? (o.window < 0 ? ck.cfg.w_long : o.window) : ck.cfg.attn_window;
+    if (!o.n_lengths) {
+        int tl = ck.train_seq > 0 ? ck.train_seq : ck.cfg.train_len;
+        for (int i = 0; i < 4; i++) o.lengths[o.n_lengths++] = tl << i;
+    }
+    int max_len = 0;
+    for (int i = 0; i < o.n_lengths; i++) {
+        if (o.lengths[i] < min_len || o.lengths[i] > MAX_LEN)
+            die("--lengths: %d is outside [%d, %d] (%d pairs and the query need %d tokens)", o.lengths[i],
+                min_len, MAX_LEN, o.pairs, min_len);
+        if (o.lengths[i] > max_len) max_len = o.lengths[i];
+    }
+    printf("phax recall: %s (%s, %s %d), %d pairs, seed %llu\n", ck.path, phax_family_name(fam),
+           is_swax_family(fam) ? "SWA window" : "attn_window", window, o.pairs,
+           (unsigned long long)o.seed);
+    fflush(stdout);
+
+    // A view of the checkpoint's parameters; one decoder per thread for the longest prompt.
+    fcpu_model m = {.cfg = ck.cfg, .layout = ck.layout, .params = ck.params, .grads = NULL};
+    int V = ck.cfg.vocab_size, nt = omp_get_max_threads();
+    if (nt > o.samples) nt = o.samples;
+    omp_set_num_threads(nt);
+    worker *w = calloc((size_t)nt, sizeof *w);
+    cell *res = calloc((size_t)o.n_lengths * o.n_depths, sizeof *res);
+    if (!w || !res) die("out of memory");
+    for (int i = 0; i < nt; i++) {
+        w[i].dec = fcpu_decoder_new(&m, max_len, o.window);
+        w[i].logits = malloc((size_t)V * sizeof *w[i].logits);
+        w[i].tokens = malloc((size_t)max_len * sizeof *w[i].tokens);
+        if (!w[i].dec) die_lib();
+        if (!w[i].logits || !w[i].tokens) die("out of memory");
+    }
+    double t_all = phax_clock(), tokens = 0;
+    for (int li = 0; li < o.n_lengths; li++) {
+        double t0 = phax_clock();
+        for (int di = 0; di < o.n_depths; di++)
+            res[li * o.n_depths + di] = run_cell(w, V, &o, o.lengths[li], o.depths[di]);
+        tokens += (double)o.lengths[li] * o.samples * o.n_depths;
+        fprintf(stderr, "length %d: %.1f s\n", o.lengths[li], phax_clock() - t0);
+    }
+    double secs = phax_clock() - t_all;
+    print_table(&o, res);
+    printf("\n%.0f prompt tokens in %.1f s (%.0f tokens/s, %d thread%s)\n", tokens, secs,
+           tokens / secs, nt, nt == 1 ? "" : "s");
+    if (o.json_path) {
+        write_json(&o, &ck, window, res);
+        printf("wrote %s\n", o.json_path);
+    }
+    if (o.csv_path) {
+        write_csv(&o, res);
+        printf("wrote %s\n", o.csv_path);
+    }
+    for (int i = 0; i < nt; i++) fcpu_decoder_free(w[i].dec), free(w[i].logits), free(w[i].tokens);
+    free(w), free(res);
+    phax_ckpt_free(&ck);
+    return 0;
+}
