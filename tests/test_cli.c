@@ -279,7 +279,8 @@ Test(cli, help_documents_every_flag) {
                            "--tokenizer", "--steps", "--time-budget", "--batch", "--seq", "--lr",
                            "--min-lr", "--warmup", "--beta1", "--beta2", "--eps", "--wd", "--clip",
                            "--seed", "--backend", "--eval-every", "--eval-tokens", "--ckpt-every",
-                           "--out", "--resume", "--cache-dir", "--stop-after", "default"};
+                           "--out", "--resume", "--cache-dir", "--stop-after", "--task",
+                           "--recall-pairs", "--recall-queries", "default"};
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         cr_assert(strstr(h, flags[i]), "--help lacks %s", flags[i]);
     free(h);

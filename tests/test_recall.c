@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "phax/checkpoint.h"
+#include "phax/fcpu_model.h"
 #include "phax/recall.h"
 #include "phax/tokenizer.h"
 #include "testutil.h"
@@ -300,4 +301,492 @@ Test(recall, bad_arguments_refused) {
     int m;
     expect_err(phax_recall_min_row(3, 4, &m), "queries 4");
     expect_err(phax_recall_min_prompt(0, &m), "pairs 0");
+}
+
+// --- the commands ---------------------------------------------------------------------------
+
+typedef struct {
+    char *dir, *out, *err;
+} sandbox;
+
+static sandbox sandbox_new(void) {
+    sandbox s;
+    s.dir = tu_tmpdir("phax_recall");
+    s.out = tu_join(s.dir, "out.txt");
+    s.err = tu_join(s.dir, "err.txt");
+    return s;
+}
+
+static void sandbox_free(sandbox *s) {
+    tu_rm_rf(s->dir);
+    free(s->dir), free(s->out), free(s->err);
+}
+
+#define phax_run(s, ...) tu_phax((s)->out, (s)->err, NULL, NULL, __VA_ARGS__)
+
+static void expect_ok(const sandbox *s, int rc) {
+    char *e = tu_slurp(s->err, NULL);
+    cr_assert(rc == 0, "exit %d: %s", rc, e);
+    free(e);
+}
+
+// The last run failed (exit 1) with one line on stderr starting with prefix and holding frag.
+static void expect_fail(const sandbox *s, int rc, const char *prefix, const char *frag) {
+    char *e = tu_slurp(s->err, NULL);
+    cr_assert(rc == 1, "exit %d, stderr: %s", rc, e);
+    cr_assert(!strncmp(e, prefix, strlen(prefix)), "stderr: %s", e);
+    char *nl = strchr(e, '\n');
+    cr_assert(nl && nl[1] == '\0', "not one line: %s", e);
+    cr_assert(strstr(e, frag), "stderr lacks \"%s\": %s", frag, e);
+    free(e);
+}
+
+// A tiny recall run: d 32, 2 layers, T 64, batch 8.
+#define TINY_RECALL(s, family, out, steps, ...)                                                    \
+    phax_run(s, "train", "--task", "recall", "--family", family, "--set", "d_model=32", "--set",   \
+             "n_layers=2", "--seq", "64", "--batch", "8", "--steps", steps, "--warmup", "2", "--lr", \
+             "3e-3", "--eval-every", "5", "--eval-tokens", "1024", "--out", out, ##__VA_ARGS__, NULL)
+
+static char *gen_file(const char *run, const char *name) {
+    char *m = phax_ckpt_model_path(run);
+    cr_assert(m);
+    *strrchr(m, '/') = '\0';
+    char *p = tu_join(m, name);
+    free(m);
+    return p;
+}
+
+static void same_bytes(const char *a, const char *b) {
+    size_t na, nb;
+    char *x = tu_slurp(a, &na), *y = tu_slurp(b, &nb);
+    cr_assert(na == nb && !memcmp(x, y, na), "%s and %s differ", a, b);
+    free(x), free(y);
+}
+
+static char *log_without_timing(const char *path) {
+    char *t = tu_slurp(path, NULL), *o = malloc(strlen(t) + 1), *q = o;
+    for (char *p = t; *p;) {
+        if (!strncmp(p, ", \"tokens_per_s\": ", 18)) {
+            p += 18;
+            while (*p && *p != '}') p++;
+        } else {
+            *q++ = *p++;
+        }
+    }
+    *q = '\0';
+    free(t);
+    return o;
+}
+
+// 20 steps straight vs 10 (--stop-after) + --resume: the same model, state,
+// vocabulary and log (validation lines included). swax: the stochastic window too.
+Test(recall, train_resume_bit_identical_swax) {
+    sandbox s = sandbox_new();
+    char *a = tu_join(s.dir, "a"), *b = tu_join(s.dir, "b");
+    expect_ok(&s, TINY_RECALL(&s, "swax", a, "20", "--ckpt-every", "7", "--recall-queries", "2"));
+    expect_ok(&s, TINY_RECALL(&s, "swax", b, "20", "--ckpt-every", "7", "--recall-queries", "2",
+                              "--stop-after", "10"));
+    expect_ok(&s, phax_run(&s, "train", "--resume", "--out", b, NULL));
+    const char *files[] = {"checkpoint.safetensors", "checkpoint.state.safetensors", "checkpoint.vocab"};
+    for (int i = 0; i < 3; i++) {
+        char *fa = gen_file(a, files[i]), *fb = gen_file(b, files[i]);
+        same_bytes(fa, fb);
+        free(fa), free(fb);
+    }
+    char *la = tu_join(a, "log.jsonl"), *lb = tu_join(b, "log.jsonl");
+    char *ta = log_without_timing(la), *tb = log_without_timing(lb);
+    cr_assert_str_eq(ta, tb, "logs differ beyond timing");
+    cr_assert(strstr(ta, "\"window\": ") && strstr(ta, "\"val_acc\": "), "%s", ta);
+    cr_assert(strstr(ta, "\"val_answers\": 32"), "16 rows x 2 queries: %s", ta);
+    // The checkpoint holds the recall vocabulary and the options.
+    phax_ckpt ck;
+    cr_assert(phax_ckpt_load(a, PHAX_FAMILY_SWAX, &ck) == PHAX_OK, "%s", phax_error());
+    cr_assert(phax_recall_vocab_check(ck.vocab) == PHAX_OK, "%s", phax_error());
+    cr_assert(ck.step == 20 && ck.train_seq == 64 && ck.cfg.vocab_size == 64);
+    char *sp = phax_ckpt_state_path(ck.path);
+    phax_ckpt_state st;
+    cr_assert(phax_ckpt_state_load(sp, &ck.layout, &st) == PHAX_OK, "%s", phax_error());
+    cr_assert(strstr(st.options_json, "\"task\":\"recall\"") && strstr(st.options_json, "\"recall_queries\":2") &&
+              strstr(st.options_json, "\"recall_pairs\":4") && strstr(st.options_json, "\"train\":null"),
+              "%s", st.options_json);
+    phax_ckpt_state_free(&st);
+    phax_ckpt_free(&ck);
+    free(sp), free(ta), free(tb), free(la), free(lb), free(a), free(b);
+    sandbox_free(&s);
+}
+
+// Another seed makes other rows: the losses differ from the first step on.
+Test(recall, train_rows_follow_the_seed) {
+    sandbox s = sandbox_new();
+    char *a = tu_join(s.dir, "a"), *b = tu_join(s.dir, "b");
+    expect_ok(&s, TINY_RECALL(&s, "transformer", a, "2", "--seed", "1"));
+    expect_ok(&s, TINY_RECALL(&s, "transformer", b, "2", "--seed", "2"));
+    char *la = tu_join(a, "log.jsonl"), *lb = tu_join(b, "log.jsonl");
+    char *ta = log_without_timing(la), *tb = log_without_timing(lb);
+    cr_assert(strcmp(ta, tb), "seeds 1 and 2 gave the same log");
+    free(ta), free(tb), free(la), free(lb), free(a), free(b);
+    sandbox_free(&s);
+}
+
+// Refusals of phax train: one line, exit 1, nothing written.
+Test(recall, train_bad_input_refused) {
+    sandbox s = sandbox_new();
+    char *run = tu_join(s.dir, "run"), *txt = tu_join(s.dir, "t.txt");
+    tu_write_file(txt, "the cat sat\n", 12);
+    const char *P = "phax train: ";
+    expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--data", s.dir), P, "--data: not with --task recall");
+    expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--train", txt), P, "--train: not with --task recall");
+    expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--valid", txt), P, "--valid: not with --task recall");
+    expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--niah-frac", "0.5"), P, "--niah-frac");
+    expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--tokenizer", "byte"), P, "--tokenizer");
+    expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--recall-pairs", "17"), P, "--recall-pairs");
+    expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--recall-pairs", "0"), P, "--recall-pairs");
+    expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--recall-queries", "5"), P, "queries 5");
+    expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--seq", "8"), P, "--seq 8: too short");  // 4 pairs: 9
+    expect_fail(&s, phax_run(&s, "train", "--task", "nope", "--family", "swax", "--out", run, NULL), P,
+                "--task: 'nope' is not lm or recall");
+    cr_assert(!tu_exists(run), "the run folder was created");
+    // --seq 9 is the shortest row for 4 pairs and 1 query.
+    expect_ok(&s, TINY_RECALL(&s, "swax", run, "1", "--seq", "9"));
+    free(run), free(txt);
+    sandbox_free(&s);
+}
+
+// Rewrite key of the run's options in its state (as a crafted run folder might).
+static void craft_option(const char *run, const char *key, const char *value) {
+    phax_ckpt ck;
+    phax_ckpt_state st;
+    cr_assert(phax_ckpt_load(run, -1, &ck) == PHAX_OK, "%s", phax_error());
+    char *sp = phax_ckpt_state_path(ck.path);
+    cr_assert(phax_ckpt_state_load(sp, &ck.layout, &st) == PHAX_OK, "%s", phax_error());
+    // options_json is compact with sorted keys: replace "key":<value> textually.
+    char *k = tu_xprintf("\"%s\":", key), *at = strstr(st.options_json, k);
+    cr_assert(at, "no %s in %s", key, st.options_json);
+    char *end = at + strlen(k);
+    if (*end == '"') end = strchr(end + 1, '"') + 1;
+    else while (*end && *end != ',' && *end != '}') end++;
+    char *o = tu_xprintf("%.*s%s%s%s", (int)(at - st.options_json), st.options_json, k, value, end);
+    free(st.options_json);
+    st.options_json = o;
+    cr_assert(phax_ckpt_state_save(sp, &ck.layout, &st) == PHAX_OK, "%s", phax_error());
+    phax_ckpt_state_free(&st);
+    phax_ckpt_free(&ck);
+    free(sp), free(k);
+}
+
+// A crafted state: recall options out of range, or a recall run turned into an lm one (which
+// would read a corpus it names), are refused before anything is read or trained.
+Test(recall, train_resume_crafted_options_refused) {
+    sandbox s = sandbox_new();
+    char *run = tu_join(s.dir, "run"), *txt = tu_join(s.dir, "t.txt");
+    tu_write_file(txt, "the cat sat\n", 12);
+    expect_ok(&s, TINY_RECALL(&s, "swax", run, "6", "--stop-after", "3"));
+    craft_option(run, "recall_pairs", "99");
+    expect_fail(&s, phax_run(&s, "train", "--resume", "--out", run, NULL), "phax train: ", "pairs 99");
+    craft_option(run, "recall_pairs", "4");
+    craft_option(run, "task", "\"lm\"");
+    expect_fail(&s, phax_run(&s, "train", "--resume", "--out", run, NULL), "phax train: ", "\"train\" is not a path");
+    char *q = tu_xprintf("\"%s\"", txt);
+    craft_option(run, "train", q);
+    free(q);
+    expect_fail(&s, phax_run(&s, "train", "--resume", "--out", run, NULL), "phax train: ", "no data file identities");
+    craft_option(run, "task", "\"recall\"");
+    expect_fail(&s, phax_run(&s, "train", "--resume", "--out", run, NULL), "phax train: ", "\"train\" is not null");
+    craft_option(run, "train", "null");
+    craft_option(run, "recall_queries", "2");  // other rows than the checkpoint's data identity says
+    expect_fail(&s, phax_run(&s, "train", "--resume", "--out", run, NULL), "phax train: ", "the task differs");
+    craft_option(run, "recall_queries", "1");
+    expect_ok(&s, phax_run(&s, "train", "--resume", "--out", run, NULL));
+    free(run), free(txt);
+    sandbox_free(&s);
+}
+
+// The prompt seed phax recall uses for sample s of a cell (docs/recall.md).
+static uint64_t prompt_seed(uint64_t seed, int pairs, int length, int sample) {
+    char name[96];
+    snprintf(name, sizeof name, "recall/%d/%d/%d", pairs, length, sample);
+    phax_rng r = phax_rng_stream(seed, phax_hash_str(name));
+    return phax_rng_u64(&r);
+}
+
+// Prompts of one cell scored here by a whole-sequence forward (not phax recall's
+// decoder): *right the prompts whose argmax at the last position is the answer,
+// *near those whose top two logits are within 1e-3 (where the two paths' float
+// roundings may pick differently). *dist: the summed distances.
+static void score_cell(const phax_ckpt *ck, int L, double depth, int samples, uint64_t seed,
+                       int *right, int *near, long *dist) {
+    fcpu_model m = {.cfg = ck->cfg, .layout = ck->layout, .params = ck->params, .grads = NULL};
+    fcpu_model_ws *ws = fcpu_model_ws_new(&m, 1, L);
+    cr_assert(ws, "%s", phax_error());
+    int V = ck->cfg.vocab_size;
+    int32_t *tok = malloc((size_t)L * sizeof *tok);
+    float *logits = malloc((size_t)L * V * sizeof *logits);
+    *right = *near = 0, *dist = 0;
+    for (int s = 0; s < samples; s++) {
+        phax_recall_spec spec = {L, 4, depth, prompt_seed(seed, 4, L, s)};
+        phax_recall_prompt p;
+        cr_assert(phax_recall_prompt_build(&spec, tok, &p) == PHAX_OK, "%s", phax_error());
+        cr_assert(fcpu_model_forward(&m, ws, tok, NULL, -1, logits, NULL) == PHAX_OK, "%s", phax_error());
+        const float *z = logits + (size_t)(L - 1) * V;
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (z[v] > z[best]) best = v;
+        float second = -INFINITY;
+        for (int v = 0; v < V; v++)
+            if (v != best && z[v] > second) second = z[v];
+        *right += best == p.answer;
+        *near += z[best] - second < 1e-3f;
+        *dist += p.distance;
+    }
+    free(tok), free(logits);
+    fcpu_model_ws_free(ws);
+}
+
+static double json_num(const char *text, const char *key) {
+    char *k = tu_xprintf("\"%s\": ", key);
+    const char *p = strstr(text, k);
+    cr_assert(p, "no %s in %s", key, text);
+    double v = strtod(p + strlen(k), NULL);
+    free(k);
+    return v;
+}
+
+// The run's last validation line against the rows of phax_seed_derive(seed,
+// "valid.recall") scored here with the checkpoint's parameters (the last
+// evaluation comes after the last step): loss and argmax accuracy of the answers,
+// n_rows rows in batches of B (the last one padded).
+static void check_validation(const char *run, uint64_t seed, int P, int Q, int B, int T, int n_rows) {
+    phax_ckpt ck;
+    cr_assert(phax_ckpt_load(run, -1, &ck) == PHAX_OK, "%s", phax_error());
+    fcpu_model m = {.cfg = ck.cfg, .layout = ck.layout, .params = ck.params, .grads = NULL};
+    fcpu_model_ws *ws = fcpu_model_ws_new(&m, B, T);
+    cr_assert(ws, "%s", phax_error());
+    int32_t *x = malloc(sizeof(int32_t) * B * T), *y = malloc(sizeof(int32_t) * B * T);
+    float *logits = malloc(sizeof(float) * B * T * 64);
+    uint64_t valid_seed = phax_seed_derive(seed, "valid.recall");
+    double sum = 0;
+    long k = 0, right = 0;
+    for (int first = 0; first < n_rows; first += B) {
+        for (int b = 0; b < B; b++) {
+            if (first + b < n_rows)
+                cr_assert(phax_recall_train_sample(valid_seed, (uint64_t)(first + b), P, Q, T, x + b * T,
+                                                   y + b * T, NULL) == PHAX_OK);
+            else
+                for (int i = 0; i < T; i++) x[b * T + i] = 0, y[b * T + i] = -1;
+        }
+        double loss;
+        cr_assert(fcpu_model_forward(&m, ws, x, y, -1, logits, &loss) == PHAX_OK, "%s", phax_error());
+        int n = 0;
+        for (int i = 0; i < B * T; i++) {
+            if (y[i] < 0) continue;
+            n++;
+            int best = 0;
+            for (int v = 1; v < 64; v++)
+                if (logits[i * 64 + v] > logits[i * 64 + best]) best = v;
+            right += best == y[i];
+        }
+        sum += loss * n, k += n;
+    }
+    cr_assert(k == (long)n_rows * Q, "%ld answers", k);
+    char *log = tu_join(run, "log.jsonl"), *t = tu_slurp(log, NULL), *v = t, *p;
+    while ((p = strstr(v + 1, "\"val_loss\": "))) v = p;
+    cr_assert(v != t, "no validation line: %s", t);
+    printf("%s: %s", run, v);
+    cr_assert(fabs(json_num(v, "val_loss") - sum / k) <= 1e-5 * (sum / k), "val_loss %.9g, rows give %.9g",
+              json_num(v, "val_loss"), sum / k);
+    cr_assert(json_num(v, "val_acc") == (double)right / k, "val_acc %g, rows give %g", json_num(v, "val_acc"),
+              (double)right / k);
+    cr_assert(json_num(v, "val_answers") == k && json_num(v, "val_rows") == n_rows, "%s", v);
+    free(x), free(y), free(logits), free(log), free(t);
+    fcpu_model_ws_free(ws);
+    phax_ckpt_free(&ck);
+}
+
+// phax recall on a tiny swax run: the table, and JSON / CSV with every cell in
+// order; each cell's count agrees with prompts scored here by the forward pass.
+Test(recall, recall_command_table_json_csv) {
+    sandbox s = sandbox_new();
+    char *run = tu_join(s.dir, "run"), *js = tu_join(s.dir, "r.json"), *csv = tu_join(s.dir, "r.csv");
+    expect_ok(&s, TINY_RECALL(&s, "swax", run, "30"));
+    expect_ok(&s, phax_run(&s, "recall", "--ckpt", run, "--lengths", "64,96", "--depths", "0,0.5,1",
+                           "--samples", "12", "--seed", "5", "--json", js, "--csv", csv, NULL));
+    char *o = tu_slurp(s.out, NULL);
+    cr_assert(strstr(o, "chance 1/16 = 0.0625") && strstr(o, "d=0.5") && strstr(o, "mean"), "%s", o);
+    cr_assert(strstr(o, "\n      64  ") && strstr(o, "\n      96  "), "no rows for 64 and 96:\n%s", o);
+    free(o);
+    phax_ckpt ck;
+    cr_assert(phax_ckpt_load(run, -1, &ck) == PHAX_OK, "%s", phax_error());
+    char *j = tu_slurp(js, NULL), *c = tu_slurp(csv, NULL);
+    cr_assert(strstr(j, "\"family\": \"swax\"") && strstr(j, "\"pairs\": 4") && strstr(j, "\"samples\": 12") &&
+              strstr(j, "\"chance\": 0.0625"), "%s", j);
+    cr_assert(json_num(j, "window") == ck.cfg.w_long, "%s", j);
+    cr_assert(!strncmp(c, "length,depth,samples,correct,accuracy,mean_distance\n", 52), "%s", c);
+    const int lengths[] = {64, 96};
+    const double depths[] = {0, 0.5, 1};
+    const char *jp = strstr(j, "\"cells\""), *cp = strchr(c, '\n') + 1;
+    int total_right = 0;
+    for (int li = 0; li < 2; li++)
+        for (int di = 0; di < 3; di++) {
+            int L = lengths[li], right, near;
+            long dist;
+            score_cell(&ck, L, depths[di], 12, 5, &right, &near, &dist);
+            jp = strstr(jp + 1, "\"length\": ");
+            cr_assert(jp, "cell %d %d missing:\n%s", li, di, j);
+            cr_assert(json_num(jp, "length") == L && json_num(jp, "depth") == depths[di] &&
+                      json_num(jp, "samples") == 12, "cell %d %d", li, di);
+            int got = (int)json_num(jp, "correct");
+            cr_assert(abs(got - right) <= near, "L %d depth %g: phax recall %d right, the forward %d (%d near ties)",
+                      L, depths[di], got, right, near);
+            // The JSON holds 10 significant digits.
+            cr_assert(fabs(json_num(jp, "accuracy") - got / 12.0) <= 1e-9, "accuracy");
+            cr_assert(fabs(json_num(jp, "mean_distance") - dist / 12.0) <= 1e-9 * L, "mean distance %g, expected %g",
+                      json_num(jp, "mean_distance"), dist / 12.0);
+            if (depths[di] == 0) cr_assert(json_num(jp, "mean_distance") == L - 1);
+            if (depths[di] == 1) cr_assert(json_num(jp, "mean_distance") == 2);
+            char *line = tu_xprintf("%d,%g,12,%d,%.6f,", L, depths[di], got, got / 12.0);
+            cr_assert(!strncmp(cp, line, strlen(line)), "csv line %s, expected %s...", cp, line);
+            free(line);
+            cp = strchr(cp, '\n') + 1;
+            total_right += right;
+        }
+    cr_assert(*cp == '\0', "extra csv lines: %s", cp);
+    free(j), free(c);
+    phax_ckpt_free(&ck);
+    // The checkpoint given as its model file, the default depths and lengths (train_seq x 1, 2, 4, 8).
+    char *model = tu_join(run, "checkpoint.safetensors");
+    expect_ok(&s, phax_run(&s, "recall", model, "--samples", "2", "--json", js, NULL));
+    j = tu_slurp(js, NULL);
+    for (int i = 0; i < 4; i++) {
+        char *want = tu_xprintf("\"length\": %d", 64 << i);
+        cr_assert(strstr(j, want), "%s missing in %s", want, j);
+        free(want);
+    }
+    cr_assert(strstr(j, "\"depth\": 0.25") && strstr(j, "\"depth\": 0.75"));
+    free(j), free(model);
+    free(run), free(js), free(csv);
+    sandbox_free(&s);
+}
+
+// Refusals of phax recall: one line, exit 1.
+Test(recall, recall_command_bad_input_refused) {
+    sandbox s = sandbox_new();
+    char *run = tu_join(s.dir, "run"), *pha = tu_join(s.dir, "pha"), *lm = tu_join(s.dir, "lm");
+    char *data = tu_join(s.dir, "t.txt");
+    FILE *f = fopen(data, "w");
+    for (int i = 0; i < 50; i++) fputs("the cat sat on the mat\n", f);
+    fclose(f);
+    expect_ok(&s, TINY_RECALL(&s, "swax", run, "2"));
+    expect_ok(&s, TINY_RECALL(&s, "pha", pha, "2"));
+    expect_ok(&s, phax_run(&s, "train", "--family", "swax", "--train", data, "--set", "d_model=32", "--set",
+                           "n_layers=2", "--seq", "16", "--batch", "2", "--steps", "2", "--out", lm, NULL));
+    const char *P = "phax recall: ";
+    expect_fail(&s, phax_run(&s, "recall", lm, "--samples", "2", NULL), P, "not the recall vocabulary");
+    expect_fail(&s, phax_run(&s, "recall", pha, "--window", "8", NULL), P,
+                "--window applies to the swax, swa and mlstm families; pha uses attn_window");
+    expect_fail(&s, phax_run(&s, "recall", run, "--lengths", "8", NULL), P, "--lengths: 8 is outside [9,");
+    expect_fail(&s, phax_run(&s, "recall", run, "--lengths", "70000", NULL), P, "--lengths");
+    expect_fail(&s, phax_run(&s, "recall", run, "--pairs", "2", "--lengths", "4", NULL), P, "--lengths: 4");
+    expect_fail(&s, phax_run(&s, "recall", run, "--depths", "0,1.5", NULL), P, "'1.5' is not a depth");
+    expect_fail(&s, phax_run(&s, "recall", run, "--depths", "nan", NULL), P, "'nan' is not a depth");
+    expect_fail(&s, phax_run(&s, "recall", run, "--pairs", "0", NULL), P, "--pairs");
+    expect_fail(&s, phax_run(&s, "recall", run, "--pairs", "17", NULL), P, "--pairs");
+    expect_fail(&s, phax_run(&s, "recall", run, "--samples", "0", NULL), P, "--samples");
+    expect_fail(&s, phax_run(&s, "recall", run, "--frob", "1", NULL), P, "--frob");
+    expect_fail(&s, phax_run(&s, "recall", "--samples", "3", NULL), P, "no checkpoint");
+    char *nope = tu_join(s.dir, "nope");
+    expect_fail(&s, phax_run(&s, "recall", nope, NULL), P, "nope");
+    // The shortest prompt (4 pairs: 9 tokens) and --window on swax are fine.
+    expect_ok(&s, phax_run(&s, "recall", run, "--lengths", "9", "--samples", "2", "--window", "4", NULL));
+    free(run), free(pha), free(lm), free(data), free(nope);
+    sandbox_free(&s);
+}
+
+// Every family trains on the task and phax recall reads it.
+Test(recall, every_family_trains_and_is_scored) {
+    const char *fams[] = {"pha", "transformer", "serial", "swax", "swa", "mlstm"};
+    sandbox s = sandbox_new();
+    for (int i = 0; i < 6; i++) {
+        char *run = tu_join(s.dir, fams[i]);
+        expect_ok(&s, TINY_RECALL(&s, fams[i], run, "3"));
+        char *log = tu_join(run, "log.jsonl"), *t = tu_slurp(log, NULL);
+        cr_assert(strstr(t, "\"val_acc\": "), "%s: %s", fams[i], t);
+        expect_ok(&s, phax_run(&s, "recall", run, "--lengths", "64,128", "--samples", "3", NULL));
+        char *o = tu_slurp(s.out, NULL);
+        cr_assert(strstr(o, "chance 1/16"), "%s: %s", fams[i], o);
+        free(o), free(t), free(log), free(run);
+    }
+    sandbox_free(&s);
+}
+
+// A tiny transformer learns the task with one needle (T 32, 200 steps, ~2 s): phax recall
+// finds the answer well above chance (1/16) at the training length, at every depth, and so
+// does the validation, whose loss and accuracy are checked against the rows scored here.
+Test(recall, tiny_transformer_learns_one_pair) {
+    sandbox s = sandbox_new();
+    char *run = tu_join(s.dir, "run"), *js = tu_join(s.dir, "r.json");
+    expect_ok(&s, phax_run(&s, "train", "--task", "recall", "--recall-pairs", "1", "--family", "transformer",
+                           "--set", "d_model=32", "--set", "n_layers=2", "--seq", "32", "--batch", "32",
+                           "--steps", "200", "--lr", "1e-2", "--eval-every", "0", "--eval-tokens", "2208",
+                           "--out", run, NULL));
+    expect_ok(&s, phax_run(&s, "recall", run, "--pairs", "1", "--lengths", "32", "--samples", "50",
+                           "--json", js, NULL));
+    char *j = tu_slurp(js, NULL), *o = tu_slurp(s.out, NULL);
+    printf("%s", o);
+    const char *p = j;
+    for (int d = 0; d < 5; d++) {
+        p = strstr(p + 1, "\"accuracy\": ");
+        cr_assert(p, "%s", j);
+        double a = json_num(p, "accuracy");
+        cr_assert(a >= 0.5, "depth %g: accuracy %.3f:\n%s", 0.25 * d, a, o);
+    }
+    char *log = tu_join(run, "log.jsonl"), *t = tu_slurp(log, NULL), *last = strstr(t, "\"val_acc\": ");
+    cr_assert(last && json_num(last, "val_acc") >= 0.5, "%s", t);
+    free(log), free(t);
+    // The validation line: 69 rows (2208 / 32), two full batches of 32 and one padded.
+    check_validation(run, 1, 1, 1, 32, 32, 69);
+    free(j), free(o), free(run), free(js);
+    sandbox_free(&s);
+}
+
+// With lr 0 the parameters never move, so every logged loss is the initial
+// model's: step s's loss is that of rows s·B + b of the seed
+// phax_seed_derive(seed, "train.recall"); the validation line that of rows
+// 0..n−1 of phax_seed_derive(seed, "valid.recall") (n = eval-tokens / T = 6
+// rows: a full batch of 4 and one padded).
+Test(recall, train_rows_and_validation_as_documented) {
+    sandbox s = sandbox_new();
+    char *run = tu_join(s.dir, "run");
+    enum { B = 4, T = 32, STEPS = 3, ROWS = 6 };
+    expect_ok(&s, phax_run(&s, "train", "--task", "recall", "--recall-queries", "2", "--family", "transformer",
+                           "--set", "d_model=32", "--set", "n_layers=2", "--seq", "32", "--batch", "4",
+                           "--steps", "3", "--lr", "0", "--min-lr", "0", "--seed", "11", "--eval-every", "3",
+                           "--eval-tokens", "192", "--out", run, NULL));
+    phax_ckpt ck;
+    cr_assert(phax_ckpt_load(run, -1, &ck) == PHAX_OK, "%s", phax_error());
+    fcpu_model m;
+    cr_assert(fcpu_model_new(&m, &ck.cfg, 11) == PHAX_OK, "%s", phax_error());
+    for (size_t i = 0; i < ck.layout.numel; i++)
+        cr_assert(m.params[i] == ck.params[i], "lr 0 moved parameter %zu", i);
+    fcpu_model_ws *ws = fcpu_model_ws_new(&m, B, T);
+    int32_t x[B * T], y[B * T];
+    char *log = tu_join(run, "log.jsonl"), *t = tu_slurp(log, NULL), *p = t;
+    uint64_t train_seed = phax_seed_derive(11, "train.recall");
+    for (int st = 0; st < STEPS; st++) {
+        for (int b = 0; b < B; b++)
+            cr_assert(phax_recall_train_sample(train_seed, (uint64_t)(st * B + b), 4, 2, T, x + b * T, y + b * T,
+                                               NULL) == PHAX_OK);
+        double loss;
+        cr_assert(fcpu_model_forward(&m, ws, x, y, -1, NULL, &loss) == PHAX_OK, "%s", phax_error());
+        p = strstr(p, "\"loss\": ");
+        cr_assert(p, "%s", t);
+        double logged = json_num(p, "loss");
+        p++;
+        cr_assert(fabs(logged - loss) <= 1e-5 * loss, "step %d: logged %.9g, rows give %.9g", st + 1, logged, loss);
+    }
+    check_validation(run, 11, 4, 2, B, T, ROWS);
+    free(log), free(t), free(run);
+    fcpu_model_ws_free(ws);
+    fcpu_model_free(&m);
+    phax_ckpt_free(&ck);
+    sandbox_free(&s);
 }
