@@ -42,7 +42,8 @@ static void usage(FILE *f) {
           "Associative-recall accuracy of a checkpoint trained with phax train --task recall\n"
           "(docs/recall.md). CHECKPOINT: a model file or a run folder. Each prompt is a haystack of\n"
           "fillers holding --pairs needles \"key value\", then one needle's key; it is right when the\n"
-          "argmax of the next-token logits is that needle's value (chance: 1/16).\n"
+          "argmax of the next-token logits is that needle's value (chance: 1/16; copying a random\n"
+          "value of the prompt: 1/P).\n"
           "  --ckpt PATH         the checkpoint (instead of the first argument)\n"
           "  --lengths L,...     prompt lengths in tokens (default the training length x 1, 2, 4, 8)\n"
           "  --depths D,...      where the queried needle goes, in [0, 1]: 0 = the first token,\n"
@@ -193,8 +194,8 @@ static cell run_cell(worker *w, int V, const recall_opts *o, int length, double 
 // Output.
 
 static void print_table(const recall_opts *o, cell *res) {
-    printf("\naccuracy (%d prompt%s per cell; chance 1/16 = 0.0625)\n%8s", o->samples,
-           o->samples == 1 ? "" : "s", "length");
+    printf("\naccuracy (%d prompt%s per cell; chance 1/16 = 0.0625; a random value of the prompt's "
+           "%d: %.4g)\n%8s", o->samples, o->samples == 1 ? "" : "s", o->pairs, 1.0 / o->pairs, "length");
     for (int di = 0; di < o->n_depths; di++) printf("  d=%-5.3g", o->depths[di]);
     printf("  %7s\n", "mean");
     for (int li = 0; li < o->n_lengths; li++) {
@@ -222,10 +223,10 @@ static void write_json(const recall_opts *o, const phax_ckpt *ck, int window, ce
         }
     char seed[24];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
-    json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:i, s:s, s:f, s:o}", "checkpoint", ck->path, "family",
-                          phax_family_name(ck->cfg.family), "window", window, "pairs", o->pairs,
-                          "samples", o->samples, "seed", seed, "chance", 1.0 / PHAX_RECALL_N_VALUES,
-                          "cells", cells);
+    json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:i, s:s, s:f, s:f, s:o}", "checkpoint", ck->path,
+                          "family", phax_family_name(ck->cfg.family), "window", window, "pairs",
+                          o->pairs, "samples", o->samples, "seed", seed, "chance",
+                          1.0 / PHAX_RECALL_N_VALUES, "value_guess", 1.0 / o->pairs, "cells", cells);
     char *s = j ? json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
     json_decref(j);
     if (!s) die("%s: cannot format the JSON result", o->json_path);

@@ -618,7 +618,7 @@ Test(recall, recall_command_table_json_csv) {
     cr_assert(phax_ckpt_load(run, -1, &ck) == PHAX_OK, "%s", phax_error());
     char *j = tu_slurp(js, NULL), *c = tu_slurp(csv, NULL);
     cr_assert(strstr(j, "\"family\": \"swax\"") && strstr(j, "\"pairs\": 4") && strstr(j, "\"samples\": 12") &&
-              strstr(j, "\"chance\": 0.0625"), "%s", j);
+              strstr(j, "\"chance\": 0.0625") && strstr(j, "\"value_guess\": 0.25"), "%s", j);
     cr_assert(json_num(j, "window") == ck.cfg.w_long, "%s", j);
     cr_assert(!strncmp(c, "length,depth,samples,correct,accuracy,mean_distance\n", 52), "%s", c);
     const int lengths[] = {64, 96};
