@@ -439,6 +439,7 @@ Test(recall, train_bad_input_refused) {
     expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--valid", txt), P, "--valid: not with --task recall");
     expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--niah-frac", "0.5"), P, "--niah-frac");
     expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--tokenizer", "byte"), P, "--tokenizer");
+    expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--vocab-max", "10"), P, "--vocab-max");
     expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--recall-pairs", "17"), P, "--recall-pairs");
     expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--recall-pairs", "0"), P, "--recall-pairs");
     expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--recall-queries", "5"), P, "queries 5");
