@@ -11,6 +11,15 @@ from . import settings as S
 from .runs import JobError, match_params, note, run_logged, say, write_atomic, write_config
 
 
+def acc_line(res):
+    """'L=128 0.91, L=256 0.85, ...' from a phax recall JSON (accuracy by length, depths averaged)."""
+    cells = res["cells"] if isinstance(res, dict) else res
+    by = {}
+    for c in cells:
+        by.setdefault(c["length"], []).append(c["accuracy"])
+    return ", ".join(f"L={L} {statistics.fmean(v):.2f}" for L, v in sorted(by.items()))
+
+
 def save(path, obj):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write_atomic(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
@@ -97,27 +106,35 @@ class Job:
         return out, target
 
     def exp_lm(self):
+        self.lm_study("lm", self.s["corpora"][0])
+
+    def exp_ptb(self):
+        if "ptb" not in self.s["corpora"]:
+            note("ptb: not in this mode or no PTB found (--full; ../shared/data/ptb or --data)")
+            return
+        self.lm_study("ptb", "ptb")
+
+    def lm_study(self, exp, corpus):
         s = self.s
-        say("lm: PHA, transformer, serial; matched non-embedding parameters; seeds " +
+        say(f"{exp}: PHA, transformer, serial on {corpus}; matched non-embedding parameters; seeds " +
             ",".join(map(str, s["lm_seeds"])))
         cfgs, target = self.lm_configs()
-        res = dict(target=target, models={}, corpora=s["corpora"], seeds=s["lm_seeds"],
+        res = dict(target=target, models={}, corpora=[corpus], seeds=s["lm_seeds"],
                    steps=s["lm_steps"], tokens=s["lm_steps"] * s["B"] * s["T"], base=s["lm_base"])
         for m, (path, n) in cfgs.items():
             note(f"lm: {m}: {n} non-embedding parameters (PHA {target}, {100 * (n - target) / target:+.1f} %)")
             res["models"][m] = dict(config=path, nonemb=n, config_json=load(path))
-        for corpus in s["corpora"]:
-            for seed in s["lm_seeds"]:
-                for m, (path, n) in cfgs.items():
-                    name = f"lm-{corpus}-{m}-s{seed}"
-                    d = self.r.train("lm", name, self.lm_train_args(corpus, path, seed, s["lm_steps"]))
-                    ppl = self.test_ppl("lm", d, corpus, os.path.join(self.out, "lm", name + ".test"))
-                    rec = self.run_summary(d)
-                    rec.update(test_ppl=ppl, corpus=corpus, seed=seed, model=m, run=d,
-                               params=self.r.counts(d)[0])
-                    res.setdefault("runs", []).append(rec)
-                    note(f"lm: {name}: test ppl {ppl:.2f}")
-        save(os.path.join(self.out, "lm", "results.json"), res)
+        for seed in s["lm_seeds"]:
+            for m, (path, n) in cfgs.items():
+                name = f"lm-{corpus}-{m}-s{seed}"
+                d = self.r.train(exp, name, self.lm_train_args(corpus, path, seed, s["lm_steps"]))
+                ppl = self.test_ppl(exp, d, corpus, os.path.join(self.out, "lm", name + ".test"))
+                rec = self.run_summary(d)
+                rec.update(test_ppl=ppl, corpus=corpus, seed=seed, model=m, run=d,
+                           params=self.r.counts(d)[0])
+                res.setdefault("runs", []).append(rec)
+                note(f"{exp}: {name}: test ppl {ppl:.2f}")
+        save(os.path.join(self.out, exp, "results.json"), res)
 
     # --- (a) ablations ---------------------------------------------------------------------------
     def exp_ablation(self):
@@ -200,7 +217,7 @@ class Job:
             return
         say("iso: transformers of sizes d " + ",".join(map(str, s["iso_dims"])) + " for the iso-perplexity pair")
         corpus = s["corpora"][0]
-        lmres = os.path.join(self.out, "lm", "results.json")
+        lmres = os.path.join(self.out, "lm", "results.json")  # WikiText-2
         if not os.path.exists(lmres):
             self.exp_lm()
         lm = load(lmres)
@@ -254,18 +271,27 @@ class Job:
                 "--eval-tokens", str(64 * S.RECALL_T), "--seed", str(seed), "--log-every", "100"]
 
     def exp_recall(self):
+        self.recall_study("recall", "needle")
+
+    def exp_bind(self):
+        if "bind" not in self.s["recall_tasks"]:
+            note("bind: not in quick mode (--full)")
+            return
+        self.recall_study("bind", "bind")
+
+    def recall_study(self, exp, only_task):
         s = self.s
-        say("recall: SWAX window regimes on the synthetic recall task (" + ", ".join(s["recall_tasks"]) + ")")
+        say(f"{exp}: SWAX window regimes on the synthetic recall task ({only_task})")
         lengths = [k * S.RECALL_T for k in s["recall_lengths"]]
         depths = s["recall_depths"]
         res = dict(T=S.RECALL_T, lengths=lengths, depths=depths, samples=s["recall_samples"],
-                   tasks=s["recall_tasks"], models=s["recall_models"], seeds=s["recall_seeds"],
+                   tasks={only_task: s["recall_tasks"][only_task]}, models=s["recall_models"], seeds=s["recall_seeds"],
                    w_short=s["recall_model"]["w_short"], w_long=s["recall_model"]["w_long"], runs=[])
-        for task, t in s["recall_tasks"].items():
+        for task, t in [(only_task, s["recall_tasks"][only_task])]:
             for model in s["recall_models"]:
                 for seed in s["recall_seeds"]:
                     name = f"recall-{task}-{model}-s{seed}"
-                    d = self.r.train("recall", name, self.recall_args(model, task, seed))
+                    d = self.r.train(exp, name, self.recall_args(model, task, seed))
                     windows = [None]
                     if model == "short":
                         windows.append(s["recall_model"]["w_short"])  # also at its training window
@@ -277,19 +303,25 @@ class Job:
                                  "--pairs", str(max(t["pairs"], 1)), "--seed", "0"]
                             if w:
                                 a += ["--window", str(w)]
-                            run_logged("recall", a + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd")
+                            run_logged(exp, a + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd")
                         rs = self.run_summary(d)
                         res["runs"].append(dict(task=task, model=model, seed=seed, window=w, cells=load(prefix + ".json"),
                                                 val_loss=[l for l in self.r.log(d) if "val_loss" in l][-1:]))
                         acc = load(prefix + ".json")
-                        note(f"recall: {name}{' at w ' + str(w) if w else ''}: done")
-        save(os.path.join(self.out, "recall", "results.json"), res)
+                        note(f"{exp}: {name}{' at w ' + str(w) if w else ''}: {acc_line(acc)}")
+        save(os.path.join(self.out, exp, "results.json"), res)
 
     # --- (d) SWAX window study: RULER-style needles in WikiText-2 -----------------------------------
     def exp_niah(self):
+        self.niah_study("niah", ["short", "long", "stochastic"])
+
+    def exp_niah_ctl(self):
+        self.niah_study("niah_ctl", ["swa_only", "mlstm_only"])
+
+    def niah_study(self, exp, regimes):
         s = self.s
         if not s["niah"]:
-            note("niah: not in quick mode (--full)")
+            note(f"{exp}: not in quick mode (--full)")
             return
         corpus = "wikitext-2"
         if corpus not in self.corpora:
@@ -299,7 +331,7 @@ class Job:
         T = s["T"]
         lengths = [k * T for k in s["niah_lengths"]]
         res = dict(T=T, lengths=lengths, runs=[], variants=s["niah_variants"], haystacks=s["niah_haystacks"])
-        for model in s["niah_models"]:
+        for model in [m for m in s["niah_models"] if m in regimes]:
             fam, ov = S.REGIMES[model]
             cfg = dict(s["lm_base"], family=fam, **ov)
             path = write_config(self.cfg_dir, f"niah_{model}", cfg)
@@ -321,7 +353,7 @@ class Job:
                              for r in csv.DictReader(f)]
                 res["runs"].append(dict(model=model, seed=seed, test_ppl=ppl, cells=cells))
                 note(f"niah: {name}: test ppl {ppl:.2f}")
-        save(os.path.join(self.out, "niah", "results.json"), res)
+        save(os.path.join(self.out, exp, "results.json"), res)
 
     # --- (e) efficiency curves ----------------------------------------------------------------------
     def exp_efficiency(self):

@@ -10,11 +10,12 @@ from . import report, settings
 from .experiments import Job
 from .runs import JobError, Runner, note, say
 
-EXPERIMENTS = ["lm", "ablation", "sandwich", "iso", "recall", "niah", "efficiency"]
+EXPERIMENTS = ["lm", "recall", "sandwich", "efficiency", "ptb", "ablation", "iso", "bind", "niah", "niah_ctl"]
 HELP = """experiments (--only takes a comma list; default all; each is a resumable piece):
   lm          PHA, transformer and serial hybrid with matched non-embedding parameters
-              (within 3 %), the same token budget, on WikiText-2 (and PTB in --full);
-              test perplexity, validation curves, tokens/s; seeds 1 (quick) or 3 (full)
+              (within 3 %), the same token budget, on WikiText-2; test perplexity,
+              validation curves, tokens/s; seeds 1 (quick) or 3 (full)
+  ptb         (full) the same on PTB
   ablation    (full) PHA without attention, without GSS, without the FFN branch, with
               a frozen equal mix; matched parameters; 2 seeds
   sandwich    PHA's softplus mix weights per block at the end of training and their
@@ -23,10 +24,12 @@ HELP = """experiments (--only takes a comma list; default all; each is a resumab
               (interpolated); training, prefill and decode tokens/s and memory at
               T 2k, 8k, 16k for PHA and that transformer
   recall      SWAX window regimes (short, long, stochastic; full: also SWA-only and
-              mLSTM-only) on the synthetic recall task (docs/recall.md): accuracy by
-              length (1x..16x T, 64x in full) and depth
-  niah        (full) the same regimes on WikiText-2 with --niah-frac 0.25: phax niah
-              accuracy by length and depth, and test perplexity
+              mLSTM-only) on the synthetic recall task (docs/recall.md), one needle:
+              accuracy by length (1x..16x T, 64x in full) and depth
+  bind        (full) the same with 4 needles (key-value binding)
+  niah        (full) short, long, stochastic SWAX on WikiText-2 with --niah-frac 0.25:
+              phax niah accuracy by length and depth, and test perplexity
+  niah_ctl    (full) the same for the SWA-only and mLSTM-only controls
   efficiency  training tokens/s and peak memory vs T; prefill and decode tokens/s and
               state memory vs context; every family; fitted log-log slopes
 

@@ -65,6 +65,35 @@ def load(out, exp):
         return json.load(f)
 
 
+def load_merged(out, exps, list_keys):
+    """Several pieces' results as one: the first piece's fields, the list fields joined
+    and the dict fields (e.g. tasks) merged."""
+    res = None
+    for e in exps:
+        r = load(out, e)
+        if not r:
+            continue
+        if res is None:
+            res = r
+            continue
+        for k in list_keys:
+            res[k] = res.get(k, []) + [x for x in r.get(k, []) if x not in res.get(k, [])]
+        for k, v in r.items():
+            if isinstance(v, dict) and isinstance(res.get(k), dict):
+                res[k] = dict(res[k], **v)
+    return res
+
+
+def cpu_name():
+    try:
+        for l in open("/proc/cpuinfo"):
+            if l.startswith("model name"):
+                return l.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
 def sh(cmd):
     try:
         return subprocess.run(cmd, capture_output=True, text=True, shell=True).stdout.strip()
@@ -123,7 +152,7 @@ def cmds(paths):
 
 # --- per experiment: tables, figures and the claims they answer ----------------------------------
 def section_lm(out, st, P, claims):
-    lm = load(out, "lm")
+    lm = load_merged(out, ["lm", "ptb"], ["runs", "corpora"])
     if not lm:
         return ""
     txt = "## lm: PHA, transformer, serial hybrid (matched parameters, same tokens)\n\n"
@@ -398,7 +427,7 @@ def recall_acc(run, lengths_pred):
 
 
 def section_recall(out, st, P, claims):
-    rc = load(out, "recall")
+    rc = load_merged(out, ["recall", "bind"], ["runs"])
     if not rc:
         return ""
     T = rc["T"]
@@ -507,7 +536,7 @@ def verdict_stoch(x, niah):
 
 
 def section_niah(out, st, P, claims):
-    nh = load(out, "niah")
+    nh = load_merged(out, ["niah", "niah_ctl"], ["runs"])
     if not nh:
         return ""
     T = nh["T"]
@@ -603,6 +632,8 @@ def write(out, st, corpora, meta):
 
     def add(key, v_m, figs):
         v, m = v_m
+        if "(n=1)" in m and "n=2" not in m and "n=3" not in m and v not in ("not run",):
+            v += " (one seed: no spread)"
         rows.append([PAPER[key], v, m, figs])
     add("pha_tr", verdict_pha_tr(claims.get("pha_tr")), "lm_curves_*")
     add("par_ser", verdict_par_ser(claims.get("par_ser")), "lm_curves_*")
@@ -620,7 +651,7 @@ def write(out, st, corpora, meta):
                  "claim holds.\n\n")
     head += (f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n"
              f"- commit: {commit}{dirty}\n"
-             f"- machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), load average at start "
+             f"- machine: {os.cpu_count()} CPUs ({cpu_name()}), load average at start "
              f"{' '.join(meta['load_start'])}, at end {' '.join(open('/proc/loadavg').read().split()[:3])}\n"
              f"- invocation: `{meta['invocation']}` (from the repository root; {meta['seconds']:.0f} s, reused outputs not counted)\n"
              f"- data: {', '.join(f'{k} ({v})' for k, v in corpora.items())}\n\n")
