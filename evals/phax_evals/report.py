@@ -103,7 +103,8 @@ def sh(cmd):
 
 # --- figures ------------------------------------------------------------------------------------
 class Plots:
-    def __init__(self, out, subtitle, tiny):
+    def __init__(self, out, subtitle, local_only):
+        tiny = local_only
         self.out = out
         self.dir = os.path.join(out, "plots")
         os.makedirs(self.dir, exist_ok=True)
@@ -622,7 +623,8 @@ def section_efficiency(out, st, P, claims):
 def write(out, st, corpora, meta):
     tiny = st.get("tiny", False)
     sub = f"{st['mode']} mode{' (tiny)' if tiny else ''}"
-    P = Plots(out, sub, tiny)
+    # Only a full run's figures go to plots/ (the repository's); quick and tiny keep theirs in OUT/plots.
+    P = Plots(out, sub, tiny or st["mode"] != "full")
     claims = {}
     body = ""
     for sec in (section_lm, section_ablation, section_sandwich, section_iso, section_recall, section_niah,

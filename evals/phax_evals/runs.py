@@ -55,6 +55,7 @@ def run_logged(stage, argv, log, cmdfile=None):
 
 class Runner:
     def __init__(self, build_dir, out, force_names=()):
+        build_dir = os.path.relpath(build_dir)  # commands and summaries name no machine's folders
         self.phax = os.path.join(build_dir, "phax")
         self.build_dir = build_dir
         self.out = out
