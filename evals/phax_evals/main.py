@@ -3,11 +3,12 @@
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import time
 
 from . import report, settings
-from .experiments import Job
+from .experiments import Job, save
 from .runs import JobError, Runner, note, say
 
 EXPERIMENTS = ["lm", "recall", "sandwich", "efficiency", "ptb", "ablation", "iso", "bind", "niah", "niah_ctl"]
@@ -108,8 +109,15 @@ def main(argv):
         note(f"mode {mode}{' (tiny smoke settings)' if tiny else ''}; data {', '.join(f'{k}: {v}' for k, v in corpora.items())}; output {out}")
         for e in only:
             t = time.time()
+            l0 = open("/proc/loadavg").read().split()[:3]
             getattr(job, f"exp_{e}")()
             note(f"{e}: {time.time() - t:.0f} s")
+            if os.path.exists(os.path.join(out, e, "results.json")):
+                # When and how long: the pieces' table of the summary.
+                commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+                save(os.path.join(out, e, "piece.json"),
+                     dict(seconds=round(time.time() - t), finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                          commit=commit, load_start=l0, load_end=open("/proc/loadavg").read().split()[:3]))
     say("report")
     report.write(out, st, corpora, dict(load_start=load0, seconds=time.time() - t0,
                                         invocation="./evals/run_all.sh" + ("".join(" " + x for x in argv))))

@@ -192,6 +192,7 @@ def section_lm(out, st, P, claims):
             data += "\n\n"
         name = P.draw("lm_curves", f"lm_curves_{corpus}", data,
                       f"{corpus}, d {lm['base']['d_model']}, {lm['base']['n_layers']} layers, "
+                      f"{lm['target'] / 1e6:.2f} M non-embedding parameters each, "
                       f"{len(lm['seeds'])} seed(s), mean ± sd")
         txt += fig(name) + "\n"
         if "pha" in by and "transformer" in by:
@@ -663,6 +664,16 @@ def write(out, st, corpora, meta):
         head += (f"**Pieces run so far: {', '.join(done) or 'none'}; not yet: "
                  f"{', '.join(p for p in pieces if p not in done)}** (`./evals/run_all.sh --full --only PIECE`). "
                  "Claims without their pieces say \"not run\".\n\n")
+    prow = []
+    for p in pieces:
+        pj = os.path.join(out, p, "piece.json")
+        if os.path.exists(pj):
+            d = json.load(open(pj))
+            prow.append([p, f"{d['seconds'] / 60:.1f} min" + (f" ({d['note']})" if d.get("note") else ""),
+                         d["finished"], d["commit"], " ".join(d["load_start"]), " ".join(d["load_end"])])
+    if prow:
+        head += "Pieces (wall time on this machine):\n\n" + md_table(
+            ["piece", "time", "finished", "commit", "load at start", "load at end"], prow) + "\n"
     head += "## Claims\n\n" + md_table(["claim (paper)", "verdict", "what phax measured (mean ± sd over seeds)", "figure"], rows)
     head += ("\nVerdicts: a difference counts when it exceeds 2 standard errors of the difference of the seed means "
              "(at least 2 seeds each); \"≈\" holds within 3 %; with one seed nothing is beyond noise, so quick-mode "
