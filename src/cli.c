@@ -29,6 +29,14 @@ long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, l
     return v;
 }
 
+uint64_t cli_parse_u64(const char *cmd, const char *flag, const char *s) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || *s == '-') cli_die(cmd, "%s: '%s' is not a non-negative integer", flag, s);
+    return v;
+}
+
 char *cli_path_join(const char *cmd, const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);

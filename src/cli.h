@@ -3,10 +3,14 @@
 #ifndef PHAX_CLI_H
 #define PHAX_CLI_H
 
+#include <stdint.h>
+
 // "<cmd>: <message>" on stderr and exit(1); cmd is "phax train", "phax eval", ...
 _Noreturn void cli_die(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // The integer value of option `flag`, or cli_die when s is not an integer in [lo, hi].
 long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi);
+// The unsigned 64-bit value of option `flag` (a seed), or cli_die when s is not one.
+uint64_t cli_parse_u64(const char *cmd, const char *flag, const char *s);
 // "dir/name", malloc'd (cli_die on out of memory).
 char *cli_path_join(const char *cmd, const char *dir, const char *name);
 // Whether anything exists at p (cli_exists), or a regular file (cli_is_file).

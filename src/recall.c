@@ -63,13 +63,7 @@ static long parse_long(const char *flag, const char *s, long lo, long hi) {
     return cli_parse_long("phax recall", flag, s, lo, hi);
 }
 
-static uint64_t parse_u64(const char *flag, const char *s) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || errno || *s == '-') die("%s: '%s' is not a non-negative integer", flag, s);
-    return v;
-}
+static uint64_t parse_u64(const char *flag, const char *s) { return cli_parse_u64("phax recall", flag, s); }
 
 // A comma list of at most MAX_LIST items; each is handed to `item`.
 static int parse_list(const char *flag, const char *s, void (*item)(recall_opts *, int, const char *),

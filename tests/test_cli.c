@@ -95,22 +95,6 @@ static int read_losses(const char *log, double *loss, int cap) {
     return n;
 }
 
-// Drop the timing field ("tokens_per_s") of every log line.
-static char *log_without_timing(const char *path) {
-    char *t = tu_slurp(path, NULL), *o = malloc(strlen(t) + 1), *q = o;
-    for (char *p = t; *p;) {
-        if (!strncmp(p, ", \"tokens_per_s\": ", 18)) {
-            p += 18;
-            while (*p && *p != '}') p++;
-        } else {
-            *q++ = *p++;
-        }
-    }
-    *q = '\0';
-    free(t);
-    return o;
-}
-
 // A file of a run folder's current checkpoint generation (the folder the link
 // checkpoint.safetensors points into).
 static char *gen_file(const char *run, const char *name) {
@@ -171,11 +155,11 @@ static void resume_identical(const char *family) {
         free(fa), free(fb);
     }
     char *la = tu_xprintf("%s/log.jsonl", a), *lb = tu_xprintf("%s/log.jsonl", b);
-    char *ta = log_without_timing(la), *tb = log_without_timing(lb);
+    char *ta = tu_log_without_timing(la), *tb = tu_log_without_timing(lb);
     cr_assert_str_eq(ta, tb, "logs differ beyond timing");
     // Resuming a finished run does nothing.
     cr_assert(phax_run(&s, "train", "--resume", "--out", b, NULL) == 0);
-    char *tb2 = log_without_timing(lb);
+    char *tb2 = tu_log_without_timing(lb);
     cr_assert_str_eq(tb, tb2);
     free(ta), free(tb), free(tb2), free(la), free(lb), free(a), free(b);
     sandbox_free(&s);

@@ -399,13 +399,8 @@ static void sandbox_free(sandbox *s) {
 
 // The last run failed with exit 1 and one stderr line starting with prefix, holding frag.
 static void expect_error(const sandbox *s, int rc, const char *prefix, const char *frag) {
-    char *e = tu_slurp(s->err, NULL);
-    cr_assert(rc == 1, "exit %d, stderr: %s", rc, e);
-    cr_assert(!strncmp(e, prefix, strlen(prefix)), "stderr: %s", e);
-    char *nl = strchr(e, '\n');
-    cr_assert(nl && nl[1] == '\0', "not one line: %s", e);
-    cr_assert(strstr(e, frag), "stderr lacks \"%s\": %s", frag, e);
-    free(e);
+    char *why = tu_cli_error_check(s->err, rc, prefix, frag);
+    cr_assert(!why, "%s", why);
 }
 
 // --prompt-file and niah --text: /dev/zero is refused as phax train refuses it.

@@ -332,13 +332,8 @@ static void expect_ok(const sandbox *s, int rc) {
 
 // The last run failed (exit 1) with one line on stderr starting with prefix and holding frag.
 static void expect_fail(const sandbox *s, int rc, const char *prefix, const char *frag) {
-    char *e = tu_slurp(s->err, NULL);
-    cr_assert(rc == 1, "exit %d, stderr: %s", rc, e);
-    cr_assert(!strncmp(e, prefix, strlen(prefix)), "stderr: %s", e);
-    char *nl = strchr(e, '\n');
-    cr_assert(nl && nl[1] == '\0', "not one line: %s", e);
-    cr_assert(strstr(e, frag), "stderr lacks \"%s\": %s", frag, e);
-    free(e);
+    char *why = tu_cli_error_check(s->err, rc, prefix, frag);
+    cr_assert(!why, "%s", why);
 }
 
 // A tiny recall run: d 32, 2 layers, T 64, batch 8.
@@ -363,21 +358,6 @@ static void same_bytes(const char *a, const char *b) {
     free(x), free(y);
 }
 
-static char *log_without_timing(const char *path) {
-    char *t = tu_slurp(path, NULL), *o = malloc(strlen(t) + 1), *q = o;
-    for (char *p = t; *p;) {
-        if (!strncmp(p, ", \"tokens_per_s\": ", 18)) {
-            p += 18;
-            while (*p && *p != '}') p++;
-        } else {
-            *q++ = *p++;
-        }
-    }
-    *q = '\0';
-    free(t);
-    return o;
-}
-
 // 20 steps straight vs 10 (--stop-after) + --resume: the same model, state,
 // vocabulary and log (validation lines included). swax: the stochastic window too.
 Test(recall, train_resume_bit_identical_swax) {
@@ -394,7 +374,7 @@ Test(recall, train_resume_bit_identical_swax) {
         free(fa), free(fb);
     }
     char *la = tu_join(a, "log.jsonl"), *lb = tu_join(b, "log.jsonl");
-    char *ta = log_without_timing(la), *tb = log_without_timing(lb);
+    char *ta = tu_log_without_timing(la), *tb = tu_log_without_timing(lb);
     cr_assert_str_eq(ta, tb, "logs differ beyond timing");
     cr_assert(strstr(ta, "\"window\": ") && strstr(ta, "\"val_acc\": "), "%s", ta);
     cr_assert(strstr(ta, "\"val_answers\": 32"), "16 rows x 2 queries: %s", ta);
@@ -422,7 +402,7 @@ Test(recall, train_rows_follow_the_seed) {
     expect_ok(&s, TINY_RECALL(&s, "transformer", a, "2", "--seed", "1"));
     expect_ok(&s, TINY_RECALL(&s, "transformer", b, "2", "--seed", "2"));
     char *la = tu_join(a, "log.jsonl"), *lb = tu_join(b, "log.jsonl");
-    char *ta = log_without_timing(la), *tb = log_without_timing(lb);
+    char *ta = tu_log_without_timing(la), *tb = tu_log_without_timing(lb);
     cr_assert(strcmp(ta, tb), "seeds 1 and 2 gave the same log");
     free(ta), free(tb), free(la), free(lb), free(a), free(b);
     sandbox_free(&s);

@@ -417,3 +417,30 @@ int tu_phax(const char *out, const char *err, const tu_limits *lim, long *peak_k
     args[n] = NULL;
     return tu_phax_v(out, err, lim, peak_kb, args);
 }
+
+char *tu_cli_error_check(const char *err_path, int rc, const char *prefix, const char *frag) {
+    char *e = tu_slurp(err_path, NULL), *why = NULL;
+    char *nl = strchr(e, '\n');
+    if (rc != 1) why = tu_xprintf("exit %d, stderr: %s", rc, e);
+    else if (strncmp(e, prefix, strlen(prefix))) why = tu_xprintf("stderr does not start with \"%s\": %s", prefix, e);
+    else if (!nl || nl[1] != '\0') why = tu_xprintf("not one line: %s", e);
+    else if (!strstr(e, frag)) why = tu_xprintf("stderr lacks \"%s\": %s", frag, e);
+    free(e);
+    return why;
+}
+
+char *tu_log_without_timing(const char *path) {
+    char *t = tu_slurp(path, NULL), *o = malloc(strlen(t) + 1), *q = o;
+    if (!o) abort();
+    for (char *p = t; *p;) {
+        if (!strncmp(p, ", \"tokens_per_s\": ", 18)) {
+            p += 18;
+            while (*p && *p != '}') p++;
+        } else {
+            *q++ = *p++;
+        }
+    }
+    *q = '\0';
+    free(t);
+    return o;
+}

@@ -45,6 +45,12 @@ void tu_rm_rf(const char *path);                   // a file, or a folder and ev
 char *tu_slurp(const char *path, size_t *n);       // the whole file, NUL-terminated; *n its length (n may be NULL)
 int tu_exists(const char *path);                   // anything at path (links followed)
 char *tu_xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));  // malloc'd
+// NULL when a phax command failed as it must on bad input (exit status 1, and one stderr line,
+// in err_path, that starts with prefix and holds frag); else what is wrong, malloc'd.
+char *tu_cli_error_check(const char *err_path, int rc, const char *prefix, const char *frag);
+// A run's log.jsonl without its timing field ("tokens_per_s"), malloc'd: what two runs that
+// computed the same must share byte for byte.
+char *tu_log_without_timing(const char *path);
 
 // 1 when built with AddressSanitizer, which reserves terabytes of address space and keeps
 // freed blocks in quarantine: address-space limits and peak-memory bounds do not apply there
