@@ -110,11 +110,6 @@ static void die(const char *fmt, const char *arg) {
 }
 
 // --- configuration --------------------------------------------------------------------------
-static json_t *set_value(const char *v) {
-    json_t *j = json_loads(v, JSON_DECODE_ANY, NULL);
-    return j ? j : json_string(v);  // a bare word: --set score=dot
-}
-
 // The config of family `fam` (NULL: the file's): the file or the bench config, then --set.
 static int build_cfg(phax_model_cfg *c, const char *fam, const opts_t *o) {
     json_t *j;
@@ -130,36 +125,13 @@ static int build_cfg(phax_model_cfg *c, const char *fam, const opts_t *o) {
                       "w_long", 128);
     }
     if (fam) json_object_set_new(j, "family", json_string(fam));
-    for (int i = 0; i < o->nsets; i++) {
-        const char *eq = strchr(o->sets[i], '=');
-        char key[64];
-        size_t kl = (size_t)(eq - o->sets[i]);
-        if (kl == 0 || kl >= sizeof key) {
-            json_decref(j);
-            return phax_fail("--set: bad key in '%s'", o->sets[i]);
-        }
-        memcpy(key, o->sets[i], kl), key[kl] = 0;
-        json_object_set_new(j, key, set_value(eq + 1));
-    }
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    int rc = s ? phax_model_cfg_from_json_str(c, s, o->config ? o->config : "config")
-               : phax_fail("out of memory");
+    int rc = !s ? phax_fail("out of memory")
+             : phax_model_cfg_json_set(&s, o->sets, o->nsets) ? PHAX_ERR
+             : phax_model_cfg_from_json_str(c, s, o->config ? o->config : "config");
     free(s);
     return rc;
-}
-
-// Elements of the matmul weights, as bench_model counts them.
-static double matmul_params(const phax_model_cfg *c, const phax_layout *L) {
-    double mm = 0;
-    for (int i = 0; i < L->n; i++) {
-        const phax_param_info *p = &L->p[i];
-        size_t len = strlen(p->name);
-        if (p->ndim != 2 || len < 7 || strcmp(p->name + len - 7, ".weight")) continue;
-        if (!strcmp(p->name, "embed.weight") && !c->tie_embeddings) continue;
-        mm += (double)p->numel;
-    }
-    return mm;
 }
 
 // --- ceilings (one OpenMP thread, as a decoder pass) ------------------------------------------
@@ -169,11 +141,6 @@ typedef struct {
     float *C;
 } gemm_ctx;
 
-static void run_sgemm(void *v) {  // C (M × N) = A (M × K) · Bᵀ, B: (N × K)
-    gemm_ctx *g = v;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->M, g->N, g->K, 1.0f, g->A, g->K, g->B,
-                g->K, 0.0f, g->C, g->N);
-}
 static void run_sgemv(void *v) {  // C (N) = B (N × K) · A (K)
     gemm_ctx *g = v;
     cblas_sgemv(CblasRowMajor, CblasNoTrans, g->N, g->K, 1.0f, g->B, g->K, g->A, 1, 0.0f, g->C, 1);
@@ -187,20 +154,14 @@ static ceilings measure_ceilings(const phax_model_cfg *c, int chunk) {
     const int nt = omp_get_max_threads();
     omp_set_num_threads(1);
     ceilings r;
-    gemm_ctx g = {chunk, c->ffn_hidden, c->d_model, NULL, NULL, NULL};
-    float *a = bench_falloc((size_t)chunk * c->d_model, 21);
-    float *b = bench_falloc((size_t)c->ffn_hidden * c->d_model, 22);
-    float *o = bench_falloc((size_t)chunk * c->ffn_hidden, 23);
-    g.A = a, g.B = b, g.C = o;
-    bench_stats s = bench_time(run_sgemm, &g, BENCH_POLICY);
-    r.sgemm_gflops = 2.0 * chunk * c->ffn_hidden * (double)c->d_model / s.med * 1e-9;
-    phax_free(a), phax_free(b), phax_free(o);
+    // A pass's FFN product: (chunk × d) · (ffn × d)ᵀ.
+    r.sgemm_gflops = bench_sgemm_gflops(CblasNoTrans, CblasTrans, chunk, c->ffn_hidden, c->d_model);
     gemm_ctx h = {1, c->vocab_size, c->d_model, NULL, NULL, NULL};
-    a = bench_falloc((size_t)c->d_model, 24);
-    b = bench_falloc((size_t)c->vocab_size * c->d_model, 25);
-    o = bench_falloc((size_t)c->vocab_size, 26);
+    float *a = bench_falloc((size_t)c->d_model, 24);
+    float *b = bench_falloc((size_t)c->vocab_size * c->d_model, 25);
+    float *o = bench_falloc((size_t)c->vocab_size, 26);
     h.A = a, h.B = b, h.C = o;
-    s = bench_time(run_sgemv, &h, BENCH_POLICY);
+    bench_stats s = bench_time(run_sgemv, &h, BENCH_POLICY);
     r.sgemv_gbs = 4.0 * c->vocab_size * (double)c->d_model / s.med * 1e-9;
     phax_free(a), phax_free(b), phax_free(o);
     omp_set_num_threads(nt);
@@ -301,7 +262,7 @@ static int run_family(const char *fam, const opts_t *o, FILE *csv) {
     ceilings ce = measure_ceilings(&c, o->chunk);
     fcpu_model m;
     if (fcpu_model_new(&m, &c, 1)) return fail_here("fcpu_model_new");
-    const double pmm = matmul_params(&c, &m.layout);
+    const double pmm = bench_matmul_params(&c, &m.layout);
     const int Lmax = o->ctx[o->nctx - 1];
     int32_t *tok = bench_xmalloc((size_t)Lmax * sizeof *tok);
     float *lg = bench_xmalloc((size_t)c.vocab_size * sizeof *lg);

@@ -367,3 +367,32 @@ int phax_model_cfg_write_json_file(const phax_model_cfg *c, const char *path) {
     free(s);
     return rc;
 }
+
+int phax_model_cfg_json_set(char **json, const char *const *sets, int n) {
+    if (!json || !*json || (n && !sets)) return phax_fail("phax_model_cfg_json_set: NULL argument");
+    json_error_t e;
+    json_t *j = json_loads(*json, 0, &e);
+    if (!j || !json_is_object(j)) {
+        json_decref(j);
+        return phax_fail("--set: the config is not a JSON object");
+    }
+    for (int i = 0; i < n; i++) {
+        const char *eq = strchr(sets[i], '=');
+        char key[64];
+        size_t kl = eq ? (size_t)(eq - sets[i]) : 0;
+        if (kl == 0 || kl >= sizeof key) {
+            json_decref(j);
+            return phax_fail("--set: bad key in '%s'", sets[i]);
+        }
+        memcpy(key, sets[i], kl);
+        key[kl] = '\0';
+        json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+        json_object_set_new(j, key, v ? v : json_string(eq + 1));  // a bare word: score=dot
+    }
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s) return phax_fail("--set: out of memory");
+    free(*json);
+    *json = s;
+    return PHAX_OK;
+}

@@ -186,13 +186,7 @@ static long parse_long(const char *flag, const char *s, long lo, long hi) {
     return v;
 }
 
-static uint64_t parse_u64(const char *flag, const char *s) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || errno || *s == '-') die("%s: '%s' is not a non-negative integer", flag, s);
-    return v;
-}
+static uint64_t parse_u64(const char *flag, const char *s) { return cli_parse_u64("phax train", flag, s); }
 
 // Flags that may accompany --resume (they do not change what is computed).
 static int resume_compatible(const char *flag) {
@@ -413,11 +407,6 @@ static void opts_from_json(train_opts *o, const char *json, const char *where, j
 // Model config: {"family"} or the --config file, then --family, then every
 // --set, then vocab_size (the tokenizer's) and train_len (= T unless given).
 
-static json_t *set_value(const char *v) {
-    json_t *j = json_loads(v, JSON_DECODE_ANY, NULL);
-    return j ? j : json_string(v);  // a bare word: --set score=dot
-}
-
 static int is_swax_family(phax_family f) {
     return f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM;
 }
@@ -437,14 +426,14 @@ static phax_model_cfg build_config(const train_opts *o, int vocab_size) {
         if (phax_family_parse(o->family, &f)) die("--family: '%s' is not a model family", o->family);
         json_object_set_new(j, "family", json_string(o->family));
     }
-    for (int i = 0; i < o->nsets; i++) {
-        const char *eq = strchr(o->sets[i], '=');
-        char key[64];
-        size_t kl = (size_t)(eq - o->sets[i]);
-        if (kl == 0 || kl >= sizeof key) die("--set: bad key in '%s'", o->sets[i]);
-        memcpy(key, o->sets[i], kl);
-        key[kl] = '\0';
-        json_object_set_new(j, key, set_value(eq + 1));
+    if (o->nsets) {
+        char *txt = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        if (!txt) die("out of memory");
+        if (phax_model_cfg_json_set(&txt, o->sets, o->nsets)) die_lib();
+        j = json_loads(txt, 0, NULL);
+        free(txt);
+        if (!j) die("out of memory");
     }
     json_t *vs = json_object_get(j, "vocab_size");
     if (vs && !(json_is_integer(vs) && json_integer_value(vs) == vocab_size))

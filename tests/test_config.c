@@ -533,3 +533,25 @@ Test(config, mlstm_norm_eps_checkpoint) {
     tu_rm_rf(dir);
     free(dir), free(path), free(old);
 }
+
+// --set KEY=VALUE (phax train, bench_decode): JSON values, bare words as strings, later wins;
+// a missing or empty key, or a config that is not an object, is an error naming it.
+Test(config, json_set_overrides) {
+    char *j = strdup("{\"family\": \"swax\", \"d_model\": 64}");
+    const char *sets[] = {"d_model=32", "score=cosine", "tie_embeddings=false", "d_model=48", "p_short=0.25"};
+    cr_assert(phax_model_cfg_json_set(&j, sets, 5) == PHAX_OK, "%s", phax_error());
+    phax_model_cfg c;
+    cr_assert(phax_model_cfg_from_json_str(&c, j, "set") == PHAX_OK, "%s", phax_error());
+    cr_assert(c.d_model == 48 && c.score_cosine == 1 && !c.tie_embeddings && c.p_short == 0.25,
+              "got %s", j);
+    const char *bad[] = {"=3", "novalue", "a_key_that_is_longer_than_sixty_four_characters_for_sure_yes_it_is=1"};
+    for (int i = 0; i < 3; i++) {
+        cr_assert(phax_model_cfg_json_set(&j, bad + i, 1) == PHAX_ERR, "%s accepted", bad[i]);
+        cr_assert(strstr(phax_error(), bad[i]), "%s", phax_error());
+    }
+    free(j);
+    j = strdup("[1, 2]");
+    cr_assert(phax_model_cfg_json_set(&j, sets, 1) == PHAX_ERR);
+    cr_assert(strstr(phax_error(), "not a JSON object"), "%s", phax_error());
+    free(j);
+}

@@ -135,6 +135,11 @@ int phax_layer_is_mlstm(const phax_model_cfg *c, int l);
 // *c is left unchanged.
 int phax_model_cfg_from_json_str(phax_model_cfg *c, const char *json, const char *where);  // where = file name or "<string>" for messages
 int phax_model_cfg_from_json_file(phax_model_cfg *c, const char *path);
+// The `--set KEY=VALUE` overrides of phax train and the benchmarks, applied in order to the
+// JSON object text *json: VALUE is JSON (4, 1e-3, false, "x"), else a bare word taken as a
+// string (score=dot). *json is replaced by the new text (malloc'd; the old one is freed). An
+// empty or over-long key, or text that is not an object, is an error naming the item.
+int phax_model_cfg_json_set(char **json, const char *const *sets, int n);
 // Serialise a config (every field, resolved values, stable key order); caller frees with free().
 char *phax_model_cfg_to_json(const phax_model_cfg *c);
 int phax_model_cfg_write_json_file(const phax_model_cfg *c, const char *path);  // atomic: temp file + rename; no partial file on failure
