@@ -178,14 +178,7 @@ static double attn_layer_flop(const phax_model_cfg *c, int B, int T, int window)
 
 static double step_flop(const phax_model_cfg *c, const phax_layout *L, int B, int T, int window,
                         double *mm_params) {
-    double n = (double)B * T, mm = 0;
-    for (int i = 0; i < L->n; i++) {
-        const phax_param_info *p = &L->p[i];
-        size_t len = strlen(p->name);
-        if (p->ndim != 2 || len < 7 || strcmp(p->name + len - 7, ".weight")) continue;
-        if (!strcmp(p->name, "embed.weight") && !c->tie_embeddings) continue;
-        mm += (double)p->numel;
-    }
+    double n = (double)B * T, mm = bench_matmul_params(c, L);
     *mm_params = mm;
     double fl = 6.0 * mm * n;
     int fam = c->family;

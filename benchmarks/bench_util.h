@@ -37,6 +37,7 @@
 #include "phax/atomic_file.h"
 #include "phax/core.h"
 #include "phax/fcpu_gemm.h"
+#include "phax/model.h"
 
 int openblas_get_num_threads(void);
 void openblas_set_num_threads(int);
@@ -211,6 +212,20 @@ static inline double bench_sgemm_gflops(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, 
                                         int K) {
     bench_stats s = bench_sgemm_time(ta, tb, M, N, K, NULL, NULL, NULL, BENCH_POLICY);
     return 2.0 * M * N * K / s.med * 1e-9;
+}
+
+// Elements of a model's matmul weights (2-D "*.weight"; the embedding only as the tied
+// output projection): 6 FLOP per element and token in a training step, 2 in a forward.
+static inline double bench_matmul_params(const phax_model_cfg *c, const phax_layout *L) {
+    double mm = 0;
+    for (int i = 0; i < L->n; i++) {
+        const phax_param_info *p = &L->p[i];
+        size_t len = strlen(p->name);
+        if (p->ndim != 2 || len < 7 || strcmp(p->name + len - 7, ".weight")) continue;
+        if (!strcmp(p->name, "embed.weight") && !c->tie_embeddings) continue;
+        mm += (double)p->numel;
+    }
+    return mm;
 }
 
 // --- environment ----------------------------------------------------------------------------
