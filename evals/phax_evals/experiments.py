@@ -3,7 +3,6 @@ and writes OUT/<experiment>/results.json, which report.py turns into the claims
 table, the tables and the figures."""
 import csv
 import json
-import math
 import os
 import statistics
 
@@ -11,9 +10,8 @@ from . import settings as S
 from .runs import JobError, match_params, note, run_logged, say, write_atomic, write_config
 
 
-def acc_line(res):
-    """'L=128 0.91, L=256 0.85, ...' from a phax recall JSON (accuracy by length, depths averaged)."""
-    cells = res["cells"] if isinstance(res, dict) else res
+def acc_line(cells):
+    """'L=128 0.91, L=256 0.85, ...' from phax recall's cells (accuracy by length, depths averaged)."""
     by = {}
     for c in cells:
         by.setdefault(c["length"], []).append(c["accuracy"])
@@ -128,7 +126,7 @@ class Job:
             for m, (path, n) in cfgs.items():
                 name = f"lm-{corpus}-{m}-s{seed}"
                 d = self.r.train(exp, name, self.lm_train_args(corpus, path, seed, s["lm_steps"]))
-                ppl = self.test_ppl(exp, d, corpus, os.path.join(self.out, "lm", name + ".test"))
+                ppl = self.test_ppl(exp, d, corpus, os.path.join(self.out, exp, name + ".test"))
                 rec = self.run_summary(d)
                 rec.update(test_ppl=ppl, corpus=corpus, seed=seed, model=m, run=d,
                            params=self.r.counts(d)[0])
@@ -287,28 +285,27 @@ class Job:
         res = dict(T=S.RECALL_T, lengths=lengths, depths=depths, samples=s["recall_samples"],
                    tasks={only_task: s["recall_tasks"][only_task]}, models=s["recall_models"], seeds=s["recall_seeds"],
                    w_short=s["recall_model"]["w_short"], w_long=s["recall_model"]["w_long"], runs=[])
-        for task, t in [(only_task, s["recall_tasks"][only_task])]:
-            for model in s["recall_models"]:
-                for seed in s["recall_seeds"]:
-                    name = f"recall-{task}-{model}-s{seed}"
-                    d = self.r.train(exp, name, self.recall_args(model, task, seed))
-                    windows = [None]
-                    if model == "short":
-                        windows.append(s["recall_model"]["w_short"])  # also at its training window
-                    for w in windows:
-                        prefix = os.path.join(self.out, "recall", name + (f"-w{w}" if w else ""))
-                        if not os.path.exists(prefix + ".json"):
-                            a = [self.r.phax, "recall", "--ckpt", d, "--lengths", ",".join(map(str, lengths)),
-                                 "--depths", ",".join(map(str, depths)), "--samples", str(s["recall_samples"]),
-                                 "--pairs", str(max(t["pairs"], 1)), "--seed", "0"]
-                            if w:
-                                a += ["--window", str(w)]
-                            run_logged(exp, a + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd")
-                        rs = self.run_summary(d)
-                        res["runs"].append(dict(task=task, model=model, seed=seed, window=w, cells=load(prefix + ".json"),
-                                                val_loss=[l for l in self.r.log(d) if "val_loss" in l][-1:]))
-                        acc = load(prefix + ".json")
-                        note(f"{exp}: {name}{' at w ' + str(w) if w else ''}: {acc_line(acc)}")
+        task, t = only_task, s["recall_tasks"][only_task]
+        for model in s["recall_models"]:
+            for seed in s["recall_seeds"]:
+                name = f"recall-{task}-{model}-s{seed}"
+                d = self.r.train(exp, name, self.recall_args(model, task, seed))
+                windows = [None]
+                if model == "short":
+                    windows.append(s["recall_model"]["w_short"])  # also at its training window
+                for w in windows:
+                    prefix = os.path.join(self.out, exp, name + (f"-w{w}" if w else ""))
+                    if not os.path.exists(prefix + ".json"):
+                        a = [self.r.phax, "recall", "--ckpt", d, "--lengths", ",".join(map(str, lengths)),
+                             "--depths", ",".join(map(str, depths)), "--samples", str(s["recall_samples"]),
+                             "--pairs", str(t["pairs"]), "--seed", "0"]
+                        if w:
+                            a += ["--window", str(w)]
+                        run_logged(exp, a + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd")
+                    cells = load(prefix + ".json")["cells"]
+                    res["runs"].append(dict(task=task, model=model, seed=seed, window=w, cells=cells,
+                                            val_loss=[l for l in self.r.log(d) if "val_loss" in l][-1:]))
+                    note(f"{exp}: {name}{' at w ' + str(w) if w else ''}: {acc_line(cells)}")
         save(os.path.join(self.out, exp, "results.json"), res)
 
     # --- (d) SWAX window study: RULER-style needles in WikiText-2 -----------------------------------

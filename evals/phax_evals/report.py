@@ -422,10 +422,37 @@ def verdict_iso(x):
     return "partly", msg
 
 
-def recall_acc(run, lengths_pred):
-    cells = run["cells"]["cells"] if isinstance(run["cells"], dict) and "cells" in run["cells"] else run["cells"]
-    xs = [c["accuracy"] for c in cells if lengths_pred(c["length"])]
+def cells_of(run):
+    """A run's (length, depth) cells (results.json of earlier versions held phax recall's whole JSON)."""
+    c = run["cells"]
+    return c["cells"] if isinstance(c, dict) else c
+
+
+def mean_acc(run, lengths_pred):
+    xs = [c["accuracy"] for c in cells_of(run) if lengths_pred(c["length"])]
     return statistics.fmean(xs) if xs else None
+
+
+def length_curve(label, rs, lengths):
+    """Per length the seeds' mean accuracy (depths averaged) as 'mean ± sd' cells, and the
+    block of recall_length.gp's input."""
+    cells, data = [], f"length\t{label}\tsd\n"
+    for L in lengths:
+        mu, sd, _ = mean_sd([mean_acc(r, lambda x, L=L: x == L) for r in rs])
+        cells.append(f"{mu:.2f}" + (f" ± {sd:.2f}" if sd is not None else ""))
+        data += f"{L}\t{mu}\t{sd or 0}\n"
+    return cells, data + "\n\n"
+
+
+def heatmap_panel(rs, lengths, depths):
+    """One panel of heatmap_panels.gp's input: the seeds' mean accuracy per (length, depth)."""
+    data = ""
+    for li, L in enumerate(lengths):
+        for di, dep in enumerate(depths):
+            vals = [c["accuracy"] for r in rs for c in cells_of(r) if c["length"] == L and abs(c["depth"] - dep) < 1e-9]
+            data += f"{li}\t{di}\t{statistics.fmean(vals) if vals else 0:.4f}\n"
+        data += "\n"
+    return data + "\n"
 
 
 def section_recall(out, st, P, claims):
@@ -449,16 +476,11 @@ def section_recall(out, st, P, claims):
                 if not rs:
                     continue
                 label = model + (f" (eval w {w})" if w else "")
-                row = [label, len(rs)]
-                data += f"length\t{label}\tsd\n"
-                for L in rc["lengths"]:
-                    accs = [recall_acc(r, lambda x, L=L: x == L) for r in rs]
-                    mu, sd, _ = mean_sd(accs)
-                    row.append(f"{mu:.2f}" + (f" ± {sd:.2f}" if sd is not None else ""))
-                    data += f"{L}\t{mu}\t{sd or 0}\n"
-                data += "\n\n"
-                beyond = [recall_acc(r, lambda x: x > T) for r in rs]
-                at_t = [recall_acc(r, lambda x: x == T) for r in rs]
+                cells, block = length_curve(label, rs, rc["lengths"])
+                row = [label, len(rs)] + cells
+                data += block
+                beyond = [mean_acc(r, lambda x: x > T) for r in rs]
+                at_t = [mean_acc(r, lambda x: x == T) for r in rs]
                 res[(task, label)] = dict(beyond=beyond, at_t=at_t)
                 row.append(fmt_ms(beyond))
                 rows.append(row)
@@ -474,15 +496,7 @@ def section_recall(out, st, P, claims):
             if not rs:
                 continue
             labels.append(model)
-            for li, L in enumerate(rc["lengths"]):
-                for di, dep in enumerate(rc["depths"]):
-                    vals = []
-                    for r in rs:
-                        cells = r["cells"]["cells"] if isinstance(r["cells"], dict) else r["cells"]
-                        vals += [c["accuracy"] for c in cells if c["length"] == L and abs(c["depth"] - dep) < 1e-9]
-                    data += f"{li}\t{di}\t{statistics.fmean(vals) if vals else 0:.4f}\n"
-                data += "\n"
-            data += "\n"
+            data += heatmap_panel(rs, rc["lengths"], rc["depths"])
         txt += fig(P.draw("heatmap_panels", f"recall_{task}_depth", data, f"task {task}: accuracy by length and depth",
                           panels=len(labels), labels=" ".join(labels),
                           xlabels=" ".join(str(L) for L in rc["lengths"]),
@@ -548,31 +562,17 @@ def section_niah(out, st, P, claims):
     ppl_line = []
     for m in models:
         rs = [r for r in nh["runs"] if r["model"] == m]
-        row = [m, len(rs), fmt_ms([r["test_ppl"] for r in rs])]
         ppl_line.append(f"{m} {fmt_ms([r['test_ppl'] for r in rs])}")
-        data += f"length\t{m}\tsd\n"
-        for L in nh["lengths"]:
-            accs = [statistics.fmean([c["accuracy"] for c in r["cells"] if c["length"] == L]) for r in rs]
-            mu, sd, _ = mean_sd(accs)
-            row.append(f"{mu:.2f}")
-            data += f"{L}\t{mu}\t{sd or 0}\n"
-        data += "\n\n"
-        rows.append(row)
+        cells, block = length_curve(m, rs, nh["lengths"])
+        data += block
+        rows.append([m, len(rs), fmt_ms([r["test_ppl"] for r in rs])] + cells)
     txt += (f"Word-level SWAX models (d {st['lm_base']['d_model']}, T {T}) trained with --niah-frac {st['niah_frac']}; "
             f"variants {nh['variants']}, haystacks {nh['haystacks']}; accuracy (string_match_all) by prompt length, "
             f"mean over variants, haystacks, depths and samples; test perplexity at T (short-context quality):\n\n")
     txt += md_table(["model", "seeds", "test ppl"] + [f"L={L}" for L in nh["lengths"]], rows) + "\n"
     txt += fig(P.draw("recall_length", "niah_length", data, "WikiText-2 NIAH, mean ± sd over seeds", T=T, chance=0)) + "\n"
     depths = sorted({c["depth"] for r in nh["runs"] for c in r["cells"]})
-    data = ""
-    for m in models:
-        rs = [r for r in nh["runs"] if r["model"] == m]
-        for li, L in enumerate(nh["lengths"]):
-            for di, dep in enumerate(depths):
-                vals = [c["accuracy"] for r in rs for c in r["cells"] if c["length"] == L and abs(c["depth"] - dep) < 1e-9]
-                data += f"{li}\t{di}\t{statistics.fmean(vals) if vals else 0:.4f}\n"
-            data += "\n"
-        data += "\n"
+    data = "".join(heatmap_panel([r for r in nh["runs"] if r["model"] == m], nh["lengths"], depths) for m in models)
     txt += fig(P.draw("heatmap_panels", "niah_depth", data, "WikiText-2 NIAH: accuracy by length and depth",
                       panels=len(models), labels=" ".join(models), xlabels=" ".join(str(L) for L in nh["lengths"]),
                       ylabels=" ".join(f"{d:g}" for d in depths))) + "\n"

@@ -7,8 +7,8 @@ repository root (the job runs there), never an absolute path of the machine.
 import json
 import os
 import shlex
+import shutil
 import subprocess
-import sys
 
 
 class JobError(Exception):
@@ -54,7 +54,7 @@ def run_logged(stage, argv, log, cmdfile=None):
 
 
 class Runner:
-    def __init__(self, build_dir, out, force_names=()):
+    def __init__(self, build_dir, out):
         build_dir = os.path.relpath(build_dir)  # commands and summaries name no machine's folders
         self.phax = os.path.join(build_dir, "phax")
         self.build_dir = build_dir
@@ -87,13 +87,7 @@ class Runner:
             say(f"{stage}: resuming {desc} ({d})")
             argv = [self.phax, "train", "--resume", "--log-every", "50", "--out", d]
         else:
-            if os.path.isdir(d):
-                for root, dirs, files in os.walk(d, topdown=False):
-                    for f in files:
-                        os.remove(os.path.join(root, f))
-                    for x in dirs:
-                        p = os.path.join(root, x)
-                        (os.remove if os.path.islink(p) else os.rmdir)(p)
+            shutil.rmtree(d, ignore_errors=True)  # a run folder without a checkpoint: started over
             os.makedirs(d, exist_ok=True)
             write_atomic(cmd_txt, line + "\n")
             say(f"{stage}: training {desc}")
@@ -194,8 +188,9 @@ def match_params(runner, cfg_dir, name, cfg, knob, target, lo=1, hi=None, tol=0.
             a = m
         else:
             b = m
-    best = min((a, b), key=lambda v: abs(count(v) - target))
-    n = count(best)
+    na, nb = count(a), count(b)
+    best, n = (a, na) if abs(na - target) <= abs(nb - target) else (b, nb)
+    count(best)  # the file holds the chosen value
     if abs(n - target) > tol * target:
         raise JobError(f"match: {name}: no {knob} gives {target} non-embedding parameters within "
                        f"{tol:.0%} (nearest {n} at {knob} {best})")
@@ -210,7 +205,3 @@ def write_config(cfg_dir, name, cfg):
         write_atomic(path, text)
     return path
 
-
-def die(msg):
-    print(f"run_all: {msg}", file=sys.stderr)
-    sys.exit(1)
