@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Numerics fingerprint of a build, for refactors that must not change a bit:
-# for every family (and the PHA switches) on both backends, the sha256 of the
+# for every family (and the PHA switches) on both backends, the sha256 of the tensors of the
 # parameters and optimizer state after 2 training steps, the validation loss, the
 # carried (decoder) evaluation and a greedy continuation. Two builds with the same
 # numerics print the same lines; diff them.
@@ -12,6 +12,12 @@ export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1   # reductions are deterministic
 w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
 for i in $(seq 300); do echo "the cat sat on the mat . a dog ran in the park . 7 3 9"; done > "$w/train.txt"
 cp "$w/train.txt" "$w/valid.txt"
+# sha256 of a safetensors file's tensor bytes only: the header also holds the run's
+# options (paths, the backend's name), which a refactor may legitimately spell anew.
+payload_sha() {
+  local n; n=$(od -An -t u8 -N 8 "$1" | tr -d ' ')
+  tail -c +$((9 + n)) "$1" | sha256sum | cut -c1-16
+}
 small=(--set d_model=32 --set n_layers=2 --set n_heads=2 --set n_kv_heads=1)
 cases=("pha" "pha use_attn=false" "pha use_gss=false" "pha use_ffn=false" "pha freeze_mix=true"
        "transformer" "serial" "swax" "swa" "mlstm")
@@ -23,7 +29,7 @@ for c in "${cases[@]}"; do
     "$B/phax" train --family "$fam" "${sets[@]}" --train "$w/train.txt" --valid "$w/valid.txt" \
       --seq 24 --batch 2 --steps 2 --eval-every 0 --log-every 1 --backend "$be" --out "$o" >/dev/null 2>&1
     ck=$(readlink -f "$o/checkpoint.safetensors"); st=${ck%.safetensors}.state.safetensors
-    p=$(sha256sum < "$ck" | cut -c1-16); s=$(sha256sum < "$st" | cut -c1-16)
+    p=$(payload_sha "$ck"); s=$(payload_sha "$st")
     l=$(grep -o '"loss": [0-9.e+-]*' "$o/log.jsonl" | tr '\n' ' ')
     echo "$fam ${extra:-} $be params $p state $s $l"
   done

@@ -5,6 +5,10 @@
 
 #include <stdint.h>
 
+// The longest sequence any command takes: phax train's --seq, a window, a prompt plus
+// the tokens generated, a recall prompt.
+#define PHAX_MAX_SEQ 65536
+
 // "<cmd>: <message>" on stderr and exit(1); cmd is "phax train", "phax eval", ...
 _Noreturn void cli_die(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // The integer value of option `flag`, or cli_die when s is not an integer in [lo, hi].
