@@ -37,12 +37,9 @@ uint64_t cli_parse_u64(const char *cmd, const char *flag, const char *s) {
     return v;
 }
 
-const phax_backend_ops *cli_backend(const char *cmd, const char *name, const char *decoding) {
+const phax_backend_ops *cli_backend(const char *cmd, const char *name) {
     const phax_backend_ops *be = phax_backend_find(name);
     if (!be) cli_die(cmd, "--backend: %s", phax_error());
-    if (decoding && !phax_backend_has_decoder(be))
-        cli_die(cmd, "--backend %s: the %s backend has no per-token decoder, which %s needs (use --backend cpu)",
-                name, name, decoding);
     return be;
 }
 

@@ -18,10 +18,8 @@ long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, l
 // The unsigned 64-bit value of option `flag` (a seed), or cli_die when s is not one.
 uint64_t cli_parse_u64(const char *cmd, const char *flag, const char *s);
 // The backend named by --backend (phax/backend.h), or cli_die with one line when the
-// name is unknown or the backend is not built. decoding: what decodes token by token
-// ("phax generate", "phax eval --carry"), NULL for nothing; a backend without a
-// per-token decoder (ref) is then refused, saying so.
-const phax_backend_ops *cli_backend(const char *cmd, const char *name, const char *decoding);
+// name is unknown or the backend is not built.
+const phax_backend_ops *cli_backend(const char *cmd, const char *name);
 // "dir/name", malloc'd (cli_die on out of memory).
 char *cli_path_join(const char *cmd, const char *dir, const char *name);
 // Whether anything exists at p (cli_exists), or a regular file (cli_is_file).

@@ -67,8 +67,8 @@ static void usage(FILE *f) {
           "  --max-corpus-bytes N  the most bytes a text file may hold (phax --help)\n"
           "  --json FILE    write the result as JSON (atomically)\n"
           "  --csv FILE     write the loss by position bucket as CSV (atomically)\n"
-          "  --backend B    cpu (float32, default) or ref (float64 oracle: slow; windows only, it\n"
-          "                 has no per-token decoder for --carry)\n",
+          "  --backend B    cpu (float32, default) or ref (float64 oracle: slow; its --carry\n"
+          "                 re-reads the whole split so far for every pass)\n",
           f);
 }
 
@@ -123,7 +123,7 @@ static void parse_args(int argc, char **argv, eval_opts *o) {
     if (strcmp(o->split, "test") && strcmp(o->split, "valid") && strcmp(o->split, "train"))
         die("--split: '%s' is not one of test, valid, train", o->split);
     if (buckets) parse_buckets(o, buckets);
-    o->be = cli_backend("phax eval", backend, o->carry ? "phax eval --carry" : NULL);
+    o->be = cli_backend("phax eval", backend);
 }
 
 // Default buckets: 0, 16, 32, 64, ..., T.

@@ -31,7 +31,7 @@ static void usage(FILE *f) {
           "                   family's window is its attn_window, so --window is refused there\n"
           "  --max-corpus-bytes N  the most bytes --prompt-file may hold (phax --help)\n"
           "  --stats          print prefill and decode tokens/s and the state size to stderr\n"
-          "  --backend B      cpu (float32, default); ref (float64) has no per-token decoder\n"
+          "  --backend B      cpu (float32, default) or ref (float64 oracle, naive decoder: slow)\n"
           "The prompt is encoded with the checkpoint's vocabulary (word: split on whitespace,\n"
           "each newline an <eos>; a word not in the vocabulary is an error unless it has <unk>).\n",
           f);
@@ -103,7 +103,7 @@ int phax_generate_main(int argc, char **argv) {
     }
     if (!ckpt_path) usage(stderr), exit(2);
     if (!prompt == !prompt_file) die("give exactly one of --prompt and --prompt-file");
-    const phax_backend_ops *be = cli_backend("phax generate", backend, "phax generate");
+    const phax_backend_ops *be = cli_backend("phax generate", backend);
     char *text = NULL;
     if (prompt_file) {
         uint8_t *buf;

@@ -67,7 +67,7 @@ static void usage(FILE *f) {
           "  --no-header         leave out the instruction line\n"
           "  --csv FILE          write variant,haystack,length,depth,samples,accuracy (atomically)\n"
           "  --verbose           print every continuation\n"
-          "  --backend B         cpu (float32, default); ref (float64) has no per-token decoder\n",
+          "  --backend B         cpu (float32, default) or ref (float64 oracle, naive decoder: slow)\n",
           f);
 }
 
@@ -158,7 +158,7 @@ static void parse_args(int argc, char **argv, niah_opts *o) {
         else die("%s: unknown option (phax niah --help)", flag);
     }
     if (!o->checkpoint) die("no checkpoint given (phax niah --help)");
-    o->be = cli_backend("phax niah", backend, "phax niah");
+    o->be = cli_backend("phax niah", backend);
     if (o->data_dir && o->text_path) die("--data and --text: give one haystack text, not both");
     if (n_even && o->n_depths) die("--depths and --n-depths: give one of them");
     if (!o->n_depths) {

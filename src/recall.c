@@ -56,7 +56,7 @@ static void usage(FILE *f) {
           "  --seed S            prompt seed (default 0)\n"
           "  --json FILE         write every cell as JSON (atomically)\n"
           "  --csv FILE          write length,depth,samples,correct,accuracy,mean_distance (atomically)\n"
-          "  --backend B         cpu (float32, default); ref (float64) has no per-token decoder\n",
+          "  --backend B         cpu (float32, default) or ref (float64 oracle, naive decoder: slow)\n",
           f);
 }
 
@@ -123,7 +123,7 @@ static void parse_args(int argc, char **argv, recall_opts *o) {
         else die("%s: unknown option (phax recall --help)", a);
     }
     if (!o->ckpt) die("no checkpoint given (phax recall --help)");
-    o->be = cli_backend("phax recall", backend, "phax recall");
+    o->be = cli_backend("phax recall", backend);
     if (!o->n_depths) {
         o->n_depths = 5;
         for (int i = 0; i < 5; i++) o->depths[i] = 0.25 * i;

@@ -12,10 +12,14 @@
 // The gradient norm comes from the second of two backwards with zero_grad between
 // them, so a zero_grad that does not zero (backward adds) doubles it.
 //
+// Decoders: every backend's decoder reads a sequence (prefill_all) and its logits at
+// every position are compared with ref's (the naive decoder: ref's forward over the
+// tokens so far) under the same bound, the baseline measured on the logits.
+//
 // Registry: ref and cpu are listed and found; an unknown name and a backend this
 // build lacks (cuda) each give one message. CLI: --backend ref and cpu are taken by
-// train (also fast), eval, generate, niah and recall; where a command decodes token
-// by token, ref is refused in one line; an unknown backend is one line, exit 1.
+// train (also fast), eval (windows and --carry), generate, niah and recall; an
+// unknown backend is one line, exit 1.
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
@@ -46,8 +50,7 @@ Test(backend, registry_lists_ref_and_cpu) {
     }
     cr_assert(phax_backend_dtype(phax_backend_find("ref")) == PHAX_DT_F64);
     cr_assert(phax_backend_dtype(phax_backend_find("cpu")) == PHAX_DT_F32);
-    cr_assert(!phax_backend_has_decoder(phax_backend_find("ref")));
-    cr_assert(phax_backend_has_decoder(phax_backend_find("cpu")));
+    for (int i = 0; i < phax_backend_count(); i++) cr_assert(phax_backend_has_decoder(phax_backend_at(i)));
 }
 
 Test(backend, unknown_and_unbuilt_names_fail_with_one_message) {
@@ -129,6 +132,52 @@ static bool within(const char *label, const char *be, const char *what, double e
     return true;
 }
 
+// The logits (T, V) of a decoder reading the first T tokens with prefill_all.
+static float *decode_all(const phax_backend_ops *be, const phax_model_cfg *cfg, const float *p,
+                         const int32_t *tok, int window) {
+    phax_bmodel *m = phax_bmodel_new(be, cfg, 0, p);
+    cr_assert(m, "%s: %s", phax_backend_name(be), phax_error());
+    phax_bdecoder *d = phax_bdecoder_new(m, T, window);
+    cr_assert(d, "%s: %s", phax_backend_name(be), phax_error());
+    float *lg = malloc((size_t)T * cfg->vocab_size * sizeof *lg);
+    cr_assert(phax_bdecoder_prefill_all(d, tok, T, lg) == PHAX_OK, "%s: %s", phax_backend_name(be), phax_error());
+    phax_bdecoder_free(d);
+    phax_bmodel_free(m);
+    return lg;
+}
+
+static double rel_f(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)a[i] - b[i];
+        num += e * e, den += (double)b[i] * b[i];
+    }
+    return sqrt(num / den);  // NaN stays NaN
+}
+
+static void check_decoders(const char *label, const phax_model_cfg *cfg, const float *p, float *q, size_t P,
+                           const int32_t *tok, int window, phax_rng *r) {
+    const phax_backend_ops *ref = phax_backend_find("ref");
+    size_t n = (size_t)T * cfg->vocab_size;
+    float *want = decode_all(ref, cfg, p, tok, window);
+    bool ok = true;
+    for (int b = 0; b < phax_backend_count(); b++) {
+        const phax_backend_ops *be = phax_backend_at(b);
+        float *got = decode_all(be, cfg, p, tok, window);
+        double base = 0;
+        for (int draw = 0; draw < 2 && be != ref; draw++) {
+            for (size_t i = 0; i < P; i++) q[i] = nextafterf(p[i], phax_rng_below(r, 2) ? INFINITY : -INFINITY);
+            float *rp = decode_all(ref, cfg, q, tok, window), *bp = decode_all(be, cfg, q, tok, window);
+            base = fmax(base, fmax(rel_f(rp, want, n), rel_f(bp, got, n)));
+            free(rp), free(bp);
+        }
+        ok &= within(label, phax_backend_name(be), "decoder logits", rel_f(got, want, n), base);
+        free(got);
+    }
+    free(want);
+    cr_assert(ok, "%s: a decoder is outside the bound (lines above)", label);
+}
+
 static void check_case(const bcase *k) {
     phax_rng r = tu_rng(k->label);
     phax_model_cfg cfg = small_cfg(k->family);
@@ -165,6 +214,7 @@ static void check_case(const bcase *k) {
         ok &= within(k->label, name, "gradient norm", fabs(got.gnorm - want.gnorm) / want.gnorm, base_gn);
         cr_assert(got.rows[3] == 0, "%s: an uncounted target's loss is %g", name, got.rows[3]);
     }
+    check_decoders(k->label, &cfg, p, q, P, tok, k->window, &r);
     free(p), free(q);
     cr_assert(ok, "%s: a backend is outside the bound (lines above)", k->label);
 }
@@ -202,12 +252,12 @@ Test(backend, inference_model_over_borrowed_parameters) {
         cr_assert(strstr(phax_error(), "inference only"), "%s", phax_error());
         cr_assert(phax_bmodel_params_get(v, P, 1, PHAX_DT_F32, back) == PHAX_ERR);
         phax_bdecoder *d = phax_bdecoder_new(v, 4, -1);
-        if (phax_backend_has_decoder(be)) {
-            cr_assert(d, "%s", phax_error());
-            phax_bdecoder_free(d);
-        } else {
-            cr_assert(!d && strstr(phax_error(), "has no per-token decoder"), "%s", phax_error());
-        }
+        cr_assert(d, "%s", phax_error());
+        int32_t bad = cfg.vocab_size;
+        cr_assert(phax_bdecoder_step(d, bad, NULL) == PHAX_ERR, "%s: token %d taken", phax_backend_name(be), bad);
+        cr_assert(phax_bdecoder_step(d, 1, NULL) == PHAX_OK);
+        cr_assert(phax_bdecoder_state_bytes(d) > 0);
+        phax_bdecoder_free(d);
         phax_bmodel_free(v), phax_bmodel_free(m);
         free(p), free(back);
     }
@@ -217,7 +267,7 @@ Test(backend, inference_model_over_borrowed_parameters) {
 // --backend in the commands.
 
 typedef struct {
-    char *dir, *data, *out, *err, *run, *recall;
+    char *dir, *data, *out, *err, *run, *recall, *swa;
 } sandbox;
 
 #define phax_run(s, ...) tu_phax((s)->out, (s)->err, NULL, NULL, __VA_ARGS__)
@@ -239,8 +289,8 @@ static void expect_fail(const sandbox *s, int rc, const char *prefix, const char
              "--eval-every", "0", "--eval-tokens", "64", "--backend", backend, "--out", out,        \
              ##__VA_ARGS__, NULL)
 
-// A corpus, a tiny lm run (cpu; bytes, so that phax niah's prompts can be written) and a
-// tiny recall run (cpu).
+// A corpus, tiny lm runs (cpu; bytes, so that phax niah's prompts can be written): pha and
+// swa with a window of 5 (eval --carry), and a tiny recall run (cpu).
 static sandbox sandbox_new(void) {
     sandbox s;
     s.dir = tu_tmpdir("phax_backend");
@@ -249,11 +299,14 @@ static sandbox sandbox_new(void) {
     s.err = tu_join(s.dir, "err.txt");
     s.run = tu_join(s.dir, "run");
     s.recall = tu_join(s.dir, "recall");
+    s.swa = tu_join(s.dir, "swa");
     FILE *f = fopen(s.data, "w");
     cr_assert(f);
     for (int i = 0; i < 40; i++) fprintf(f, "0 1 2 3 4 5 6 7 8 9 the cat 9 8 7 6 5 4 3 2 1 0 sat on the mat .\n");
     fclose(f);
     expect_ok(&s, TINY(&s, s.run, "cpu", "--family", "pha", "--train", s.data, "--tokenizer", "byte"), "train (lm)");
+    expect_ok(&s, TINY(&s, s.swa, "cpu", "--family", "swa", "--set", "w_long=5", "--train", s.data,
+                       "--tokenizer", "byte"), "train (swa)");
     expect_ok(&s, TINY(&s, s.recall, "cpu", "--family", "transformer", "--task", "recall",
                        "--recall-pairs", "1"), "train (recall)");
     return s;
@@ -261,7 +314,7 @@ static sandbox sandbox_new(void) {
 
 static void sandbox_free(sandbox *s) {
     tu_rm_rf(s->dir);
-    free(s->dir), free(s->data), free(s->out), free(s->err), free(s->run), free(s->recall);
+    free(s->dir), free(s->data), free(s->out), free(s->err), free(s->run), free(s->recall), free(s->swa);
 }
 
 Test(backend, train_takes_ref_cpu_and_fast) {
@@ -299,34 +352,37 @@ Test(backend, eval_takes_ref_and_cpu) {
     const char *a = strstr(cpu, "tokens scored, loss "), *b = strstr(ref, "tokens scored, loss ");
     cr_assert(a && b, "%s\n%s", cpu, ref);
     cr_assert(!strncmp(a, b, 32), "cpu: %s\nref: %s", cpu, ref);
-    expect_fail(&s, phax_run(&s, "eval", s.run, "--file", s.data, "--carry", "--backend", "ref", NULL),
-                "phax eval: ", "--backend ref: the ref backend has no per-token decoder, which phax eval --carry needs");
+    expect_ok(&s, phax_run(&s, "eval", s.swa, "--file", s.data, "--carry", "--max-tokens", "200", "--backend", "cpu", NULL),
+              "eval --carry cpu");
+    char *ccpu = tu_slurp(s.out, NULL);
+    expect_ok(&s, phax_run(&s, "eval", s.swa, "--file", s.data, "--carry", "--max-tokens", "200", "--backend", "ref", NULL),
+              "eval --carry ref");
+    char *cref = tu_slurp(s.out, NULL);
+    a = strstr(ccpu, "tokens scored, loss "), b = strstr(cref, "tokens scored, loss ");
+    cr_assert(a && b && !strncmp(a, b, 32), "cpu: %s\nref: %s", ccpu, cref);
+    free(ccpu), free(cref);
     expect_fail(&s, phax_run(&s, "eval", s.run, "--file", s.data, "--backend", "nope", NULL), "phax eval: ",
                 "'nope' is not a backend");
     free(cpu), free(ref);
     sandbox_free(&s);
 }
 
-Test(backend, decoding_commands_take_cpu_and_refuse_ref_in_one_line) {
+Test(backend, decoding_commands_take_ref_and_cpu) {
     sandbox s = sandbox_new();
-    expect_ok(&s, phax_run(&s, "generate", s.run, "--prompt", "the cat", "--tokens", "3", "--backend", "cpu", NULL),
-              "generate cpu");
-    expect_fail(&s, phax_run(&s, "generate", s.run, "--prompt", "the cat", "--backend", "ref", NULL),
-                "phax generate: ", "the ref backend has no per-token decoder");
+    const char *names[] = {"cpu", "ref"};
+    for (int i = 0; i < 2; i++) {
+        const char *be = names[i];
+        expect_ok(&s, phax_run(&s, "generate", s.run, "--prompt", "the cat", "--tokens", "3", "--backend", be, NULL),
+                  be);
+        expect_ok(&s, phax_run(&s, "niah", s.run, "--lengths", "400", "--samples", "1", "--n-depths", "2",
+                               "--variants", "single", "--haystacks", "noise", "--backend", be, NULL), be);
+        expect_ok(&s, phax_run(&s, "recall", s.recall, "--pairs", "1", "--samples", "2", "--lengths", "16",
+                               "--backend", be, NULL), be);
+    }
     expect_fail(&s, phax_run(&s, "generate", s.run, "--prompt", "the cat", "--backend", "nope", NULL),
                 "phax generate: ", "'nope' is not a backend");
-    const char *niah[] = {"niah", s.run, "--lengths", "400", "--samples", "1", "--n-depths", "2",
-                          "--variants", "single", "--haystacks", "noise", "--backend"};
-    expect_ok(&s, phax_run(&s, niah[0], niah[1], niah[2], niah[3], niah[4], niah[5], niah[6], niah[7],
-                           niah[8], niah[9], niah[10], niah[11], niah[12], "cpu", NULL), "niah cpu");
-    expect_fail(&s, phax_run(&s, "niah", s.run, "--backend", "ref", NULL), "phax niah: ",
-                "the ref backend has no per-token decoder");
     expect_fail(&s, phax_run(&s, "niah", s.run, "--backend", "nope", NULL), "phax niah: ", "'nope' is not a backend");
-    expect_ok(&s, phax_run(&s, "recall", s.recall, "--pairs", "1", "--samples", "2", "--lengths", "16",
-                           "--backend", "cpu", NULL), "recall cpu");
-    expect_fail(&s, phax_run(&s, "recall", s.recall, "--backend", "ref", NULL), "phax recall: ",
-                "the ref backend has no per-token decoder");
-    expect_fail(&s, phax_run(&s, "recall", s.recall, "--backend", "nope", NULL), "phax recall: ",
-                "'nope' is not a backend");
+    expect_fail(&s, phax_run(&s, "recall", s.recall, "--backend", "cuda", NULL), "phax recall: ",
+                "cuda: not built");
     sandbox_free(&s);
 }

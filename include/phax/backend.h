@@ -2,7 +2,8 @@
 // commands (train, eval, generate, niah, recall) name a backend and never call
 // a tier directly.
 //
-//   ref   float64 oracle (ref/ref_model_*): slow, readable; no per-token decoder
+//   ref   float64 oracle (ref/ref_model_*): slow, readable; its decoder is naive (the
+//         whole-sequence forward over every token so far, for each set of logits)
 //   cpu   float32 fast tier (fast/cpu: fcpu_model_*, fcpu_decoder_*)
 //   cuda  listed, not built yet: a CUDA implementation fills the same table
 //
@@ -107,7 +108,8 @@ int phax_bmodel_moments_set(phax_bmodel *m, const void *mom1, const void *mom2);
 // As fcpu_decoder_* (phax/fcpu_decode.h): one sequence, state carried token by token;
 // logits are float (V) or (n, V). max_len: the most tokens a full-attention decoder
 // holds; window as phax_bmodel_forward's. The decoder reads the model's parameters:
-// make a new one after they change. NULL, with a message, when the backend has none.
+// make a new one after they change. ref's decoder holds every token and has no length
+// limit. NULL, with a message, when the backend has no decoder.
 phax_bdecoder *phax_bdecoder_new(phax_bmodel *m, int max_len, int window);
 void phax_bdecoder_free(phax_bdecoder *d);  // NULL is fine
 void phax_bdecoder_reset(phax_bdecoder *d);
