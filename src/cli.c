@@ -37,6 +37,12 @@ uint64_t cli_parse_u64(const char *cmd, const char *flag, const char *s) {
     return v;
 }
 
+const phax_backend_ops *cli_backend(const char *cmd, const char *name) {
+    const phax_backend_ops *be = phax_backend_find(name);
+    if (!be) cli_die(cmd, "--backend: %s", phax_error());
+    return be;
+}
+
 char *cli_path_join(const char *cmd, const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);

@@ -5,12 +5,21 @@
 
 #include <stdint.h>
 
+#include "phax/backend.h"
+
+// The longest sequence any command takes: phax train's --seq, a window, a prompt plus
+// the tokens generated, a recall prompt.
+#define PHAX_MAX_SEQ 65536
+
 // "<cmd>: <message>" on stderr and exit(1); cmd is "phax train", "phax eval", ...
 _Noreturn void cli_die(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // The integer value of option `flag`, or cli_die when s is not an integer in [lo, hi].
 long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi);
 // The unsigned 64-bit value of option `flag` (a seed), or cli_die when s is not one.
 uint64_t cli_parse_u64(const char *cmd, const char *flag, const char *s);
+// The backend named by --backend (phax/backend.h), or cli_die with one line when the
+// name is unknown or the backend is not built.
+const phax_backend_ops *cli_backend(const char *cmd, const char *name);
 // "dir/name", malloc'd (cli_die on out of memory).
 char *cli_path_join(const char *cmd, const char *dir, const char *name);
 // Whether anything exists at p (cli_exists), or a regular file (cli_is_file).

@@ -24,11 +24,10 @@
 #include "cli.h"
 #include "phax/checkpoint.h"
 #include "phax/data.h"
-#include "phax/fcpu_decode.h"
-#include "phax/fcpu_model.h"
+#include "phax/backend.h"
+#include "phax/fcpu_decode.h"  // FCPU_PREFILL_CHUNK
 #include "phax/tokenizer.h"
 
-#define MAX_SEQ 65536  // the longest window phax accepts (as phax train)
 #define MAX_BUCKETS 40
 
 #define die(...) cli_die("phax eval", __VA_ARGS__)
@@ -38,6 +37,7 @@
 
 typedef struct {
     const char *ckpt, *data_dir, *file, *split, *json_out, *csv_out, *cache_dir;
+    const phax_backend_ops *be;  // --backend
     int T, B, window, carry;
     int part;  // input.txt layout: 0 the whole file, 1 its first 90% (train), 2 its last 10%
     long max_tokens;
@@ -66,7 +66,9 @@ static void usage(FILE *f) {
           "                 cannot be written, e.g. a read-only folder, no cache, with a note)\n"
           "  --max-corpus-bytes N  the most bytes a text file may hold (phax --help)\n"
           "  --json FILE    write the result as JSON (atomically)\n"
-          "  --csv FILE     write the loss by position bucket as CSV (atomically)\n",
+          "  --csv FILE     write the loss by position bucket as CSV (atomically)\n"
+          "  --backend B    cpu (float32, default) or ref (float64 oracle: slow; its --carry\n"
+          "                 re-reads the whole split so far for every pass)\n",
           f);
 }
 
@@ -92,7 +94,7 @@ static void parse_buckets(eval_opts *o, const char *s) {
 static void parse_args(int argc, char **argv, eval_opts *o) {
     memset(o, 0, sizeof *o);
     o->B = 4, o->window = -1, o->split = "test", o->max_tokens = -1, o->nb = -1;
-    const char *buckets = NULL;
+    const char *buckets = NULL, *backend = "cpu";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -101,15 +103,16 @@ static void parse_args(int argc, char **argv, eval_opts *o) {
         else if (!strcmp(a, "--data")) o->data_dir = TAKE();
         else if (!strcmp(a, "--split")) o->split = TAKE();
         else if (!strcmp(a, "--file")) o->file = TAKE();
-        else if (!strcmp(a, "--seq")) o->T = (int)parse_long(a, TAKE(), 1, MAX_SEQ);
+        else if (!strcmp(a, "--seq")) o->T = (int)parse_long(a, TAKE(), 1, PHAX_MAX_SEQ);
         else if (!strcmp(a, "--batch")) o->B = (int)parse_long(a, TAKE(), 1, 4096);
-        else if (!strcmp(a, "--window")) o->window = (int)parse_long(a, TAKE(), 0, MAX_SEQ);
+        else if (!strcmp(a, "--window")) o->window = (int)parse_long(a, TAKE(), 0, PHAX_MAX_SEQ);
         else if (!strcmp(a, "--carry")) o->carry = 1;
         else if (!strcmp(a, "--max-tokens")) o->max_tokens = parse_long(a, TAKE(), 2, 1L << 40);
         else if (!strcmp(a, "--buckets")) buckets = TAKE();
         else if (!strcmp(a, "--cache-dir")) o->cache_dir = TAKE();
         else if (!strcmp(a, "--json")) o->json_out = TAKE();
         else if (!strcmp(a, "--csv")) o->csv_out = TAKE();
+        else if (!strcmp(a, "--backend")) backend = TAKE();
         else if (a[0] == '-' && a[1]) die("unknown option '%s' (see phax eval --help)", a);
         else if (!o->ckpt) o->ckpt = a;
         else die("unexpected argument '%s'", a);
@@ -120,6 +123,7 @@ static void parse_args(int argc, char **argv, eval_opts *o) {
     if (strcmp(o->split, "test") && strcmp(o->split, "valid") && strcmp(o->split, "train"))
         die("--split: '%s' is not one of test, valid, train", o->split);
     if (buckets) parse_buckets(o, buckets);
+    o->be = cli_backend("phax eval", backend);
 }
 
 // Default buckets: 0, 16, 32, 64, ..., T.
@@ -181,10 +185,7 @@ static void tally_add(tally *t, const eval_opts *o, long pos, double loss) {
 }
 
 // Independent windows of T, B per forward.
-static void eval_windows(const fcpu_model *m, const int32_t *tok, size_t n, const eval_opts *o,
-                         tally *t) {
-    fcpu_model_ws *ws = fcpu_model_ws_new(m, o->B, o->T);
-    if (!ws) die_lib();
+static void eval_windows(phax_bmodel *m, const int32_t *tok, size_t n, const eval_opts *o, tally *t) {
     size_t BT = (size_t)o->B * o->T;
     int32_t *x = malloc(BT * sizeof *x), *y = malloc(BT * sizeof *y);
     float *loss = malloc(BT * sizeof *loss);
@@ -197,27 +198,25 @@ static void eval_windows(const fcpu_model *m, const int32_t *tok, size_t n, cons
             if (!phax_eval_iter_next(&it, x + (size_t)rows * o->T, y + (size_t)rows * o->T)) break;
         if (rows == 0) break;
         for (size_t i = (size_t)rows * o->T; i < BT; i++) x[i] = 0, y[i] = -1;
-        if (fcpu_model_token_losses(m, ws, x, y, o->window, loss)) die_lib();
+        if (phax_bmodel_token_losses(m, x, y, o->B, o->T, o->window, loss)) die_lib();
         for (size_t i = 0; i < BT; i++)
             if (y[i] >= 0) tally_add(t, o, (long)(i % o->T), loss[i]);
         if (rows < o->B) break;
     }
     free(x), free(y), free(loss);
-    fcpu_model_ws_free(ws);
 }
 
 // Token by token, state carried over the whole split; "position" is the index
 // modulo T, so the buckets compare with the windowed mode.
-static void eval_carry(const fcpu_model *m, const int32_t *tok, size_t n, const eval_opts *o,
-                       tally *t) {
-    const phax_model_cfg *c = &m->cfg;
+static void eval_carry(phax_bmodel *m, const int32_t *tok, size_t n, const eval_opts *o, tally *t) {
+    const phax_model_cfg *c = phax_bmodel_cfg(m);
     int has_full = is_swax_family(c->family) ? (c->family != PHAX_FAMILY_MLSTM && o->window == 0)
                                              : (c->use_attn || c->family != PHAX_FAMILY_PHA) &&
                                                    c->attn_window == 0;
     if (has_full)
         die("--carry needs windowed attention: this %s model attends to the whole split "
             "(use the windowed mode, or a model with a finite window)", phax_family_name(c->family));
-    fcpu_decoder *d = fcpu_decoder_new(m, 1, o->window);
+    phax_bdecoder *d = phax_bdecoder_new(m, 1, o->window);
     if (!d) die_lib();
     int V = c->vocab_size;
     // Read in passes of FCPU_PREFILL_CHUNK tokens (the decoder's prefill), every token's
@@ -228,7 +227,7 @@ static void eval_carry(const fcpu_model *m, const int32_t *tok, size_t n, const 
     double t0 = now_s();
     for (size_t i0 = 0; i0 + 1 < n; i0 += R) {
         const size_t r = n - 1 - i0 < R ? n - 1 - i0 : R;
-        if (fcpu_decoder_prefill_all(d, tok + i0, (int)r, lg)) die_lib();
+        if (phax_bdecoder_prefill_all(d, tok + i0, (int)r, lg)) die_lib();
         for (size_t k = 0; k < r; k++) {
             const size_t i = i0 + k;
             const float *l = lg + k * (size_t)V;
@@ -243,7 +242,7 @@ static void eval_carry(const fcpu_model *m, const int32_t *tok, size_t n, const 
     }
     if (isatty(2)) fputc('\n', stderr);
     free(lg);
-    fcpu_decoder_free(d);
+    phax_bdecoder_free(d);
 }
 
 static void write_outputs(const eval_opts *o, const phax_ckpt *ck, const char *split_path, size_t n,
@@ -294,8 +293,6 @@ int phax_eval_main(int argc, char **argv) {
     if (phax_ckpt_load(o.ckpt, -1, &ck)) die_lib();
     if (!o.T) o.T = ck.train_seq > 0 ? ck.train_seq : 256;
     if (o.nb < 0) default_buckets(&o, o.T);
-    // A view of the checkpoint's parameters: forwards and the decoder only read them.
-    fcpu_model m = {.cfg = ck.cfg, .layout = ck.layout, .params = ck.params, .grads = NULL};
     if (!is_swax_family(ck.cfg.family) && o.window >= 0)
         die("--window applies to the swax, swa and mlstm families; %s uses attn_window (%d)",
             phax_family_name(ck.cfg.family), ck.cfg.attn_window);
@@ -347,10 +344,14 @@ int phax_eval_main(int argc, char **argv) {
     if (o.max_tokens > 0 && (size_t)o.max_tokens < n) n = (size_t)o.max_tokens;
     if (n < 2) die("%s: fewer than 2 tokens to score", split_path);
 
+    // A model over the checkpoint's parameters: forwards and the decoder only read them.
+    phax_bmodel *m = phax_bmodel_new(o.be, &ck.cfg, 0, ck.params);
+    if (!m) die_lib();
     tally t = {0};
     double t0 = now_s();
-    if (o.carry) eval_carry(&m, tok, n, &o, &t);
-    else eval_windows(&m, tok, n, &o, &t);
+    if (o.carry) eval_carry(m, tok, n, &o, &t);
+    else eval_windows(m, tok, n, &o, &t);
+    phax_bmodel_free(m);
     double secs = now_s() - t0;
     double loss = t.total / (double)t.n;
     // A perplexity of nan or inf is no result: the weights or the forward are not finite.

@@ -13,11 +13,8 @@
 #include "cli.h"
 #include "phax/checkpoint.h"
 #include "phax/data.h"
-#include "phax/fcpu_decode.h"
-#include "phax/fcpu_model.h"
+#include "phax/backend.h"
 #include "phax/tokenizer.h"
-
-#define MAX_SEQ 65536
 
 #define die(...) cli_die("phax generate", __VA_ARGS__)
 #define die_lib() die("%s", phax_error())  // the library's message names the file
@@ -34,6 +31,7 @@ static void usage(FILE *f) {
           "                   family's window is its attn_window, so --window is refused there\n"
           "  --max-corpus-bytes N  the most bytes --prompt-file may hold (phax --help)\n"
           "  --stats          print prefill and decode tokens/s and the state size to stderr\n"
+          "  --backend B      cpu (float32, default) or ref (float64 oracle, naive decoder: slow)\n"
           "The prompt is encoded with the checkpoint's vocabulary (word: split on whitespace,\n"
           "each newline an <eos>; a word not in the vocabulary is an error unless it has <unk>).\n",
           f);
@@ -84,18 +82,20 @@ int phax_generate_main(int argc, char **argv) {
     double temp = 0;
     uint64_t seed = 1;
     int stats = 0;
+    const char *backend = "cpu";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define TAKE() (v ? (i++, v) : (die("%s needs a value", a), v))
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage(stdout), exit(0);
         else if (!strcmp(a, "--prompt")) prompt = TAKE();
         else if (!strcmp(a, "--prompt-file")) prompt_file = TAKE();
-        else if (!strcmp(a, "--tokens")) ntok = parse_long(a, TAKE(), 0, MAX_SEQ);
+        else if (!strcmp(a, "--tokens")) ntok = parse_long(a, TAKE(), 0, PHAX_MAX_SEQ);
         else if (!strcmp(a, "--temperature")) temp = parse_f64(a, TAKE());
         else if (!strcmp(a, "--top-k")) top_k = parse_long(a, TAKE(), 0, 1L << 30);
         else if (!strcmp(a, "--seed")) seed = (uint64_t)parse_long(a, TAKE(), 0, (1L << 62));
-        else if (!strcmp(a, "--window")) window = parse_long(a, TAKE(), 0, MAX_SEQ);
+        else if (!strcmp(a, "--window")) window = parse_long(a, TAKE(), 0, PHAX_MAX_SEQ);
         else if (!strcmp(a, "--stats")) stats = 1;
+        else if (!strcmp(a, "--backend")) backend = TAKE();
         else if (a[0] == '-' && a[1]) die("unknown option '%s' (see phax generate --help)", a);
         else if (!ckpt_path) ckpt_path = a;
         else die("unexpected argument '%s'", a);
@@ -103,6 +103,7 @@ int phax_generate_main(int argc, char **argv) {
     }
     if (!ckpt_path) usage(stderr), exit(2);
     if (!prompt == !prompt_file) die("give exactly one of --prompt and --prompt-file");
+    const phax_backend_ops *be = cli_backend("phax generate", backend);
     char *text = NULL;
     if (prompt_file) {
         uint8_t *buf;
@@ -124,12 +125,13 @@ int phax_generate_main(int argc, char **argv) {
     size_t np;
     if (phax_encode_prompt(ck.vocab, text, &ids, &np)) die_lib();
     if (np == 0) die("the prompt is empty (no tokens)");
-    if (np + (size_t)ntok > MAX_SEQ)
+    if (np + (size_t)ntok > PHAX_MAX_SEQ)
         die("prompt (%zu tokens) + %ld new tokens exceed the maximum sequence length %d", np, ntok,
-            MAX_SEQ);
-    // A view of the checkpoint's parameters: forwards and the decoder only read them.
-    fcpu_model m = {.cfg = ck.cfg, .layout = ck.layout, .params = ck.params, .grads = NULL};
-    fcpu_decoder *d = fcpu_decoder_new(&m, (int)(np + ntok), (int)window);
+            PHAX_MAX_SEQ);
+    // A model over the checkpoint's parameters: the decoder only reads them.
+    phax_bmodel *m = phax_bmodel_new(be, &ck.cfg, 0, ck.params);
+    if (!m) die_lib();
+    phax_bdecoder *d = phax_bdecoder_new(m, (int)(np + ntok), (int)window);
     if (!d) die_lib();
     int V = ck.cfg.vocab_size;
     float *lg = malloc((size_t)V * sizeof *lg);
@@ -140,12 +142,12 @@ int phax_generate_main(int argc, char **argv) {
 
     // Prefill (passes of many tokens): the output head only at the last prompt token.
     double t0 = now_s();
-    if (fcpu_decoder_prefill(d, ids, (int)np, lg)) die_lib();  // np ≤ MAX_SEQ
+    if (phax_bdecoder_prefill(d, ids, (int)np, lg)) die_lib();  // np ≤ PHAX_MAX_SEQ
     double t1 = now_s();
     phax_rng r = phax_rng_stream(seed, phax_hash_str("generate"));
     for (long s = 0; s < ntok; s++) {
         out[s] = pick(lg, V, temp, (int)top_k, &r, idx, p);
-        if (s + 1 < ntok && fcpu_decoder_step(d, out[s], lg)) die_lib();
+        if (s + 1 < ntok && phax_bdecoder_step(d, out[s], lg)) die_lib();
     }
     double t2 = now_s();
     char *gen;
@@ -159,9 +161,10 @@ int phax_generate_main(int argc, char **argv) {
     if (stats)
         fprintf(stderr, "prefill %zu tokens %.0f tok/s; decode %ld tokens %.0f tok/s; state %.1f MB\n", np,
                 np / (t1 - t0), ntok, ntok / (t2 - t1 > 0 ? t2 - t1 : 1e-9),
-                fcpu_decoder_state_bytes(d) / 1e6);
+                phax_bdecoder_state_bytes(d) / 1e6);
     free(gen), free(lg), free(idx), free(p), free(out), free(ids), free(text);
-    fcpu_decoder_free(d);
+    phax_bdecoder_free(d);
+    phax_bmodel_free(m);
     phax_ckpt_free(&ck);
     return 0;
 }

@@ -10,20 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "phax/checkpoint.h"
 #include "phax/fcpu_model.h"
 #include "phax/model.h"
 
-static _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static _Noreturn void die(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("phax info: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
-}
+#define die(...) cli_die("phax info", __VA_ARGS__)
 
 // Components of a parameter name, in print order.
 enum { C_ATTN, C_GSS, C_FFN, C_FFN_AUX, C_MLSTM, C_NORMS, NCOMP };
@@ -124,13 +116,7 @@ static int ends_with(const char *s, const char *suf) {
     return n >= k && !strcmp(s + n - k, suf);
 }
 
-static long parse_dim(const char *flag, const char *v) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < 1 || x > 65536) die("%s: '%s' is not an integer in [1, 65536]", flag, v);
-    return x;
-}
+static long parse_dim(const char *flag, const char *v) { return cli_parse_long("phax info", flag, v, 1, PHAX_MAX_SEQ); }
 
 int phax_model_info_main(int argc, char **argv) {
     const char *path = NULL;

@@ -14,8 +14,7 @@
 #include "cli.h"
 #include "phax/checkpoint.h"
 #include "phax/data.h"
-#include "phax/fcpu_decode.h"
-#include "phax/fcpu_model.h"
+#include "phax/backend.h"
 #include "phax/niah.h"
 #include "phax/tokenizer.h"
 
@@ -44,6 +43,7 @@ typedef struct {
     int n_haystacks;
     int samples, window, no_header, n_multi, verbose;
     uint64_t seed;
+    const phax_backend_ops *be;  // --backend
 } niah_opts;
 
 static void usage(FILE *f) {
@@ -66,16 +66,13 @@ static void usage(FILE *f) {
           "  --n-multi M         needles of the multi-variants (default 4)\n"
           "  --no-header         leave out the instruction line\n"
           "  --csv FILE          write variant,haystack,length,depth,samples,accuracy (atomically)\n"
-          "  --verbose           print every continuation\n",
+          "  --verbose           print every continuation\n"
+          "  --backend B         cpu (float32, default) or ref (float64 oracle, naive decoder: slow)\n",
           f);
 }
 
 static long parse_long(const char *flag, const char *s, long lo, long hi) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || v < lo || v > hi)
-        die("%s: '%s' is not an integer in [%ld, %ld]", flag, s, lo, hi);
-    return v;
+    return cli_parse_long("phax niah", flag, s, lo, hi);
 }
 
 static double parse_depth(const char *flag, const char *s) {
@@ -123,6 +120,7 @@ static void parse_list_option(niah_opts *o, const char *flag, const char *val) {
 static void parse_args(int argc, char **argv, niah_opts *o) {
     *o = (niah_opts){.samples = 4, .window = -1};
     int n_even = 0;
+    const char *backend = "cpu";
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (!strcmp(flag, "-h") || !strcmp(flag, "--help")) {
@@ -156,9 +154,11 @@ static void parse_args(int argc, char **argv, niah_opts *o) {
         else if (!strcmp(flag, "--window")) o->window = (int)parse_long(flag, val, -1, 1 << 30);
         else if (!strcmp(flag, "--n-multi"))
             o->n_multi = (int)parse_long(flag, val, 2, PHAX_NIAH_MAX_MULTI);
+        else if (!strcmp(flag, "--backend")) backend = val;
         else die("%s: unknown option (phax niah --help)", flag);
     }
     if (!o->checkpoint) die("no checkpoint given (phax niah --help)");
+    o->be = cli_backend("phax niah", backend);
     if (o->data_dir && o->text_path) die("--data and --text: give one haystack text, not both");
     if (n_even && o->n_depths) die("--depths and --n-depths: give one of them");
     if (!o->n_depths) {
@@ -215,13 +215,13 @@ static int32_t argmax(const float *x, int n) {
 }
 
 // Read the prompt (logits only at its last token), then n_gen greedy tokens.
-static void generate(fcpu_decoder *d, const int32_t *prompt, size_t n, int n_gen, float *logits,
+static void generate(phax_bdecoder *d, const int32_t *prompt, size_t n, int n_gen, float *logits,
                      int V, int32_t *out) {
-    fcpu_decoder_reset(d);
-    if (fcpu_decoder_prefill(d, prompt, (int)n, logits)) die_lib();  // n ≤ the decoder's max_len
+    phax_bdecoder_reset(d);
+    if (phax_bdecoder_prefill(d, prompt, (int)n, logits)) die_lib();  // n ≤ the decoder's max_len
     for (int g = 0; g < n_gen; g++) {
         out[g] = argmax(logits, V);
-        if (g + 1 < n_gen && fcpu_decoder_step(d, out[g], logits)) die_lib();
+        if (g + 1 < n_gen && phax_bdecoder_step(d, out[g], logits)) die_lib();
     }
 }
 
@@ -230,8 +230,8 @@ static void generate(fcpu_decoder *d, const int32_t *prompt, size_t n, int n_gen
 
 typedef struct {
     const phax_ckpt *ck;
-    fcpu_model model;  // a view of the checkpoint's parameters (not freed)
-    fcpu_decoder *dec;
+    phax_bmodel *model;  // over the checkpoint's parameters
+    phax_bdecoder *dec;
     int dec_cap;       // max_len the decoder was made for
     float *logits;
     int32_t *gen;
@@ -240,10 +240,10 @@ typedef struct {
 } runner;
 
 // A decoder that holds `need` tokens (full attention caches are sized by it).
-static fcpu_decoder *decoder_for(runner *r, int need, int window) {
+static phax_bdecoder *decoder_for(runner *r, int need, int window) {
     if (r->dec && r->dec_cap >= need) return r->dec;
-    fcpu_decoder_free(r->dec);
-    r->dec = fcpu_decoder_new(&r->model, need, window);
+    phax_bdecoder_free(r->dec);
+    r->dec = phax_bdecoder_new(r->model, need, window);
     if (!r->dec) die_lib();
     r->dec_cap = need;
     return r->dec;
@@ -275,7 +275,7 @@ static double run_cell(runner *r, const niah_opts *o, const phax_niah *t, phax_n
             if (!r->gen) die("out of memory");
             r->gen_cap = p.n_gen;
         }
-        fcpu_decoder *d = decoder_for(r, length + p.n_gen, o->window);
+        phax_bdecoder *d = decoder_for(r, length + p.n_gen, o->window);
         double t0 = now_s();
         generate(d, p.tokens, p.n_tokens, p.n_gen, r->logits, r->ck->cfg.vocab_size, r->gen);
         r->seconds += now_s() - t0;
@@ -382,7 +382,7 @@ int phax_niah_main(int argc, char **argv) {
            ck.cfg.vocab_size, (unsigned long long)o.seed);
 
     runner r = {.ck = &ck};
-    r.model = (fcpu_model){.cfg = ck.cfg, .layout = ck.layout, .params = ck.params, .grads = NULL};
+    if (!(r.model = phax_bmodel_new(o.be, &ck.cfg, 0, ck.params))) die_lib();
     r.logits = malloc((size_t)ck.cfg.vocab_size * sizeof *r.logits);
     results *res = malloc(sizeof *res);
     if (!r.logits || !res) die("out of memory");
@@ -417,7 +417,8 @@ int phax_niah_main(int argc, char **argv) {
         write_csv(&o, res);
         printf("wrote %s\n", o.csv_path);
     }
-    fcpu_decoder_free(r.dec);
+    phax_bdecoder_free(r.dec);
+    phax_bmodel_free(r.model);
     free(r.logits), free(r.gen), free(res), free(text);
     phax_niah_free(t);
     phax_ckpt_free(&ck);

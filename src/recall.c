@@ -18,12 +18,11 @@
 #include "cli.h"
 #include "phax/checkpoint.h"
 #include "phax/data.h"
-#include "phax/fcpu_decode.h"
-#include "phax/fcpu_model.h"
+#include "phax/backend.h"
 #include "phax/recall.h"
 
 #define MAX_LIST 64
-#define MAX_LEN 65536  // the longest prompt (as phax train's --seq)
+#define MAX_LEN PHAX_MAX_SEQ  // the longest prompt
 
 #define die(...) cli_die("phax recall", __VA_ARGS__)
 #define die_lib() die("%s", phax_error())
@@ -35,6 +34,7 @@ typedef struct {
     int n_depths;
     int samples, pairs, window;
     uint64_t seed;
+    const phax_backend_ops *be;  // --backend
 } recall_opts;
 
 static void usage(FILE *f) {
@@ -55,7 +55,8 @@ static void usage(FILE *f) {
           "                      for pha, transformer and serial (their window is attn_window)\n"
           "  --seed S            prompt seed (default 0)\n"
           "  --json FILE         write every cell as JSON (atomically)\n"
-          "  --csv FILE          write length,depth,samples,correct,accuracy,mean_distance (atomically)\n",
+          "  --csv FILE          write length,depth,samples,correct,accuracy,mean_distance (atomically)\n"
+          "  --backend B         cpu (float32, default) or ref (float64 oracle, naive decoder: slow)\n",
           f);
 }
 
@@ -93,6 +94,7 @@ static void depth_item(recall_opts *o, int i, const char *s) {
 
 static void parse_args(int argc, char **argv, recall_opts *o) {
     *o = (recall_opts){.samples = 100, .pairs = 4, .window = -1};
+    const char *backend = "cpu";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -117,9 +119,11 @@ static void parse_args(int argc, char **argv, recall_opts *o) {
         else if (!strcmp(a, "--seed")) o->seed = parse_u64(a, v);
         else if (!strcmp(a, "--json")) o->json_path = v;
         else if (!strcmp(a, "--csv")) o->csv_path = v;
+        else if (!strcmp(a, "--backend")) backend = v;
         else die("%s: unknown option (phax recall --help)", a);
     }
     if (!o->ckpt) die("no checkpoint given (phax recall --help)");
+    o->be = cli_backend("phax recall", backend);
     if (!o->n_depths) {
         o->n_depths = 5;
         for (int i = 0; i < 5; i++) o->depths[i] = 0.25 * i;
@@ -146,7 +150,7 @@ typedef struct {
 
 // Per thread: a decoder for the longest prompt, its logits and a prompt buffer.
 typedef struct {
-    fcpu_decoder *dec;
+    phax_bdecoder *dec;
     float *logits;
     int32_t *tokens;
 } worker;
@@ -169,8 +173,8 @@ static cell run_cell(worker *w, int V, const recall_opts *o, int length, double 
         phax_recall_prompt p;
         int rc = phax_recall_prompt_build(&spec, me->tokens, &p);
         if (rc == PHAX_OK) {
-            fcpu_decoder_reset(me->dec);
-            rc = fcpu_decoder_prefill(me->dec, me->tokens, length, me->logits);
+            phax_bdecoder_reset(me->dec);
+            rc = phax_bdecoder_prefill(me->dec, me->tokens, length, me->logits);
         }
         if (rc != PHAX_OK) {
 #pragma omp critical
@@ -277,8 +281,9 @@ int phax_recall_main(int argc, char **argv) {
            (unsigned long long)o.seed);
     fflush(stdout);
 
-    // A view of the checkpoint's parameters; one decoder per thread for the longest prompt.
-    fcpu_model m = {.cfg = ck.cfg, .layout = ck.layout, .params = ck.params, .grads = NULL};
+    // A model over the checkpoint's parameters; one decoder per thread for the longest prompt.
+    phax_bmodel *m = phax_bmodel_new(o.be, &ck.cfg, 0, ck.params);
+    if (!m) die_lib();
     int V = ck.cfg.vocab_size, nt = omp_get_max_threads();
     if (nt > o.samples) nt = o.samples;
     omp_set_num_threads(nt);
@@ -286,7 +291,7 @@ int phax_recall_main(int argc, char **argv) {
     cell *res = calloc((size_t)o.n_lengths * o.n_depths, sizeof *res);
     if (!w || !res) die("out of memory");
     for (int i = 0; i < nt; i++) {
-        w[i].dec = fcpu_decoder_new(&m, max_len, o.window);
+        w[i].dec = phax_bdecoder_new(m, max_len, o.window);
         w[i].logits = malloc((size_t)V * sizeof *w[i].logits);
         w[i].tokens = malloc((size_t)max_len * sizeof *w[i].tokens);
         if (!w[i].dec) die_lib();
@@ -312,8 +317,9 @@ int phax_recall_main(int argc, char **argv) {
         write_csv(&o, res);
         printf("wrote %s\n", o.csv_path);
     }
-    for (int i = 0; i < nt; i++) fcpu_decoder_free(w[i].dec), free(w[i].logits), free(w[i].tokens);
+    for (int i = 0; i < nt; i++) phax_bdecoder_free(w[i].dec), free(w[i].logits), free(w[i].tokens);
     free(w), free(res);
+    phax_bmodel_free(m);
     phax_ckpt_free(&ck);
     return 0;
 }
