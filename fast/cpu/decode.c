@@ -1,5 +1,5 @@
 // fast/cpu per-token decoding (phax/fcpu_decode.h): the models of
-// ref/model_pha.c and ref/model_swax.c evaluated one token at a time.
+// ref/model.c and ref/model_branches.c evaluated one token at a time.
 //
 // One step function per layer kind — attention, GSS, SwiGLU, the aux FFN,
 // mLSTM — each reading one input vector x: (d) and writing y: (d) while it

@@ -1,8 +1,8 @@
 // fast/cpu models: creation, parameter access, the workspace arena, and the two
 // runners — PHA (parallel branches, softplus mix, DeepNorm post-norm) and the
 // pre-norm residual stack that transformer, serial, swax, swa and mlstm share.
-// The branches themselves are in model_branches.c. Formulas: ref/model_pha.c and
-// ref/model_swax.c (docs/spec.md §3).
+// The branches themselves are in model_branches.c. Formulas: ref/model.c, which
+// reads side by side with this file (docs/spec.md §3).
 #define _GNU_SOURCE  // madvise(MADV_HUGEPAGE)
 #include <math.h>
 #include <omp.h>

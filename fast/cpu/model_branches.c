@@ -1,8 +1,8 @@
 // fast/cpu model branches: attention, GSS, SwiGLU, aux and dual FFN, mLSTM —
 // the sub-layers of every family, in float32 on the fast/cpu kernels. Each
 // forward keeps the activations its backward reads (in the workspace arena),
-// so nothing is recomputed; the formulas are those of ref/model_pha.c and
-// ref/model_swax.c (docs/spec.md §3), line for line.
+// so nothing is recomputed; the formulas are those of ref/model_branches.c
+// (docs/spec.md §3), line for line and in the same order.
 //
 // Shapes: n = B·T rows; x, y, dx, dy: (n, d). Backward ADDS into dx and into the
 // model's gradients.
