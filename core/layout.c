@@ -166,9 +166,10 @@ static void add_block(builder *b, const phax_model_cfg *c, int l) {
     for (int i = 0, j; i < p.nsub; i = j) {
         j = i + 1;
         while (j < p.nsub && p.sub[j].group == p.sub[i].group) j++;
-        if (p.rule == PHAX_RULE_PRENORM)
-            for (int k = i; k < j; k++) add_norm(b, c->d_model, l, p.sub[k].norm), add_sub(b, c, l, p.sub[k].kind);
-        else {
+        if (p.rule == PHAX_RULE_PRENORM) {
+            for (int k = i; k < j; k++)
+                add_norm(b, c->d_model, l, p.sub[k].norm), add_sub(b, c, l, p.sub[k].kind);
+        } else {
             for (int k = i; k < j; k++) add_sub(b, c, l, p.sub[k].kind);
             for (int k = i; k < j; k++) add_norm(b, c->d_model, l, p.sub[k].norm);
         }

@@ -148,7 +148,7 @@ static void block_acts_free(block_acts *a) {
 }
 
 // y: (n, d) = block l of x (y may be NULL: only the intermediates).
-static int parallel_block_forward(const rm_ctx *cx, int l, block_acts *a, double *y, const double *x) {
+static int pha_block_forward(const rm_ctx *cx, int l, block_acts *a, double *y, const double *x) {
     const ref_model *m = cx->m;
     int d = m->cfg.d_model;
     size_t n = cx->n, nd = n * (size_t)d;
@@ -177,20 +177,20 @@ static int parallel_block_forward(const rm_ctx *cx, int l, block_acts *a, double
     return PHAX_OK;
 }
 
-static int parallel_block_fwd(const rm_ctx *cx, int l, double *y, const double *x) {
+static int pha_block_fwd(const rm_ctx *cx, int l, double *y, const double *x) {
     block_acts a;
-    int rc = parallel_block_forward(cx, l, &a, y, x);
+    int rc = pha_block_forward(cx, l, &a, y, x);
     block_acts_free(&a);
     return rc;
 }
 
 // dx += ∂/∂x, grads += ∂/∂(block l's parameters), from dy: (n, d).
-static int parallel_block_bwd(const rm_ctx *cx, int l, double *dx, const double *dy, const double *x) {
+static int pha_block_bwd(const rm_ctx *cx, int l, double *dx, const double *dy, const double *x) {
     const ref_model *m = cx->m;
     int d = m->cfg.d_model;
     size_t n = cx->n, nd = n * (size_t)d;
     block_acts a;
-    if (parallel_block_forward(cx, l, &a, NULL, x)) return PHAX_ERR;
+    if (pha_block_forward(cx, l, &a, NULL, x)) return PHAX_ERR;
     int nb = a.plan.nsub;
     double *dz = rm_alloc(nd), *db = rm_alloc(nb * nd), *dr = rm_alloc(nd);
     int rc = PHAX_ERR;
@@ -221,8 +221,8 @@ static int parallel_block_bwd(const rm_ctx *cx, int l, double *dx, const double 
 
 // x_1 = RMSNorm_emb(E[tokens]); x_{l+1} = block_l(x_l); logits = x_{L+1} Wᵀ.
 // *touched is set once gradients may have been written.
-static int parallel_run(const rm_ctx *cx, const int32_t *tokens, const int32_t *targets,
-                        double *logits, double *loss, int *touched) {
+static int pha_run(const rm_ctx *cx, const int32_t *tokens, const int32_t *targets, double *logits,
+                   double *loss, int *touched) {
     const ref_model *m = cx->m;
     int d = m->cfg.d_model, L = m->cfg.n_layers;
     size_t n = cx->n, nd = n * (size_t)d;
@@ -236,7 +236,7 @@ static int parallel_run(const rm_ctx *cx, const int32_t *tokens, const int32_t *
     if (embed_fwd(cx, xs[0], tokens)) goto done;                          // (n, d)
     ref_rmsnorm_fwd(xs[1], xs[0], gemb, n, d, PHAX_RMSNORM_EPS);          // x_1: (n, d)
     for (int l = 0; l < L; l++)
-        if (parallel_block_fwd(cx, l, xs[l + 2], xs[l + 1])) goto done;   // x_{l+2}
+        if (pha_block_fwd(cx, l, xs[l + 2], xs[l + 1])) goto done;        // x_{l+2}
     if (!cx->grads) {
         rc = head(cx, xs[L + 1], NULL, targets, logits, loss);
         goto done;
@@ -247,7 +247,7 @@ static int parallel_run(const rm_ctx *cx, const int32_t *tokens, const int32_t *
     *touched = 1;
     for (int l = L - 1; l >= 0; l--) {
         memset(dprev, 0, nd * sizeof *dprev);
-        if (parallel_block_bwd(cx, l, dprev, dx, xs[l + 1])) goto done;
+        if (pha_block_bwd(cx, l, dprev, dx, xs[l + 1])) goto done;
         double *t = dx;
         dx = dprev, dprev = t;  // dx ← ∂loss/∂x_{l+1}
     }
@@ -265,8 +265,8 @@ done:
 // The pre-norm rule (transformer, serial, swax, swa, mlstm; docs/spec.md §3.2–3.3):
 // x_0 = E[tokens]; sub-layer j (the plan's sub-layers of every block, in order):
 // xs[j + 1] = xs[j] + F_j(RMSNorm_j xs[j]); logits = RMSNorm_f(xs[J]) Wᵀ.
-static int prenorm_run(const rm_ctx *cx, const int32_t *tokens, const int32_t *targets,
-                       double *logits, double *loss, int *touched) {
+static int stack_run(const rm_ctx *cx, const int32_t *tokens, const int32_t *targets, double *logits,
+                     double *loss, int *touched) {
     const ref_model *m = cx->m;
     const phax_model_cfg *c = &m->cfg;
     int d = c->d_model, L = c->n_layers;
@@ -334,8 +334,8 @@ static int run(const ref_model *m, const int32_t *tokens, const int32_t *targets
     rm_ctx cx = {m, B, T, (size_t)B * T, phax_plan_window(c, window), grads};
     int touched = 0;  // set once the backward may have added into grads
     int rc = phax_plan_rule(c) == PHAX_RULE_PARALLEL
-                 ? parallel_run(&cx, tokens, targets, logits, loss, &touched)
-                 : prenorm_run(&cx, tokens, targets, logits, loss, &touched);
+                 ? pha_run(&cx, tokens, targets, logits, loss, &touched)
+                 : stack_run(&cx, tokens, targets, logits, loss, &touched);
     if (rc) {  // make a failure loud (spec §1.1): nothing left can pass for a result
         if (loss) *loss = NAN;
         if (logits)

@@ -471,7 +471,9 @@ static float *take_kv(arena *a, size_t cap, size_t kd) {
 
 static int layer_has(const layer *ly, phax_sub_kind k) {
     for (int i = 0; i < ly->nsub; i++)
-        if (ly->sub[i] == k || (ly->sub[i] == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX))) return 1;
+        if (ly->sub[i] == k ||
+            (ly->sub[i] == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX)))
+            return 1;
     return 0;
 }
 
