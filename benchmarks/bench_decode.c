@@ -73,6 +73,7 @@
 #include "phax/fcpu_decode.h"
 #include "phax/fcpu_model.h"
 #include "phax/model.h"
+#include "phax/model_plan.h"
 
 #define MAX_CTX 32
 #define MAX_SETS 64
@@ -267,9 +268,7 @@ static int run_family(const char *fam, const opts_t *o, FILE *csv) {
     int32_t *tok = bench_xmalloc((size_t)Lmax * sizeof *tok);
     float *lg = bench_xmalloc((size_t)c.vocab_size * sizeof *lg);
     for (int i = 0; i < Lmax; i++) tok[i] = (int32_t)((i * 2654435761u) % (unsigned)c.vocab_size);
-    const int pha_like = c.family == PHAX_FAMILY_PHA || c.family == PHAX_FAMILY_TRANSFORMER ||
-                         c.family == PHAX_FAMILY_SERIAL;
-    const int win = pha_like ? c.attn_window : o->window < 0 ? c.w_long : o->window;
+    const int win = phax_plan_window(&c, o->window);
     printf("\n%s: %zu parameters (%.0f in matmuls), d_model %d, %d layers, vocab %d, heads %d q / %d "
            "kv of %d; %d steps, prefill chunk %d, attention window %d (0 = full)\n"
            "ceilings on 1 OpenMP thread (as a pass): sgemm (%d x %d)(%d x %d)^T %.1f GFLOP/s; "

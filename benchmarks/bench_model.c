@@ -75,6 +75,7 @@
 #include "phax/fcpu.h"
 #include "phax/fcpu_model.h"
 #include "phax/model.h"
+#include "phax/model_plan.h"
 #include "phax/ref.h"
 #include "phax/ref_model.h"
 #include "bench_util.h"
@@ -170,9 +171,7 @@ static double tvis(int T, int w) {  // average number of keys a query sees
 
 // The attention kernel's FLOP of one layer's forward + backward (visible scores only).
 static double attn_layer_flop(const phax_model_cfg *c, int B, int T, int window) {
-    int pha_like = c->family == PHAX_FAMILY_PHA || c->family == PHAX_FAMILY_TRANSFORMER ||
-                   c->family == PHAX_FAMILY_SERIAL;
-    int w = pha_like ? c->attn_window : window < 0 ? c->w_long : window;
+    int w = phax_plan_window(c, window);
     return 12.0 * B * T * tvis(T, w) * c->head_dim * c->n_heads;
 }
 
@@ -181,25 +180,21 @@ static double step_flop(const phax_model_cfg *c, const phax_layout *L, int B, in
     double n = (double)B * T, mm = bench_matmul_params(c, L);
     *mm_params = mm;
     double fl = 6.0 * mm * n;
-    int fam = c->family;
     double attn = attn_layer_flop(c, B, T, window);
     int NH = c->mlstm_heads, dqk = c->d_model / (2 * NH), dv = c->d_model / NH;
     double mlstm = 3.0 * n * NH * ((double)MLSTM_CHUNK * (dqk + dv) + 4.0 * dqk * dv);
     double H = c->gss_hidden, m = 2.0 * T;
     double gss = (3 * H + 5 * B * H) * 2.5 * m * log2(m) + 18.0 * B * H * (m / 2 + 1) +
                  12.0 * H * c->gss_state * T;
-    for (int l = 0; l < c->n_layers; l++) {
-        switch (fam) {
-        case PHAX_FAMILY_PHA:
-            fl += (c->use_attn ? attn : 0) + (c->use_gss ? gss : 0);
-            break;
-        case PHAX_FAMILY_TRANSFORMER: fl += attn; break;
-        case PHAX_FAMILY_SERIAL: fl += attn + gss; break;
-        case PHAX_FAMILY_SWAX: fl += phax_layer_is_mlstm(c, l) ? mlstm : attn; break;
-        case PHAX_FAMILY_SWA: fl += attn; break;
-        case PHAX_FAMILY_MLSTM: fl += mlstm; break;
-        default: break;
-        }
+    for (int l = 0; l < c->n_layers; l++) {  // the kernels of block l's sub-layers (the plan)
+        phax_block_plan bp;
+        phax_plan_block(c, l, &bp);
+        double lf = 0;
+        for (int i = 0; i < bp.nsub; i++)
+            lf += bp.sub[i].kind == PHAX_SUB_ATTN ? attn : bp.sub[i].kind == PHAX_SUB_GSS ? gss
+                  : bp.sub[i].kind == PHAX_SUB_MLSTM                                      ? mlstm
+                                                                                          : 0;
+        fl += lf;
     }
     return fl;
 }
@@ -262,11 +257,11 @@ static void print_parts(const phax_model_cfg *c, const phax_layout *L, int B, in
     double n = (double)B * T, k = 1e3 / steps, f[FCPU_NPARTS], b[FCPU_NPARTS];
     for (int i = 0; i < FCPU_NPARTS; i++) f[i] = fwd[i] * k, b[i] = bwd[i] * k;
     int n_attn = 0;
-    for (int l = 0; l < c->n_layers; l++)
-        n_attn += c->family == PHAX_FAMILY_MLSTM ? 0
-                  : c->family == PHAX_FAMILY_SWAX ? !phax_layer_is_mlstm(c, l)
-                  : c->family == PHAX_FAMILY_PHA  ? c->use_attn
-                                                  : 1;
+    for (int l = 0; l < c->n_layers; l++) {
+        phax_block_plan bp;
+        phax_plan_block(c, l, &bp);
+        for (int i = 0; i < bp.nsub; i++) n_attn += bp.sub[i].kind == PHAX_SUB_ATTN;
+    }
     double attn_k = attn_layer_flop(c, B, T, window) * n_attn;  // fwd + bwd
     const char *hw = c->tie_embeddings ? "embed.weight" : "lm_head.weight";
     printf("\nwhere a step's time goes (median step %.2f ms; parts summed over %d timed steps; "

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "phax/model.h"
+#include "phax/model_plan.h"
 
 // Appends parameters in order; on allocation failure remembers it and stops.
 // With L->p == NULL and count_only set it only counts (phax_layout_count).
@@ -66,8 +67,9 @@ static void add_linear(builder *b, int64_t out, int64_t in, const char *prefix, 
     add(b, 2, out, in, "blocks.%d.%s.%s.weight", l, prefix, name);
 }
 
+// A norm gain, by its name in the block ("norm_attn.weight").
 static void add_norm(builder *b, int d, int l, const char *name) {
-    add(b, 1, d, 0, "blocks.%d.%s.weight", l, name);
+    add(b, 1, d, 0, "blocks.%d.%s", l, name);
 }
 
 static void add_attn(builder *b, const phax_model_cfg *c, int l) {
@@ -119,9 +121,17 @@ static void add_mlstm(builder *b, const phax_model_cfg *c, int l) {
     add_linear(b, d, d, "mlstm", l, "out");
 }
 
-// Number of mixed branches of a PHA block.
-static int pha_branches(const phax_model_cfg *c) {
-    return c->use_gss + c->use_attn + (c->use_ffn ? 1 + c->ffn_separate_mix : 0);
+// The parameters of one sub-layer (its groups of docs/spec.md §3.6), norm excluded.
+static void add_sub(builder *b, const phax_model_cfg *c, int l, phax_sub_kind k) {
+    switch (k) {
+    case PHAX_SUB_GSS: add_gss(b, c, l); return;
+    case PHAX_SUB_ATTN: add_attn(b, c, l); return;
+    case PHAX_SUB_SWIGLU: add_swiglu(b, c, l); return;
+    case PHAX_SUB_AUX: add_ffn_aux(b, c, l); return;
+    case PHAX_SUB_DUAL: add_swiglu(b, c, l), add_ffn_aux(b, c, l); return;
+    case PHAX_SUB_MLSTM: add_mlstm(b, c, l); return;
+    }
+    b->failed = phax_fail("layout: unknown sub-layer kind %d", (int)k);
 }
 
 static void layout_add_all(builder *b, const phax_model_cfg *c);
@@ -147,41 +157,33 @@ int phax_layout_count(const phax_model_cfg *c, int *n_tensors, int64_t *numel) {
     return PHAX_OK;
 }
 
-static void layout_add_all(builder *b, const phax_model_cfg *c) {
-    int d = c->d_model;
-    add(b, 2, c->vocab_size, d, "embed.weight");
-    if (c->family == PHAX_FAMILY_PHA) add(b, 1, d, 0, "norm_emb.weight");
-    for (int l = 0; l < c->n_layers; l++) {
-        switch (c->family) {
-        case PHAX_FAMILY_PHA:
-            if (c->use_gss) add_gss(b, c, l), add_norm(b, d, l, "norm_gss");
-            if (c->use_attn) add_attn(b, c, l), add_norm(b, d, l, "norm_attn");
-            if (c->use_ffn) {
-                add_swiglu(b, c, l), add_ffn_aux(b, c, l);
-                if (c->ffn_separate_mix) add_norm(b, d, l, "norm_ffn"), add_norm(b, d, l, "norm_ffn_aux");
-                else add_norm(b, d, l, "norm_ffn");
-            }
-            if (!c->freeze_mix) add(b, 1, pha_branches(c), 0, "blocks.%d.mix.p", l);
-            add_norm(b, d, l, "norm_res");
-            break;
-        case PHAX_FAMILY_TRANSFORMER:
-            add_norm(b, d, l, "norm_attn"), add_attn(b, c, l);
-            add_norm(b, d, l, "norm_ffn"), add_swiglu(b, c, l);
-            break;
-        case PHAX_FAMILY_SERIAL:
-            add_norm(b, d, l, "norm_gss"), add_gss(b, c, l);
-            add_norm(b, d, l, "norm_attn"), add_attn(b, c, l);
-            add_norm(b, d, l, "norm_ffn"), add_swiglu(b, c, l), add_ffn_aux(b, c, l);
-            break;
-        default:  // SWAX family: mixer then SwiGLU, both pre-norm
-            add_norm(b, d, l, "norm_mixer");
-            if (phax_layer_is_mlstm(c, l)) add_mlstm(b, c, l);
-            else add_attn(b, c, l);
-            add_norm(b, d, l, "norm_ffn"), add_swiglu(b, c, l);
-            break;
+// Block l in the plan's order (phax/model_plan.h), a group of sub-layers at a time: a
+// pre-norm precedes its sub-layer's parameters; output norms (parallel rule) follow their
+// group's parameters; then the mix logits (unless frozen) and the post-norm.
+static void add_block(builder *b, const phax_model_cfg *c, int l) {
+    phax_block_plan p;
+    phax_plan_block(c, l, &p);
+    for (int i = 0, j; i < p.nsub; i = j) {
+        j = i + 1;
+        while (j < p.nsub && p.sub[j].group == p.sub[i].group) j++;
+        if (p.rule == PHAX_RULE_PRENORM) {
+            for (int k = i; k < j; k++)
+                add_norm(b, c->d_model, l, p.sub[k].norm), add_sub(b, c, l, p.sub[k].kind);
+        } else {
+            for (int k = i; k < j; k++) add_sub(b, c, l, p.sub[k].kind);
+            for (int k = i; k < j; k++) add_norm(b, c->d_model, l, p.sub[k].norm);
         }
     }
-    if (c->family != PHAX_FAMILY_PHA) add(b, 1, d, 0, "norm_f.weight");
+    if (p.mix) add(b, 1, p.nsub, 0, "blocks.%d.%s", l, p.mix);
+    if (p.norm_res) add_norm(b, c->d_model, l, p.norm_res);
+}
+
+static void layout_add_all(builder *b, const phax_model_cfg *c) {
+    int d = c->d_model, parallel = phax_plan_rule(c) == PHAX_RULE_PARALLEL;
+    add(b, 2, c->vocab_size, d, "embed.weight");
+    if (parallel) add(b, 1, d, 0, "norm_emb.weight");
+    for (int l = 0; l < c->n_layers; l++) add_block(b, c, l);
+    if (!parallel) add(b, 1, d, 0, "norm_f.weight");
     if (!c->tie_embeddings) add(b, 2, c->vocab_size, d, "lm_head.weight");
 }
 
@@ -212,7 +214,7 @@ static int deepnorm_scaled(const char *name) {
 }
 
 int phax_model_init(double *x, const phax_layout *L, const phax_model_cfg *c, uint64_t seed) {
-    double beta = pow(8.0 * c->n_layers, -0.25);
+    double beta = phax_plan_beta(c);
     for (int i = 0; i < L->n; i++) {
         const phax_param_info *t = &L->p[i];
         double *p = x + t->offset;
@@ -244,7 +246,7 @@ int phax_model_init(double *x, const phax_layout *L, const phax_model_cfg *c, ui
             for (size_t j = 0; j < t->numel; j++) p[j] = phax_rng_normal(&r);  // N(0,1), public GSS code
         } else if (t->ndim == 2 && ends_with(nm, ".weight")) {
             double sd = 1.0 / sqrt((double)t->shape[1]);  // 1/sqrt(fan_in)
-            if (c->family == PHAX_FAMILY_PHA && deepnorm_scaled(nm)) sd *= beta;
+            if (phax_plan_rule(c) == PHAX_RULE_PARALLEL && deepnorm_scaled(nm)) sd *= beta;
             for (size_t j = 0; j < t->numel; j++) p[j] = sd * phax_rng_normal(&r);
         } else {
             return phax_fail("init: no rule for parameter %s", nm);

@@ -1,39 +1,34 @@
-// Shared pieces of the ref models (not public API).
+// Shared pieces of the ref models (not public API): the call context and the
+// branches (sub-layers) every family is built from — the ref side of
+// fast/cpu/model_internal.h.
 #ifndef PHAX_REF_MODEL_INTERNAL_H
 #define PHAX_REF_MODEL_INTERNAL_H
 
+#include "phax/model_plan.h"
 #include "phax/ref_model.h"
 
-// Parameter / gradient of block l by its name suffix: P(m, l, "attn.wq.weight").
-// Returns NULL if absent. G() gives the gradient slot, or NULL when grads is NULL.
-const double *rm_param(const ref_model *m, int l, const char *suffix);
-double *rm_grad(const ref_model *m, double *grads, int l, const char *suffix);
-// Same for top-level names ("embed.weight").
-const double *rm_top(const ref_model *m, const char *name);
-double *rm_top_grad(const ref_model *m, double *grads, const char *name);
+// Everything a call needs: the model, the batch, the call's window.
+typedef struct {
+    const ref_model *m;
+    int B, T;
+    size_t n;       // B·T
+    int window;     // attention window of this call (resolved by the plan: 0 = full)
+    double *grads;  // gradients to add into (layout order), or NULL: forward only
+} rm_ctx;
 
 // Scratch that must be freed; NULL with an error recorded on failure.
 double *rm_alloc(size_t n);
 
-// Attention sub-layer of block l: q = x Wqᵀ, k = x Wkᵀ, v = x Wvᵀ, attention
-// (GQA, RoPE, cfg score mode, window), y = o Woᵀ. x, y: (B, T, d).
-int rm_attn_fwd(double *y, const double *x, const ref_model *m, int l, int B, int T, int window);
-// dx += ∂/∂x, grads += ∂/∂(wq, wk, wv, wo, logscale). dx or grads may be NULL.
-int rm_attn_bwd(double *dx, double *grads, const double *dy, const double *x, const ref_model *m,
-                int l, int B, int T, int window);
+// Branch k of block l. y: (n, d) = branch(x: (n, d)).
+int rm_branch_fwd(const rm_ctx *cx, phax_sub_kind k, int l, double *y, const double *x);
+// dx: (n, d) += ∂/∂x, grads += the branch's parameter gradients, from dy: (n, d).
+// The branch's intermediates are recomputed from x.
+int rm_branch_bwd(const rm_ctx *cx, phax_sub_kind k, int l, double *dx, const double *dy,
+                  const double *x);
 
-// Embedding lookup (B·T rows) and the output head: logits = x Eᵀ (tied) or x lm_headᵀ.
-int rm_embed_fwd(double *x, const ref_model *m, const int32_t *tokens, size_t n);
-void rm_embed_bwd(const ref_model *m, double *grads, const double *dx, const int32_t *tokens, size_t n);
-// Head + loss. x: (n, d) final hidden; logits: (n, V) output (or NULL: internal).
-// When grads != NULL also computes dx += ∂loss/∂x and head gradients.
-int rm_head(const ref_model *m, double *grads, const double *x, double *dx, const int32_t *targets,
-            size_t n, double *logits, double *loss);
-
-// Family runners: forward (grads == NULL) or forward + backward (grads != NULL).
-int ref_pha_family_run(const ref_model *m, const int32_t *tokens, const int32_t *targets, int B,
-                       int T, double *logits, double *loss, double *grads);
-int ref_swax_family_run(const ref_model *m, const int32_t *tokens, const int32_t *targets, int B,
-                        int T, int window, double *logits, double *loss, double *grads);
+// Parameter / gradient of block l by its name suffix ("attn.wq.weight"); NULL if absent.
+// rm_grad gives NULL when the call has no gradients.
+const double *rm_param(const ref_model *m, int l, const char *suffix);
+double *rm_grad(const rm_ctx *cx, int l, const char *suffix);
 
 #endif

@@ -19,6 +19,7 @@
 #include "phax/checkpoint.h"
 #include "phax/data.h"
 #include "phax/backend.h"
+#include "phax/model_plan.h"
 #include "phax/recall.h"
 
 #define MAX_LIST 64
@@ -264,7 +265,7 @@ int phax_recall_main(int argc, char **argv) {
     if (o.window >= 0 && !is_swax_family(fam))
         die("--window applies to the swax, swa and mlstm families; %s uses attn_window (%d)",
             phax_family_name(fam), ck.cfg.attn_window);
-    int window = is_swax_family(fam) ? (o.window < 0 ? ck.cfg.w_long : o.window) : ck.cfg.attn_window;
+    int window = phax_plan_window(&ck.cfg, o.window);
     if (!o.n_lengths) {
         int tl = ck.train_seq > 0 ? ck.train_seq : ck.cfg.train_len;
         for (int i = 0; i < 4; i++) o.lengths[o.n_lengths++] = tl << i;

@@ -662,11 +662,16 @@ Test(model_pha, bad_input) {
         for (int b = 0; b < 2; b++) {
             tok[5] = bad_tokens[b];
             phax_clear_error();
+            L = 0;
             cr_assert(ref_model_forward(&m, tok, tgt, TB, TT, -1, NULL, &L) == PHAX_ERR);
             cr_assert(strstr(phax_error(), "token"), "message: %s", phax_error());
+            cr_assert(isnan(L), "a failed forward must not leave a plausible loss");
             phax_clear_error();
+            ref_model_zero_grad(&m);
             cr_assert(ref_model_backward(&m, tok, tgt, TB, TT, -1, &L) == PHAX_ERR);
             cr_assert(strstr(phax_error(), "token"), "message: %s", phax_error());
+            cr_assert(isnan(L) && tu_max_abs(m.grads, m.layout.numel) == 0.0,
+                      "a failed backward must leave a NaN loss and no gradients");
         }
         tok[5] = 0;
         tgt[3] = c.vocab_size;  // a target outside [−1, V)

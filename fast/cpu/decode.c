@@ -1,11 +1,11 @@
 // fast/cpu per-token decoding (phax/fcpu_decode.h): the models of
-// ref/model_pha.c and ref/model_swax.c evaluated one token at a time.
+// ref/model.c and ref/model_branches.c evaluated one token at a time.
 //
 // One step function per layer kind — attention, GSS, SwiGLU, the aux FFN,
 // mLSTM — each reading one input vector x: (d) and writing y: (d) while it
 // advances its own state. Two compositions build the families from them:
 //   * parallel_block (pha): every branch on x, RMSNorm per branch, softplus mix,
-//     x ← RMSNorm_res(α·x + mix), α = (2L)^{1/4};
+//     x ← RMSNorm_res(α·x + mix), α the plan's DeepNorm α;
 //   * prenorm_block (transformer, serial, swax, swa, mlstm): per sub-layer
 //     x ← x + F(RMSNorm x).
 // Vectors are float32; matrix-vector products are cblas_sgemv; dot products
@@ -26,6 +26,7 @@
 
 #include "phax/fcpu.h"
 #include "phax/fcpu_decode.h"
+#include "phax/model_plan.h"
 
 #if defined(__x86_64__) && defined(__GLIBC__)
 // expf under a name GCC does not treat as a builtin, declared `simd`, so `#pragma
@@ -35,17 +36,8 @@ __attribute__((simd("notinbranch"), const, nothrow)) extern float vexpf(float) _
 #define vexpf expf
 #endif
 
-#define MAX_SUB 4        // branches of a PHA block / sub-layers of a pre-norm block
+#define MAX_SUB PHAX_PLAN_MAX_SUB  // branches of a PHA block / sub-layers of a pre-norm block
 #define GATE_CAP 15.0    // mLSTM gate soft-cap: cap(z) = 15·tanh(z/15) (docs/spec.md §1.4)
-
-typedef enum {
-    K_GSS,     // GSS(x)
-    K_ATTN,    // attention (RoPE, GQA, window)
-    K_SWIGLU,  // SwiGLU(x)
-    K_AUX,     // W4 GELU(W3 x)
-    K_DUAL,    // SwiGLU(x) + W4 GELU(W3 x)
-    K_MLSTM,   // mLSTM layer
-} kind;
 
 // --- per-layer parameters and state --------------------------------------------------------
 
@@ -72,7 +64,7 @@ typedef struct {
 
 typedef struct {
     int nsub;
-    kind sub[MAX_SUB];            // PHA: branches in mix order; else pre-norm sub-layers in order
+    phax_sub_kind sub[MAX_SUB];   // PHA: branches in mix order; else pre-norm sub-layers in order
     const float *norm[MAX_SUB];   // PHA: each branch's output norm; else each sub-layer's pre-norm
     const float *mix_p;           // PHA: (nsub), or the decoder's zeros for a frozen mix
     const float *norm_res;        // PHA: the post-norm
@@ -95,7 +87,8 @@ struct fcpu_decoder {
     layer *L;     // (n_layers)
     const float *embed, *norm_emb, *norm_f, *head;  // norm_emb: pha only; norm_f: the rest
     float zero_p[MAX_SUB];                          // frozen mix logits
-    float alpha;                                    // PHA residual scale (2L)^{1/4}
+    int parallel;                                   // the plan's rule: 1 parallel (pha), 0 pre-norm
+    float alpha;                                    // PHA residual scale (DeepNorm α, the plan's)
     // Scratch, float unless marked; R = chunk rows (one per token of a pass).
     float *x, *e, *h, *y, *t;     // (R, d) each
     float *br, *bn;               // (MAX_SUB, R, d): PHA branch outputs, normalised
@@ -154,18 +147,6 @@ static void unit_rows(float *x, int rows, int w) {
 }
 
 static double gate_cap(double z) { return GATE_CAP * tanh(z / GATE_CAP); }
-
-static int is_pha_family(const phax_model_cfg *c) {
-    return c->family == PHAX_FAMILY_PHA || c->family == PHAX_FAMILY_TRANSFORMER ||
-           c->family == PHAX_FAMILY_SERIAL;
-}
-
-static int has_attention(const phax_model_cfg *c) {
-    if (c->family == PHAX_FAMILY_PHA) return c->use_attn;
-    for (int l = 0; l < c->n_layers; l++)
-        if (!phax_layer_is_mlstm(c, l)) return 1;
-    return 0;
-}
 
 // --- layer kinds ---------------------------------------------------------------------------------
 
@@ -421,18 +402,18 @@ static void mlstm_rows(fcpu_decoder *dc, mlstm_layer *M, float *y, const float *
     matmul(y, M->wout, hc, R, d, d);
 }
 
-static void sub_rows(fcpu_decoder *dc, layer *ly, kind k, float *y, const float *x, int R) {
+static void sub_rows(fcpu_decoder *dc, layer *ly, phax_sub_kind k, float *y, const float *x, int R) {
     switch (k) {
-    case K_GSS: gss_rows(dc, &ly->gss, y, x, R); break;
-    case K_ATTN: attn_rows(dc, &ly->attn, y, x, R); break;
-    case K_SWIGLU: swiglu_rows(dc, ly, y, x, R); break;
-    case K_AUX: aux_rows(dc, ly, y, x, R); break;
-    case K_DUAL:
+    case PHAX_SUB_GSS: gss_rows(dc, &ly->gss, y, x, R); break;
+    case PHAX_SUB_ATTN: attn_rows(dc, &ly->attn, y, x, R); break;
+    case PHAX_SUB_SWIGLU: swiglu_rows(dc, ly, y, x, R); break;
+    case PHAX_SUB_AUX: aux_rows(dc, ly, y, x, R); break;
+    case PHAX_SUB_DUAL:
         swiglu_rows(dc, ly, y, x, R);
         aux_rows(dc, ly, dc->t, x, R);
         add_into(y, dc->t, R * dc->c->d_model);
         break;
-    case K_MLSTM: mlstm_rows(dc, &ly->mlstm, y, x, R); break;
+    case PHAX_SUB_MLSTM: mlstm_rows(dc, &ly->mlstm, y, x, R); break;
     }
 }
 
@@ -488,9 +469,11 @@ static float *take_kv(arena *a, size_t cap, size_t kd) {
     return take_state(a, cap * kd * sizeof(float));
 }
 
-static int layer_has(const layer *ly, kind k) {
+static int layer_has(const layer *ly, phax_sub_kind k) {
     for (int i = 0; i < ly->nsub; i++)
-        if (ly->sub[i] == k || (ly->sub[i] == K_DUAL && (k == K_SWIGLU || k == K_AUX))) return 1;
+        if (ly->sub[i] == k ||
+            (ly->sub[i] == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX)))
+            return 1;
     return 0;
 }
 
@@ -529,54 +512,21 @@ static void carve(fcpu_decoder *dc, arena *a) {
     // Per-layer state and constants, by the kinds the layer has.
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
-        if (layer_has(ly, K_ATTN)) {
+        if (layer_has(ly, PHAX_SUB_ATTN)) {
             ly->attn.k_cache = take_kv(a, (size_t)dc->cap, kd);
             ly->attn.v_cache = take_kv(a, (size_t)dc->cap, kd);
         }
-        if (layer_has(ly, K_GSS)) {
+        if (layer_has(ly, PHAX_SUB_GSS)) {
             ly->gss.ea = take(a, 2 * N * sizeof(double));
             ly->gss.ct = take(a, 2 * Hs * N * sizeof(double));
             ly->gss.z = take_state(a, 2 * Hs * N * sizeof(double));
         }
-        if (layer_has(ly, K_MLSTM)) {
+        if (layer_has(ly, PHAX_SUB_MLSTM)) {
             ly->mlstm.C = take_state(a, NH * dqk * dv * sizeof(double));
             ly->mlstm.n = take_state(a, NH * dqk * sizeof(double));
             ly->mlstm.m = take_state(a, NH * sizeof(double));
         }
     }
-}
-
-// The sub-layer plan of every layer: kinds and their norms (by name suffix).
-static void plan_layer(const phax_model_cfg *c, int l, kind *sub, const char **norm, int *nsub) {
-    int n = 0;
-#define ADD(k, nm) (sub[n] = (k), norm[n++] = (nm))
-    switch (c->family) {
-    case PHAX_FAMILY_PHA:  // branches in mix order, each with its output norm
-        if (c->use_gss) ADD(K_GSS, "norm_gss.weight");
-        if (c->use_attn) ADD(K_ATTN, "norm_attn.weight");
-        if (c->use_ffn && c->ffn_separate_mix) {
-            ADD(K_SWIGLU, "norm_ffn.weight");
-            ADD(K_AUX, "norm_ffn_aux.weight");
-        } else if (c->use_ffn) {
-            ADD(K_DUAL, "norm_ffn.weight");
-        }
-        break;
-    case PHAX_FAMILY_TRANSFORMER:
-        ADD(K_ATTN, "norm_attn.weight");
-        ADD(K_SWIGLU, "norm_ffn.weight");
-        break;
-    case PHAX_FAMILY_SERIAL:
-        ADD(K_GSS, "norm_gss.weight");
-        ADD(K_ATTN, "norm_attn.weight");
-        ADD(K_DUAL, "norm_ffn.weight");
-        break;
-    default:  // swax, swa, mlstm
-        ADD(phax_layer_is_mlstm(c, l) ? K_MLSTM : K_ATTN, "norm_mixer.weight");
-        ADD(K_SWIGLU, "norm_ffn.weight");
-        break;
-    }
-#undef ADD
-    *nsub = n;
 }
 
 // Parameter lookup that records the first missing name.
@@ -617,28 +567,30 @@ static void gss_modes(gss_layer *G, int Hs, int N) {
 // Plan and parameter pointers of layer l (no arena needed). PHAX_ERR on a missing parameter.
 static int bind_layer(fcpu_decoder *dc, layer *ly, int l) {
     const phax_model_cfg *c = dc->c;
-    const char *norm[MAX_SUB];
+    phax_block_plan bp;
     lookup lk = {dc->m, l, 0};
-    int has[K_MLSTM + 1] = {0};
-    plan_layer(c, l, ly->sub, norm, &ly->nsub);
-    for (int i = 0; i < ly->nsub; i++) has[ly->sub[i]] = 1, ly->norm[i] = P(&lk, norm[i]);
-    if (c->family == PHAX_FAMILY_PHA) {
-        ly->mix_p = c->freeze_mix ? dc->zero_p : P(&lk, "mix.p");
-        ly->norm_res = P(&lk, "norm_res.weight");
+    int has[PHAX_SUB_COUNT] = {0};
+    phax_plan_block(c, l, &bp);
+    ly->nsub = bp.nsub;
+    for (int i = 0; i < ly->nsub; i++)
+        ly->sub[i] = bp.sub[i].kind, has[ly->sub[i]] = 1, ly->norm[i] = P(&lk, bp.sub[i].norm);
+    if (bp.rule == PHAX_RULE_PARALLEL) {
+        ly->mix_p = bp.mix ? P(&lk, bp.mix) : dc->zero_p;
+        ly->norm_res = P(&lk, bp.norm_res);
     }
-    if (has[K_ATTN]) {
+    if (has[PHAX_SUB_ATTN]) {
         attn_layer *A = &ly->attn;
         A->wq = P(&lk, "attn.wq.weight"), A->wk = P(&lk, "attn.wk.weight");
         A->wv = P(&lk, "attn.wv.weight"), A->wo = P(&lk, "attn.wo.weight");
         if (c->score_cosine) A->logscale = P(&lk, "attn.logscale");
     }
-    if (has[K_SWIGLU] || has[K_DUAL]) {
+    if (has[PHAX_SUB_SWIGLU] || has[PHAX_SUB_DUAL]) {
         ly->ffn_wg = P(&lk, "ffn.w_gate.weight"), ly->ffn_wu = P(&lk, "ffn.w_up.weight");
         ly->ffn_wd = P(&lk, "ffn.w_down.weight");
     }
-    if (has[K_AUX] || has[K_DUAL])
+    if (has[PHAX_SUB_AUX] || has[PHAX_SUB_DUAL])
         ly->aux_w3 = P(&lk, "ffn_aux.w3.weight"), ly->aux_w4 = P(&lk, "ffn_aux.w4.weight");
-    if (has[K_MLSTM]) {
+    if (has[PHAX_SUB_MLSTM]) {
         mlstm_layer *M = &ly->mlstm;
         M->wq = P(&lk, "mlstm.wq.weight"), M->wk = P(&lk, "mlstm.wk.weight");
         M->wv = P(&lk, "mlstm.wv.weight"), M->wog = P(&lk, "mlstm.ogate.weight");
@@ -646,7 +598,7 @@ static int bind_layer(fcpu_decoder *dc, layer *ly, int l) {
         M->wf = P(&lk, "mlstm.fgate.weight"), M->bf = P(&lk, "mlstm.fgate.bias");
         M->hnorm = P(&lk, "mlstm.headnorm.weight"), M->wout = P(&lk, "mlstm.out.weight");
     }
-    if (has[K_GSS]) {
+    if (has[PHAX_SUB_GSS]) {
         gss_layer *G = &ly->gss;
         G->wv = P(&lk, "gss.wv.weight"), G->wu = P(&lk, "gss.wu.weight");
         G->ln_w = P(&lk, "gss.ln.weight"), G->ln_b = P(&lk, "gss.ln.bias");
@@ -682,17 +634,18 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fcpu_model *m, int max_len, int win
     if (!dc) return NULL;
     const phax_model_cfg *c = &m->cfg;
     dc->m = m, dc->c = c, dc->max_len = max_len, dc->chunk = chunk;
-    dc->window = is_pha_family(c) ? c->attn_window : window < 0 ? c->w_long : window;
-    if (has_attention(c)) {
+    dc->window = phax_plan_window(c, window);
+    if (phax_plan_has(c, PHAX_SUB_ATTN)) {
         dc->cap = dc->window > 0 ? dc->window : max_len;
         dc->limited = dc->window == 0;
     }
-    dc->alpha = (float)pow(2.0 * c->n_layers, 0.25);
+    dc->parallel = phax_plan_rule(c) == PHAX_RULE_PARALLEL;
+    dc->alpha = (float)phax_plan_alpha(c);
 
     lookup top = {m, -1, 0};
     dc->embed = P(&top, "embed.weight");
     dc->head = P(&top, c->tie_embeddings ? "embed.weight" : "lm_head.weight");
-    if (c->family == PHAX_FAMILY_PHA) dc->norm_emb = P(&top, "norm_emb.weight");
+    if (dc->parallel) dc->norm_emb = P(&top, "norm_emb.weight");
     else dc->norm_f = P(&top, "norm_f.weight");
     if (top.missing || !(dc->L = phax_alloc((size_t)c->n_layers * sizeof(layer)))) goto fail;
     for (int l = 0; l < c->n_layers; l++)
@@ -707,7 +660,7 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fcpu_model *m, int max_len, int win
     dc->kv_per_token = dc->cap > 0 ? a.kv / (size_t)dc->cap : 0;
     dc->fixed_state = a.state - a.kv;
     for (int l = 0; l < c->n_layers; l++)
-        if (layer_has(&dc->L[l], K_GSS)) gss_modes(&dc->L[l].gss, c->gss_hidden, c->gss_state);
+        if (layer_has(&dc->L[l], PHAX_SUB_GSS)) gss_modes(&dc->L[l].gss, c->gss_hidden, c->gss_state);
     fcpu_decoder_reset(dc);
     return dc;
 fail:
@@ -728,8 +681,8 @@ void fcpu_decoder_reset(fcpu_decoder *dc) {
     const size_t dqk = (size_t)c->d_model / 2 / NH, dv = (size_t)c->d_model / NH;
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
-        if (layer_has(ly, K_GSS)) memset(ly->gss.z, 0, 2 * Hs * N * sizeof(double));
-        if (layer_has(ly, K_MLSTM)) {
+        if (layer_has(ly, PHAX_SUB_GSS)) memset(ly->gss.z, 0, 2 * Hs * N * sizeof(double));
+        if (layer_has(ly, PHAX_SUB_MLSTM)) {
             memset(ly->mlstm.C, 0, NH * dqk * dv * sizeof(double));
             memset(ly->mlstm.n, 0, NH * dqk * sizeof(double));
             for (size_t h = 0; h < NH; h++) ly->mlstm.m[h] = -INFINITY;
@@ -783,12 +736,12 @@ static int pass_rows(fcpu_decoder *dc, const int32_t *tok, int R, float *logits,
     float *x = dc->x;  // the residual stream: (R, d)
     for (int r = 0; r < R; r++) {
         const float *row = dc->embed + (size_t)tok[r] * d;
-        if (c->family == PHAX_FAMILY_PHA)  // x_1 = RMSNorm_emb(E[tok])
+        if (dc->parallel)  // x_1 = RMSNorm_emb(E[tok])
             fcpu_rmsnorm_fwd(x + (size_t)r * d, row, dc->norm_emb, 1, d, PHAX_RMSNORM_EPS);
         else memcpy(x + (size_t)r * d, row, (size_t)d * sizeof *x);  // x = E[tok]
     }
     for (int l = 0; l < c->n_layers; l++) {
-        if (c->family == PHAX_FAMILY_PHA) parallel_block(dc, &dc->L[l], x, R);
+        if (dc->parallel) parallel_block(dc, &dc->L[l], x, R);
         else prenorm_block(dc, &dc->L[l], x, R);
     }
     dc->pos += R;

@@ -1,8 +1,8 @@
 // fast/cpu models: creation, parameter access, the workspace arena, and the two
 // runners — PHA (parallel branches, softplus mix, DeepNorm post-norm) and the
 // pre-norm residual stack that transformer, serial, swax, swa and mlstm share.
-// The branches themselves are in model_branches.c. Formulas: ref/model_pha.c and
-// ref/model_swax.c (docs/spec.md §3).
+// The branches themselves are in model_branches.c. Formulas: ref/model.c, which
+// reads side by side with this file (docs/spec.md §3).
 #define _GNU_SOURCE  // madvise(MADV_HUGEPAGE)
 #include <math.h>
 #include <omp.h>
@@ -66,44 +66,9 @@ void fcpu_model_set_params_f64(fcpu_model *m, const double *params) {
 }
 
 // ---------------------------------------------------------------------------
-// Branch lists. PHA: per block the present branches in mix order, each with its
-// output norm. The other families: pre-norm residual sub-layers x += F(RMSNorm x).
-static int pha_plan(const phax_model_cfg *c, fm_kind *k, const char **norm) {
-    int nb = 0;
-    if (c->use_gss) k[nb] = FM_GSS, norm[nb++] = "norm_gss.weight";
-    if (c->use_attn) k[nb] = FM_ATTN, norm[nb++] = "norm_attn.weight";
-    if (c->use_ffn && c->ffn_separate_mix) {
-        k[nb] = FM_SWIGLU, norm[nb++] = "norm_ffn.weight";
-        k[nb] = FM_AUX, norm[nb++] = "norm_ffn_aux.weight";
-    } else if (c->use_ffn) {
-        k[nb] = FM_DUAL, norm[nb++] = "norm_ffn.weight";
-    }
-    return nb;
-}
-
-// Sub-layers of block l of a non-PHA family.
-static int stack_plan(const phax_model_cfg *c, int l, fm_kind *k, const char **norm) {
-    switch (c->family) {
-    case PHAX_FAMILY_TRANSFORMER:
-        k[0] = FM_ATTN, norm[0] = "norm_attn.weight";
-        k[1] = FM_SWIGLU, norm[1] = "norm_ffn.weight";
-        return 2;
-    case PHAX_FAMILY_SERIAL:
-        k[0] = FM_GSS, norm[0] = "norm_gss.weight";
-        k[1] = FM_ATTN, norm[1] = "norm_attn.weight";
-        k[2] = FM_DUAL, norm[2] = "norm_ffn.weight";
-        return 3;
-    default:  // swax, swa, mlstm
-        k[0] = phax_layer_is_mlstm(c, l) ? FM_MLSTM : FM_ATTN, norm[0] = "norm_mixer.weight";
-        k[1] = FM_SWIGLU, norm[1] = "norm_ffn.weight";
-        return 2;
-    }
-}
-
-static int is_pha(const phax_model_cfg *c) { return c->family == PHAX_FAMILY_PHA; }
-static int has_gss(const phax_model_cfg *c) {
-    return c->family == PHAX_FAMILY_SERIAL || (is_pha(c) && c->use_gss);
-}
+// The blocks come from the model plan (phax/model_plan.h): the parallel rule (pha)
+// or pre-norm residual sub-layers x += F(RMSNorm x) (the other families).
+static int is_pha(const phax_model_cfg *c) { return phax_plan_rule(c) == PHAX_RULE_PARALLEL; }
 
 // ---------------------------------------------------------------------------
 // Workspace layout (runs twice: count, then assign).
@@ -170,9 +135,9 @@ static fcpu_model_ws *ws_plan(const phax_model_cfg *c, int B, int T) {
     }
     w->family = c->family, w->B = B, w->T = T, w->nthreads = omp_get_max_threads();
     int L = c->n_layers;
-    fm_kind kinds[4];
-    const char *norms[4];
-    int per = is_pha(c) ? pha_plan(c, kinds, norms) : stack_plan(c, 0, kinds, norms);
+    phax_block_plan bp;
+    phax_plan_block(c, 0, &bp);
+    int per = bp.nsub;  // the same in every block
     w->nsub = L * per;
     w->nx = is_pha(c) ? L + 2 : w->nsub + 1;
     w->br = calloc((size_t)w->nsub, sizeof *w->br);
@@ -186,13 +151,13 @@ static fcpu_model_ws *ws_plan(const phax_model_cfg *c, int B, int T) {
         goto fail;
     }
     for (int l = 0; l < L; l++) {
-        if (!is_pha(c)) stack_plan(c, l, kinds, norms);
+        phax_plan_block(c, l, &bp);
         for (int i = 0; i < per; i++) {
             fm_branch *b = &w->br[l * per + i];
-            b->kind = kinds[i], b->layer = l, b->norm = norms[i];
+            b->kind = bp.sub[i].kind, b->layer = l, b->norm = bp.sub[i].norm;
         }
     }
-    if (has_gss(c) && !(w->ssm_plan = fcpu_ssm_plan_new(B, T, c->gss_hidden))) goto fail;
+    if (phax_plan_has(c, PHAX_SUB_GSS) && !(w->ssm_plan = fcpu_ssm_plan_new(B, T, c->gss_hidden))) goto fail;
     fm_arena a = {NULL, 0};
     ws_layout(w, &a, c);
     w->bytes = a.off;
@@ -323,7 +288,7 @@ static int pha_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, fl
     fcpu_model_ws *w = cx->ws;
     int d = c->d_model, L = c->n_layers, nb = w->nsub / L;
     size_t n = cx->n, nd = n * (size_t)d;
-    float alpha = (float)pow(2.0 * L, 0.25);
+    float alpha = (float)phax_plan_alpha(c);
     float pzero[4] = {0, 0, 0, 0};
     if (fcpu_embedding_fwd(w->xs[0], fcpu_model_param(m, "embed.weight"), tokens, n, c->vocab_size, d))
         return PHAX_ERR;
@@ -453,10 +418,7 @@ static int run(const fcpu_model *m, fcpu_model_ws *w, const int32_t *tokens,
         return phax_fail("model: %d OpenMP threads, but the workspace was made for %d",
                          omp_get_max_threads(), w->nthreads);
     const phax_model_cfg *c = &m->cfg;
-    int win = c->attn_window;
-    if (!is_pha(c) && c->family != PHAX_FAMILY_TRANSFORMER && c->family != PHAX_FAMILY_SERIAL)
-        win = window < 0 ? c->w_long : window;
-    fm_ctx cx = {m, w, w->B, w->T, (size_t)w->B * w->T, win, grads, row_loss,
+    fm_ctx cx = {m, w, w->B, w->T, (size_t)w->B * w->T, phax_plan_window(c, window), grads, row_loss,
                  w->profile ? w->prof_fwd : NULL, w->profile ? phax_clock() : 0};
     int rc = is_pha(c) ? pha_run(&cx, tokens, targets, logits, loss)
                        : stack_run(&cx, tokens, targets, logits, loss);

@@ -1,8 +1,8 @@
 // fast/cpu model branches: attention, GSS, SwiGLU, aux and dual FFN, mLSTM —
 // the sub-layers of every family, in float32 on the fast/cpu kernels. Each
 // forward keeps the activations its backward reads (in the workspace arena),
-// so nothing is recomputed; the formulas are those of ref/model_pha.c and
-// ref/model_swax.c (docs/spec.md §3), line for line.
+// so nothing is recomputed; the formulas are those of ref/model_branches.c
+// (docs/spec.md §3), line for line and in the same order.
 //
 // Shapes: n = B·T rows; x, y, dx, dy: (n, d). Backward ADDS into dx and into the
 // model's gradients.
@@ -34,22 +34,13 @@ static void fzero(float *p, size_t n) { memset(p, 0, n * sizeof *p); }
 
 // ---------------------------------------------------------------------------
 // Attention sub-layer: q = x Wqᵀ, k = x Wkᵀ, v = x Wvᵀ, o = attention(q, k, v),
-// y = o Woᵀ (RoPE, score mode and GQA inside the attention kernel).
-static ref_attn_cfg attn_cfg(const phax_model_cfg *c, int window) {
-    ref_attn_cfg a = ref_attn_cfg_default(c->n_heads, c->n_kv_heads, c->head_dim);
-    a.score = c->score_cosine ? PHAX_SCORE_COSINE : PHAX_SCORE_DOT;
-    a.window = window;
-    a.rope = 1;
-    a.rope_base = c->rope_base;
-    return a;
-}
-
+// y = o Woᵀ (RoPE, score mode and GQA inside the attention kernel; the config from the plan).
 static int attn_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     const phax_model_cfg *c = &cx->m->cfg;
     int l = b->layer, d = c->d_model;
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;  // ≤ PHAX_MAX_WIDTH
     size_t n = cx->n;
-    ref_attn_cfg a = attn_cfg(c, cx->window);
+    ref_attn_cfg a = phax_plan_attn_cfg(c, cx->window);
     fcpu_linear_fwd(b->q, x, P("attn.wq.weight"), NULL, n, d, qd);  // q: (B, T, Hq, dh)
     fcpu_linear_fwd(b->k, x, P("attn.wk.weight"), NULL, n, d, kd);  // k: (B, T, Hkv, dh)
     fcpu_linear_fwd(b->v, x, P("attn.wv.weight"), NULL, n, d, kd);  // v: (B, T, Hkv, dh)
@@ -67,7 +58,7 @@ static int attn_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, 
     int l = b->layer, d = c->d_model;
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;  // ≤ PHAX_MAX_WIDTH
     size_t n = cx->n;
-    ref_attn_cfg a = attn_cfg(c, cx->window);
+    ref_attn_cfg a = phax_plan_attn_cfg(c, cx->window);
     float *dO = cx->ws->bws, *dq = dO + n * qd, *dk = dq + n * qd, *dv = dk + n * kd;
     fzero(dO, n * (2 * (size_t)qd + 2 * (size_t)kd));
     fcpu_linear_bwd(dO, G("attn.wo.weight"), NULL, dy, b->o, P("attn.wo.weight"), n, qd, d);
@@ -286,12 +277,12 @@ static int mlstm_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy,
 // ---------------------------------------------------------------------------
 int fm_branch_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     switch (b->kind) {
-    case FM_GSS: return gss_fwd(cx, b, y, x);
-    case FM_ATTN: return attn_fwd(cx, b, y, x);
-    case FM_SWIGLU: return swiglu_fwd(cx, b, y, x);
-    case FM_AUX: return aux_fwd(cx, b, y, x);
-    case FM_MLSTM: return mlstm_fwd(cx, b, y, x);
-    case FM_DUAL: {  // y = SwiGLU(x) + aux(x)
+    case PHAX_SUB_GSS: return gss_fwd(cx, b, y, x);
+    case PHAX_SUB_ATTN: return attn_fwd(cx, b, y, x);
+    case PHAX_SUB_SWIGLU: return swiglu_fwd(cx, b, y, x);
+    case PHAX_SUB_AUX: return aux_fwd(cx, b, y, x);
+    case PHAX_SUB_MLSTM: return mlstm_fwd(cx, b, y, x);
+    case PHAX_SUB_DUAL: {  // y = SwiGLU(x) + aux(x)
         if (swiglu_fwd(cx, b, y, x) || aux_fwd(cx, b, b->tmp, x)) return PHAX_ERR;
         size_t nd = cx->n * (size_t)cx->m->cfg.d_model;
         float *restrict yy = y;
@@ -306,12 +297,12 @@ int fm_branch_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
 
 int fm_branch_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, const float *x) {
     switch (b->kind) {
-    case FM_GSS: return gss_bwd(cx, b, dx, dy, x);
-    case FM_ATTN: return attn_bwd(cx, b, dx, dy, x);
-    case FM_SWIGLU: return swiglu_bwd(cx, b, dx, dy, x);
-    case FM_AUX: return aux_bwd(cx, b, dx, dy, x);
-    case FM_MLSTM: return mlstm_bwd(cx, b, dx, dy, x);
-    case FM_DUAL:  // dy reaches both parts unchanged
+    case PHAX_SUB_GSS: return gss_bwd(cx, b, dx, dy, x);
+    case PHAX_SUB_ATTN: return attn_bwd(cx, b, dx, dy, x);
+    case PHAX_SUB_SWIGLU: return swiglu_bwd(cx, b, dx, dy, x);
+    case PHAX_SUB_AUX: return aux_bwd(cx, b, dx, dy, x);
+    case PHAX_SUB_MLSTM: return mlstm_bwd(cx, b, dx, dy, x);
+    case PHAX_SUB_DUAL:  // dy reaches both parts unchanged
         if (swiglu_bwd(cx, b, dx, dy, x)) return PHAX_ERR;
         return aux_bwd(cx, b, dx, dy, x);
     }
@@ -325,30 +316,30 @@ void fm_branch_layout(fm_arena *a, fm_branch *b, const phax_model_cfg *c, int B,
     int d = c->d_model;
     size_t nd = n * (size_t)d;
     switch (b->kind) {
-    case FM_ATTN: {
+    case PHAX_SUB_ATTN: {
         size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
         b->q = fm_take(a, n * qd), b->k = fm_take(a, n * kd), b->v = fm_take(a, n * kd);
         b->o = fm_take(a, n * qd), b->st = fm_take(a, n * 2 * (size_t)c->n_heads);
         break;
     }
-    case FM_DUAL:
+    case PHAX_SUB_DUAL:
         b->tmp = fm_take(a, nd);
         /* fall through */
-    case FM_SWIGLU:
+    case PHAX_SUB_SWIGLU:
         b->keep = fm_take(a, fcpu_swiglu_keep_len(n, c->ffn_hidden));
-        if (b->kind == FM_SWIGLU) break;
+        if (b->kind == PHAX_SUB_SWIGLU) break;
         /* fall through */
-    case FM_AUX:
+    case PHAX_SUB_AUX:
         b->hpre = fm_take(a, n * c->ffn_aux_hidden), b->ha = fm_take(a, n * c->ffn_aux_hidden);
         break;
-    case FM_GSS: {
+    case PHAX_SUB_GSS: {
         size_t nF = n * c->gss_expand, nH = n * c->gss_hidden;
         b->gxv = fm_take(a, nF), b->gv = fm_take(a, nF), b->gyc = fm_take(a, nF), b->ggt = fm_take(a, nF);
         b->gxu = fm_take(a, nH), b->gu = fm_take(a, nH), b->gub = fm_take(a, nH), b->gys = fm_take(a, nH);
         b->gK = fm_take(a, (size_t)c->gss_hidden * T);
         break;
     }
-    case FM_MLSTM: {
+    case PHAX_SUB_MLSTM: {
         size_t nk = n * (size_t)(d / 2), ng = n * (size_t)c->mlstm_heads;
         b->mq = fm_take(a, nk), b->mk = fm_take(a, nk);
         b->mv = fm_take(a, nd), b->mo = fm_take(a, nd), b->mhc = fm_take(a, nd);
@@ -359,45 +350,45 @@ void fm_branch_layout(fm_arena *a, fm_branch *b, const phax_model_cfg *c, int B,
     }
 }
 
-size_t fm_branch_bwd_len(fm_kind k, const phax_model_cfg *c, size_t n, int T) {
+size_t fm_branch_bwd_len(phax_sub_kind k, const phax_model_cfg *c, size_t n, int T) {
     size_t d = (size_t)c->d_model;
     switch (k) {
-    case FM_ATTN: return n * (2 * (size_t)c->n_heads + 2 * (size_t)c->n_kv_heads) * c->head_dim;
-    case FM_SWIGLU: return 0;
-    case FM_AUX:
-    case FM_DUAL: return 2 * n * c->ffn_aux_hidden;
-    case FM_GSS: return 4 * n * c->gss_expand + 4 * n * c->gss_hidden + (size_t)c->gss_hidden * T;
-    case FM_MLSTM: return 2 * n * (d / 2) + 4 * n * d + 2 * n * c->mlstm_heads;
+    case PHAX_SUB_ATTN: return n * (2 * (size_t)c->n_heads + 2 * (size_t)c->n_kv_heads) * c->head_dim;
+    case PHAX_SUB_SWIGLU: return 0;
+    case PHAX_SUB_AUX:
+    case PHAX_SUB_DUAL: return 2 * n * c->ffn_aux_hidden;
+    case PHAX_SUB_GSS: return 4 * n * c->gss_expand + 4 * n * c->gss_hidden + (size_t)c->gss_hidden * T;
+    case PHAX_SUB_MLSTM: return 2 * n * (d / 2) + 4 * n * d + 2 * n * c->mlstm_heads;
     }
     return 0;
 }
 
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
-size_t fm_branch_kernel_ws(fm_kind k, const phax_model_cfg *c, int B, int T, int nthreads,
+size_t fm_branch_kernel_ws(phax_sub_kind k, const phax_model_cfg *c, int B, int T, int nthreads,
                            const struct fcpu_model_ws *ws) {
     size_t n = (size_t)B * T, s = 0;
     switch (k) {
-    case FM_ATTN: {
+    case PHAX_SUB_ATTN: {
         // Every window a call may use: full, the configured ones.
         int wins[4] = {0, c->attn_window, c->w_short, c->w_long};
         for (int i = 0; i < 4; i++) {
-            ref_attn_cfg a = attn_cfg(c, wins[i] > 0 ? wins[i] : 0);
+            ref_attn_cfg a = phax_plan_attn_cfg(c, wins[i] > 0 ? wins[i] : 0);
             s = zmax(s, fcpu_attention_fwd_ws(B, T, &a, nthreads));
             s = zmax(s, fcpu_attention_bwd_ws(B, T, &a, nthreads));
         }
         return s;
     }
-    case FM_SWIGLU:
-    case FM_DUAL: return fcpu_swiglu_bwd_kept_ws(n, c->d_model, c->ffn_hidden);
-    case FM_AUX: return 0;
-    case FM_GSS:
+    case PHAX_SUB_SWIGLU:
+    case PHAX_SUB_DUAL: return fcpu_swiglu_bwd_kept_ws(n, c->d_model, c->ffn_hidden);
+    case PHAX_SUB_AUX: return 0;
+    case PHAX_SUB_GSS:
         s = zmax(fcpu_dss_kernel_fwd_ws(c->gss_hidden, c->gss_state, T),
                  fcpu_dss_kernel_bwd_ws(c->gss_hidden, c->gss_state, T));
         s = zmax(s, fcpu_ssm_conv_fwd_ws(ws->ssm_plan));
         s = zmax(s, fcpu_ssm_conv_bwd_ws(ws->ssm_plan));
         return zmax(s, fcpu_layernorm_bwd_ws(n, c->gss_hidden));
-    case FM_MLSTM: {
+    case PHAX_SUB_MLSTM: {
         int NH = c->mlstm_heads, dqk = c->d_model / 2 / NH, dv = c->d_model / NH;
         s = fcpu_mlstm_chunkwise_fwd_ws(B, T, NH, dqk, dv, FCPU_MLSTM_CHUNK);
         s = zmax(s, fcpu_mlstm_chunkwise_bwd_ws(B, T, NH, dqk, dv, FCPU_MLSTM_CHUNK));

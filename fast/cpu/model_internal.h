@@ -6,6 +6,7 @@
 
 #include "phax/fcpu.h"
 #include "phax/fcpu_model.h"
+#include "phax/model_plan.h"
 
 // --- arena -------------------------------------------------------------------------------
 // Bump allocation in two passes over the same layout code: with base == NULL
@@ -25,23 +26,16 @@ static inline float *fm_take(fm_arena *a, size_t nfloats) {
 }
 
 // --- branches ----------------------------------------------------------------------------
-typedef enum {  // the order of FCPU_PART_* (phax/fcpu_model.h)
-    FM_GSS,     // GSS(x)                       (pha, serial)
-    FM_ATTN,    // attention sub-layer          (every family with attention)
-    FM_SWIGLU,  // SwiGLU(x)
-    FM_AUX,     // W4 GELU(W3 x)                (pha, serial)
-    FM_DUAL,    // SwiGLU(x) + W4 GELU(W3 x)    (pha, serial)
-    FM_MLSTM,   // mLSTM layer                  (swax, mlstm)
-} fm_kind;
-// The profile indexes its sub-layer parts by kind.
-_Static_assert((int)FM_GSS == FCPU_PART_GSS && (int)FM_ATTN == FCPU_PART_ATTN &&
-                   (int)FM_SWIGLU == FCPU_PART_SWIGLU && (int)FM_AUX == FCPU_PART_AUX &&
-                   (int)FM_DUAL == FCPU_PART_DUAL && (int)FM_MLSTM == FCPU_PART_MLSTM,
-               "fm_kind and FCPU_PART_* must agree");
+// Branch kinds are the plan's sub-layer kinds (phax/model_plan.h); the profile indexes
+// its sub-layer parts by kind.
+_Static_assert((int)PHAX_SUB_GSS == FCPU_PART_GSS && (int)PHAX_SUB_ATTN == FCPU_PART_ATTN &&
+                   (int)PHAX_SUB_SWIGLU == FCPU_PART_SWIGLU && (int)PHAX_SUB_AUX == FCPU_PART_AUX &&
+                   (int)PHAX_SUB_DUAL == FCPU_PART_DUAL && (int)PHAX_SUB_MLSTM == FCPU_PART_MLSTM,
+               "phax_sub_kind and FCPU_PART_* must agree");
 
 // Activations one branch instance keeps for its backward (only its kind's are set).
 typedef struct {
-    fm_kind kind;
+    phax_sub_kind kind;
     int layer;         // block index (parameter names blocks.<layer>.*)
     const char *norm;  // its norm's suffix: PHA the output norm, others the pre-norm
     // attention: q (n, Hq·dh); k, v (n, Hkv·dh); o (n, Hq·dh)
@@ -82,9 +76,9 @@ typedef struct {
 // Lay out the kept activations of branch b (n = B·T rows).
 void fm_branch_layout(fm_arena *a, fm_branch *b, const phax_model_cfg *c, int B, int T);
 // Backward scratch (floats) a branch kind needs, shared by all branches.
-size_t fm_branch_bwd_len(fm_kind k, const phax_model_cfg *c, size_t n, int T);
+size_t fm_branch_bwd_len(phax_sub_kind k, const phax_model_cfg *c, size_t n, int T);
 // Kernel scratch (bytes) a branch kind needs in any call.
-size_t fm_branch_kernel_ws(fm_kind k, const phax_model_cfg *c, int B, int T, int nthreads,
+size_t fm_branch_kernel_ws(phax_sub_kind k, const phax_model_cfg *c, int B, int T, int nthreads,
                            const struct fcpu_model_ws *ws);
 
 // y: (n, d) = branch(x: (n, d)); keeps its activations in b.

@@ -1,0 +1,81 @@
+// The model plan (docs/spec.md §3): the structure of every model family, written once.
+// Which sub-layers each block has, in which order, under which residual / norm rule;
+// DeepNorm α; the attention window of a call and the attention config every
+// attention sub-layer gets. ref (ref/model*.c), fast/cpu (fast/cpu/model*.c,
+// fast/cpu/decode.c) and the parameter layout (core/layout.c) all read it.
+//
+// Structure only: the plan names sub-layers, norms and parameters; it holds none of
+// the ops' arithmetic, so sharing it leaves ref independent of what it checks.
+#ifndef PHAX_MODEL_PLAN_H
+#define PHAX_MODEL_PLAN_H
+
+#include "phax/model.h"
+#include "phax/ref.h"  // ref_attn_cfg: the attention config type (to the tier-neutral op contract)
+
+// Sub-layer kinds, with the parameter groups of docs/spec.md §3.6 they own.
+typedef enum {      // the order of FCPU_PART_* (phax/fcpu_model.h)
+    PHAX_SUB_GSS,     // GSS(x)                      gss
+    PHAX_SUB_ATTN,    // attention sub-layer         attn
+    PHAX_SUB_SWIGLU,  // SwiGLU(x)                   ffn
+    PHAX_SUB_AUX,     // W4 GELU(W3 x)               ffn_aux
+    PHAX_SUB_DUAL,    // SwiGLU(x) + W4 GELU(W3 x)   ffn, ffn_aux
+    PHAX_SUB_MLSTM,   // mLSTM layer                 mlstm
+} phax_sub_kind;
+#define PHAX_SUB_COUNT (PHAX_SUB_MLSTM + 1)
+
+const char *phax_sub_kind_name(phax_sub_kind k);  // "gss", "attn", "swiglu", "aux", "dual", "mlstm"
+
+// How a model composes its blocks (the residual / norm rule).
+typedef enum {
+    // pha (§3.1): x_1 = RMSNorm_emb(E[tokens]); block: every sub-layer (branch) on the same x,
+    // b_i = RMSNorm_{norm_i}(branch_i(x)), x ← RMSNorm_res(α·x + mix(p; b)); logits = x_{L+1} Wᵀ
+    // (no final norm).
+    PHAX_RULE_PARALLEL,
+    // transformer, serial, swax, swa, mlstm (§3.2–3.3): x = E[tokens]; per sub-layer in order
+    // x ← x + F(RMSNorm_{norm_i} x); logits = RMSNorm_f(x) Wᵀ.
+    PHAX_RULE_PRENORM,
+} phax_block_rule;
+
+#define PHAX_PLAN_MAX_SUB 4  // sub-layers of a block (pha with every branch and ffn_separate_mix)
+
+typedef struct {
+    phax_sub_kind kind;
+    const char *norm;  // its norm, name in the block ("norm_attn.weight"): the branch's output
+                       // norm (parallel) or the sub-layer's pre-norm (prenorm)
+    int group;         // parameter group in the layout (§3.6): sub-layers of one group lay out
+                       // their parameters together (pha's separately mixed FFN halves)
+} phax_sub;
+
+typedef struct {
+    phax_block_rule rule;
+    int nsub;
+    phax_sub sub[PHAX_PLAN_MAX_SUB];  // parallel: branches in mix order; prenorm: in order
+    const char *mix;       // parallel: "mix.p" ((nsub) mix logits), NULL when frozen (p = 0)
+    const char *norm_res;  // parallel: "norm_res.weight"; NULL for prenorm
+} phax_block_plan;
+
+// The rule of a (resolved) config's family.
+phax_block_rule phax_plan_rule(const phax_model_cfg *c);
+// The plan of block l (0..n_layers−1) of a resolved config.
+void phax_plan_block(const phax_model_cfg *c, int l, phax_block_plan *p);
+// Does any block of the model have a sub-layer of kind k (DUAL counts as SWIGLU and AUX too)?
+int phax_plan_has(const phax_model_cfg *c, phax_sub_kind k);
+
+// DeepNorm (Wang et al. 2022): residual scale α = (2L)^{1/4} of the parallel rule, and the
+// init scale β = (8L)^{−1/4} of pha's branch weights (§4).
+double phax_plan_alpha(const phax_model_cfg *c);
+double phax_plan_beta(const phax_model_cfg *c);
+
+// The window rule (§3): the attention window every attention sub-layer of a call uses,
+// given the call's window (−1 = the config's w_long, 0 = full causal, w > 0): the SWAX
+// family (swax, swa, mlstm) takes the call's window; pha, transformer and serial always
+// use their attn_window and ignore it. Returns 0 (full) or the window.
+int phax_plan_window(const phax_model_cfg *c, int window);
+// 1 when the family takes a call's window (swax, swa, mlstm), 0 when it ignores it.
+int phax_plan_takes_window(const phax_model_cfg *c);
+// The attention config of every attention sub-layer (§3, §2.7): Hq = n_heads, Hkv =
+// n_kv_heads, dh = dv = head_dim, the config's score mode, RoPE with rope_base, pos0 = 0, and
+// `window` as given (resolved: 0 = full or w > 0; see phax_plan_window).
+ref_attn_cfg phax_plan_attn_cfg(const phax_model_cfg *c, int window);
+
+#endif

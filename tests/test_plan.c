@@ -1,0 +1,223 @@
+// The model plan (phax/model_plan.h) pinned against docs/spec.md §3, written out by
+// hand here: every family's and PHA switch's blocks (sub-layers in order, norms,
+// residual rule), DeepNorm α and β at a few depths, the window every attention layer
+// gets, the attention config, and the parameter layout the plan yields (§3.6).
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "phax/model_plan.h"
+
+static phax_model_cfg cfg_of(phax_family f, int n_layers) {
+    phax_model_cfg c = phax_model_cfg_default(f);
+    c.n_layers = n_layers;
+    cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s", phax_error());
+    return c;
+}
+
+// "rule | kind norm, kind norm | mix norm_res" of block l.
+static void block_str(char *s, size_t cap, const phax_model_cfg *c, int l) {
+    phax_block_plan p;
+    phax_plan_block(c, l, &p);
+    size_t k = (size_t)snprintf(s, cap, "%s |", p.rule == PHAX_RULE_PARALLEL ? "parallel" : "prenorm");
+    for (int i = 0; i < p.nsub && k < cap; i++)
+        k += (size_t)snprintf(s + k, cap - k, "%s %s %s", i ? "," : "", phax_sub_kind_name(p.sub[i].kind),
+                              p.sub[i].norm);
+    if (k < cap) snprintf(s + k, cap - k, " | %s %s", p.mix ? p.mix : "-", p.norm_res ? p.norm_res : "-");
+}
+
+static void expect_block(const phax_model_cfg *c, int l, const char *want, const char *what) {
+    char got[512];
+    block_str(got, sizeof got, c, l);
+    cr_expect_str_eq(got, want, "%s, block %d:\n  got  %s\n  want %s", what, l, got, want);
+}
+
+// §3.1: branches [gss, attn, ffn(, ffn_aux)] in mix order, each with its output norm; mix.p
+// unless frozen; norm_res; the same in every block.
+Test(plan, pha_blocks_every_switch) {
+    struct {
+        const char *what;
+        int use_gss, use_attn, use_ffn, separate, freeze;
+        const char *want;
+    } cases[] = {
+        {"all on", 1, 1, 1, 0, 0,
+         "parallel | gss norm_gss.weight, attn norm_attn.weight, dual norm_ffn.weight | mix.p norm_res.weight"},
+        {"use_gss false", 0, 1, 1, 0, 0,
+         "parallel | attn norm_attn.weight, dual norm_ffn.weight | mix.p norm_res.weight"},
+        {"use_attn false", 1, 0, 1, 0, 0,
+         "parallel | gss norm_gss.weight, dual norm_ffn.weight | mix.p norm_res.weight"},
+        {"use_ffn false", 1, 1, 0, 0, 0,
+         "parallel | gss norm_gss.weight, attn norm_attn.weight | mix.p norm_res.weight"},
+        {"ffn alone", 0, 0, 1, 0, 0, "parallel | dual norm_ffn.weight | mix.p norm_res.weight"},
+        {"ffn_separate_mix", 1, 1, 1, 1, 0,
+         "parallel | gss norm_gss.weight, attn norm_attn.weight, swiglu norm_ffn.weight, aux "
+         "norm_ffn_aux.weight | mix.p norm_res.weight"},
+        {"freeze_mix", 1, 1, 1, 0, 1,
+         "parallel | gss norm_gss.weight, attn norm_attn.weight, dual norm_ffn.weight | - norm_res.weight"},
+        {"separate + frozen, no gss", 0, 1, 1, 1, 1,
+         "parallel | attn norm_attn.weight, swiglu norm_ffn.weight, aux norm_ffn_aux.weight | - "
+         "norm_res.weight"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        phax_model_cfg c = phax_model_cfg_default(PHAX_FAMILY_PHA);
+        c.n_layers = 3, c.use_gss = cases[i].use_gss, c.use_attn = cases[i].use_attn;
+        c.use_ffn = cases[i].use_ffn, c.ffn_separate_mix = cases[i].separate, c.freeze_mix = cases[i].freeze;
+        cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s: %s", cases[i].what, phax_error());
+        for (int l = 0; l < c.n_layers; l++) expect_block(&c, l, cases[i].want, cases[i].what);
+    }
+}
+
+// §3.2–3.3: pre-norm sub-layers in order; the SWAX mixers alternate by mixer_order.
+Test(plan, prenorm_blocks_every_family) {
+    const char *tr = "prenorm | attn norm_attn.weight, swiglu norm_ffn.weight | - -";
+    const char *se = "prenorm | gss norm_gss.weight, attn norm_attn.weight, dual norm_ffn.weight | - -";
+    const char *sw = "prenorm | attn norm_mixer.weight, swiglu norm_ffn.weight | - -";
+    const char *ml = "prenorm | mlstm norm_mixer.weight, swiglu norm_ffn.weight | - -";
+    phax_model_cfg c;
+    c = cfg_of(PHAX_FAMILY_TRANSFORMER, 3);
+    for (int l = 0; l < 3; l++) expect_block(&c, l, tr, "transformer");
+    c = cfg_of(PHAX_FAMILY_SERIAL, 3);
+    for (int l = 0; l < 3; l++) expect_block(&c, l, se, "serial");
+    c = cfg_of(PHAX_FAMILY_SWA, 3);
+    for (int l = 0; l < 3; l++) expect_block(&c, l, sw, "swa");
+    c = cfg_of(PHAX_FAMILY_MLSTM, 3);
+    for (int l = 0; l < 3; l++) expect_block(&c, l, ml, "mlstm");
+    c = cfg_of(PHAX_FAMILY_SWAX, 4);  // mixer_order "mlstm_first" (default): mLSTM at even l
+    for (int l = 0; l < 4; l++) expect_block(&c, l, l % 2 == 0 ? ml : sw, "swax mlstm_first");
+    c = phax_model_cfg_default(PHAX_FAMILY_SWAX);
+    c.n_layers = 4, c.mlstm_first = 0;  // "swa_first": SWA at even l
+    cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s", phax_error());
+    for (int l = 0; l < 4; l++) expect_block(&c, l, l % 2 == 0 ? sw : ml, "swax swa_first");
+}
+
+Test(plan, has_kinds) {
+    phax_model_cfg c = cfg_of(PHAX_FAMILY_MLSTM, 2);
+    cr_expect(!phax_plan_has(&c, PHAX_SUB_ATTN) && phax_plan_has(&c, PHAX_SUB_MLSTM));
+    c = cfg_of(PHAX_FAMILY_SERIAL, 2);  // the dual FFN holds SwiGLU and aux
+    cr_expect(phax_plan_has(&c, PHAX_SUB_SWIGLU) && phax_plan_has(&c, PHAX_SUB_AUX) &&
+              phax_plan_has(&c, PHAX_SUB_GSS) && !phax_plan_has(&c, PHAX_SUB_MLSTM));
+    c = phax_model_cfg_default(PHAX_FAMILY_PHA);
+    c.use_attn = 0;
+    cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK);
+    cr_expect(!phax_plan_has(&c, PHAX_SUB_ATTN) && phax_plan_has(&c, PHAX_SUB_GSS));
+}
+
+// §1.4 / §3.1 / §4: α = (2L)^{1/4}, β = (8L)^{−1/4}, the values written out.
+Test(plan, deepnorm_alpha_beta) {
+    struct {
+        int L;
+        double alpha, beta;
+    } v[] = {
+        {1, 1.1892071150027210667, 0.59460355750136053336},   // 2^{1/4}, 8^{−1/4}
+        {2, 1.4142135623730950488, 0.5},                      // √2, 16^{−1/4}
+        {8, 2.0, 0.35355339059327376220},                     // 16^{1/4}, 64^{−1/4} = 1/(2√2)
+        {32, 2.8284271247461900976, 0.25},                    // 64^{1/4} = 2√2, 256^{−1/4}
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        phax_model_cfg c = cfg_of(PHAX_FAMILY_PHA, v[i].L);
+        double a = phax_plan_alpha(&c), b = phax_plan_beta(&c);
+        cr_expect(fabs(a - v[i].alpha) <= 4e-16 * v[i].alpha, "L = %d: alpha %.17g, want %.17g", v[i].L, a,
+                  v[i].alpha);
+        cr_expect(fabs(b - v[i].beta) <= 4e-16 * v[i].beta, "L = %d: beta %.17g, want %.17g", v[i].L, b,
+                  v[i].beta);
+    }
+}
+
+// §3: the SWAX family takes the call's window (−1 = w_long, 0 = full, w > 0); pha,
+// transformer and serial always use attn_window.
+Test(plan, window_rule) {
+    const int calls[] = {-1, 0, 7};
+    for (int f = 0; f < PHAX_FAMILY_COUNT; f++) {
+        phax_model_cfg c = phax_model_cfg_default((phax_family)f);
+        c.attn_window = 5, c.w_short = 3, c.w_long = 12;
+        cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s", phax_error());
+        int swax = f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM;
+        cr_expect(phax_plan_takes_window(&c) == swax, "%s", phax_family_name(c.family));
+        const int want[] = {swax ? 12 : 5, swax ? 0 : 5, swax ? 7 : 5};
+        for (int i = 0; i < 3; i++)
+            cr_expect(phax_plan_window(&c, calls[i]) == want[i], "%s, call window %d: got %d, want %d",
+                      phax_family_name(c.family), calls[i], phax_plan_window(&c, calls[i]), want[i]);
+    }
+    phax_model_cfg c = cfg_of(PHAX_FAMILY_TRANSFORMER, 2);  // attn_window 0: full causal
+    cr_expect(phax_plan_window(&c, -1) == 0 && phax_plan_window(&c, 9) == 0);
+}
+
+// §3: Hq = n_heads, Hkv = n_kv_heads, dh = dv = head_dim, the score mode of `score`, RoPE with
+// rope_base, pos0 0, the window given.
+Test(plan, attention_config) {
+    phax_model_cfg c = phax_model_cfg_default(PHAX_FAMILY_SERIAL);
+    c.d_model = 48, c.n_heads = 6, c.n_kv_heads = 2, c.head_dim = 10, c.rope_base = 500;
+    cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s", phax_error());
+    ref_attn_cfg a = phax_plan_attn_cfg(&c, 4);
+    cr_expect(a.Hq == 6 && a.Hkv == 2 && a.dh == 10 && a.dv == 10 && a.window == 4);
+    cr_expect(a.score == PHAX_SCORE_COSINE && a.rope == 1 && a.rope_base == 500 && a.pos0 == 0);
+    c = cfg_of(PHAX_FAMILY_SWA, 2);  // dot scores by default in the SWAX family; rope_base 10000
+    a = phax_plan_attn_cfg(&c, 0);
+    cr_expect(a.score == PHAX_SCORE_DOT && a.rope_base == 10000 && a.window == 0);
+    cr_expect(ref_attn_cfg_check(&a) == PHAX_OK, "%s", phax_error());
+}
+
+// §3.6: the block parameter names the layout builds from the plan, in order.
+static void expect_layout(const phax_model_cfg *c, const char *const *want, int nwant, const char *what) {
+    phax_layout L;
+    cr_assert(phax_layout_build(&L, c) == PHAX_OK, "%s", phax_error());
+    cr_assert_eq(L.n, nwant, "%s: %d tensors, want %d", what, L.n, nwant);
+    for (int i = 0; i < nwant; i++)
+        cr_expect_str_eq(L.p[i].name, want[i], "%s: tensor %d is %s, want %s", what, i, L.p[i].name, want[i]);
+    phax_layout_free(&L);
+}
+
+#define ATTN(l) "blocks." #l ".attn.wq.weight", "blocks." #l ".attn.wk.weight", \
+                "blocks." #l ".attn.wv.weight", "blocks." #l ".attn.wo.weight"
+#define FFN(l) "blocks." #l ".ffn.w_gate.weight", "blocks." #l ".ffn.w_up.weight", "blocks." #l ".ffn.w_down.weight"
+#define AUX(l) "blocks." #l ".ffn_aux.w3.weight", "blocks." #l ".ffn_aux.w4.weight"
+#define MLSTM(l) "blocks." #l ".mlstm.wq.weight", "blocks." #l ".mlstm.wk.weight", \
+    "blocks." #l ".mlstm.wv.weight", "blocks." #l ".mlstm.ogate.weight", "blocks." #l ".mlstm.igate.weight", \
+    "blocks." #l ".mlstm.igate.bias", "blocks." #l ".mlstm.fgate.weight", "blocks." #l ".mlstm.fgate.bias", \
+    "blocks." #l ".mlstm.headnorm.weight", "blocks." #l ".mlstm.out.weight"
+
+Test(plan, layout_from_plan) {
+    // pha without GSS, FFN halves mixed separately, dot scores: output norms after their
+    // group (both FFN halves, then both norms), then mix.p and norm_res.
+    phax_model_cfg c = phax_model_cfg_default(PHAX_FAMILY_PHA);
+    c.n_layers = 1, c.use_gss = 0, c.ffn_separate_mix = 1, c.score_cosine = 0;
+    cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK);
+    const char *pha[] = {"embed.weight", "norm_emb.weight", ATTN(0), "blocks.0.norm_attn.weight", FFN(0),
+                         AUX(0), "blocks.0.norm_ffn.weight", "blocks.0.norm_ffn_aux.weight",
+                         "blocks.0.mix.p", "blocks.0.norm_res.weight"};
+    expect_layout(&c, pha, sizeof pha / sizeof *pha, "pha separate mix");
+    // transformer, untied, cosine: pre-norms before their sub-layer, logscale last in attn.
+    c = phax_model_cfg_default(PHAX_FAMILY_TRANSFORMER);
+    c.n_layers = 1, c.tie_embeddings = 0;
+    cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK);
+    const char *tr[] = {"embed.weight", "blocks.0.norm_attn.weight", ATTN(0), "blocks.0.attn.logscale",
+                        "blocks.0.norm_ffn.weight", FFN(0), "norm_f.weight", "lm_head.weight"};
+    expect_layout(&c, tr, sizeof tr / sizeof *tr, "transformer untied");
+    // swax, 2 layers, dot: mLSTM first, then SWA.
+    c = cfg_of(PHAX_FAMILY_SWAX, 2);
+    const char *sw[] = {"embed.weight", "blocks.0.norm_mixer.weight", MLSTM(0), "blocks.0.norm_ffn.weight",
+                        FFN(0), "blocks.1.norm_mixer.weight", ATTN(1), "blocks.1.norm_ffn.weight", FFN(1),
+                        "norm_f.weight"};
+    expect_layout(&c, sw, sizeof sw / sizeof *sw, "swax");
+}
+
+// §3.6: the tensor counts and sizes of every family with every default (2 layers).
+Test(plan, layout_counts_every_family) {
+    const struct {
+        phax_family f;
+        int n;
+        int64_t numel;
+    } v[] = {{PHAX_FAMILY_PHA, 54, 175022},   {PHAX_FAMILY_TRANSFORMER, 22, 123208},
+             {PHAX_FAMILY_SERIAL, 50, 174888}, {PHAX_FAMILY_SWAX, 26, 123784},
+             {PHAX_FAMILY_SWA, 20, 123200},    {PHAX_FAMILY_MLSTM, 32, 124368}};
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        phax_model_cfg c = phax_model_cfg_default(v[i].f);
+        cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK);
+        int n;
+        int64_t numel;
+        cr_assert(phax_layout_count(&c, &n, &numel) == PHAX_OK, "%s", phax_error());
+        cr_expect(n == v[i].n && numel == v[i].numel, "%s: %d tensors / %lld values, want %d / %lld",
+                  phax_family_name(v[i].f), n, (long long)numel, v[i].n, (long long)v[i].numel);
+    }
+}
