@@ -1,0 +1,90 @@
+// The backend list of the equivalence tests (harness.h): fast/cpu's entry points.
+// A device backend (cuda) adds a file like this one: its entries take host
+// pointers, copy them to the device, call the kernel and copy the outputs back;
+// its `unavailable` names why it cannot run here (not built, no device).
+#include <omp.h>
+#include <string.h>
+
+#include "harness.h"
+#include "phax/fcpu.h"
+#include "phax/fcpu_gemm.h"
+
+static const char *cpu_unavailable(void) { return NULL; }  // always here
+
+static void cpu_set_threads(int n) { omp_set_num_threads(n); }
+static int cpu_get_threads(void) { return omp_get_max_threads(); }
+
+static void cpu_sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc) {
+    fcpu_sgemm(ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+               lda, B, ldb, beta, C, ldc);
+}
+
+_Static_assert(sizeof(h_adamw_param) == sizeof(fcpu_adamw_param), "h_adamw_param layout");
+
+static int cpu_adamw_step(h_adamw_param *ps, int np, const ref_adamw_cfg *c, long step,
+                          double *gnorm) {
+    fcpu_adamw_param fp[np > 0 ? np : 1];
+    for (int j = 0; j < np; j++)
+        fp[j] = (fcpu_adamw_param){ps[j].p, ps[j].g, ps[j].m, ps[j].v, ps[j].n, ps[j].decay};
+    return fcpu_adamw_step(fp, np, c, step, gnorm);
+}
+
+static const h_backend cpu = {
+    .name = "cpu",
+    .unavailable = cpu_unavailable,
+    .set_threads = cpu_set_threads,
+    .get_threads = cpu_get_threads,
+    .gemm = {.sgemm = cpu_sgemm},
+    .attention =
+        {
+            .fwd_ws = fcpu_attention_fwd_ws,
+            .bwd_ws = fcpu_attention_bwd_ws,
+            .fwd = fcpu_attention_fwd,
+            .bwd = fcpu_attention_bwd,
+        },
+    .basic =
+        {
+            .embedding_fwd = fcpu_embedding_fwd,
+            .embedding_bwd = fcpu_embedding_bwd,
+            .linear_fwd = fcpu_linear_fwd,
+            .linear_bwd = fcpu_linear_bwd,
+            .rmsnorm_fwd = fcpu_rmsnorm_fwd,
+            .rmsnorm_bwd_ws = fcpu_rmsnorm_bwd_ws,
+            .rmsnorm_bwd = fcpu_rmsnorm_bwd,
+            .layernorm_fwd = fcpu_layernorm_fwd,
+            .layernorm_bwd_ws = fcpu_layernorm_bwd_ws,
+            .layernorm_bwd = fcpu_layernorm_bwd,
+            .headnorm_fwd = fcpu_headnorm_fwd,
+            .headnorm_bwd_ws = fcpu_headnorm_bwd_ws,
+            .headnorm_bwd = fcpu_headnorm_bwd,
+            .gelu_fwd = fcpu_gelu_fwd,
+            .gelu_bwd = fcpu_gelu_bwd,
+            .silu_fwd = fcpu_silu_fwd,
+            .silu_bwd = fcpu_silu_bwd,
+            .swiglu_fwd_ws = fcpu_swiglu_fwd_ws,
+            .swiglu_fwd = fcpu_swiglu_fwd,
+            .swiglu_bwd_ws = fcpu_swiglu_bwd_ws,
+            .swiglu_bwd = fcpu_swiglu_bwd,
+            .swiglu_keep_len = fcpu_swiglu_keep_len,
+            .swiglu_fwd_keep = fcpu_swiglu_fwd_keep,
+            .swiglu_bwd_kept_ws = fcpu_swiglu_bwd_kept_ws,
+            .swiglu_bwd_kept = fcpu_swiglu_bwd_kept,
+            .rope_table_len = fcpu_rope_table_len,
+            .rope_table = fcpu_rope_table,
+            .rope_fwd = fcpu_rope_fwd,
+            .rope_bwd = fcpu_rope_bwd,
+            .mix_fwd = fcpu_mix_fwd,
+            .mix_bwd = fcpu_mix_bwd,
+            .cross_entropy_fwd = fcpu_cross_entropy_fwd,
+            .cross_entropy_bwd = fcpu_cross_entropy_bwd,
+            .cross_entropy_fwd_bwd = fcpu_cross_entropy_fwd_bwd,
+            .lce_tile_rows = fcpu_lce_tile_rows,
+            .linear_cross_entropy_ws = fcpu_linear_cross_entropy_ws,
+            .linear_cross_entropy = fcpu_linear_cross_entropy,
+            .adamw_step = cpu_adamw_step,
+        },
+};
+
+const h_backend *const h_backends[] = {&cpu};
+const int h_nbackends = (int)(sizeof h_backends / sizeof *h_backends);
