@@ -30,6 +30,27 @@ static int cpu_adamw_step(h_adamw_param *ps, int np, const ref_adamw_cfg *c, lon
     return fcpu_adamw_step(fp, np, c, step, gnorm);
 }
 
+_Static_assert((int)H_SSM_FFT == (int)FCPU_SSM_FFT && (int)H_SSM_DIRECT == (int)FCPU_SSM_DIRECT &&
+                   (int)H_SSM_AUTO == (int)FCPU_SSM_AUTO,
+               "ssm methods");
+static void *cpu_ssm_plan_new(int B, int T, int H, int method) {
+    return fcpu_ssm_plan_new_ex(B, T, H, method, 0);
+}
+static void cpu_ssm_plan_free(void *p) { fcpu_ssm_plan_free(p); }
+static int cpu_ssm_plan_method(const void *p) { return fcpu_ssm_plan_method(p); }
+static int cpu_ssm_plan_fft_len(const void *p) { return fcpu_ssm_plan_fft_len(p); }
+static size_t cpu_ssm_conv_fwd_ws(const void *p) { return fcpu_ssm_conv_fwd_ws(p); }
+static size_t cpu_ssm_conv_bwd_ws(const void *p) { return fcpu_ssm_conv_bwd_ws(p); }
+static int cpu_ssm_conv_fwd(float *y, const float *u, const float *K, const float *D, int B, int T,
+                            int H, const void *plan, void *ws) {
+    return fcpu_ssm_conv_fwd(y, u, K, D, B, T, H, plan, ws);
+}
+static int cpu_ssm_conv_bwd(float *du, float *dK, float *dD, const float *dy, const float *u,
+                            const float *K, const float *D, int B, int T, int H, const void *plan,
+                            void *ws) {
+    return fcpu_ssm_conv_bwd(du, dK, dD, dy, u, K, D, B, T, H, plan, ws);
+}
+
 static const h_backend cpu = {
     .name = "cpu",
     .unavailable = cpu_unavailable,
@@ -83,6 +104,21 @@ static const h_backend cpu = {
             .linear_cross_entropy_ws = fcpu_linear_cross_entropy_ws,
             .linear_cross_entropy = fcpu_linear_cross_entropy,
             .adamw_step = cpu_adamw_step,
+        },
+    .ssm =
+        {
+            .kernel_fwd_ws = fcpu_dss_kernel_fwd_ws,
+            .kernel_fwd = fcpu_dss_kernel_fwd,
+            .kernel_bwd_ws = fcpu_dss_kernel_bwd_ws,
+            .kernel_bwd = fcpu_dss_kernel_bwd,
+            .plan_new = cpu_ssm_plan_new,
+            .plan_free = cpu_ssm_plan_free,
+            .plan_method = cpu_ssm_plan_method,
+            .plan_fft_len = cpu_ssm_plan_fft_len,
+            .conv_fwd_ws = cpu_ssm_conv_fwd_ws,
+            .conv_bwd_ws = cpu_ssm_conv_bwd_ws,
+            .conv_fwd = cpu_ssm_conv_fwd,
+            .conv_bwd = cpu_ssm_conv_bwd,
         },
 };
 

@@ -49,4 +49,12 @@ typedef struct {
 // q, k, v, ls, dout: the inputs' exact values; dout the upstream gradient of o.
 void b32_attention(int f, int mag, const b32_attn_shape *a, const double *q, const double *k,
                    const double *v, const double *ls, const double *dout, b32_attn_out *out);
+
+// --- ssm (baseline_f32_ssm.c) --------------------------------------------------------------------
+// Kernel K: (H, T) from Λ (N), C̃ (H, N); conv: y = K ∗ u + D u over (B, T, H). Backward adds.
+void b32_dss_kernel_fwd(float *K, const float *Lre, const float *Lim, const float *Cre, const float *Cim, int H, int N, int T, int rev);
+void b32_dss_kernel_bwd(float *dLre, float *dLim, float *dCre, float *dCim, const float *dK, const float *Lre, const float *Lim, const float *Cre, const float *Cim, int H, int N, int T, int rev);
+void b32_ssm_conv_fwd(float *y, const float *u, const float *K, const float *D, int B, int T, int H);
+void b32_ssm_conv_bwd(float *du, float *dK, float *dD, const float *dy, const float *u, const float *K, const float *D, int B, int T, int H);
+
 #endif

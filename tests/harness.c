@@ -85,7 +85,7 @@ bool h_judge(const char *label, const char *what, const h_sums *s, double C, dou
     // The floor scale: ‖scale‖ where the op added something, else ‖scale0‖ (or 1).
     double sc = s->add > 0 ? sqrt(s->scale) : s->have_scale0 ? sqrt(s->scale0) : 1.0;
     double ef = rel_of(s->fast, 0, s->nonfinite), en = rel_of(s->naive, 0, s->nonfinite);
-    double tol = C * en + floor * sc;
+    double tol = C * en + floor * sc + s->extra;
     bool ok = !s->nonfinite && ef <= tol;
     double den = s->add > 0 ? sqrt(s->add) : sc > 0 ? sc : 1.0;
     double ratio = en > 0 ? ef / en : (ef > 0 ? INFINITY : 0.0);

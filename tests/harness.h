@@ -67,6 +67,8 @@ typedef struct {
     double scale;        // Σ scale²
     double scale0;       // Σ scale0² (the scale where ref − prior is 0 everywhere)
     bool have_scale0;
+    double extra;        // added to the tolerance as it is (absolute): e.g. the rounding
+                         // u·‖result‖ of a final addition into a prior
     bool nonfinite;      // NaN or inf in fast, naive32, ref or prior
 } h_sums;
 
@@ -77,7 +79,9 @@ typedef struct {
 void h_pool(h_sums *s, h_vec fast, h_vec naive, const double *ref, h_vec prior,
             const double *scale, const double *scale0, size_t n);
 
-// ‖fast − ref‖ ≤ C·‖naive32 − ref‖ + floor·‖scale‖, false on anything non-finite.
+// ‖fast − ref‖ ≤ C·‖naive32 − ref‖ + floor·‖scale‖ + extra, false on anything non-finite.
+// A caller may set s->naive to a combined baseline before judging (the mean square of
+// two naive draws, or max with the error an inherited input brings; see test_fcpu_ssm.c).
 // Prints label, what, both errors relative to ‖ref − prior‖, the floor, the ratio
 // fast/naive32 and the seed; records the worst ratio (h_report_worst).
 bool h_judge(const char *label, const char *what, const h_sums *s, double C, double floor);
@@ -183,6 +187,30 @@ typedef struct {
                       double *gnorm);
 } h_basic_ops;
 
+// SSM: the DSS kernel and the convolution. A plan is the backend's own (opaque);
+// method H_SSM_FFT or H_SSM_DIRECT (H_SSM_AUTO: the backend picks).
+enum { H_SSM_AUTO = 0, H_SSM_FFT = 1, H_SSM_DIRECT = 2 };
+typedef struct {
+    size_t (*kernel_fwd_ws)(int H, int N, int T);
+    void (*kernel_fwd)(float *K, const float *Lre, const float *Lim, const float *Cre,
+                       const float *Cim, int H, int N, int T, void *ws);
+    size_t (*kernel_bwd_ws)(int H, int N, int T);
+    void (*kernel_bwd)(float *dLre, float *dLim, float *dCre, float *dCim, const float *dK,
+                       const float *Lre, const float *Lim, const float *Cre, const float *Cim,
+                       int H, int N, int T, void *ws);
+    void *(*plan_new)(int B, int T, int H, int method);
+    void (*plan_free)(void *plan);
+    int (*plan_method)(const void *plan);   // H_SSM_FFT or H_SSM_DIRECT
+    int (*plan_fft_len)(const void *plan);  // 0 for the direct method
+    size_t (*conv_fwd_ws)(const void *plan);
+    size_t (*conv_bwd_ws)(const void *plan);
+    int (*conv_fwd)(float *y, const float *u, const float *K, const float *D, int B, int T, int H,
+                    const void *plan, void *ws);
+    int (*conv_bwd)(float *du, float *dK, float *dD, const float *dy, const float *u,
+                    const float *K, const float *D, int B, int T, int H, const void *plan,
+                    void *ws);
+} h_ssm_ops;
+
 typedef struct {
     const char *name;  // "cpu"; the Criterion suites are <name>_<family>
     // NULL when the backend can run here, else why not (e.g. "no CUDA device").
@@ -194,6 +222,7 @@ typedef struct {
     h_gemm_ops gemm;
     h_attention_ops attention;
     h_basic_ops basic;
+    h_ssm_ops ssm;
 } h_backend;
 
 // The backend list. Keep it in step with `test_backends` in meson.build (the test
