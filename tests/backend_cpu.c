@@ -51,6 +51,8 @@ static int cpu_ssm_conv_bwd(float *du, float *dK, float *dD, const float *dy, co
     return fcpu_ssm_conv_bwd(du, dK, dD, dy, u, K, D, B, T, H, plan, ws);
 }
 
+static size_t cpu_mlstm_state_len(int dqk, int dv) { return FCPU_MLSTM_STATE_LEN(dqk, dv); }
+
 static const h_backend cpu = {
     .name = "cpu",
     .unavailable = cpu_unavailable,
@@ -119,6 +121,14 @@ static const h_backend cpu = {
             .conv_bwd_ws = cpu_ssm_conv_bwd_ws,
             .conv_fwd = cpu_ssm_conv_fwd,
             .conv_bwd = cpu_ssm_conv_bwd,
+        },
+    .mlstm =
+        {
+            .state_len = cpu_mlstm_state_len,
+            .fwd_ws = fcpu_mlstm_chunkwise_fwd_ws,
+            .fwd = fcpu_mlstm_chunkwise_fwd,
+            .bwd_ws = fcpu_mlstm_chunkwise_bwd_ws,
+            .bwd = fcpu_mlstm_chunkwise_bwd,
         },
 };
 

@@ -57,4 +57,21 @@ void b32_dss_kernel_bwd(float *dLre, float *dLim, float *dCre, float *dCim, cons
 void b32_ssm_conv_fwd(float *y, const float *u, const float *K, const float *D, int B, int T, int H);
 void b32_ssm_conv_bwd(float *du, float *dK, float *dD, const float *dy, const float *u, const float *K, const float *D, int B, int T, int H);
 
+// --- mlstm (baseline_f32_mlstm.c) ----------------------------------------------------------------
+// A problem: float inputs for fast and naive32, the same values in double for ref.
+// q, k: (B, T, H, dqk); v, dh: (B, T, H, dv); ig, fg: (B, T, H).
+typedef struct {
+    int B, T, H, dqk, dv;
+    size_t nk, nv, ng;
+    float *q, *k, *v, *ig, *fg, *dh;
+    double *qd, *kd, *vd, *igd, *fgd, *dhd;
+} b32_mlstm_prob;
+void b32_mlstm_fwd(float *h, const b32_mlstm_prob *p, float eps);
+// Gradients ADDED (all non-NULL).
+void b32_mlstm_bwd(float *dq, float *dk, float *dv_, float *dig, float *dfg, const b32_mlstm_prob *p,
+                   float eps);
+// Shadows x̄ of h and of the five gradients (dq, dk, dv, dĩ, df̃): a float32 evaluation
+// of x is off by about 2⁻²⁴·x̄.
+void b32_mlstm_roundoff_scale(double *hs, double *gs[5], const b32_mlstm_prob *p, double eps);
+
 #endif

@@ -211,6 +211,20 @@ typedef struct {
                     void *ws);
 } h_ssm_ops;
 
+// mLSTM, chunkwise. state: state_len(dqk, dv) floats per (b, h): [C (dqk×dv) | n (dqk) | m].
+typedef struct {
+    size_t (*state_len)(int dqk, int dv);
+    size_t (*fwd_ws)(int B, int T, int H, int dqk, int dv, int chunk);
+    int (*fwd)(float *h, const float *q, const float *k, const float *v, const float *igate,
+               const float *fgate, int B, int T, int H, int dqk, int dv, float eps, int chunk,
+               const float *state_in, float *state_out, void *ws);
+    size_t (*bwd_ws)(int B, int T, int H, int dqk, int dv, int chunk);
+    int (*bwd)(float *dq, float *dk, float *dv_, float *digate, float *dfgate, const float *dh,
+               const float *q, const float *k, const float *v, const float *igate,
+               const float *fgate, int B, int T, int H, int dqk, int dv, float eps, int chunk,
+               void *ws);
+} h_mlstm_ops;
+
 typedef struct {
     const char *name;  // "cpu"; the Criterion suites are <name>_<family>
     // NULL when the backend can run here, else why not (e.g. "no CUDA device").
@@ -223,6 +237,7 @@ typedef struct {
     h_attention_ops attention;
     h_basic_ops basic;
     h_ssm_ops ssm;
+    h_mlstm_ops mlstm;
 } h_backend;
 
 // The backend list. Keep it in step with `test_backends` in meson.build (the test
