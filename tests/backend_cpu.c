@@ -3,11 +3,13 @@
 // pointers, copy them to the device, call the kernel and copy the outputs back;
 // its `unavailable` names why it cannot run here (not built, no device).
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
 #include "phax/fcpu.h"
 #include "phax/fcpu_gemm.h"
+#include "phax/fcpu_model.h"
 
 static const char *cpu_unavailable(void) { return NULL; }  // always here
 
@@ -52,6 +54,46 @@ static int cpu_ssm_conv_bwd(float *du, float *dK, float *dD, const float *dy, co
 }
 
 static size_t cpu_mlstm_state_len(int dqk, int dv) { return FCPU_MLSTM_STATE_LEN(dqk, dv); }
+
+// Models: the fcpu_model struct behind a void pointer.
+static void *cpu_model_new(const phax_model_cfg *cfg, uint64_t seed) {
+    fcpu_model *m = calloc(1, sizeof *m);
+    if (m && fcpu_model_new(m, cfg, seed) == PHAX_OK) return m;
+    free(m);
+    return NULL;
+}
+static void cpu_model_free(void *m) {
+    if (m) fcpu_model_free(m), free(m);
+}
+static size_t cpu_model_numel(const void *m) { return ((const fcpu_model *)m)->layout.numel; }
+static void cpu_model_set_params_f64(void *m, const double *p) { fcpu_model_set_params_f64(m, p); }
+static void cpu_model_get_params(const void *m, float *out) {
+    const fcpu_model *f = m;
+    memcpy(out, f->params, f->layout.numel * sizeof *out);
+}
+static void cpu_model_set_params(void *m, const float *in) {
+    fcpu_model *f = m;
+    memcpy(f->params, in, f->layout.numel * sizeof *in);
+}
+static void cpu_model_get_grads(const void *m, float *out) {
+    const fcpu_model *f = m;
+    memcpy(out, f->grads, f->layout.numel * sizeof *out);
+}
+static void cpu_model_zero_grad(void *m) { fcpu_model_zero_grad(m); }
+static void *cpu_model_ws_new(const void *m, int B, int T) { return fcpu_model_ws_new(m, B, T); }
+static void cpu_model_ws_free(void *ws) { fcpu_model_ws_free(ws); }
+static int cpu_model_forward(const void *m, void *ws, const int32_t *tok, const int32_t *tg,
+                             int window, float *logits, double *loss) {
+    return fcpu_model_forward(m, ws, tok, tg, window, logits, loss);
+}
+static int cpu_model_token_losses(const void *m, void *ws, const int32_t *tok, const int32_t *tg,
+                                  int window, float *rows) {
+    return fcpu_model_token_losses(m, ws, tok, tg, window, rows);
+}
+static int cpu_model_backward(void *m, void *ws, const int32_t *tok, const int32_t *tg, int window,
+                              double *loss) {
+    return fcpu_model_backward(m, ws, tok, tg, window, loss);
+}
 
 static const h_backend cpu = {
     .name = "cpu",
@@ -129,6 +171,22 @@ static const h_backend cpu = {
             .fwd = fcpu_mlstm_chunkwise_fwd,
             .bwd_ws = fcpu_mlstm_chunkwise_bwd_ws,
             .bwd = fcpu_mlstm_chunkwise_bwd,
+        },
+    .model =
+        {
+            .new_model = cpu_model_new,
+            .free_model = cpu_model_free,
+            .numel = cpu_model_numel,
+            .set_params_f64 = cpu_model_set_params_f64,
+            .get_params = cpu_model_get_params,
+            .set_params = cpu_model_set_params,
+            .get_grads = cpu_model_get_grads,
+            .zero_grad = cpu_model_zero_grad,
+            .ws_new = cpu_model_ws_new,
+            .ws_free = cpu_model_ws_free,
+            .forward = cpu_model_forward,
+            .token_losses = cpu_model_token_losses,
+            .backward = cpu_model_backward,
         },
 };
 

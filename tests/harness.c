@@ -89,7 +89,7 @@ bool h_judge(const char *label, const char *what, const h_sums *s, double C, dou
     bool ok = !s->nonfinite && ef <= tol;
     double den = s->add > 0 ? sqrt(s->add) : sc > 0 ? sc : 1.0;
     double ratio = en > 0 ? ef / en : (ef > 0 ? INFINITY : 0.0);
-    printf("[%s] %-6s err fast %.3e naive32 %.3e floor %.1e ratio %.2f (C %g) seed %llu%s\n", label,
+    printf("[%s] %-6s err fast %.3e baseline %.3e floor %.1e ratio %.2f (C %g) seed %llu%s\n", label,
            what, ef / den, en / den, floor * sc / den, ratio, C,
            (unsigned long long)tu_base_seed(), ok ? "" : "  FAIL");
     fflush(stdout);
@@ -103,6 +103,17 @@ bool h_bound(const char *label, const char *what, h_vec fast, h_vec naive, const
     h_sums s = {0};
     h_pool(&s, fast, naive, ref, prior, scale, NULL, n);
     return h_judge(label, what, &s, C, H_FLOOR);
+}
+
+bool h_bound_rel(const char *label, const char *what, h_vec fast, const double *ref, size_t n,
+                 double C, double base_rel, double floor, double extra) {
+    h_sums s = {0};
+    h_pool(&s, fast, H_D(ref), ref, H_ZERO, NULL, NULL, n);  // the baseline is set below
+    double r = s.add > 0 ? sqrt(s.add) : 1.0;
+    s.naive = (base_rel * r) * (base_rel * r);
+    s.extra = extra;
+    if (!isfinite(base_rel) || !isfinite(extra)) s.nonfinite = true;
+    return h_judge(label, what, &s, C, floor);
 }
 
 void h_report_worst(const char *name) {

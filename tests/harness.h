@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "phax/core.h"
+#include "phax/model.h"  // phax_model_cfg
 #include "phax/ref.h"  // ref_attn_cfg, ref_adamw_cfg (the op contract's configs)
 #include "testutil.h"
 
@@ -89,6 +90,12 @@ bool h_judge(const char *label, const char *what, const h_sums *s, double C, dou
 // One draw, judged at once (h_pool + h_judge with floor H_FLOOR).
 bool h_bound(const char *label, const char *what, h_vec fast, h_vec naive, const double *ref,
              h_vec prior, const double *scale, size_t n, double C);
+
+// The judge when the baseline is measured elsewhere, as a relative error base_rel (the
+// effect of a one-ulp perturbation of the parameters; naive32 against another form):
+// ‖fast − ref‖ ≤ (C·base_rel + floor)·‖ref‖ + extra (‖ref‖ read as 1 where ref = 0).
+bool h_bound_rel(const char *label, const char *what, h_vec fast, const double *ref, size_t n,
+                 double C, double base_rel, double floor, double extra);
 
 // Prints and resets the worst fast/naive32 ratios seen (forward C_FWD, gradients others).
 void h_report_worst(const char *name);
@@ -225,6 +232,28 @@ typedef struct {
                void *ws);
 } h_mlstm_ops;
 
+// Whole models (phax/model.h configs). A model and a workspace are the backend's own
+// (opaque); parameters and gradients cross as host float arrays of numel(m) values in
+// the layout's order.
+typedef struct {
+    void *(*new_model)(const phax_model_cfg *cfg, uint64_t seed);  // NULL on error
+    void (*free_model)(void *m);
+    size_t (*numel)(const void *m);
+    void (*set_params_f64)(void *m, const double *params);
+    void (*get_params)(const void *m, float *out);
+    void (*set_params)(void *m, const float *in);
+    void (*get_grads)(const void *m, float *out);
+    void (*zero_grad)(void *m);
+    void *(*ws_new)(const void *m, int B, int T);  // NULL on error
+    void (*ws_free)(void *ws);
+    int (*forward)(const void *m, void *ws, const int32_t *tokens, const int32_t *targets,
+                   int window, float *logits, double *loss);
+    int (*token_losses)(const void *m, void *ws, const int32_t *tokens, const int32_t *targets,
+                        int window, float *rows);
+    int (*backward)(void *m, void *ws, const int32_t *tokens, const int32_t *targets, int window,
+                    double *loss);
+} h_model_ops;
+
 typedef struct {
     const char *name;  // "cpu"; the Criterion suites are <name>_<family>
     // NULL when the backend can run here, else why not (e.g. "no CUDA device").
@@ -238,6 +267,7 @@ typedef struct {
     h_basic_ops basic;
     h_ssm_ops ssm;
     h_mlstm_ops mlstm;
+    h_model_ops model;
 } h_backend;
 
 // The backend list. Keep it in step with `test_backends` in meson.build (the test

@@ -123,18 +123,13 @@ static void fwd_baseline(const prob *p, float eps, const double *href, double *e
     for (int j = 0; j < 5; j++) tu_free(gsh[j]);
 }
 
-// The judge (h_judge) for one tensor: ‖fast − ref‖ ≤ C·‖naive32 − ref‖ + FLOOR·‖ref‖ +
+// The judge for one tensor (h_bound_rel): ‖fast − ref‖ ≤ C·‖naive32 − ref‖ + FLOOR·‖ref‖ +
 // C_SCALE·u·‖x̄‖ (+ extra, absolute), given naive32's error en and the scale es relative
 // to ‖ref‖ (measured on the parallel form; ref may be another form's, e.g. the recurrent).
 static bool judge_rel(const char *label, const char *what, const float *fast, const double *ref,
                       size_t n, double en, double es, double extra) {
-    h_sums s = {0};
-    h_pool(&s, H_F(fast), H_D(ref), ref, H_ZERO, NULL, NULL, n);  // naive set below
-    double r = sqrt(s.add) > 0 ? sqrt(s.add) : 1.0;
-    s.naive = (en * r) * (en * r);
-    s.extra = C_SCALE * es * r + extra;
-    if (!isfinite(en) || !isfinite(es)) s.nonfinite = true;
-    return h_judge(label, what, &s, C_BOUND, FLOOR);
+    double r = norm_d(ref, n) > 0 ? norm_d(ref, n) : 1.0;
+    return h_bound_rel(label, what, H_F(fast), ref, n, C_BOUND, en, FLOOR, C_SCALE * es * r + extra);
 }
 
 // ---------------------------------------------------------------------------
