@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "phax/fcpu.h"
 #include "phax/fcpu_gemm.h"
+#include "phax/fcpu_decode.h"
 #include "phax/fcpu_model.h"
 
 static const char *cpu_unavailable(void) { return NULL; }  // always here
@@ -93,6 +94,25 @@ static int cpu_model_token_losses(const void *m, void *ws, const int32_t *tok, c
 static int cpu_model_backward(void *m, void *ws, const int32_t *tok, const int32_t *tg, int window,
                               double *loss) {
     return fcpu_model_backward(m, ws, tok, tg, window, loss);
+}
+
+static void *cpu_decoder_new(const void *m, int max_len, int window) {
+    return fcpu_decoder_new(m, max_len, window);
+}
+static void *cpu_decoder_new_chunked(const void *m, int max_len, int window, int chunk) {
+    return fcpu_decoder_new_chunked(m, max_len, window, chunk);
+}
+static void cpu_decoder_free(void *d) { fcpu_decoder_free(d); }
+static void cpu_decoder_reset(void *d) { fcpu_decoder_reset(d); }
+static int cpu_decoder_pos(const void *d) { return fcpu_decoder_pos(d); }
+static int cpu_decoder_step(void *d, int32_t token, float *logits) {
+    return fcpu_decoder_step(d, token, logits);
+}
+static int cpu_decoder_prefill(void *d, const int32_t *tokens, int n, float *logits) {
+    return fcpu_decoder_prefill(d, tokens, n, logits);
+}
+static int cpu_decoder_prefill_all(void *d, const int32_t *tokens, int n, float *logits) {
+    return fcpu_decoder_prefill_all(d, tokens, n, logits);
 }
 
 static const h_backend cpu = {
@@ -187,6 +207,18 @@ static const h_backend cpu = {
             .forward = cpu_model_forward,
             .token_losses = cpu_model_token_losses,
             .backward = cpu_model_backward,
+        },
+    .decode =
+        {
+            .new_decoder = cpu_decoder_new,
+            .new_chunked = cpu_decoder_new_chunked,
+            .free_decoder = cpu_decoder_free,
+            .reset = cpu_decoder_reset,
+            .pos = cpu_decoder_pos,
+            .step = cpu_decoder_step,
+            .prefill = cpu_decoder_prefill,
+            .prefill_all = cpu_decoder_prefill_all,
+            .chunk_max = FCPU_PREFILL_CHUNK_MAX,
         },
 };
 

@@ -80,6 +80,9 @@ void h_pool(h_sums *s, h_vec fast, h_vec naive, const double *ref, h_vec prior,
 }
 
 static double worst_ratio[2];  // forward (C = H_C_FWD), the rest
+static int quiet;
+
+void h_verbose(int on) { quiet = !on; }
 
 bool h_judge(const char *label, const char *what, const h_sums *s, double C, double floor) {
     // The floor scale: ‖scale‖ where the op added something, else ‖scale0‖ (or 1).
@@ -89,7 +92,8 @@ bool h_judge(const char *label, const char *what, const h_sums *s, double C, dou
     bool ok = !s->nonfinite && ef <= tol;
     double den = s->add > 0 ? sqrt(s->add) : sc > 0 ? sc : 1.0;
     double ratio = en > 0 ? ef / en : (ef > 0 ? INFINITY : 0.0);
-    printf("[%s] %-6s err fast %.3e baseline %.3e floor %.1e ratio %.2f (C %g) seed %llu%s\n", label,
+    if (!ok || !quiet || getenv("PHAX_TEST_VERBOSE"))
+        printf("[%s] %-6s err fast %.3e baseline %.3e floor %.1e ratio %.2f (C %g) seed %llu%s\n", label,
            what, ef / den, en / den, floor * sc / den, ratio, C,
            (unsigned long long)tu_base_seed(), ok ? "" : "  FAIL");
     fflush(stdout);

@@ -87,6 +87,10 @@ void h_pool(h_sums *s, h_vec fast, h_vec naive, const double *ref, h_vec prior,
 // fast/naive32 and the seed; records the worst ratio (h_report_worst).
 bool h_judge(const char *label, const char *what, const h_sums *s, double C, double floor);
 
+// Verdict lines: every judge prints its line (the default), or with h_verbose(0) only
+// failures (for tests with thousands of checks; PHAX_TEST_VERBOSE=1 prints all anyway).
+void h_verbose(int on);
+
 // One draw, judged at once (h_pool + h_judge with floor H_FLOOR).
 bool h_bound(const char *label, const char *what, h_vec fast, h_vec naive, const double *ref,
              h_vec prior, const double *scale, size_t n, double C);
@@ -254,6 +258,19 @@ typedef struct {
                     double *loss);
 } h_model_ops;
 
+// Per-token decoding of a model made by h_model_ops.new_model (opaque decoder).
+typedef struct {
+    void *(*new_decoder)(const void *model, int max_len, int window);  // NULL on error
+    void *(*new_chunked)(const void *model, int max_len, int window, int chunk);
+    void (*free_decoder)(void *d);
+    void (*reset)(void *d);
+    int (*pos)(const void *d);
+    int (*step)(void *d, int32_t token, float *logits);
+    int (*prefill)(void *d, const int32_t *tokens, int n, float *logits);
+    int (*prefill_all)(void *d, const int32_t *tokens, int n, float *logits);
+    int chunk_max;  // the longest prefill pass new_chunked takes
+} h_decode_ops;
+
 typedef struct {
     const char *name;  // "cpu"; the Criterion suites are <name>_<family>
     // NULL when the backend can run here, else why not (e.g. "no CUDA device").
@@ -268,6 +285,7 @@ typedef struct {
     h_ssm_ops ssm;
     h_mlstm_ops mlstm;
     h_model_ops model;
+    h_decode_ops decode;
 } h_backend;
 
 // The backend list. Keep it in step with `test_backends` in meson.build (the test

@@ -71,7 +71,7 @@ Test(harness, backend_list) {
     for (int b = 0; b < h_nbackends; b++) {
         const h_backend *be = h_backends[b];
         cr_expect(be->unavailable && be->gemm.sgemm && be->attention.fwd && be->attention.bwd &&
-                      be->basic.linear_fwd && be->basic.adamw_step && be->ssm.conv_bwd && be->mlstm.bwd && be->model.backward,
+                      be->basic.linear_fwd && be->basic.adamw_step && be->ssm.conv_bwd && be->mlstm.bwd && be->model.backward && be->decode.step,
                   "backend %s has empty entries", be->name);
     }
 }
