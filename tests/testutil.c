@@ -113,10 +113,14 @@ float *tu_fbuf(size_t n) {
     return p;
 }
 
-bool tu_fintact(const float *p) {
+size_t tu_flen(const float *p) {
     size_t n;
     memcpy(&n, p - GUARD - FHDR, sizeof n);
-    return fguard_ok(p - GUARD) && fguard_ok(p + n);
+    return n;
+}
+
+bool tu_fintact(const float *p) {
+    return !p || (fguard_ok(p - GUARD) && fguard_ok(p + tu_flen(p)));
 }
 
 void tu_ffree(float *p) {

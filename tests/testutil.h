@@ -33,9 +33,11 @@ void tu_poison(double *x, size_t n);  // NaN
 double *tu_copy(const double *x, size_t n);  // guarded copy
 
 // Float versions for the fast tiers (same layout and guard idea, float payload, NaN).
+// Payload 16-byte aligned; tu_fintact(NULL) is true (an optional buffer not given).
 float *tu_fbuf(size_t n);
 bool tu_fintact(const float *p);
 void tu_ffree(float *p);
+size_t tu_flen(const float *p);
 
 // --- files (tests that write to disk; abort with a message on failure) ----------------------
 char *tu_tmpdir(const char *tag);                  // a fresh folder $TMPDIR (or /tmp)/<tag>_XXXXXX
