@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "phax/fcpu.h"
+#include "phax/ref.h"
 #include "testutil.h"
 
 #define C_FWD 2.0

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "phax/fcpu.h"
+#include "phax/ref.h"
 #include "testutil.h"
 
 static const double C_BOUND = 4.0;

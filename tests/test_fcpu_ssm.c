@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "phax/fcpu.h"
+#include "phax/ref.h"
 #include "testutil.h"
 
 static const double PI = 3.14159265358979323846;

@@ -18,6 +18,7 @@
 
 #include "phax/fcpu.h"
 #include "phax/fcpu_gemm.h"
+#include "phax/numerics.h"
 
 #if defined(__x86_64__) && defined(__GLIBC__)
 // expf/erfcf under names GCC does not treat as builtins, declared `simd`, so
@@ -661,16 +662,9 @@ int fcpu_rope_bwd(float *dx, const float *dy, int B, int T, int H, int dh, doubl
 
 // --- mix -----------------------------------------------------------------------------------------
 
-static double softplus_d(double z) { return (z > 0 ? z : 0.0) + log1p(exp(-fabs(z))); }
-static double sigmoid_d(double z) {
-    if (z >= 0) return 1.0 / (1.0 + exp(-z));
-    double e = exp(z);
-    return e / (1.0 + e);
-}
-
 static void mix_weights_d(double *w, double *S, const float *p, int nb) {
     double s = 0;
-    for (int i = 0; i < nb; i++) s += (w[i] = softplus_d(p[i]));
+    for (int i = 0; i < nb; i++) s += (w[i] = phax_softplus(p[i]));
     for (int i = 0; i < nb; i++) w[i] /= s;
     *S = s;
 }
@@ -748,7 +742,7 @@ void fcpu_mix_bwd(float *db, float *dp, const float *dm, const float *b, const f
         wdw += wd[i] * s;
     }
     for (int i = 0; i < nb; i++)
-        dp[i] = (float)((double)dp[i] + sigmoid_d(p[i]) * (dw[i] - wdw) / S);
+        dp[i] = (float)((double)dp[i] + phax_sigmoid(p[i]) * (dw[i] - wdw) / S);
 }
 
 // --- cross-entropy
@@ -1003,13 +997,9 @@ static void adamw_span(float *restrict p, float *restrict m, float *restrict v,
     }
 }
 
-int fcpu_adamw_step(fcpu_adamw_param *ps, int nparams, const ref_adamw_cfg *c, long step,
+int fcpu_adamw_step(fcpu_adamw_param *ps, int nparams, const phax_adamw_cfg *c, long step,
                     double *gnorm) {
-    if (step < 1) return phax_fail("adamw: step %ld must be >= 1", step);
-    if (!(c->lr >= 0) || !(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) ||
-        !(c->eps > 0) || !(c->weight_decay >= 0) || !(c->clip >= 0))
-        return phax_fail("adamw: bad settings lr=%g betas=(%g, %g) eps=%g wd=%g clip=%g", c->lr,
-                         c->beta1, c->beta2, c->eps, c->weight_decay, c->clip);
+    if (phax_adamw_cfg_check(c, step)) return PHAX_ERR;
     size_t total = 0;
     for (int j = 0; j < nparams; j++) total += ps[j].n;
     // Global norm: each thread sums its slice of every tensor in double.

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "model_internal.h"
+#include "phax/numerics.h"
 
 // ---------------------------------------------------------------------------
 const float *fm_param(const fcpu_model *m, int l, const char *suffix) {
@@ -35,8 +36,8 @@ static void fzero(float *p, size_t n) { memset(p, 0, n * sizeof *p); }
 // ---------------------------------------------------------------------------
 // Attention sub-layer: q = x Wqᵀ, k = x Wkᵀ, v = x Wvᵀ, o = attention(q, k, v),
 // y = o Woᵀ (RoPE, score mode and GQA inside the attention kernel).
-static ref_attn_cfg attn_cfg(const phax_model_cfg *c, int window) {
-    ref_attn_cfg a = ref_attn_cfg_default(c->n_heads, c->n_kv_heads, c->head_dim);
+static phax_attn_cfg attn_cfg(const phax_model_cfg *c, int window) {
+    phax_attn_cfg a = phax_attn_cfg_default(c->n_heads, c->n_kv_heads, c->head_dim);
     a.score = c->score_cosine ? PHAX_SCORE_COSINE : PHAX_SCORE_DOT;
     a.window = window;
     a.rope = 1;
@@ -49,7 +50,7 @@ static int attn_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     int l = b->layer, d = c->d_model;
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;  // ≤ PHAX_MAX_WIDTH
     size_t n = cx->n;
-    ref_attn_cfg a = attn_cfg(c, cx->window);
+    phax_attn_cfg a = attn_cfg(c, cx->window);
     fcpu_linear_fwd(b->q, x, P("attn.wq.weight"), NULL, n, d, qd);  // q: (B, T, Hq, dh)
     fcpu_linear_fwd(b->k, x, P("attn.wk.weight"), NULL, n, d, kd);  // k: (B, T, Hkv, dh)
     fcpu_linear_fwd(b->v, x, P("attn.wv.weight"), NULL, n, d, kd);  // v: (B, T, Hkv, dh)
@@ -67,7 +68,7 @@ static int attn_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, 
     int l = b->layer, d = c->d_model;
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;  // ≤ PHAX_MAX_WIDTH
     size_t n = cx->n;
-    ref_attn_cfg a = attn_cfg(c, cx->window);
+    phax_attn_cfg a = attn_cfg(c, cx->window);
     float *dO = cx->ws->bws, *dq = dO + n * qd, *dk = dq + n * qd, *dv = dk + n * kd;
     fzero(dO, n * (2 * (size_t)qd + 2 * (size_t)kd));
     fcpu_linear_bwd(dO, G("attn.wo.weight"), NULL, dy, b->o, P("attn.wo.weight"), n, qd, d);
@@ -199,7 +200,7 @@ static int gss_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, c
 //   ĩ = cap(x̄ W_iᵀ + b_i), f̃ = cap(x̄ W_fᵀ + b_f) (n, NH), cap(z) = 15 tanh(z/15)
 //   h̃ = cell(q, k, v, ĩ, f̃) (chunkwise; the parallel form's function)
 //   h = o ⊙ headnorm(h̃);  y = h W_outᵀ
-#define GATE_CAP 15.0f
+#define GATE_CAP ((float)PHAX_MLSTM_GATE_CAP)
 
 static int mlstm_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     const phax_model_cfg *c = &cx->m->cfg;
@@ -218,8 +219,8 @@ static int mlstm_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
         for (size_t i = 0; i < nd; i++) o[i] = 1.0f / (1.0f + expf(-o[i]));
     }
     for (size_t i = 0; i < ng; i++) {
-        b->mig[i] = GATE_CAP * tanhf(b->mipre[i] / GATE_CAP);
-        b->mfg[i] = GATE_CAP * tanhf(b->mfpre[i] / GATE_CAP);
+        b->mig[i] = phax_gate_capf(b->mipre[i]);
+        b->mfg[i] = phax_gate_capf(b->mfpre[i]);
     }
     int rc;
     FM_PROF(cx, FCPU_PART_MLSTM_KERNEL,
@@ -382,7 +383,7 @@ size_t fm_branch_kernel_ws(fm_kind k, const phax_model_cfg *c, int B, int T, int
         // Every window a call may use: full, the configured ones.
         int wins[4] = {0, c->attn_window, c->w_short, c->w_long};
         for (int i = 0; i < 4; i++) {
-            ref_attn_cfg a = attn_cfg(c, wins[i] > 0 ? wins[i] : 0);
+            phax_attn_cfg a = attn_cfg(c, wins[i] > 0 ? wins[i] : 0);
             s = zmax(s, fcpu_attention_fwd_ws(B, T, &a, nthreads));
             s = zmax(s, fcpu_attention_bwd_ws(B, T, &a, nthreads));
         }

@@ -151,5 +151,5 @@ typedef struct {
     size_t n;
     int decay;  // 1: apply weight decay to this tensor
 } fcpu_adamw_param;
-int fcpu_adamw_step(fcpu_adamw_param *ps, int nparams, const ref_adamw_cfg *c, long step,
+int fcpu_adamw_step(fcpu_adamw_param *ps, int nparams, const phax_adamw_cfg *c, long step,
                     double *gnorm);
