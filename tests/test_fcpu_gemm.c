@@ -9,6 +9,7 @@
 // splits by rows (M ≥ 32·threads), by columns (few rows, many columns) and none
 // (small products); M and N not multiples of 16; alpha ≠ 1, beta 0 / 1 / −0.5;
 // the call inside an OpenMP parallel region (one call per thread, no split).
+#include <cblas.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <omp.h>

@@ -21,7 +21,8 @@
 #include "phax/core.h"
 #include "phax/ops.h"  // the op contract: attribute structs (phax_attn_cfg, phax_adamw_cfg), constants
 
-// The op families, one header each.
+// The op families, one header each, as ref/ is split (fast/cpu/<stem>.c implements
+// phax/fcpu_<stem>.h). The family headers include only phax/ops.h, never this file.
 #include "phax/fcpu_basic.h"  // embedding, linear, norm, activation, ffn, rope, mix, loss, adamw
 #include "phax/fcpu_attention.h"
 #include "phax/fcpu_ssm.h"

@@ -6,8 +6,13 @@
 // softmax over only the key tiles the causal window can see, so a sliding
 // window costs O(T·w) and no T×T matrix is ever formed; memory is linear in T.
 // RoPE and the cosine normalisation are applied once per row in a pre-pass.
-#pragma once
-#include "phax/fcpu.h"
+#ifndef PHAX_FCPU_ATTENTION_H
+#define PHAX_FCPU_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phax/ops.h"
 
 // Workspace bytes for a call on (B, T, c) run by `nthreads` OpenMP threads
 // (nthreads <= 0: omp_get_max_threads()). A call uses omp_get_max_threads()
@@ -42,3 +47,5 @@ int fcpu_attention_bwd(float *dq, float *dk, float *dv, float *dlogscale, const 
                        const float *o, const float *stats, const float *q, const float *k,
                        const float *v, const float *logscale, int B, int T, const phax_attn_cfg *c,
                        void *ws);
+
+#endif
