@@ -1,0 +1,7 @@
+// fast/cuda in a build without CUDA (meson option cuda, or no nvcc): says so.
+#include <stdio.h>
+
+#include "phax/fast.h"
+
+int phax_cuda_device_count(void) { return 0; }
+void phax_cuda_info(char *buf, size_t len) { snprintf(buf, len, "cuda: not built"); }
