@@ -9,7 +9,8 @@ static void mix_weights_d(double *w, double *S, const float *p, int nb) {
     *S = s;
 }
 
-void fcpu_mix_weights(float *w, const float *p, int nb) {
+// w: (nb) = the weights in double, rounded to float once.
+static void mix_weights(float *w, const float *p, int nb) {
     double wd[nb > 0 ? nb : 1], S;
     mix_weights_d(wd, &S, p, nb);
     for (int i = 0; i < nb; i++) w[i] = (float)wd[i];
@@ -17,7 +18,7 @@ void fcpu_mix_weights(float *w, const float *p, int nb) {
 
 void fcpu_mix_fwd(float *m, const float *b, const float *p, int nb, size_t n) {
     float w[nb > 0 ? nb : 1];
-    fcpu_mix_weights(w, p, nb);
+    mix_weights(w, p, nb);
     size_t nblk = (n + EW_BLOCK - 1) / EW_BLOCK;
 #pragma omp parallel for schedule(static) if (n * (size_t)(nb + 1) >= PAR_MIN)
     for (size_t blk = 0; blk < nblk; blk++) {

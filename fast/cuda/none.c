@@ -3,5 +3,4 @@
 
 #include "phax/fast.h"
 
-int phax_cuda_device_count(void) { return 0; }
 void phax_cuda_info(char *buf, size_t len) { snprintf(buf, len, "cuda: not built"); }

@@ -10,7 +10,6 @@
 
 // --- softplus mix ----------------------------------------------------------------------------
 // b: (nb, n); p: (nb); m: (n). Weights in double, rounded to float once.
-void fcpu_mix_weights(float *w, const float *p, int nb);
 void fcpu_mix_fwd(float *m, const float *b, const float *p, int nb, size_t n);
 void fcpu_mix_bwd(float *db, float *dp, const float *dm, const float *b, const float *p, int nb,
                   size_t n);
