@@ -11,6 +11,10 @@
 
 #include "phax/core.h"
 
+#ifdef __cplusplus
+extern "C" {  // fast/cuda includes this from C++
+#endif
+
 // --- constants fixed by the spec (docs/spec.md §Conventions) ------------------------------------
 #define PHAX_RMSNORM_EPS 1e-6
 #define PHAX_LAYERNORM_EPS 1e-5
@@ -52,5 +56,9 @@ phax_adamw_cfg phax_adamw_cfg_default(void);
 // PHAX_OK, or PHAX_ERR naming the settings when step < 1 or a setting is out of range
 // (lr ≥ 0, betas in [0, 1), eps > 0, wd ≥ 0, clip ≥ 0; NaN fails every test).
 int phax_adamw_cfg_check(const phax_adamw_cfg *c, long step);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
