@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "phax/fcpu.h"
+#include "phax/ref.h"
 #include "bench_util.h"
 
 // Timing (bench_util.h): one warm-up call, then at least 3 and at most 5 repeats,

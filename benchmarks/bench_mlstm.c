@@ -40,6 +40,7 @@
 
 #include "phax/fast.h"
 #include "phax/fcpu.h"
+#include "phax/ref.h"
 #include "bench_util.h"
 
 // Timing (bench_util.h): one warm-up, then ≥ 5 runs and ≥ 0.5 s (≤ 200 runs);

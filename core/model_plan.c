@@ -74,8 +74,8 @@ int phax_plan_window(const phax_model_cfg *c, int window) {
     return window < 0 ? c->w_long : window;
 }
 
-ref_attn_cfg phax_plan_attn_cfg(const phax_model_cfg *c, int window) {
-    return (ref_attn_cfg){.Hq = c->n_heads, .Hkv = c->n_kv_heads, .dh = c->head_dim,
+phax_attn_cfg phax_plan_attn_cfg(const phax_model_cfg *c, int window) {
+    return (phax_attn_cfg){.Hq = c->n_heads, .Hkv = c->n_kv_heads, .dh = c->head_dim,
                           .dv = c->head_dim, .window = window,
                           .score = c->score_cosine ? PHAX_SCORE_COSINE : PHAX_SCORE_DOT,
                           .rope = 1, .rope_base = c->rope_base, .pos0 = 0};

@@ -4,19 +4,9 @@
 
 #include "phax/ref.h"
 
-ref_adamw_cfg ref_adamw_cfg_default(void) {
-    ref_adamw_cfg c = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                       .weight_decay = 0.1, .clip = 1.0};
-    return c;
-}
-
-int ref_adamw_step(ref_adamw_param *ps, int nparams, const ref_adamw_cfg *c, long step,
+int ref_adamw_step(ref_adamw_param *ps, int nparams, const phax_adamw_cfg *c, long step,
                    double *gnorm) {
-    if (step < 1) return phax_fail("adamw: step %ld must be >= 1", step);
-    if (!(c->lr >= 0) || !(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) ||
-        !(c->eps > 0) || !(c->weight_decay >= 0) || !(c->clip >= 0))
-        return phax_fail("adamw: bad settings lr=%g betas=(%g, %g) eps=%g wd=%g clip=%g", c->lr,
-                         c->beta1, c->beta2, c->eps, c->weight_decay, c->clip);
+    if (phax_adamw_cfg_check(c, step)) return PHAX_ERR;
     // Global norm over every gradient: one clipping coefficient for all tensors.
     double ss = 0;
     for (int j = 0; j < nparams; j++)

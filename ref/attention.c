@@ -7,23 +7,6 @@
 
 #include "phax/ref.h"
 
-ref_attn_cfg ref_attn_cfg_default(int Hq, int Hkv, int dh) {
-    ref_attn_cfg c = {.Hq = Hq, .Hkv = Hkv, .dh = dh, .dv = dh, .window = 0,
-                      .score = PHAX_SCORE_DOT, .rope = 1, .rope_base = PHAX_ROPE_BASE, .pos0 = 0};
-    return c;
-}
-
-int ref_attn_cfg_check(const ref_attn_cfg *c) {
-    if (c->Hq <= 0 || c->Hkv <= 0) return phax_fail("attention: heads Hq=%d Hkv=%d must be positive", c->Hq, c->Hkv);
-    if (c->Hq % c->Hkv) return phax_fail("attention: Hq=%d is not divisible by Hkv=%d", c->Hq, c->Hkv);
-    if (c->dh <= 0 || c->dv <= 0) return phax_fail("attention: head dims dh=%d dv=%d must be positive", c->dh, c->dv);
-    if (c->rope && c->dh % 2) return phax_fail("attention: RoPE needs an even head dim, got dh=%d", c->dh);
-    if (c->window < 0) return phax_fail("attention: window %d must be >= 0 (0 = full)", c->window);
-    if (c->score != PHAX_SCORE_DOT && c->score != PHAX_SCORE_COSINE) return phax_fail("attention: unknown score mode %d", (int)c->score);
-    if (c->rope && !(c->rope_base > 0)) return phax_fail("attention: rope base %g must be > 0", c->rope_base);
-    return PHAX_OK;
-}
-
 // First key visible to query t: keys s with 0 ≤ t − s < w, or all s ≤ t when w = 0.
 static int first_key(int t, int window) { return window > 0 && t - window + 1 > 0 ? t - window + 1 : 0; }
 
@@ -34,7 +17,7 @@ static double cos_scale(double l) { return exp(l < PHAX_COSINE_MAX_LOGSCALE ? l 
 // (RoPE is a rotation, so the norm is the same before or after it).
 // qs: (B, T, Hq, dh), ks: (B, T, Hkv, dh); qnorm/knorm get the clamped norms (cosine).
 static int scored_vectors(double *qs, double *ks, double *qnorm, double *knorm, const double *q,
-                          const double *k, int B, int T, const ref_attn_cfg *c) {
+                          const double *k, int B, int T, const phax_attn_cfg *c) {
     size_t nq = (size_t)B * T * c->Hq, nk = (size_t)B * T * c->Hkv;
     if (c->rope) {
         if (ref_rope_fwd(qs, q, B, T, c->Hq, c->dh, c->rope_base, c->pos0)) return PHAX_ERR;
@@ -61,7 +44,7 @@ static int scored_vectors(double *qs, double *ks, double *qnorm, double *knorm, 
 // Scores of query (b, t, h) against its visible keys, softmaxed in place:
 // p[s − s0] for s = s0..t. Returns the logit scale used (1/√dh or s_h).
 static double score_row(double *p, const double *qs, const double *ks, const double *logscale,
-                        int b, int t, int h, int T, const ref_attn_cfg *c) {
+                        int b, int t, int h, int T, const phax_attn_cfg *c) {
     int g = c->Hq / c->Hkv, j = h / g, s0 = first_key(t, c->window);
     double scale = c->score == PHAX_SCORE_COSINE ? cos_scale(logscale[h]) : 1.0 / sqrt(c->dh);
     const double *qv = qs + (((size_t)b * T + t) * c->Hq + h) * c->dh;
@@ -87,7 +70,7 @@ static void tmp_free(attn_tmp *w) {
     free(w->qs), free(w->ks), free(w->qnorm), free(w->knorm), free(w->p);
 }
 
-static int tmp_alloc(attn_tmp *w, int B, int T, const ref_attn_cfg *c) {
+static int tmp_alloc(attn_tmp *w, int B, int T, const phax_attn_cfg *c) {
     size_t nq = (size_t)B * T * c->Hq, nk = (size_t)B * T * c->Hkv;
     w->qs = malloc(nq * c->dh * sizeof(double));
     w->ks = malloc(nk * c->dh * sizeof(double));
@@ -103,8 +86,8 @@ static int tmp_alloc(attn_tmp *w, int B, int T, const ref_attn_cfg *c) {
 
 // o: (B, T, Hq, dv) = Σ_s softmax_s(score(q_t, k_s)) v_s over visible keys.
 int ref_attention_fwd(double *o, const double *q, const double *k, const double *v,
-                      const double *logscale, int B, int T, const ref_attn_cfg *c) {
-    if (ref_attn_cfg_check(c)) return PHAX_ERR;
+                      const double *logscale, int B, int T, const phax_attn_cfg *c) {
+    if (phax_attn_cfg_check(c)) return PHAX_ERR;
     if (c->score == PHAX_SCORE_COSINE && !logscale) return phax_fail("attention: cosine scores need logscale");
     attn_tmp w;
     if (tmp_alloc(&w, B, T, c)) return PHAX_ERR;
@@ -142,8 +125,8 @@ static void normalize_bwd(double *dx, const double *dxh, const double *xh, doubl
 
 int ref_attention_bwd(double *dq, double *dk, double *dv, double *dlogscale, const double *dout,
                       const double *q, const double *k, const double *v, const double *logscale,
-                      int B, int T, const ref_attn_cfg *c) {
-    if (ref_attn_cfg_check(c)) return PHAX_ERR;
+                      int B, int T, const phax_attn_cfg *c) {
+    if (phax_attn_cfg_check(c)) return PHAX_ERR;
     if (c->score == PHAX_SCORE_COSINE && !logscale) return phax_fail("attention: cosine scores need logscale");
     attn_tmp w;
     if (tmp_alloc(&w, B, T, c)) return PHAX_ERR;

@@ -253,7 +253,7 @@ static int gss_bwd(const rm_ctx *cx, int l, double *dx, const double *dy, const 
 //   simplest; the recurrent form computes the same function (spec §2.9) and the fast tiers
 //   use the chunkwise one)
 //   h = o ⊙ headnorm(h̃);  y = h W_outᵀ
-#define GATE_CAP 15.0
+#define GATE_CAP PHAX_MLSTM_GATE_CAP  // the contract's constant (phax/ops.h); the formula is ref's own
 
 static double gate_cap(double z) { return GATE_CAP * tanh(z / GATE_CAP); }
 static double gate_cap_deriv(double z) {  // d cap / dz = 1 − tanh²(z/15)

@@ -19,7 +19,7 @@ static int cpu_get_threads(void) { return omp_get_max_threads(); }
 
 static void cpu_sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc) {
-    fcpu_sgemm(ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+    fcpu_sgemm(ta ? FCPU_TRANS : FCPU_NOTRANS, tb ? FCPU_TRANS : FCPU_NOTRANS, M, N, K, alpha, A,
                lda, B, ldb, beta, C, ldc);
 }
 

@@ -30,6 +30,7 @@
 
 #include "baseline_f32.h"
 #include "harness.h"
+#include "phax/ref.h"
 
 #define C_FWD H_C_FWD
 #define C_BWD H_C_BWD

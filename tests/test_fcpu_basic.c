@@ -31,6 +31,7 @@
 
 #include "baseline_f32.h"
 #include "harness.h"
+#include "phax/ref.h"
 
 // The one judge (h_bound) with the floor scale |ref| + mag (mag NULL: |ref|).
 static bool bound_m(const char *label, const char *what, const float *fast, const float *naive,

@@ -38,6 +38,7 @@
 
 #include "baseline_f32.h"
 #include "harness.h"
+#include "phax/ref.h"
 
 static const double C_BOUND = 4.0;
 static const double C_SCALE = 1.0;

@@ -33,6 +33,7 @@
 #include "baseline_f32.h"
 #include "harness.h"
 #include "phax/fcpu.h"  // plan_choice: fast/cpu's own method switch
+#include "phax/ref.h"
 
 static const double PI = 3.14159265358979323846;
 static const double U32 = 5.9604644775390625e-08;  // 2^-24, float32 unit roundoff

@@ -149,13 +149,13 @@ Test(plan, attention_config) {
     phax_model_cfg c = phax_model_cfg_default(PHAX_FAMILY_SERIAL);
     c.d_model = 48, c.n_heads = 6, c.n_kv_heads = 2, c.head_dim = 10, c.rope_base = 500;
     cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s", phax_error());
-    ref_attn_cfg a = phax_plan_attn_cfg(&c, 4);
+    phax_attn_cfg a = phax_plan_attn_cfg(&c, 4);
     cr_expect(a.Hq == 6 && a.Hkv == 2 && a.dh == 10 && a.dv == 10 && a.window == 4);
     cr_expect(a.score == PHAX_SCORE_COSINE && a.rope == 1 && a.rope_base == 500 && a.pos0 == 0);
     c = cfg_of(PHAX_FAMILY_SWA, 2);  // dot scores by default in the SWAX family; rope_base 10000
     a = phax_plan_attn_cfg(&c, 0);
     cr_expect(a.score == PHAX_SCORE_DOT && a.rope_base == 10000 && a.window == 0);
-    cr_expect(ref_attn_cfg_check(&a) == PHAX_OK, "%s", phax_error());
+    cr_expect(phax_attn_cfg_check(&a) == PHAX_OK, "%s", phax_error());
 }
 
 // §3.6: the block parameter names the layout builds from the plan, in order.

@@ -226,7 +226,7 @@ static int nthreads_of(int nthreads) {
     return n > 0 ? n : 1;
 }
 
-static void plan_common(plan *p, int B, int T, const ref_attn_cfg *c, int nthr) {
+static void plan_common(plan *p, int B, int T, const phax_attn_cfg *c, int nthr) {
     memset(p, 0, sizeof *p);
     p->B = B, p->T = T, p->Hq = c->Hq, p->Hkv = c->Hkv, p->g = c->Hq / c->Hkv;
     p->dh = c->dh, p->dv = c->dv, p->half = c->dh / 2;
@@ -292,23 +292,23 @@ static void plan_bwd(plan *p, int B) {
     p->total = o;
 }
 
-static int check_args(int B, int T, const ref_attn_cfg *c, const float *logscale) {
-    if (ref_attn_cfg_check(c)) return PHAX_ERR;
+static int check_args(int B, int T, const phax_attn_cfg *c, const float *logscale) {
+    if (phax_attn_cfg_check(c)) return PHAX_ERR;
     if (B < 0 || T < 0) return phax_fail("attention: B=%d T=%d must be >= 0", B, T);
     if (c->score == PHAX_SCORE_COSINE && !logscale) return phax_fail("attention: cosine scores need logscale");
     return PHAX_OK;
 }
 
-size_t fcpu_attention_fwd_ws(int B, int T, const ref_attn_cfg *c, int nthreads) {
-    if (ref_attn_cfg_check(c) || B < 0 || T < 0) return 0;
+size_t fcpu_attention_fwd_ws(int B, int T, const phax_attn_cfg *c, int nthreads) {
+    if (phax_attn_cfg_check(c) || B < 0 || T < 0) return 0;
     plan p;
     plan_common(&p, B, T, c, nthreads_of(nthreads));
     plan_fwd(&p, 0);
     return p.total + 64;  // + alignment slack
 }
 
-size_t fcpu_attention_bwd_ws(int B, int T, const ref_attn_cfg *c, int nthreads) {
-    if (ref_attn_cfg_check(c) || B < 0 || T < 0) return 0;
+size_t fcpu_attention_bwd_ws(int B, int T, const phax_attn_cfg *c, int nthreads) {
+    if (phax_attn_cfg_check(c) || B < 0 || T < 0) return 0;
     plan p;
     plan_common(&p, B, T, c, nthreads_of(nthreads));
     plan_bwd(&p, B);
@@ -558,7 +558,7 @@ static void prepass(const plan *p, char *w, const pre_in *in, int bwd) {
     }
 }
 
-static void setup_tables(const plan *p, char *w, const float *logscale, const ref_attn_cfg *c) {
+static void setup_tables(const plan *p, char *w, const float *logscale, const phax_attn_cfg *c) {
     double *sc = (double *)(w + p->sc);
     for (int h = 0; h < p->Hq; h++) sc[h] = head_scale(p, logscale, h);
     rope_tables(p, c->rope_base, (double *)(w + p->theta), (double *)(w + p->lotab));
@@ -711,7 +711,7 @@ static void fwd_tiles(const plan *p, char *w, float *o, float *lse, float *stats
 }
 
 static int fwd_impl(float *o, float *lse, float *stats, const float *q, const float *k, const float *v,
-                    const float *logscale, int B, int T, const ref_attn_cfg *c, void *ws, int nthr) {
+                    const float *logscale, int B, int T, const phax_attn_cfg *c, void *ws, int nthr) {
     if (!ws) return phax_fail("attention: workspace is NULL");
     plan p;
     plan_common(&p, B, T, c, nthr);
@@ -725,7 +725,7 @@ static int fwd_impl(float *o, float *lse, float *stats, const float *q, const fl
 }
 
 int fcpu_attention_fwd(float *o, float *lse, float *stats, const float *q, const float *k,
-                       const float *v, const float *logscale, int B, int T, const ref_attn_cfg *c,
+                       const float *v, const float *logscale, int B, int T, const phax_attn_cfg *c,
                        void *ws) {
     if (check_args(B, T, c, logscale)) return PHAX_ERR;
     if (B == 0 || T == 0) return PHAX_OK;
@@ -895,7 +895,7 @@ static void bwd_post(const plan *p, char *w, float *dq, float *dk, float *dv, co
 
 int fcpu_attention_bwd(float *dq, float *dk, float *dv, float *dlogscale, const float *dout,
                        const float *o, const float *stats, const float *q, const float *k,
-                       const float *v, const float *logscale, int B, int T, const ref_attn_cfg *c,
+                       const float *v, const float *logscale, int B, int T, const phax_attn_cfg *c,
                        void *ws) {
     if (check_args(B, T, c, logscale)) return PHAX_ERR;
     if (B == 0 || T == 0) return PHAX_OK;

@@ -27,6 +27,7 @@
 #include "phax/fcpu.h"
 #include "phax/fcpu_decode.h"
 #include "phax/model_plan.h"
+#include "phax/numerics.h"
 
 #if defined(__x86_64__) && defined(__GLIBC__)
 // expf under a name GCC does not treat as a builtin, declared `simd`, so `#pragma
@@ -37,7 +38,6 @@ __attribute__((simd("notinbranch"), const, nothrow)) extern float vexpf(float) _
 #endif
 
 #define MAX_SUB PHAX_PLAN_MAX_SUB  // branches of a PHA block / sub-layers of a pre-norm block
-#define GATE_CAP 15.0    // mLSTM gate soft-cap: cap(z) = 15·tanh(z/15) (docs/spec.md §1.4)
 
 // --- per-layer parameters and state --------------------------------------------------------
 
@@ -146,7 +146,6 @@ static void unit_rows(float *x, int rows, int w) {
     }
 }
 
-static double gate_cap(double z) { return GATE_CAP * tanh(z / GATE_CAP); }
 
 // --- layer kinds ---------------------------------------------------------------------------------
 
@@ -371,9 +370,9 @@ static void mlstm_rows(fcpu_decoder *dc, mlstm_layer *M, float *y, const float *
     for (int r = 0; r < R; r++) {
         const float *xr = x + (size_t)r * d;
         for (int hh = 0; hh < NH; hh++) {
-            const double ig = gate_cap(dot_f64(M->wi + (size_t)hh * d, xr, d) + M->bi[hh]);
-            const double fg = gate_cap(dot_f64(M->wf + (size_t)hh * d, xr, d) + M->bf[hh]);
-            const double a = ref_logsigmoid(fg) + M->m[hh];  // −∞ at the start
+            const double ig = phax_gate_cap(dot_f64(M->wi + (size_t)hh * d, xr, d) + M->bi[hh]);
+            const double fg = phax_gate_cap(dot_f64(M->wf + (size_t)hh * d, xr, d) + M->bf[hh]);
+            const double a = phax_logsigmoid(fg) + M->m[hh];  // −∞ at the start
             const double mt = fmax(a, ig), fp = exp(a - mt), ip = exp(ig - mt);
             M->m[hh] = mt;
             const float *kh = k + (size_t)r * dk + (size_t)hh * dqk;
@@ -398,7 +397,7 @@ static void mlstm_rows(fcpu_decoder *dc, mlstm_layer *M, float *y, const float *
         }
     }
     fcpu_headnorm_fwd(hn, hc, M->hnorm, R, NH, dv, dc->c->mlstm_norm_eps);
-    for (size_t i = 0; i < (size_t)R * d; i++) hc[i] = (float)ref_sigmoid(og[i]) * hn[i];  // h = o ⊙ headnorm(h̃)
+    for (size_t i = 0; i < (size_t)R * d; i++) hc[i] = (float)phax_sigmoid(og[i]) * hn[i];  // h = o ⊙ headnorm(h̃)
     matmul(y, M->wout, hc, R, d, d);
 }
 
@@ -544,16 +543,13 @@ static const float *P(lookup *lk, const char *suffix) {
     return p;
 }
 
-// e^{λ_n} and C̃_hn of one GSS layer, in double. A(λ) = (e^λ − 1)/λ comes from
-// the oracle's DSS kernel at lag 0 (K_h[0] = Re(C_h A) with C = 1 and C = i gives
-// Re A and −Im A, exactly), so the cancellation-free form of docs/spec.md §2.8 is
-// implemented once, in ref/ssm.c; e^{λ} = e^{Re λ}(cos Im λ + i sin Im λ) as there.
+// e^{λ_n} and C̃_hn = C_hn A(λ_n) of one GSS layer, in double, λ_n = −e^{Λre} + i e^{Λim}.
+// A(λ) = (e^λ − 1)/λ is phax_zoh (the cancellation-free form of docs/spec.md §2.8, as the
+// fast DSS kernel in ssm.c uses it); e^{λ} = e^{Re λ}(cos Im λ + i sin Im λ).
 static void gss_modes(gss_layer *G, int Hs, int N) {
-    const double one[2] = {1.0, 0.0}, eye[2] = {0.0, 1.0};
     for (int n = 0; n < N; n++) {
-        double lre = G->lre[n], lim = G->lim[n], K[2];
-        ref_dss_kernel_fwd(K, &lre, &lim, one, eye, 2, 1, 1);
-        const double Ar = K[0], Ai = -K[1];
+        double lre = G->lre[n], lim = G->lim[n], Ar, Ai;
+        phax_zoh(-exp(lre), exp(lim), &Ar, &Ai);
         const double r = exp(-exp(lre)), th = exp(lim);
         G->ea[2 * n] = r * cos(th), G->ea[2 * n + 1] = r * sin(th);
         for (int h = 0; h < Hs; h++) {

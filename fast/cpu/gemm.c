@@ -2,7 +2,11 @@
 // one single-threaded OpenBLAS sgemm per block. See phax/fcpu_gemm.h for why.
 #include "phax/fcpu_gemm.h"
 
+#include <cblas.h>
 #include <omp.h>
+
+_Static_assert(FCPU_NOTRANS == CblasNoTrans && FCPU_TRANS == CblasTrans,
+               "fcpu_gemm.h's transpose flags must be CBLAS's");
 
 int openblas_get_num_threads(void);
 void openblas_set_num_threads(int);
@@ -21,8 +25,9 @@ static int block_lo(int len, int n, int i) {
     return lo < len ? (int)lo : len;
 }
 
-void fcpu_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+void fcpu_sgemm(int ta_flag, int tb_flag, int M, int N, int K, float alpha,
                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    const CBLAS_TRANSPOSE ta = (CBLAS_TRANSPOSE)ta_flag, tb = (CBLAS_TRANSPOSE)tb_flag;
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (!omp_in_parallel()) fcpu_blas_single();
     long work = (long)M * N * K;

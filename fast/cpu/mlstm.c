@@ -53,17 +53,7 @@
 #endif
 
 #include "phax/fcpu_mlstm.h"
-
-// ---------------------------------------------------------------------------
-// Scalar helpers (double): logσ (the non-AVX-512 path) and σ as in ref/mlstm.c.
-#ifndef __AVX512F__
-static double lsig(double z) { return fmin(z, 0.0) - log1p(exp(-fabs(z))); }
-#endif
-static double sig(double z) {
-    if (z >= 0) return 1.0 / (1.0 + exp(-z));
-    double e = exp(z);
-    return e / (1.0 + e);
-}
+#include "phax/numerics.h"  // phax_logsigmoid (the non-AVX-512 path), phax_sigmoid
 
 // ---------------------------------------------------------------------------
 // One row of the intra-chunk weights: for b ≤ a, E[b] = e^{(float)(x + y[b])},
@@ -193,7 +183,7 @@ static void lsig_vec(float *x, int n) {
         _mm512_mask_storeu_ps(x + i, m, r);
     }
 #else
-    for (int i = 0; i < n; i++) x[i] = (float)lsig((double)x[i]);
+    for (int i = 0; i < n; i++) x[i] = (float)phax_logsigmoid((double)x[i]);
 #endif
 }
 
@@ -810,7 +800,8 @@ static void bwd_seq(bw_slot *s, const bw_args *A, int b, int hh) {
         size_t gi = ((size_t)b * T + r) * H + hh;
         run += s->mud[r];
         if (A->dig) A->dig[gi] += (float)s->dig[r];
-        if (A->dfg && r > 0) A->dfg[gi] += (float)((s->dphi[r] + run) * sig(-(double)A->fg[gi]));
+        if (A->dfg && r > 0)
+            A->dfg[gi] += (float)((s->dphi[r] + run) * phax_sigmoid(-(double)A->fg[gi]));
     }
 }
 

@@ -45,11 +45,6 @@ float *fcpu_model_param(const fcpu_model *m, const char *name) {
     return i < 0 ? NULL : m->params + m->layout.p[i].offset;
 }
 
-float *fcpu_model_grad(const fcpu_model *m, const char *name) {
-    int i = phax_layout_find(&m->layout, name);
-    return i < 0 ? NULL : m->grads + m->layout.p[i].offset;
-}
-
 // Both cores: one core's memset writes ~23 GB/s here, two ~40 (28 MB at the bench config).
 void fcpu_model_zero_grad(fcpu_model *m) {
     size_t n = m->layout.numel;

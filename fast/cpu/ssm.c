@@ -17,6 +17,7 @@
 
 #include "phax/fcpu.h"
 #include "phax/fcpu_gemm.h"
+#include "phax/numerics.h"
 
 #ifndef CMPLX
 #define CMPLX(x, y) ((double complex)((double)(x) + _Complex_I * (double)(y)))
@@ -37,13 +38,11 @@ static size_t b64(size_t bytes) { return round_up(bytes, 64); }
 
 static double complex mode_lambda(float lre, float lim) { return CMPLX(-exp(lre), exp(lim)); }
 
-// A(λ) = (e^λ − 1)/λ without cancellation; series below |λ| = 1e-4.
+// A(λ) = (e^λ − 1)/λ without cancellation; series below |λ| = 1e-4 (phax/numerics.h).
 static double complex mode_zoh(double complex lam) {
-    double re = creal(lam), im = cimag(lam);
-    if (cabs(lam) < 1e-4) return 1.0 + lam / 2.0 + lam * lam / 6.0;
-    double s = sin(im / 2.0);
-    double complex em1 = CMPLX(expm1(re) * cos(im) - 2.0 * s * s, exp(re) * sin(im));
-    return em1 / lam;
+    double ar, ai;
+    phax_zoh(creal(lam), cimag(lam), &ar, &ai);
+    return CMPLX(ar, ai);
 }
 
 // A'(λ) = (e^λ − A)/λ; Taylor series Σ (j+1) λ^j/(j+2)! below |λ| = 0.5.

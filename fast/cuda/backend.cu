@@ -8,12 +8,6 @@ extern "C" {
 #include "phax/fast.h"
 }
 
-extern "C" int phax_cuda_device_count(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
-    return n;
-}
-
 extern "C" void phax_cuda_info(char *buf, size_t len) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);

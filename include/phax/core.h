@@ -8,6 +8,14 @@
 
 #define PHAX_VERSION "0.1.0"
 
+// C and C++ (nvcc compiles fast/cuda as C++): C linkage, and the spelling of "noreturn".
+#ifdef __cplusplus
+#define PHAX_NORETURN [[noreturn]]
+extern "C" {
+#else
+#define PHAX_NORETURN _Noreturn
+#endif
+
 // ---------------------------------------------------------------------------
 // Errors. Library code never aborts or exits: a failing function records a
 // one-line message (thread-local) and returns PHAX_ERR (-1). Programs print it
@@ -21,7 +29,7 @@ int phax_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *phax_error(void);
 void phax_clear_error(void);
 // Print "phax: <msg>" to stderr and exit(1). Programs only, never libraries.
-_Noreturn void phax_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+PHAX_NORETURN void phax_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // ---------------------------------------------------------------------------
 // RNG: SplitMix64 stream (Steele, Lea, Flood 2014). Pure 64-bit integer
@@ -53,5 +61,9 @@ void phax_free(void *p);
 // ---------------------------------------------------------------------------
 // Seconds on the monotonic clock (an arbitrary origin; differences only).
 double phax_clock(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,9 +7,7 @@
 
 // One line describing the CPU backend (OpenBLAS build, threads) into buf.
 void phax_cpu_info(char *buf, size_t len);
-// Number of CUDA devices visible (0 when built without CUDA or none present).
-int phax_cuda_device_count(void);
-// One line describing CUDA (or why it is unavailable) into buf.
+// One line describing CUDA (or why it is unavailable) into buf (fast/cuda/).
 void phax_cuda_info(char *buf, size_t len);
 
 #endif

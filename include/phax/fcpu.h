@@ -19,12 +19,13 @@
 #include <stdint.h>
 
 #include "phax/core.h"
-#include "phax/ref.h"  // shared attribute structs (ref_attn_cfg, ref_adamw_cfg) and constants
+#include "phax/ops.h"  // the op contract: attribute structs (phax_attn_cfg, phax_adamw_cfg), constants
 
-#endif
-
-// Family headers (each owned by its fast/cpu/<family>.c).
-#include "phax/fcpu_basic.h"
+// The op families, one header each, as ref/ is split (fast/cpu/<stem>.c implements
+// phax/fcpu_<stem>.h). The family headers include only phax/ops.h, never this file.
+#include "phax/fcpu_basic.h"  // embedding, linear, norm, activation, ffn, rope, mix, loss, adamw
 #include "phax/fcpu_attention.h"
 #include "phax/fcpu_ssm.h"
 #include "phax/fcpu_mlstm.h"
+
+#endif

@@ -6,15 +6,20 @@
 // softmax over only the key tiles the causal window can see, so a sliding
 // window costs O(T·w) and no T×T matrix is ever formed; memory is linear in T.
 // RoPE and the cosine normalisation are applied once per row in a pre-pass.
-#pragma once
-#include "phax/fcpu.h"
+#ifndef PHAX_FCPU_ATTENTION_H
+#define PHAX_FCPU_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phax/ops.h"
 
 // Workspace bytes for a call on (B, T, c) run by `nthreads` OpenMP threads
 // (nthreads <= 0: omp_get_max_threads()). A call uses omp_get_max_threads()
 // threads, which must not exceed the nthreads the workspace was sized for.
 // The size is linear in B·T (never T²). Returns 0 for a bad config.
-size_t fcpu_attention_fwd_ws(int B, int T, const ref_attn_cfg *c, int nthreads);
-size_t fcpu_attention_bwd_ws(int B, int T, const ref_attn_cfg *c, int nthreads);
+size_t fcpu_attention_fwd_ws(int B, int T, const phax_attn_cfg *c, int nthreads);
+size_t fcpu_attention_bwd_ws(int B, int T, const phax_attn_cfg *c, int nthreads);
 
 // q: (B, T, Hq, dh); k: (B, T, Hkv, dh); v: (B, T, Hkv, dv); o: (B, T, Hq, dv).
 // logscale: (Hq) (cosine mode; may be NULL for dot).
@@ -24,7 +29,7 @@ size_t fcpu_attention_bwd_ws(int B, int T, const ref_attn_cfg *c, int nthreads);
 //   (m, log l), m = max_s z_ts and l = Σ_s exp(z_ts − m), for the backward.
 // ws: fcpu_attention_fwd_ws(B, T, c, ·) bytes (any alignment; contents need not persist).
 int fcpu_attention_fwd(float *o, float *lse, float *stats, const float *q, const float *k,
-                       const float *v, const float *logscale, int B, int T, const ref_attn_cfg *c,
+                       const float *v, const float *logscale, int B, int T, const phax_attn_cfg *c,
                        void *ws);
 
 // Backward: the arguments of ref_attention_bwd plus the forward's o and stats (both
@@ -40,5 +45,7 @@ int fcpu_attention_fwd(float *o, float *lse, float *stats, const float *q, const
 // ws: fcpu_attention_bwd_ws(B, T, c, ·) bytes (any alignment).
 int fcpu_attention_bwd(float *dq, float *dk, float *dv, float *dlogscale, const float *dout,
                        const float *o, const float *stats, const float *q, const float *k,
-                       const float *v, const float *logscale, int B, int T, const ref_attn_cfg *c,
+                       const float *v, const float *logscale, int B, int T, const phax_attn_cfg *c,
                        void *ws);
+
+#endif

@@ -1,6 +1,12 @@
 // fast/cpu matrix products: every linear layer's sgemm goes through here.
-#pragma once
-#include <cblas.h>
+#ifndef PHAX_FCPU_GEMM_H
+#define PHAX_FCPU_GEMM_H
+
+// Transpose flags of fcpu_sgemm: the values of CBLAS's CblasNoTrans and CblasTrans
+// (fast/cpu/gemm.c checks they agree), so callers that include <cblas.h> may pass
+// those; this header keeps <cblas.h> out of the public API.
+#define FCPU_NOTRANS 111
+#define FCPU_TRANS 112
 
 // Row-major C (M×N) = alpha·op(A)·op(B) + beta·C with op(A): M×K, op(B): K×N —
 // cblas_sgemm's arguments without the order. Outside an OpenMP parallel region,
@@ -10,8 +16,9 @@
 // otherwise one cblas_sgemm call. Each element of C is one call's dot product
 // over the whole K, as in the unsplit call. The first call sets OpenBLAS to one
 // thread, process-wide (OpenMP's thread count is kept): see fcpu_blas_single.
-void fcpu_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
-                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+// ta, tb: FCPU_NOTRANS or FCPU_TRANS.
+void fcpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                const float *B, int ldb, float beta, float *C, int ldc);
 
 // Sets OpenBLAS to one thread once (idempotent), restoring OpenMP's own thread
 // count. Why: on this 2-core machine OpenBLAS's 2-thread sgemm on the models'
@@ -24,3 +31,5 @@ void fcpu_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, flo
 // calls in the process then run on one thread too (the decoder's per-token sgemv
 // among them; a process that only decodes never calls this).
 void fcpu_blas_single(void);
+
+#endif

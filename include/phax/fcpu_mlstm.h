@@ -1,6 +1,11 @@
 // fast/cpu mlstm (float32). See phax/fcpu.h for conventions.
-#pragma once
-#include "phax/fcpu.h"
+#ifndef PHAX_FCPU_MLSTM_H
+#define PHAX_FCPU_MLSTM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phax/ops.h"
 
 // --- mLSTM cell, chunkwise form (fast/cpu/mlstm.c) -------------------------------------
 // The stabilised mLSTM of docs/spec.md §2.9 computed chunkwise (TFLA, Beck et al.
@@ -54,3 +59,5 @@ int fcpu_mlstm_chunkwise_bwd(float *dq, float *dk, float *dv_, float *digate, fl
                              const float *dh, const float *q, const float *k, const float *v,
                              const float *igate, const float *fgate, int B, int T, int H, int dqk,
                              int dv, float eps, int chunk, void *ws);
+
+#endif

@@ -36,9 +36,8 @@ typedef struct {
 // ref_model_new does (phax_model_init in float64), rounded to float.
 int fcpu_model_new(fcpu_model *m, const phax_model_cfg *cfg, uint64_t seed);
 void fcpu_model_free(fcpu_model *m);
-// Pointers into params / grads by parameter name (NULL if the model has none).
+// Pointer into params by parameter name (NULL if the model has none).
 float *fcpu_model_param(const fcpu_model *m, const char *name);
-float *fcpu_model_grad(const fcpu_model *m, const char *name);
 void fcpu_model_zero_grad(fcpu_model *m);
 // Copy float64 parameters (layout order, e.g. a ref_model's) in, rounding.
 void fcpu_model_set_params_f64(fcpu_model *m, const double *params);

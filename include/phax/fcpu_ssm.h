@@ -14,8 +14,13 @@
 //     the smallest n ≥ 2T − 1 of the form 2^a, 3·2^a or 5·2^a: no circular wrap) or,
 //     for T ≤ FCPU_SSM_DIRECT_MAX_T, the direct O(T²) sum; the plan chooses
 //     (FCPU_SSM_AUTO) or is told (FCPU_SSM_FFT / FCPU_SSM_DIRECT).
-#pragma once
-#include "phax/fcpu.h"
+#ifndef PHAX_FCPU_SSM_H
+#define PHAX_FCPU_SSM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phax/ops.h"
 
 // --- dss kernel --------------------------------------------------------------------------
 // Lre, Lim: (N); Cre, Cim: (H, N); K: (H, T).  ws: fcpu_dss_kernel_fwd_ws(H, N, T)
@@ -82,3 +87,5 @@ int fcpu_ssm_conv_fwd(float *y, const float *u, const float *K, const float *D, 
 int fcpu_ssm_conv_bwd(float *du, float *dK, float *dD, const float *dy, const float *u,
                       const float *K, const float *D, int B, int T, int H,
                       const fcpu_ssm_plan *plan, void *ws);
+
+#endif

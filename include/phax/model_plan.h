@@ -10,7 +10,7 @@
 #define PHAX_MODEL_PLAN_H
 
 #include "phax/model.h"
-#include "phax/ref.h"  // ref_attn_cfg: the attention config type (to the tier-neutral op contract)
+#include "phax/ops.h"  // phax_attn_cfg: the tier-neutral attention config
 
 // Sub-layer kinds, with the parameter groups of docs/spec.md §3.6 they own.
 typedef enum {      // the order of FCPU_PART_* (phax/fcpu_model.h)
@@ -76,6 +76,6 @@ int phax_plan_takes_window(const phax_model_cfg *c);
 // The attention config of every attention sub-layer (§3, §2.7): Hq = n_heads, Hkv =
 // n_kv_heads, dh = dv = head_dim, the config's score mode, RoPE with rope_base, pos0 = 0, and
 // `window` as given (resolved: 0 = full or w > 0; see phax_plan_window).
-ref_attn_cfg phax_plan_attn_cfg(const phax_model_cfg *c, int window);
+phax_attn_cfg phax_plan_attn_cfg(const phax_model_cfg *c, int window);
 
 #endif

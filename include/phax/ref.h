@@ -21,14 +21,19 @@
 
 #include "phax/core.h"
 
-// Defaults fixed by the spec (docs/spec.md §Conventions).
-#define PHAX_RMSNORM_EPS 1e-6
-#define PHAX_LAYERNORM_EPS 1e-5
-#define PHAX_ROPE_BASE 10000.0
-#define PHAX_COSINE_NORM_EPS 1e-12       // ‖q‖, ‖k‖ clamped below by this
-#define PHAX_COSINE_MAX_LOGSCALE 4.605170185988091368  // log(100)
-#define PHAX_MLSTM_EPS 1e-6
-#define PHAX_HEADNORM_EPS 1e-6            // headnorm op default; models: config "mlstm_norm_eps" (same default)
+// The op contract (attribute structs, score modes, constants) is tier-neutral: phax/ops.h.
+#include "phax/ops.h"
+
+// Old names of the contract, from when it lived here. ref's own code and fast/ use the
+// phax_ names; these aliases keep the tests (being rewritten separately) compiling
+// unchanged. New code uses phax_attn_cfg / phax_adamw_cfg and their functions.
+typedef phax_attn_cfg ref_attn_cfg;
+typedef phax_adamw_cfg ref_adamw_cfg;
+static inline phax_attn_cfg ref_attn_cfg_default(int Hq, int Hkv, int dh) {
+    return phax_attn_cfg_default(Hq, Hkv, dh);
+}
+static inline int ref_attn_cfg_check(const phax_attn_cfg *c) { return phax_attn_cfg_check(c); }
+static inline phax_adamw_cfg ref_adamw_cfg_default(void) { return phax_adamw_cfg_default(); }
 
 // --- embedding (ref/embedding.c) -------------------------------------------
 // x: (n, d) = E[tok]; E: (V, d); tok: (n). Fails on a token outside [0, V),
@@ -90,28 +95,15 @@ int ref_rope_fwd(double *y, const double *x, int B, int T, int H, int dh, double
 int ref_rope_bwd(double *dx, const double *dy, int B, int T, int H, int dh, double base, long pos0);
 
 // --- attention (ref/attention.c) -------------------------------------------------
-typedef enum { PHAX_SCORE_DOT = 0, PHAX_SCORE_COSINE = 1 } phax_score_mode;
-
-typedef struct {
-    int Hq, Hkv;          // query heads, kv heads; query head h reads kv head h / (Hq/Hkv)
-    int dh, dv;           // q/k head dim, v head dim
-    int window;           // key s visible to query t iff 0 ≤ t − s < window; 0 = full causal
-    phax_score_mode score;
-    int rope;             // 1: rotate q and k (rotate-half) before scoring
-    double rope_base;     // 10000
-    long pos0;            // position of t = 0 (for a continued sequence)
-} ref_attn_cfg;
-
-ref_attn_cfg ref_attn_cfg_default(int Hq, int Hkv, int dh);
-int ref_attn_cfg_check(const ref_attn_cfg *c);
+// Attribute struct phax_attn_cfg, its default and check: phax/ops.h.
 // q: (B, T, Hq, dh); k: (B, T, Hkv, dh); v: (B, T, Hkv, dv); o: (B, T, Hq, dv).
 // logscale: (Hq), the learnable ℓ_h of cosine mode (ignored and may be NULL for dot).
 int ref_attention_fwd(double *o, const double *q, const double *k, const double *v,
-                      const double *logscale, int B, int T, const ref_attn_cfg *c);
+                      const double *logscale, int B, int T, const phax_attn_cfg *c);
 // dq, dk, dv, dlogscale: same shapes as their inputs; any may be NULL.
 int ref_attention_bwd(double *dq, double *dk, double *dv, double *dlogscale, const double *dout,
                       const double *q, const double *k, const double *v, const double *logscale,
-                      int B, int T, const ref_attn_cfg *c);
+                      int B, int T, const phax_attn_cfg *c);
 
 // --- state space: DSS kernel and SSM convolution (ref/ssm.c) ---------------------
 // λ_n = −exp(Λre_n) + i·exp(Λim_n); C̃_hn = (Cre_hn + i Cim_hn)(e^{λ_n} − 1)/λ_n;
@@ -180,11 +172,7 @@ int ref_cross_entropy_bwd(double *dlogits, double dloss, const double *logits,
                           const int32_t *targets, size_t n, int V);
 
 // --- AdamW (ref/adamw.c) -------------------------------------------------------------------
-typedef struct {
-    double lr, beta1, beta2, eps, weight_decay;
-    double clip;  // global-norm clipping threshold; 0 disables clipping
-} ref_adamw_cfg;
-
+// Settings phax_adamw_cfg, default and check: phax/ops.h.
 typedef struct {
     double *p;          // parameter (updated in place)
     const double *g;    // its gradient (not modified)
@@ -193,10 +181,9 @@ typedef struct {
     int decay;          // 1: apply weight decay to this tensor
 } ref_adamw_param;
 
-ref_adamw_cfg ref_adamw_cfg_default(void);  // lr 1e-3, betas (0.9, 0.95), eps 1e-8, wd 0.1, clip 1
 // One step number `step` (1-based) over all tensors; returns the global
 // gradient norm before clipping in *gnorm (may be NULL).
-int ref_adamw_step(ref_adamw_param *ps, int nparams, const ref_adamw_cfg *c, long step,
+int ref_adamw_step(ref_adamw_param *ps, int nparams, const phax_adamw_cfg *c, long step,
                    double *gnorm);
 
 #endif
