@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "phax/model.h"
+#include "phax/model_plan.h"
 #include "phax/ref.h"
 #include "phax/ref_model.h"
 #include "phax/safetensors.h"
@@ -684,8 +685,7 @@ static int op_model(octx *c) {
     if (phax_model_cfg_from_json_str(&cfg, json, where)) return PHAX_ERR;
     int window;
     TRY(attr_int(c, "window", -1, -1, INT_MAX, &window));
-    if (phax_st_meta(&c->in, "window") && cfg.family != PHAX_FAMILY_SWAX && cfg.family != PHAX_FAMILY_SWA &&
-        cfg.family != PHAX_FAMILY_MLSTM)
+    if (phax_st_meta(&c->in, "window") && !phax_plan_takes_window(&cfg))
         return phax_fail("%s: attribute 'window' is given but the family is %s (it sets the SWAX family's SWA "
                          "window; %s uses the config's attn_window)", c->path, phax_family_name(cfg.family),
                          phax_family_name(cfg.family));
