@@ -26,10 +26,16 @@
 #include "phax/data.h"
 #include "phax/model_plan.h"
 #include "phax/backend.h"
-#include "phax/fcpu_decode.h"  // FCPU_PREFILL_CHUNK
 #include "phax/tokenizer.h"
 
 #define MAX_BUCKETS 40
+// --carry reads the split in calls of CARRY_PASS tokens to the decoder's prefill_all, every
+// token's logits kept ((CARRY_PASS, V) floats): the command's read size, not a property of
+// a backend. Any size gives the losses of stepping token by token (up to float32 rounding);
+// 128 bounds ref's naive decoder (one whole forward per call) and is a multiple of fast/cpu's
+// prefill pass (FCPU_PREFILL_CHUNK, 128), so the cpu decoder's passes fall where one call
+// over the whole split would put them.
+#define CARRY_PASS 128
 
 #define die(...) cli_die("phax eval", __VA_ARGS__)
 #define die_lib() die("%s", phax_error())  // the library's message names the file
@@ -212,9 +218,9 @@ static void eval_carry(phax_bmodel *m, const int32_t *tok, size_t n, const eval_
     phax_bdecoder *d = phax_bdecoder_new(m, 1, o->window);
     if (!d) die_lib();
     int V = c->vocab_size;
-    // Read in passes of FCPU_PREFILL_CHUNK tokens (the decoder's prefill), every token's
-    // logits kept: the same losses as stepping one token at a time, faster.
-    const size_t R = FCPU_PREFILL_CHUNK;
+    // Read in passes of CARRY_PASS tokens, every token's logits kept: the same losses as
+    // stepping one token at a time, faster.
+    const size_t R = CARRY_PASS;
     float *lg = malloc(R * (size_t)V * sizeof *lg);  // (R, V)
     if (!lg) die("out of memory");
     double t0 = now_s();
