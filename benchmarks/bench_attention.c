@@ -29,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "phax/fcpu.h"
+#include "phax/fcpu_attention.h"
 #include "phax/ref.h"
 #include "bench_util.h"
 
@@ -42,7 +42,7 @@ static double median_time(bench_fn f, void *ctx) { return bench_time(f, ctx, ATT
 // --- the attention calls ------------------------------------------------------------------
 typedef struct {
     int B, T;
-    ref_attn_cfg c;
+    phax_attn_cfg c;
     float *q, *k, *v, *o, *lse, *st, *dout, *dq, *dk, *dv;  // st: the forward's row stats
     void *ws;
 } att_ctx;
@@ -85,7 +85,7 @@ static void run_tiles(void *p) {
 // --- ref, for the speed-up at a small size -----------------------------------------------------
 typedef struct {
     int B, T;
-    ref_attn_cfg c;
+    phax_attn_cfg c;
     double *q, *k, *v, *o, *dout, *dq, *dk, *dv;
 } ref_ctx;
 
@@ -142,7 +142,7 @@ int main(int argc, char **argv) {
     size_t wsmax = 0;
     for (int di = 0; di < 2; di++)
         for (int wi = 0; wi < 3; wi++) {
-            ref_attn_cfg c = ref_attn_cfg_default(Hq, Hkv, dhs[di]);
+            phax_attn_cfg c = phax_attn_cfg_default(Hq, Hkv, dhs[di]);
             c.window = wins[wi];
             size_t f = fcpu_attention_fwd_ws(B, Tmax, &c, nthr), b = fcpu_attention_bwd_ws(B, Tmax, &c, nthr);
             if (f > wsmax) wsmax = f;
@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
             for (int ti = 0; ti < nT; ti++) {
                 int T = Ts[ti];
                 a.T = T;
-                a.c = ref_attn_cfg_default(Hq, Hkv, dh);
+                a.c = phax_attn_cfg_default(Hq, Hkv, dh);
                 a.c.window = w;
                 double tv = tvis(T, w);
                 double fl = 4.0 * T * tv * dh * Hq * B;
@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
     // Speed-up over ref (float64, plain loops) at T = 512, dh = 32, full causal.
     {
         int T = 512, dh = 32;
-        ref_ctx r = {.B = B, .T = T, .c = ref_attn_cfg_default(Hq, Hkv, dh)};
+        ref_ctx r = {.B = B, .T = T, .c = phax_attn_cfg_default(Hq, Hkv, dh)};
         size_t n1 = (size_t)B * T * Hq * dh, n2 = (size_t)B * T * Hkv * dh;
         double *bufs[8];
         size_t lens[8] = {n1, n2, n2, n1, n1, n1, n2, n2};

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "phax/fcpu.h"
+#include "phax/fcpu_basic.h"
 #include "phax/fcpu_gemm.h"
 #include "phax/ref.h"
 #include "bench_util.h"
@@ -309,13 +309,13 @@ static void k_lce_unfused(void *v) {
 // adamw
 static void k_adamw(void *v) {
     ctx_t *c = v;
-    ref_adamw_cfg cfg = ref_adamw_cfg_default();
+    phax_adamw_cfg cfg = phax_adamw_cfg_default();
     double gn;
     fcpu_adamw_step(c->ap, c->np, &cfg, ++c->step, &gn);
 }
 static void k_ref_adamw(void *v) {
     ctx_t *c = v;
-    ref_adamw_cfg cfg = ref_adamw_cfg_default();
+    phax_adamw_cfg cfg = phax_adamw_cfg_default();
     double gn;
     ref_adamw_step(c->rp, c->np, &cfg, ++c->step, &gn);
 }

@@ -39,7 +39,7 @@
 #include <time.h>
 
 #include "phax/fast.h"
-#include "phax/fcpu.h"
+#include "phax/fcpu_mlstm.h"
 #include "phax/ref.h"
 #include "bench_util.h"
 

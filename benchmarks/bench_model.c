@@ -9,7 +9,7 @@
 // A training step is what a trainer does per batch: fcpu_model_zero_grad, then
 // fcpu_model_backward (forward + backward of the mean cross-entropy; the loss is
 // fused with the output projection) and fcpu_adamw_step over every parameter
-// tensor (ref_adamw_cfg_default: lr 1e-3, β (0.9, 0.95), wd 0.1 on the 2-D tensors,
+// tensor (phax_adamw_cfg_default: lr 1e-3, β (0.9, 0.95), wd 0.1 on the 2-D tensors,
 // global-norm clip 1.0). --ref does the same with ref_model_backward and
 // ref_adamw_step in float64 (one thread, scalar).
 //
@@ -72,7 +72,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "phax/fcpu.h"
+#include "phax/fcpu_adamw.h"
 #include "phax/fcpu_model.h"
 #include "phax/model.h"
 #include "phax/model_plan.h"
@@ -332,7 +332,7 @@ static int run_one(const opts_t *o, result_t *r) {
     }
 
     step_times st;
-    ref_adamw_cfg ac = ref_adamw_cfg_default();
+    phax_adamw_cfg ac = phax_adamw_cfg_default();
     int rc = PHAX_ERR;
     if (!o->ref) {
         fcpu_model m;

@@ -37,7 +37,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "phax/fcpu.h"
+#include "phax/fcpu_ssm.h"
 #include "phax/ref.h"
 #include "bench_util.h"
 

@@ -69,6 +69,14 @@ int phax_plan_takes_window(const phax_model_cfg *c) {
            c->family == PHAX_FAMILY_MLSTM;
 }
 
+int phax_plan_draws_window(const phax_model_cfg *c) {
+    return c->family == PHAX_FAMILY_SWAX || c->family == PHAX_FAMILY_SWA;
+}
+
+int phax_plan_full_attention(const phax_model_cfg *c, int window) {
+    return phax_plan_has(c, PHAX_SUB_ATTN) && phax_plan_window(c, window) == 0;
+}
+
 int phax_plan_window(const phax_model_cfg *c, int window) {
     if (!phax_plan_takes_window(c)) return c->attn_window;
     return window < 0 ? c->w_long : window;

@@ -108,7 +108,7 @@ static int adamw_init(phax_bmodel *m, const unsigned char *decay) {
 static int adamw_step(phax_bmodel *m, const phax_backend_adamw *a, long step, double *gnorm) {
     ref_bmodel *r = rb(m);
     if (!r->ps) return phax_fail("AdamW: phax_bmodel_adamw_init first");
-    ref_adamw_cfg rc = {.lr = a->lr, .beta1 = a->beta1, .beta2 = a->beta2, .eps = a->eps,
+    phax_adamw_cfg rc = {.lr = a->lr, .beta1 = a->beta1, .beta2 = a->beta2, .eps = a->eps,
                         .weight_decay = a->weight_decay, .clip = a->clip};
     return ref_adamw_step(r->ps, r->rm.layout.n, &rc, step, gnorm);
 }

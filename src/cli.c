@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "phax/data.h"
+#include "phax/model_plan.h"
 
 _Noreturn void cli_die(const char *cmd, const char *fmt, ...) {
     va_list ap;
@@ -41,6 +42,12 @@ const phax_backend_ops *cli_backend(const char *cmd, const char *name) {
     const phax_backend_ops *be = phax_backend_find(name);
     if (!be) cli_die(cmd, "--backend: %s", phax_error());
     return be;
+}
+
+void cli_check_window(const char *cmd, const phax_model_cfg *c, long window) {
+    if (window >= 0 && !phax_plan_takes_window(c))
+        cli_die(cmd, "--window applies to the swax, swa and mlstm families; %s uses attn_window (%d)",
+                phax_family_name(c->family), c->attn_window);
 }
 
 char *cli_path_join(const char *cmd, const char *dir, const char *name) {

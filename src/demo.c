@@ -21,7 +21,7 @@ typedef struct {
     void (*fwd)(void *self);  // out = f(in)
     void (*bwd)(void *self);  // grad += J(in)ᵀ dout
     int B, T, H, dh, N;       // sizes the callbacks read
-    ref_attn_cfg att;
+    phax_attn_cfg att;
 } demo_op;
 
 static double *vec(size_t n, phax_rng *r, double lo, double hi) {
@@ -131,7 +131,7 @@ int phax_demo_main(int argc, char **argv) {
     // Attention: cosine scores, GQA group 2, window T/4, RoPE.
     {
         demo_op o = {.name = "attention (cosine, GQA 4:2, window T/4, RoPE)", .B = 2, .T = T};
-        o.att = ref_attn_cfg_default(4, 2, 16);
+        o.att = phax_attn_cfg_default(4, 2, 16);
         o.att.score = PHAX_SCORE_COSINE, o.att.window = T / 4 > 0 ? T / 4 : 1;
         size_t nq = (size_t)2 * T * 4 * 16, nk = (size_t)2 * T * 2 * 16;
         add_in(&o, vec(nq, &r, -1, 1), nq);
@@ -145,7 +145,7 @@ int phax_demo_main(int argc, char **argv) {
         double ms = 1e3 * (phax_clock() - t0), err = directional_check(&o, &r);
         // Cross-form: a window ≥ T equals full causal attention.
         double *full = vec(nq, NULL, 0, 0);
-        ref_attn_cfg c = o.att;
+        phax_attn_cfg c = o.att;
         c.window = 0;
         o.att.window = T;
         o.fwd(&o);

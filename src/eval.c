@@ -24,11 +24,18 @@
 #include "cli.h"
 #include "phax/checkpoint.h"
 #include "phax/data.h"
+#include "phax/model_plan.h"
 #include "phax/backend.h"
-#include "phax/fcpu_decode.h"  // FCPU_PREFILL_CHUNK
 #include "phax/tokenizer.h"
 
 #define MAX_BUCKETS 40
+// --carry reads the split in calls of CARRY_PASS tokens to the decoder's prefill_all, every
+// token's logits kept ((CARRY_PASS, V) floats): the command's read size, not a property of
+// a backend. Any size gives the losses of stepping token by token (up to float32 rounding);
+// 128 bounds ref's naive decoder (one whole forward per call) and is a multiple of fast/cpu's
+// prefill pass (FCPU_PREFILL_CHUNK, 128), so the cpu decoder's passes fall where one call
+// over the whole split would put them.
+#define CARRY_PASS 128
 
 #define die(...) cli_die("phax eval", __VA_ARGS__)
 #define die_lib() die("%s", phax_error())  // the library's message names the file
@@ -163,11 +170,6 @@ static char *locate_split(eval_opts *o) {
     return p;
 }
 
-// Windows of the SWA layers of a call: the SWAX family's (−1 = w_long).
-static int is_swax_family(phax_family f) {
-    return f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM;
-}
-
 typedef struct {
     double sum[MAX_BUCKETS];
     long count[MAX_BUCKETS];
@@ -210,18 +212,15 @@ static void eval_windows(phax_bmodel *m, const int32_t *tok, size_t n, const eva
 // modulo T, so the buckets compare with the windowed mode.
 static void eval_carry(phax_bmodel *m, const int32_t *tok, size_t n, const eval_opts *o, tally *t) {
     const phax_model_cfg *c = phax_bmodel_cfg(m);
-    int has_full = is_swax_family(c->family) ? (c->family != PHAX_FAMILY_MLSTM && o->window == 0)
-                                             : (c->use_attn || c->family != PHAX_FAMILY_PHA) &&
-                                                   c->attn_window == 0;
-    if (has_full)
+    if (phax_plan_full_attention(c, o->window))
         die("--carry needs windowed attention: this %s model attends to the whole split "
             "(use the windowed mode, or a model with a finite window)", phax_family_name(c->family));
     phax_bdecoder *d = phax_bdecoder_new(m, 1, o->window);
     if (!d) die_lib();
     int V = c->vocab_size;
-    // Read in passes of FCPU_PREFILL_CHUNK tokens (the decoder's prefill), every token's
-    // logits kept: the same losses as stepping one token at a time, faster.
-    const size_t R = FCPU_PREFILL_CHUNK;
+    // Read in passes of CARRY_PASS tokens, every token's logits kept: the same losses as
+    // stepping one token at a time, faster.
+    const size_t R = CARRY_PASS;
     float *lg = malloc(R * (size_t)V * sizeof *lg);  // (R, V)
     if (!lg) die("out of memory");
     double t0 = now_s();
@@ -293,10 +292,9 @@ int phax_eval_main(int argc, char **argv) {
     if (phax_ckpt_load(o.ckpt, -1, &ck)) die_lib();
     if (!o.T) o.T = ck.train_seq > 0 ? ck.train_seq : 256;
     if (o.nb < 0) default_buckets(&o, o.T);
-    if (!is_swax_family(ck.cfg.family) && o.window >= 0)
-        die("--window applies to the swax, swa and mlstm families; %s uses attn_window (%d)",
-            phax_family_name(ck.cfg.family), ck.cfg.attn_window);
-    if (o.window < 0 && is_swax_family(ck.cfg.family)) o.window = ck.cfg.w_long;
+    // Windows of the SWA layers of a call: the SWAX family's (−1 = w_long).
+    cli_check_window("phax eval", &ck.cfg, o.window);
+    if (phax_plan_takes_window(&ck.cfg)) o.window = phax_plan_window(&ck.cfg, o.window);
 
     // Tokens of the split with the checkpoint's vocabulary (cached).
     char *cache = NULL;
@@ -363,7 +361,7 @@ int phax_eval_main(int argc, char **argv) {
            ck.path, phax_family_name(ck.cfg.family), split_path, t.n, loss, exp(loss),
            o.carry ? "state carried across the split" : "independent windows", o.T, secs,
            t.n / secs);
-    if (is_swax_family(ck.cfg.family)) printf("  SWA window %d\n", o.window);
+    if (phax_plan_takes_window(&ck.cfg)) printf("  SWA window %d\n", o.window);
     printf("  %-16s %10s %10s %10s\n", "positions", "tokens", "loss", "ppl");
     for (int b = 0; b < o.nb; b++) {
         char r[40];

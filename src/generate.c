@@ -117,10 +117,7 @@ int phax_generate_main(int argc, char **argv) {
     phax_ckpt ck;
     if (phax_ckpt_load(ckpt_path, -1, &ck)) die_lib();
     // As phax eval: the decoder takes --window for the SWA layers only.
-    phax_family fam = ck.cfg.family;
-    if (window >= 0 && fam != PHAX_FAMILY_SWAX && fam != PHAX_FAMILY_SWA && fam != PHAX_FAMILY_MLSTM)
-        die("--window applies to the swax, swa and mlstm families; %s uses attn_window (%d)",
-            phax_family_name(fam), ck.cfg.attn_window);
+    cli_check_window("phax generate", &ck.cfg, window);
     int32_t *ids;
     size_t np;
     if (phax_encode_prompt(ck.vocab, text, &ids, &np)) die_lib();

@@ -366,10 +366,7 @@ int phax_niah_main(int argc, char **argv) {
     phax_ckpt ck;
     if (phax_ckpt_load(o.checkpoint, -1, &ck)) die_lib();
     // As phax eval and generate: --window sets the SWA layers only.
-    phax_family fam = ck.cfg.family;
-    if (o.window >= 0 && fam != PHAX_FAMILY_SWAX && fam != PHAX_FAMILY_SWA && fam != PHAX_FAMILY_MLSTM)
-        die("--window applies to the swax, swa and mlstm families; %s uses attn_window (%d)",
-            phax_family_name(fam), ck.cfg.attn_window);
+    cli_check_window("phax niah", &ck.cfg, o.window);
     size_t n_text, off;
     int32_t *text = load_text(&o, ck.vocab, &n_text, &off);
     default_sweep(&o, &ck, text != NULL);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "phax/model.h"
+#include "phax/model_plan.h"
 #include "phax/ref.h"
 #include "phax/ref_model.h"
 #include "phax/safetensors.h"
@@ -400,7 +401,7 @@ static int op_attention(octx *c) {
     int B = (int)qs[0], T = (int)qs[1];
     if (ks[0] != B || ks[1] != T || vs[0] != B || vs[1] != T || ks[2] != vs[2] || ks[3] != qs[3])
         return phax_fail("%s: q (B,T,Hq,dh), k (B,T,Hkv,dh), v (B,T,Hkv,dv) do not agree", c->path);
-    ref_attn_cfg a = ref_attn_cfg_default((int)qs[2], (int)ks[2], (int)qs[3]);
+    phax_attn_cfg a = phax_attn_cfg_default((int)qs[2], (int)ks[2], (int)qs[3]);
     a.dv = (int)vs[3];
     int score;
     TRY(attr_choice(c, "score", SCORES, 0, &score));
@@ -409,7 +410,7 @@ static int op_attention(octx *c) {
     TRY(attr_int(c, "rope", 1, 0, 1, &a.rope));
     TRY(attr_double(c, "rope_base", PHAX_ROPE_BASE, &a.rope_base));
     TRY(attr_long(c, "pos0", 0, 0, LONG_MAX / 2, &a.pos0));
-    if (ref_attn_cfg_check(&a)) return phax_fail("%s: %s", c->path, phax_error());
+    if (phax_attn_cfg_check(&a)) return phax_fail("%s: %s", c->path, phax_error());
     if (!a.rope && (phax_st_meta(&c->in, "rope_base") || phax_st_meta(&c->in, "pos0")))
         return phax_fail("%s: attribute '%s' is given but rope is 0 (it is used only with rope=1)", c->path,
                          phax_st_meta(&c->in, "rope_base") ? "rope_base" : "pos0");
@@ -633,7 +634,7 @@ static int op_adamw(octx *c) {
     int np;
     int64_t ps[8];
     TRY(shape_of(c, "param", 0, 8, &np, ps));
-    ref_adamw_cfg a = ref_adamw_cfg_default();
+    phax_adamw_cfg a = phax_adamw_cfg_default();
     long step;
     int decay;
     TRY(attr_double(c, "lr", a.lr, &a.lr));
@@ -684,8 +685,7 @@ static int op_model(octx *c) {
     if (phax_model_cfg_from_json_str(&cfg, json, where)) return PHAX_ERR;
     int window;
     TRY(attr_int(c, "window", -1, -1, INT_MAX, &window));
-    if (phax_st_meta(&c->in, "window") && cfg.family != PHAX_FAMILY_SWAX && cfg.family != PHAX_FAMILY_SWA &&
-        cfg.family != PHAX_FAMILY_MLSTM)
+    if (phax_st_meta(&c->in, "window") && !phax_plan_takes_window(&cfg))
         return phax_fail("%s: attribute 'window' is given but the family is %s (it sets the SWAX family's SWA "
                          "window; %s uses the config's attn_window)", c->path, phax_family_name(cfg.family),
                          phax_family_name(cfg.family));

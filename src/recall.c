@@ -249,10 +249,6 @@ static void write_csv(const recall_opts *o, cell *res) {
     free(buf);
 }
 
-static int is_swax_family(phax_family f) {
-    return f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM;
-}
-
 int phax_recall_main(int argc, char **argv) {
     recall_opts o;
     parse_args(argc, argv, &o);
@@ -261,10 +257,7 @@ int phax_recall_main(int argc, char **argv) {
     phax_ckpt ck;
     if (phax_ckpt_load(o.ckpt, -1, &ck)) die_lib();
     if (phax_recall_vocab_check(ck.vocab)) die("%s: %s", ck.path, phax_error());
-    phax_family fam = ck.cfg.family;
-    if (o.window >= 0 && !is_swax_family(fam))
-        die("--window applies to the swax, swa and mlstm families; %s uses attn_window (%d)",
-            phax_family_name(fam), ck.cfg.attn_window);
+    cli_check_window("phax recall", &ck.cfg, o.window);
     int window = phax_plan_window(&ck.cfg, o.window);
     if (!o.n_lengths) {
         int tl = ck.train_seq > 0 ? ck.train_seq : ck.cfg.train_len;
@@ -277,8 +270,8 @@ int phax_recall_main(int argc, char **argv) {
                 min_len, MAX_LEN, o.pairs, min_len);
         if (o.lengths[i] > max_len) max_len = o.lengths[i];
     }
-    printf("phax recall: %s (%s, %s %d), %d pairs, seed %llu\n", ck.path, phax_family_name(fam),
-           is_swax_family(fam) ? "SWA window" : "attn_window", window, o.pairs,
+    printf("phax recall: %s (%s, %s %d), %d pairs, seed %llu\n", ck.path, phax_family_name(ck.cfg.family),
+           phax_plan_takes_window(&ck.cfg) ? "SWA window" : "attn_window", window, o.pairs,
            (unsigned long long)o.seed);
     fflush(stdout);
 

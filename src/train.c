@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "phax/data.h"
+#include "phax/model_plan.h"
 #include "phax/niah.h"
 #include "phax/recall.h"
 #include "train.h"
@@ -92,7 +93,7 @@ typedef struct {
     trainer tr;
     phax_sampler sampler;
     uint64_t batch_seed, window_seed;
-    int stochastic_window;  // swax, swa: the §3.4 draw per step
+    int stochastic_window;  // the §3.4 draw per step (phax_plan_draws_window: swax, swa)
     phax_niah *niah;        // --niah-frac > 0: the task that makes the retrieval rows
     uint64_t niah_seed, niah_mix_seed;
     int recall;             // --task recall: every row from phax_recall_train_sample
@@ -174,10 +175,11 @@ static void log_line(run *r, const char *line) {
     if (fflush(r->log)) die("%s: write failed: %s", r->log_path, strerror(errno));
 }
 
-// Append `"mix": [[w, ...], ...]` (softplus-normalised, per block) for pha.
+// Append `"mix": [[w, ...], ...]` (softplus-normalised, per block) when the blocks have a
+// mix (pha unless freeze_mix; trainer_init finds blocks.{l}.mix.p from the plan).
 static size_t fmt_mix(const run *r, char *buf, size_t cap) {
     const trainer *t = &r->tr;
-    if (t->cfg.family != PHAX_FAMILY_PHA || !t->mix_nb[0]) return 0;
+    if (!t->mix_nb[0]) return 0;
     size_t k = (size_t)snprintf(buf, cap, ", \"mix\": [");
     for (int l = 0; l < t->cfg.n_layers && k < cap; l++) {
         double sp[8], S = 0;
@@ -545,7 +547,7 @@ int phax_train_main(int argc, char **argv) {
             die("%s: %zu tokens, too few for --seq %d (%s)", r.data.train, r.data.ntr, r.o.T, phax_error());
     }
     r.window_seed = phax_seed_derive(r.o.seed, "swax.window");
-    r.stochastic_window = r.cfg.family == PHAX_FAMILY_SWAX || r.cfg.family == PHAX_FAMILY_SWA;
+    r.stochastic_window = phax_plan_draws_window(&r.cfg);
     if (r.o.niah_frac > 0) {
         // Text haystacks come from the training tokens (never the validation split).
         if (phax_niah_new(r.data.vocab, r.data.tr, r.data.ntr, NULL, &r.niah))

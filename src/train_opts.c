@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "phax/data.h"
+#include "phax/model_plan.h"
 #include "phax/recall.h"
 #include "train.h"
 
@@ -336,10 +337,6 @@ void train_opts_from_json(train_opts *o, const char *json, const char *where, js
 // Model config: {"family"} or the --config file, then --family, then every
 // --set, then vocab_size (the tokenizer's) and train_len (= T unless given).
 
-static int is_swax_family(phax_family f) {
-    return f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM;
-}
-
 phax_model_cfg train_build_config(const train_opts *o, int vocab_size) {
     json_t *j;
     if (o->config_path) {
@@ -376,7 +373,7 @@ phax_model_cfg train_build_config(const train_opts *o, int vocab_size) {
     if (!s || phax_model_cfg_from_json_str(&c, s, o->config_path ? o->config_path : "config"))
         die_lib();
     free(s);
-    if (is_swax_family(c.family) && c.train_len != o->T)
+    if (phax_plan_takes_window(&c) && c.train_len != o->T)
         fprintf(stderr, "phax train: warning: train_len %d differs from --seq %d (the windows derive from train_len)\n",
                 c.train_len, o->T);
     return c;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "phax/core.h"
+#include "phax/model_plan.h"
 #include "train.h"
 
 // Weight decay on 2-D "*.weight" matrices only (see --help).
@@ -32,9 +33,12 @@ void trainer_new(trainer *t, const phax_model_cfg *cfg, const train_opts *o) {
     int nl = t->cfg.n_layers;
     t->mix_off = calloc((size_t)nl, sizeof(int)), t->mix_nb = calloc((size_t)nl, sizeof(int));
     if (!t->mix_off || !t->mix_nb) die("out of memory");
-    for (int l = 0; l < nl && t->cfg.family == PHAX_FAMILY_PHA; l++) {
+    for (int l = 0; l < nl; l++) {  // the mix logits of the parallel rule (pha), if any
+        phax_block_plan p;
+        phax_plan_block(&t->cfg, l, &p);
+        if (!p.mix) continue;
         char name[64];
-        snprintf(name, sizeof name, "blocks.%d.mix.p", l);
+        snprintf(name, sizeof name, "blocks.%d.%s", l, p.mix);
         int k = phax_layout_find(L, name);
         if (k >= 0) t->mix_off[l] = (int)L->p[k].offset, t->mix_nb[l] = (int)L->p[k].numel;
     }

@@ -5,7 +5,15 @@
 #   structure.sh no-ref-includes ROOT no file under ROOT/fast/ and no ROOT/include/phax/fcpu*.h
 #                                     (nor phax/ops.h, phax/numerics.h, which fast/ builds on)
 #                                     includes phax/ref.h or phax/ref_model.h, or a ref/ file.
-# Exit 0 when the rule holds; 1 with the offending symbols or lines otherwise.
+#   structure.sh where-table ROOT FILE...
+#                                     the "Where things live" section of each FILE (relative to
+#                                     ROOT: docs/spec.md, README.md) has a table row for every op
+#                                     family and model piece, and every `path` in the section
+#                                     (a backticked token with a /, no <placeholder>) exists.
+#   structure.sh where-table-selftest ROOT FILE
+#                                     where-table passes on FILE and fails, naming the path, on a
+#                                     copy of FILE with one path misspelt (the check can fail).
+# Exit 0 when the rule holds; 1 with the offending symbols, lines or paths otherwise.
 set -euo pipefail
 NM=${NM:-nm}
 case "${1:-}" in
@@ -38,8 +46,57 @@ no-ref-includes)
     fi
     echo "structure: $n files under fast/ and include/phax/{fcpu*,ops,numerics}.h include no ref header"
     ;;
+where-table)
+    root=$2
+    shift 2
+    [ $# -gt 0 ] || { echo "structure: where-table: no file given" >&2; exit 2; }
+    families="embedding linear norm activation ffn rope attention ssm mlstm mix loss adamw gemm model plan decoder backend"
+    status=0
+    for f in "$@"; do
+        path=$f
+        [ -f "$path" ] || path=$root/$f
+        [ -f "$path" ] || { echo "structure: where-table: no file $f under $root" >&2; status=1; continue; }
+        # The section: from a "Where things live" heading to the next heading.
+        section=$(awk '/^#+ / { if (on) exit; if (tolower($0) ~ /^#+ where things live/) on = 1 } on' "$path")
+        [ -n "$section" ] || { echo "structure: $f: no \"Where things live\" section" >&2; status=1; continue; }
+        rows=$(printf '%s\n' "$section" | awk -F'|' '/^\|/ && !/^\|[-| ]*$/ { gsub(/^ +| +$/, "", $2); print $2 }')
+        for fam in $families; do
+            printf '%s\n' "$rows" | grep -qx "$fam" || { echo "structure: $f: no row for $fam" >&2; status=1; }
+        done
+        paths=$(printf '%s\n' "$section" | grep -o '`[^`]*`' | tr -d '`' | grep '/' | grep -v '[<> ]' | sort -u || true)
+        n=$(printf '%s\n' "$paths" | grep -c . || true)
+        [ "$n" -ge 20 ] || { echo "structure: $f: only $n paths in the table (wrong section?)" >&2; status=1; }
+        missing=0
+        for p in $paths; do
+            [ -e "$root/$p" ] || { echo "structure: $f: $p does not exist" >&2; missing=$((missing + 1)); }
+        done
+        [ "$missing" -eq 0 ] || status=1
+        [ "$status" -ne 0 ] || echo "structure: $f: $n paths, every one exists; a row for each of the ${families// /, }"
+    done
+    exit $status
+    ;;
+where-table-selftest)
+    root=$2
+    f=$3
+    self=${BASH_SOURCE[0]}
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    cp "$root/$f" "$tmp/good.md"
+    bash "$self" where-table "$root" "$tmp/good.md" >/dev/null || { echo "structure: where-table fails on $f itself" >&2; exit 1; }
+    # Misspell the first ref/ path of the table (ref/x.c -> ref/xx.c).
+    victim=$(grep -o '`ref/[a-z_]*\.c`' "$tmp/good.md" | head -1 | tr -d '`')
+    [ -n "$victim" ] || { echo "structure: $f has no ref/ path to misspell" >&2; exit 1; }
+    bad=${victim%.c}x.c
+    sed "s|\`$victim\`|\`$bad\`|" "$tmp/good.md" > "$tmp/bad.md"
+    if out=$(bash "$self" where-table "$root" "$tmp/bad.md" 2>&1); then
+        echo "structure: where-table passed a table with $bad (misspelt from $victim)" >&2
+        exit 1
+    fi
+    printf '%s\n' "$out" | grep -q "$bad does not exist" || { echo "structure: where-table failed without naming $bad: $out" >&2; exit 1; }
+    echo "structure: where-table catches a misspelt path: $out"
+    ;;
 *)
-    echo "usage: structure.sh no-ref-symbols LIB | no-ref-includes ROOT" >&2
+    echo "usage: structure.sh no-ref-symbols LIB | no-ref-includes ROOT | where-table ROOT FILE... | where-table-selftest ROOT FILE" >&2
     exit 2
     ;;
 esac

@@ -143,6 +143,45 @@ Test(plan, window_rule) {
     cr_expect(phax_plan_window(&c, -1) == 0 && phax_plan_window(&c, 9) == 0);
 }
 
+// §3.4: training draws the window per step in swax and swa only.
+// §3 / phax eval --carry: an attention sub-layer attends to the whole prefix when its window
+// (the call's in the SWAX family, attn_window in the rest) is 0; mlstm has no attention.
+Test(plan, window_draw_and_full_attention) {
+    const int calls[] = {-1, 0, 7};
+    //                                   draws  full at call -1, 0, 7 (attn_window 5 / w_long 12)
+    const struct {
+        phax_family f;
+        int draws, full[3];
+    } v[] = {
+        {PHAX_FAMILY_PHA, 0, {0, 0, 0}},   {PHAX_FAMILY_TRANSFORMER, 0, {0, 0, 0}},
+        {PHAX_FAMILY_SERIAL, 0, {0, 0, 0}}, {PHAX_FAMILY_SWAX, 1, {0, 1, 0}},
+        {PHAX_FAMILY_SWA, 1, {0, 1, 0}},   {PHAX_FAMILY_MLSTM, 0, {0, 0, 0}},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        phax_model_cfg c = phax_model_cfg_default(v[i].f);
+        c.n_layers = 2, c.attn_window = 5, c.w_short = 3, c.w_long = 12;
+        cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s", phax_error());
+        const char *fam = phax_family_name(c.family);
+        cr_expect(phax_plan_draws_window(&c) == v[i].draws, "%s: draws %d", fam, phax_plan_draws_window(&c));
+        for (int k = 0; k < 3; k++)
+            cr_expect(phax_plan_full_attention(&c, calls[k]) == v[i].full[k], "%s, call window %d: full %d",
+                      fam, calls[k], phax_plan_full_attention(&c, calls[k]));
+        if (v[i].f == PHAX_FAMILY_PHA || v[i].f == PHAX_FAMILY_TRANSFORMER || v[i].f == PHAX_FAMILY_SERIAL) {
+            c.attn_window = 0;  // full causal whatever the call says
+            for (int k = 0; k < 3; k++)
+                cr_expect(phax_plan_full_attention(&c, calls[k]) == 1, "%s, attn_window 0, call %d", fam, calls[k]);
+        }
+    }
+    phax_model_cfg c = cfg_of(PHAX_FAMILY_PHA, 2);  // no attention branch: nothing attends
+    c.use_attn = 0;
+    cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK);
+    cr_expect(c.attn_window == 0 && !phax_plan_full_attention(&c, 0));
+    c = cfg_of(PHAX_FAMILY_SWAX, 1);  // one block, mLSTM (mlstm_first): no SWA layer
+    cr_expect(!phax_plan_full_attention(&c, 0));
+    c.mlstm_first = 0;  // swa_first: the one block is SWA
+    cr_expect(phax_plan_full_attention(&c, 0) && !phax_plan_full_attention(&c, -1));
+}
+
 // §3: Hq = n_heads, Hkv = n_kv_heads, dh = dv = head_dim, the score mode of `score`, RoPE with
 // rope_base, pos0 0, the window given.
 Test(plan, attention_config) {

@@ -73,6 +73,14 @@ double phax_plan_beta(const phax_model_cfg *c);
 int phax_plan_window(const phax_model_cfg *c, int window);
 // 1 when the family takes a call's window (swax, swa, mlstm), 0 when it ignores it.
 int phax_plan_takes_window(const phax_model_cfg *c);
+// 1 when training draws the window per step (§3.4: the families built with SWA layers,
+// swax and swa), 0 when every step uses the config's windows (mlstm has no attention;
+// pha, transformer and serial use attn_window).
+int phax_plan_draws_window(const phax_model_cfg *c);
+// 1 when some attention sub-layer of a call with this window (as phax_plan_window takes
+// it) attends to the whole causal prefix: a model whose per-token state grows with the
+// sequence. 0 when every attention sub-layer has a finite window or there is none.
+int phax_plan_full_attention(const phax_model_cfg *c, int window);
 // The attention config of every attention sub-layer (§3, §2.7): Hq = n_heads, Hkv =
 // n_kv_heads, dh = dv = head_dim, the config's score mode, RoPE with rope_base, pos0 = 0, and
 // `window` as given (resolved: 0 = full or w > 0; see phax_plan_window).
