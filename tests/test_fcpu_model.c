@@ -28,6 +28,9 @@
 #include <string.h>
 
 #include "harness.h"
+#include <stddef.h>
+
+#include "phax/fcpu_f32_ops.h"  // the op table the runner calls through (op_table_complete)
 #include "phax/fcpu_model.h"  // the fast/cpu-only tests at the end (workspace size, profile)
 #include "phax/ref_model.h"
 
@@ -511,4 +514,28 @@ Test(cpu_model, profile) {
         fcpu_model_ws_free(ws);
         fcpu_model_free(&m);
     }
+}
+
+// The op table the runner calls through (phax/f32_ops.h) is complete: a name, a chunk, and
+// every entry from the first function pointer to the end set (a NULL entry would crash
+// only the first model that reaches it).
+Test(cpu_model, op_table_complete) {
+    const phax_f32_ops *ops = fcpu_f32_ops();
+    cr_assert(ops && ops == fcpu_f32_ops(), "one static table");
+    cr_expect(ops->name && !strcmp(ops->name, "cpu"), "name");
+    cr_expect(ops->mlstm_chunk > 0, "mlstm_chunk %d", ops->mlstm_chunk);
+    typedef void (*fn)(void);
+    size_t first = offsetof(phax_f32_ops, PHAX_F32_OPS_FIRST_FN);
+    cr_assert((sizeof *ops - first) % sizeof(fn) == 0, "only function pointers after the first");
+    size_t n = (sizeof *ops - first) / sizeof(fn), nulls = 0;
+    for (size_t i = 0; i < n; i++) {
+        fn f;
+        memcpy(&f, (const char *)ops + first + i * sizeof(fn), sizeof f);
+        if (!f) {
+            nulls++;
+            cr_expect(f != NULL, "entry %zu of %zu (counting from alloc_ws) is NULL", i, n);
+        }
+    }
+    printf("[op_table_complete] %s: %zu entries, %zu NULL\n", ops->name, n, nulls);
+    cr_expect(n >= 50, "only %zu entries: the table shrank?", n);
 }
