@@ -3,7 +3,9 @@
 // pre-norm residual stack that transformer, serial, swax, swa and mlstm share.
 // The branches themselves are in model_branches.c. Formulas: ref/model.c, which
 // reads side by side with this file (docs/spec.md §3). Every op goes through the
-// workspace's table (phax/f32_ops.h), fast/cpu's here (fcpu_f32_ops()).
+// model's table (fcpu_model.ops, phax/f32_ops.h; fast/cpu's is fcpu_f32_ops()), which a
+// workspace takes when it is made; the parameters and gradients are resolved to
+// pointers when a workspace is bound to the model, not looked up by name per call.
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -13,8 +15,12 @@
 #include "model_internal.h"
 #include "phax/fcpu_f32_ops.h"
 
+// The model's op table (a view filled in by hand has none: fast/cpu's).
+static const phax_f32_ops *ops_of(const fcpu_model *m) { return m->ops ? m->ops : fcpu_f32_ops(); }
+
 int fcpu_model_new(fcpu_model *m, const phax_model_cfg *cfg, uint64_t seed) {
     memset(m, 0, sizeof *m);
+    m->ops = fcpu_f32_ops();
     m->cfg = *cfg;
     if (phax_model_cfg_resolve(&m->cfg)) return PHAX_ERR;
     if (phax_layout_build(&m->layout, &m->cfg)) return PHAX_ERR;
@@ -45,10 +51,10 @@ float *fcpu_model_param(const fcpu_model *m, const char *name) {
     return i < 0 ? NULL : m->params + m->layout.p[i].offset;
 }
 
-void fcpu_model_zero_grad(fcpu_model *m) { fcpu_f32_ops()->zero(m->grads, m->layout.numel); }
+void fcpu_model_zero_grad(fcpu_model *m) { ops_of(m)->zero(m->grads, m->layout.numel); }
 
 void fcpu_model_set_params_f64(fcpu_model *m, const double *params) {
-    fcpu_f32_ops()->load_f64(m->params, params, m->layout.numel);
+    ops_of(m)->load_f64(m->params, params, m->layout.numel);
 }
 
 // ---------------------------------------------------------------------------
@@ -202,7 +208,7 @@ fail:
 
 fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T) {
     const phax_model_cfg *c = &m->cfg;
-    fcpu_model_ws *w = ws_plan(fcpu_f32_ops(), c, B, T);
+    fcpu_model_ws *w = ws_plan(ops_of(m), c, B, T);
     if (!w) return NULL;
     if (!(w->arena = w->ops->alloc_ws(w->bytes))) {
         fcpu_model_ws_free(w);
@@ -422,7 +428,8 @@ static int run(const fcpu_model *m, fcpu_model_ws *w, const int32_t *tokens,
                const int32_t *targets, int window, float *logits, double *loss, float *grads,
                float *row_loss) {
     if (!w) return phax_fail("model: no workspace");
-    if (w->family != m->cfg.family) return phax_fail("model: the workspace was made for another model");
+    if (w->family != m->cfg.family || w->ops != ops_of(m))
+        return phax_fail("model: the workspace was made for another model");
     if (!tokens) return phax_fail("model: tokens missing");
     if ((loss || grads) && !targets) return phax_fail("model: a loss needs targets");
     if (omp_get_max_threads() > w->nthreads)

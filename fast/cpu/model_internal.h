@@ -125,7 +125,7 @@ void fm_ptrs_resolve(fm_ptrs *r, fm_block_ptrs *blk, const phax_layout *L,
 
 // --- the workspace ------------------------------------------------------------------------
 struct fcpu_model_ws {
-    const phax_f32_ops *ops;  // the table every op of a call goes through
+    const phax_f32_ops *ops;  // the table every op of a call goes through (its model's)
     phax_family family;
     int B, T, nthreads;
     char *arena;
