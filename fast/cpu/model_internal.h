@@ -62,7 +62,7 @@ _Static_assert((int)PHAX_SUB_GSS == FCPU_PART_GSS && (int)PHAX_SUB_ATTN == FCPU_
 // Activations one branch instance keeps for its backward (only its kind's are set).
 typedef struct {
     phax_sub_kind kind;
-    int layer;         // block index (parameter names blocks.<layer>.*)
+    int layer;         // block index (its tensors: P->blk[layer], G->blk[layer])
     int sub;           // its place in the block's plan (fm_block_ptrs.norm[sub]: PHA the
                        // output norm, others the pre-norm)
     // attention: q (n, Hq·dh); k, v (n, Hkv·dh); o (n, Hq·dh)
