@@ -13,6 +13,14 @@
 #   structure.sh where-table-selftest ROOT FILE
 #                                     where-table passes on FILE and fails, naming the path, on a
 #                                     copy of FILE with one path misspelt (the check can fail).
+#   structure.sh runner-via-table ROOT
+#                                     the fast model runner (ROOT/fast/cpu/model.c,
+#                                     model_branches.c, model_internal.h) reaches ops only
+#                                     through its table (phax/f32_ops.h): it calls no fcpu_
+#                                     function but its own fcpu_model_*, fcpu_part_name and
+#                                     fcpu_f32_ops (taking the table), includes no kernel
+#                                     header (phax/fcpu.h, phax/fcpu_<family>.h), and has no
+#                                     OpenMP loop (elementwise work lives in the table).
 # Exit 0 when the rule holds; 1 with the offending symbols, lines or paths otherwise.
 set -euo pipefail
 NM=${NM:-nm}
@@ -95,8 +103,32 @@ where-table-selftest)
     printf '%s\n' "$out" | grep -q "$bad does not exist" || { echo "structure: where-table failed without naming $bad: $out" >&2; exit 1; }
     echo "structure: where-table catches a misspelt path: $out"
     ;;
+runner-via-table)
+    root=$2
+    files="$root/fast/cpu/model.c $root/fast/cpu/model_branches.c $root/fast/cpu/model_internal.h"
+    for f in $files; do [ -f "$f" ] || { echo "structure: no runner file $f" >&2; exit 1; }; done
+    # The runner must take its table somewhere, or the rule would hold vacuously.
+    # shellcheck disable=SC2086
+    grep -q 'fcpu_f32_ops()' $files || { echo "structure: the runner never takes fcpu_f32_ops()" >&2; exit 1; }
+    # shellcheck disable=SC2086
+    calls=$(grep -noE '\bfcpu_[a-z0-9_]+[[:space:]]*\(' $files \
+            | grep -vE ':fcpu_(model_[a-z0-9_]+|part_name|f32_ops)[[:space:]]*\($' || true)
+    # shellcheck disable=SC2086
+    incs=$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]phax/fcpu(_[a-z0-9]+)?\.h[">]' $files \
+           | grep -vE 'phax/fcpu_(model|f32_ops)\.h' || true)
+    # shellcheck disable=SC2086
+    omp=$(grep -nE '^[[:space:]]*#[[:space:]]*pragma[[:space:]]+omp' $files || true)
+    if [ -n "$calls$incs$omp" ]; then
+        echo "structure: the fast model runner goes around its op table (phax/f32_ops.h):" >&2
+        [ -n "$calls" ] && { echo "direct kernel calls:" >&2; echo "$calls" >&2; }
+        [ -n "$incs" ] && { echo "kernel headers:" >&2; echo "$incs" >&2; }
+        [ -n "$omp" ] && { echo "OpenMP loops (elementwise work belongs in the table):" >&2; echo "$omp" >&2; }
+        exit 1
+    fi
+    echo "structure: the fast model runner calls ops only through its table"
+    ;;
 *)
-    echo "usage: structure.sh no-ref-symbols LIB | no-ref-includes ROOT | where-table ROOT FILE... | where-table-selftest ROOT FILE" >&2
+    echo "usage: structure.sh no-ref-symbols LIB | no-ref-includes ROOT | where-table ROOT FILE... | where-table-selftest ROOT FILE | runner-via-table ROOT" >&2
     exit 2
     ;;
 esac

@@ -28,6 +28,9 @@
 #include <string.h>
 
 #include "harness.h"
+#include <stddef.h>
+
+#include "phax/fcpu_f32_ops.h"  // the op table the runner calls through (op_table_complete)
 #include "phax/fcpu_model.h"  // the fast/cpu-only tests at the end (workspace size, profile)
 #include "phax/ref_model.h"
 
@@ -509,6 +512,131 @@ Test(cpu_model, profile) {
         cr_expect(!memcmp(f, f2, sizeof f) && !memcmp(b, b2, sizeof b), "%s: timed while off", fam);
         free(g0);
         fcpu_model_ws_free(ws);
+        fcpu_model_free(&m);
+    }
+}
+
+// The op table the runner calls through (phax/f32_ops.h) is complete: a name, a chunk, and
+// every entry from the first function pointer to the end set (a NULL entry would crash
+// only the first model that reaches it).
+Test(cpu_model, op_table_complete) {
+    const phax_f32_ops *ops = fcpu_f32_ops();
+    cr_assert(ops && ops == fcpu_f32_ops(), "one static table");
+    cr_expect(ops->name && !strcmp(ops->name, "cpu"), "name");
+    cr_expect(ops->mlstm_chunk > 0, "mlstm_chunk %d", ops->mlstm_chunk);
+    typedef void (*fn)(void);
+    size_t first = offsetof(phax_f32_ops, PHAX_F32_OPS_FIRST_FN);
+    cr_assert((sizeof *ops - first) % sizeof(fn) == 0, "only function pointers after the first");
+    size_t n = (sizeof *ops - first) / sizeof(fn), nulls = 0;
+    for (size_t i = 0; i < n; i++) {
+        fn f;
+        memcpy(&f, (const char *)ops + first + i * sizeof(fn), sizeof f);
+        if (!f) {
+            nulls++;
+            cr_expect(f != NULL, "entry %zu of %zu (counting from alloc_ws) is NULL", i, n);
+        }
+    }
+    printf("[op_table_complete] %s: %zu entries, %zu NULL\n", ops->name, n, nulls);
+    cr_expect(n >= 50, "only %zu entries: the table shrank?", n);
+}
+
+// Another table drives the same runner: a copy of fast/cpu's table whose elementwise ops
+// and one kernel count their calls gives bit-identical losses and gradients, every
+// wrapped op is reached (so the runner calls them through the model's table, not
+// fast/cpu's directly), and a table with one op broken changes the result.
+static struct {
+    const phax_f32_ops *cpu;
+    struct {
+        int zero, add, acc, scale, axpy, mul, mul_bwd, sig, sig_bwd, cap, cap_bwd, linear;
+    } n;             // calls of each wrapped op
+    int break_axpy;  // 1: axpy does nothing
+} tc;
+static void c_zero(float *p, size_t n) { tc.n.zero++, tc.cpu->zero(p, n); }
+static void c_add(float *y, const float *a, const float *b, size_t n) { tc.n.add++, tc.cpu->add(y, a, b, n); }
+static void c_acc(float *y, const float *x, size_t n) { tc.n.acc++, tc.cpu->acc(y, x, n); }
+static void c_scale(float *y, float a, const float *x, size_t n) { tc.n.scale++, tc.cpu->scale(y, a, x, n); }
+static void c_axpy(float *y, float a, const float *x, size_t n) {
+    tc.n.axpy++;
+    if (!tc.break_axpy) tc.cpu->axpy(y, a, x, n);
+}
+static void c_mul(float *y, const float *a, const float *b, size_t n) { tc.n.mul++, tc.cpu->mul(y, a, b, n); }
+static void c_mul_bwd(float *da, float *db, const float *dy, const float *a, const float *b, size_t n) {
+    tc.n.mul_bwd++, tc.cpu->mul_bwd(da, db, dy, a, b, n);
+}
+static void c_sig(float *x, size_t n) { tc.n.sig++, tc.cpu->sigmoid_inplace(x, n); }
+static void c_sig_bwd(float *dz, float *dh, const float *hn, const float *o, size_t n) {
+    tc.n.sig_bwd++, tc.cpu->sigmoid_mul_bwd(dz, dh, hn, o, n);
+}
+static void c_cap(float *y, const float *z, size_t n) { tc.n.cap++, tc.cpu->gate_cap_fwd(y, z, n); }
+static void c_cap_bwd(float *dy, const float *z, size_t n) { tc.n.cap_bwd++, tc.cpu->gate_cap_bwd(dy, z, n); }
+static void c_linear(float *y, const float *x, const float *W, const float *b, size_t n, int in, int out) {
+    tc.n.linear++, tc.cpu->linear_fwd(y, x, W, b, n, in, out);
+}
+
+// One backward of m on its own table or on tbl: the loss and a copy of the gradients.
+static double backward_on(fcpu_model *m, const phax_f32_ops *tbl, const int32_t *tok,
+                          const int32_t *tg, int B, int T, float *grads) {
+    const struct phax_f32_ops *own = m->ops;
+    if (tbl) m->ops = tbl;
+    fcpu_model_ws *ws = fcpu_model_ws_new(m, B, T);
+    cr_assert(ws, "%s", phax_error());
+    double loss = NAN;
+    fcpu_model_zero_grad(m);
+    cr_assert(fcpu_model_backward(m, ws, tok, tg, -1, &loss) == PHAX_OK, "%s", phax_error());
+    memcpy(grads, m->grads, m->layout.numel * sizeof *grads);
+    fcpu_model_ws_free(ws);
+    m->ops = own;
+    return loss;
+}
+
+Test(cpu_model, another_table_drives_the_runner) {
+    phax_rng r = tu_rng("fcpu_model/another_table");
+    tc.cpu = fcpu_f32_ops();
+    phax_f32_ops tbl = *tc.cpu;
+    tbl.name = "counting";
+    tbl.zero = c_zero, tbl.add = c_add, tbl.acc = c_acc, tbl.scale = c_scale, tbl.axpy = c_axpy;
+    tbl.mul = c_mul, tbl.mul_bwd = c_mul_bwd, tbl.sigmoid_inplace = c_sig;
+    tbl.sigmoid_mul_bwd = c_sig_bwd, tbl.gate_cap_fwd = c_cap, tbl.gate_cap_bwd = c_cap_bwd;
+    tbl.linear_fwd = c_linear;
+    // PHA (axpy, scale, mul of GSS, acc of the dual FFN) and SWAX (add, the mLSTM ops).
+    phax_family fams[] = {PHAX_FAMILY_PHA, PHAX_FAMILY_SWAX};
+    for (int fi = 0; fi < 2; fi++) {
+        phax_model_cfg c = base_cfg(fams[fi]);
+        const char *fam = phax_family_name(c.family);
+        fcpu_model m;
+        cr_assert(fcpu_model_new(&m, &c, phax_rng_u64(&r)) == PHAX_OK);
+        int B = 2, T = 9;
+        size_t n = (size_t)B * T, P = m.layout.numel;
+        int32_t tok[18], tg[18];
+        fill_batch(tok, tg, n, c.vocab_size, &r);
+        float *g0 = malloc(P * sizeof *g0), *g1 = malloc(P * sizeof *g1);
+        cr_assert(g0 && g1);
+        double l0 = backward_on(&m, NULL, tok, tg, B, T, g0);
+        memset(&tc.n, 0, sizeof tc.n);
+        double l1 = backward_on(&m, &tbl, tok, tg, B, T, g1);
+        cr_expect(l0 == l1 && !memcmp(g0, g1, P * sizeof *g0),
+                  "%s: the counting table changed the result (loss %.9g vs %.9g)", fam, l0, l1);
+        printf("[another_table] %s: zero %d add %d acc %d scale %d axpy %d mul %d mul_bwd %d "
+               "sigmoid %d sigmoid_mul_bwd %d gate_cap %d gate_cap_bwd %d linear_fwd %d\n",
+               fam, tc.n.zero, tc.n.add, tc.n.acc, tc.n.scale, tc.n.axpy, tc.n.mul, tc.n.mul_bwd, tc.n.sig,
+               tc.n.sig_bwd, tc.n.cap, tc.n.cap_bwd, tc.n.linear);
+        cr_expect(tc.n.zero > 0 && tc.n.linear > 0, "%s: zero or linear_fwd not reached", fam);
+        if (c.family == PHAX_FAMILY_PHA)
+            cr_expect(tc.n.axpy == c.n_layers && tc.n.scale == c.n_layers && tc.n.mul > 0 &&
+                          tc.n.mul_bwd > 0 && tc.n.acc > 0,
+                      "%s: the residual, GSS gate or dual-FFN ops not reached through the table",
+                      fam);
+        else
+            cr_expect(tc.n.add > 0 && tc.n.sig > 0 && tc.n.sig_bwd > 0 && tc.n.cap > 0 && tc.n.cap_bwd > 0 &&
+                          tc.n.mul > 0,
+                      "%s: the residual or mLSTM ops not reached through the table", fam);
+        if (c.family == PHAX_FAMILY_PHA) {  // a broken table op shows in the result
+            tc.break_axpy = 1;
+            double l2 = backward_on(&m, &tbl, tok, tg, B, T, g1);
+            tc.break_axpy = 0;
+            cr_expect(l2 != l0, "%s: dropping the DeepNorm α·x term changed nothing", fam);
+        }
+        free(g0), free(g1);
         fcpu_model_free(&m);
     }
 }

@@ -2,19 +2,25 @@
 // runners — PHA (parallel branches, softplus mix, DeepNorm post-norm) and the
 // pre-norm residual stack that transformer, serial, swax, swa and mlstm share.
 // The branches themselves are in model_branches.c. Formulas: ref/model.c, which
-// reads side by side with this file (docs/spec.md §3).
-#define _GNU_SOURCE  // madvise(MADV_HUGEPAGE)
+// reads side by side with this file (docs/spec.md §3). Every op goes through the
+// model's table (fcpu_model.ops, phax/f32_ops.h; fast/cpu's is fcpu_f32_ops()), which a
+// workspace takes when it is made; the parameters and gradients are resolved to
+// pointers when a workspace is bound to the model, not looked up by name per call.
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "model_internal.h"
+#include "phax/fcpu_f32_ops.h"
+
+// The model's op table (a view filled in by hand has none: fast/cpu's).
+static const phax_f32_ops *ops_of(const fcpu_model *m) { return m->ops ? m->ops : fcpu_f32_ops(); }
 
 int fcpu_model_new(fcpu_model *m, const phax_model_cfg *cfg, uint64_t seed) {
     memset(m, 0, sizeof *m);
+    m->ops = fcpu_f32_ops();
     m->cfg = *cfg;
     if (phax_model_cfg_resolve(&m->cfg)) return PHAX_ERR;
     if (phax_layout_build(&m->layout, &m->cfg)) return PHAX_ERR;
@@ -45,19 +51,10 @@ float *fcpu_model_param(const fcpu_model *m, const char *name) {
     return i < 0 ? NULL : m->params + m->layout.p[i].offset;
 }
 
-// Both cores: one core's memset writes ~23 GB/s here, two ~40 (28 MB at the bench config).
-void fcpu_model_zero_grad(fcpu_model *m) {
-    size_t n = m->layout.numel;
-#pragma omp parallel if (n >= (1u << 20))
-    {
-        int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        size_t per = (n / (size_t)nt + 15) & ~(size_t)15, lo = per * (size_t)id;
-        if (lo < n) memset(m->grads + lo, 0, ((n - lo < per) ? n - lo : per) * sizeof(float));
-    }
-}
+void fcpu_model_zero_grad(fcpu_model *m) { ops_of(m)->zero(m->grads, m->layout.numel); }
 
 void fcpu_model_set_params_f64(fcpu_model *m, const double *params) {
-    for (size_t i = 0; i < m->layout.numel; i++) m->params[i] = (float)params[i];
+    ops_of(m)->load_f64(m->params, params, m->layout.numel);
 }
 
 // ---------------------------------------------------------------------------
@@ -66,21 +63,76 @@ void fcpu_model_set_params_f64(fcpu_model *m, const double *params) {
 static int is_pha(const phax_model_cfg *c) { return phax_plan_rule(c) == PHAX_RULE_PARALLEL; }
 
 // ---------------------------------------------------------------------------
+// Parameters (or gradients) resolved to pointers, once per binding of a workspace.
+static float *at(const phax_layout *L, float *base, const char *name) {
+    if (!base) return NULL;
+    int i = phax_layout_find(L, name);
+    return i < 0 ? NULL : base + L->p[i].offset;
+}
+
+static float *blk_at(const phax_layout *L, float *base, int l, const char *suffix) {
+    char name[96];
+    snprintf(name, sizeof name, "blocks.%d.%s", l, suffix);
+    return at(L, base, name);
+}
+
+void fm_ptrs_resolve(fm_ptrs *r, fm_block_ptrs *blk, const phax_layout *L,
+                     const phax_model_cfg *cfg, float *base) {
+    r->embed = at(L, base, "embed.weight");
+    r->norm_emb = at(L, base, "norm_emb.weight");
+    r->norm_f = at(L, base, "norm_f.weight");
+    r->head = at(L, base, cfg->tie_embeddings ? "embed.weight" : "lm_head.weight");
+    r->blk = blk;
+    for (int l = 0; l < cfg->n_layers; l++) {
+        fm_block_ptrs *b = &blk[l];
+        memset(b, 0, sizeof *b);
+        phax_block_plan bp;
+        phax_plan_block(cfg, l, &bp);
+        for (int i = 0; i < bp.nsub; i++) b->norm[i] = blk_at(L, base, l, bp.sub[i].norm);
+#define R(field, suffix) b->field = blk_at(L, base, l, suffix)
+        R(mix_p, "mix.p"), R(norm_res, "norm_res.weight");
+        R(attn_wq, "attn.wq.weight"), R(attn_wk, "attn.wk.weight"), R(attn_wv, "attn.wv.weight");
+        R(attn_wo, "attn.wo.weight"), R(attn_logscale, "attn.logscale");
+        R(ffn_w_gate, "ffn.w_gate.weight"), R(ffn_w_up, "ffn.w_up.weight");
+        R(ffn_w_down, "ffn.w_down.weight");
+        R(aux_w3, "ffn_aux.w3.weight"), R(aux_w4, "ffn_aux.w4.weight");
+        R(gss_wv, "gss.wv.weight"), R(gss_wu, "gss.wu.weight"), R(gss_ln_g, "gss.ln.weight");
+        R(gss_ln_b, "gss.ln.bias"), R(gss_lre, "gss.lambda_re"), R(gss_lim, "gss.lambda_im");
+        R(gss_cre, "gss.c_re"), R(gss_cim, "gss.c_im"), R(gss_d, "gss.d");
+        R(gss_wc, "gss.wc.weight"), R(gss_wo, "gss.wo.weight");
+        R(ml_wq, "mlstm.wq.weight"), R(ml_wk, "mlstm.wk.weight"), R(ml_wv, "mlstm.wv.weight");
+        R(ml_ogate, "mlstm.ogate.weight"), R(ml_igate_w, "mlstm.igate.weight");
+        R(ml_igate_b, "mlstm.igate.bias"), R(ml_fgate_w, "mlstm.fgate.weight");
+        R(ml_fgate_b, "mlstm.fgate.bias"), R(ml_headnorm, "mlstm.headnorm.weight");
+        R(ml_out, "mlstm.out.weight");
+#undef R
+    }
+}
+
+// Bind workspace w to model m: resolve its parameters and gradients.
+static void ws_bind(fcpu_model_ws *w, const fcpu_model *m) {
+    fm_ptrs_resolve(&w->P, w->P.blk, &m->layout, &m->cfg, m->params);
+    fm_ptrs_resolve(&w->G, w->G.blk, &m->layout, &m->cfg, m->grads);
+    w->bound_params = m->params, w->bound_grads = m->grads;
+}
+
+// ---------------------------------------------------------------------------
 // Workspace layout (runs twice: count, then assign).
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
 static void ws_layout(fcpu_model_ws *w, fm_arena *a, const phax_model_cfg *c) {
+    const phax_f32_ops *ops = w->ops;
     int B = w->B, T = w->T, d = c->d_model, L = c->n_layers;
     size_t n = (size_t)B * T, nd = n * (size_t)d;
     for (int i = 0; i < w->nx; i++) w->xs[i] = fm_take(a, nd);
-    for (int j = 0; j < w->nsub; j++) fm_branch_layout(a, &w->br[j], c, B, T);
+    for (int j = 0; j < w->nsub; j++) fm_branch_layout(ops, a, &w->br[j], c, B, T);
     size_t bwd = 0, kws = 0;
     for (int j = 0; j < w->nsub; j++) {
         bwd = zmax(bwd, fm_branch_bwd_len(w->br[j].kind, c, n, T));
-        kws = zmax(kws, fm_branch_kernel_ws(w->br[j].kind, c, B, T, w->nthreads, w));
+        kws = zmax(kws, fm_branch_kernel_ws(ops, w->br[j].kind, c, B, T, w->nthreads, w));
     }
-    kws = zmax(kws, fcpu_rmsnorm_bwd_ws(n, d));
-    kws = zmax(kws, fcpu_linear_cross_entropy_ws(n, d, c->vocab_size));
+    kws = zmax(kws, ops->rmsnorm_bwd_ws(n, d));
+    kws = zmax(kws, ops->linear_cross_entropy_ws(n, d, c->vocab_size));
     if (is_pha(c)) {
         int nb = w->nsub / L;
         for (int l = 0; l < L; l++) {
@@ -89,6 +141,7 @@ static void ws_layout(fcpu_model_ws *w, fm_arena *a, const phax_model_cfg *c) {
             w->pz[l] = fm_take(a, nd);
         }
         w->dmix = fm_take(a, (size_t)nb * nd);
+        w->pzero = fm_take(a, PHAX_PLAN_MAX_SUB);  // zero: the arena comes zeroed
     } else {
         for (int j = 0; j < w->nsub; j++) w->hs[j] = fm_take(a, nd);
         w->xf = fm_take(a, nd);
@@ -100,25 +153,9 @@ static void ws_layout(fcpu_model_ws *w, fm_arena *a, const phax_model_cfg *c) {
     w->kws = fm_take(a, (kws + sizeof(float) - 1) / sizeof(float));
 }
 
-// One arena for everything, asked for in huge pages and touched once here, so the
-// first training step does not pay ~0.3 GB/s page faults.
-static char *arena_alloc(size_t bytes) {
-    const size_t huge = (size_t)2 << 20;
-    size_t sz = (bytes + huge - 1) / huge * huge;
-    void *p = NULL;
-    if (bytes > SIZE_MAX - huge || posix_memalign(&p, huge, sz ? sz : huge)) {  // (sz must not wrap)
-        phax_fail("model workspace: out of memory allocating %.1f MB", bytes / 1e6);
-        return NULL;
-    }
-#ifdef MADV_HUGEPAGE
-    madvise(p, sz, MADV_HUGEPAGE);  // advisory: transparent huge pages are in madvise mode
-#endif
-    memset(p, 0, sz);
-    return p;
-}
-
-// A workspace with its layout counted (w->bytes) but no arena yet.
-static fcpu_model_ws *ws_plan(const phax_model_cfg *c, int B, int T) {
+// A workspace with its layout counted (w->bytes) but no arena yet (one arena for
+// everything, from the table's alloc_ws).
+static fcpu_model_ws *ws_plan(const phax_f32_ops *ops, const phax_model_cfg *c, int B, int T) {
     if (B < 1 || T < 1) {
         phax_fail("model workspace: batch %d x %d must be at least 1 x 1", B, T);
         return NULL;
@@ -128,6 +165,7 @@ static fcpu_model_ws *ws_plan(const phax_model_cfg *c, int B, int T) {
         phax_fail("model workspace: out of memory");
         return NULL;
     }
+    w->ops = ops;
     w->family = c->family, w->B = B, w->T = T, w->nthreads = omp_get_max_threads();
     int L = c->n_layers;
     phax_block_plan bp;
@@ -141,7 +179,9 @@ static fcpu_model_ws *ws_plan(const phax_model_cfg *c, int B, int T) {
     w->pr = calloc((size_t)L, sizeof *w->pr);
     w->pb = calloc((size_t)L, sizeof *w->pb);
     w->pz = calloc((size_t)L, sizeof *w->pz);
-    if (!w->br || !w->xs || !w->hs || !w->pr || !w->pb || !w->pz) {
+    w->P.blk = calloc((size_t)L, sizeof *w->P.blk);
+    w->G.blk = calloc((size_t)L, sizeof *w->G.blk);
+    if (!w->br || !w->xs || !w->hs || !w->pr || !w->pb || !w->pz || !w->P.blk || !w->G.blk) {
         phax_fail("model workspace: out of memory");
         goto fail;
     }
@@ -149,10 +189,10 @@ static fcpu_model_ws *ws_plan(const phax_model_cfg *c, int B, int T) {
         phax_plan_block(c, l, &bp);
         for (int i = 0; i < per; i++) {
             fm_branch *b = &w->br[l * per + i];
-            b->kind = bp.sub[i].kind, b->layer = l, b->norm = bp.sub[i].norm;
+            b->kind = bp.sub[i].kind, b->layer = l, b->sub = i;
         }
     }
-    if (phax_plan_has(c, PHAX_SUB_GSS) && !(w->ssm_plan = fcpu_ssm_plan_new(B, T, c->gss_hidden))) goto fail;
+    if (phax_plan_has(c, PHAX_SUB_GSS) && !(w->ssm_plan = ops->ssm_plan_new(B, T, c->gss_hidden))) goto fail;
     fm_arena a = {NULL, 0};
     ws_layout(w, &a, c);
     w->bytes = a.off;
@@ -168,19 +208,20 @@ fail:
 
 fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T) {
     const phax_model_cfg *c = &m->cfg;
-    fcpu_model_ws *w = ws_plan(c, B, T);
+    fcpu_model_ws *w = ws_plan(ops_of(m), c, B, T);
     if (!w) return NULL;
-    if (!(w->arena = arena_alloc(w->bytes))) {
+    if (!(w->arena = w->ops->alloc_ws(w->bytes))) {
         fcpu_model_ws_free(w);
         return NULL;
     }
     fm_arena a = {w->arena, 0};
     ws_layout(w, &a, c);
+    ws_bind(w, m);
     return w;
 }
 
 size_t fcpu_model_ws_size(const phax_model_cfg *cfg, int B, int T) {
-    fcpu_model_ws *w = ws_plan(cfg, B, T);
+    fcpu_model_ws *w = ws_plan(fcpu_f32_ops(), cfg, B, T);
     size_t n = w ? w->bytes : 0;
     fcpu_model_ws_free(w);
     return n;
@@ -188,9 +229,10 @@ size_t fcpu_model_ws_size(const phax_model_cfg *cfg, int B, int T) {
 
 void fcpu_model_ws_free(fcpu_model_ws *w) {
     if (!w) return;
-    free(w->arena);
-    if (w->ssm_plan) fcpu_ssm_plan_free(w->ssm_plan);
+    w->ops->free_ws(w->arena);
+    if (w->ssm_plan) w->ops->ssm_plan_free(w->ssm_plan);
     free(w->br), free(w->xs), free(w->hs), free(w->pr), free(w->pb), free(w->pz);
+    free(w->P.blk), free(w->G.blk);
     free(w);
 }
 
@@ -204,42 +246,29 @@ int fcpu_model_ws_T(const fcpu_model_ws *w) { return w->T; }
 // (no (n, V) logits).
 static int head(const fm_ctx *cx, const float *x, float *dx, const int32_t *targets,
                 float *logits, double *loss) {
-    const fcpu_model *m = cx->m;
-    int V = m->cfg.vocab_size, d = m->cfg.d_model;
-    const char *wname = m->cfg.tie_embeddings ? "embed.weight" : "lm_head.weight";
-    const float *W = fcpu_model_param(m, wname);
+    const phax_f32_ops *ops = cx->ops;
+    int V = cx->m->cfg.vocab_size, d = cx->m->cfg.d_model;
+    const float *W = cx->P->head;
     float lf = 0;
     if (cx->row_loss)
-        return fcpu_linear_cross_entropy_rows(cx->row_loss, x, W, targets, cx->n, d, V, cx->ws->kws);
+        return ops->linear_cross_entropy_rows(cx->row_loss, x, W, targets, cx->n, d, V, cx->ws->kws);
     if (dx) {
-        float *dW = cx->grads ? cx->grads + (fcpu_model_param(m, wname) - m->params) : NULL;
-        if (fcpu_linear_cross_entropy(&lf, dx, dW, 1.0f, x, W, targets, cx->n, d, V, cx->ws->kws))
+        if (ops->linear_cross_entropy(&lf, dx, cx->G->head, 1.0f, x, W, targets, cx->n, d, V,
+                                      cx->ws->kws))
             return PHAX_ERR;
         if (loss) *loss = lf;
         return PHAX_OK;
     }
     if (logits) {
-        fcpu_linear_fwd(logits, x, W, NULL, cx->n, d, V);
-        if (loss && fcpu_cross_entropy_fwd(&lf, logits, targets, cx->n, V)) return PHAX_ERR;
+        ops->linear_fwd(logits, x, W, NULL, cx->n, d, V);
+        if (loss && ops->cross_entropy_fwd(&lf, logits, targets, cx->n, V)) return PHAX_ERR;
     } else if (loss &&
-               fcpu_linear_cross_entropy(&lf, NULL, NULL, 1.0f, x, W, targets, cx->n, d, V, cx->ws->kws)) {
+               ops->linear_cross_entropy(&lf, NULL, NULL, 1.0f, x, W, targets, cx->n, d, V, cx->ws->kws)) {
         return PHAX_ERR;
     }
     if (loss) *loss = lf;
     return PHAX_OK;
 }
-
-static float *top_grad(const fm_ctx *cx, const char *name) {
-    const float *p = fcpu_model_param(cx->m, name);
-    return p && cx->grads ? cx->grads + (p - cx->m->params) : NULL;
-}
-
-static void fm_add(float *restrict y, const float *restrict a, const float *restrict b, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= 65536)
-    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
-}
-
-static void fzero(float *p, size_t n) { memset(p, 0, n * sizeof *p); }
 
 // ---------------------------------------------------------------------------
 // Profiling (phax/fcpu_model.h).
@@ -278,18 +307,17 @@ void fcpu_model_ws_profile_get(const fcpu_model_ws *ws, double fwd[FCPU_NPARTS],
 // xs[0] = E[tokens], xs[l + 1] = input of block l, xs[L + 1] feeds the head.
 static int pha_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, float *logits,
                    double *loss) {
-    const fcpu_model *m = cx->m;
-    const phax_model_cfg *c = &m->cfg;
+    const phax_f32_ops *ops = cx->ops;
+    const fm_ptrs *P = cx->P, *G = cx->G;
+    const phax_model_cfg *c = &cx->m->cfg;
     fcpu_model_ws *w = cx->ws;
     int d = c->d_model, L = c->n_layers, nb = w->nsub / L;
     size_t n = cx->n, nd = n * (size_t)d;
     float alpha = (float)phax_plan_alpha(c);
-    float pzero[4] = {0, 0, 0, 0};
-    if (fcpu_embedding_fwd(w->xs[0], fcpu_model_param(m, "embed.weight"), tokens, n, c->vocab_size, d))
-        return PHAX_ERR;
-    const float *gemb = fcpu_model_param(m, "norm_emb.weight");
-    fcpu_rmsnorm_fwd(w->xs[1], w->xs[0], gemb, n, d, PHAX_RMSNORM_EPS);
+    if (ops->embedding_fwd(w->xs[0], P->embed, tokens, n, c->vocab_size, d)) return PHAX_ERR;
+    ops->rmsnorm_fwd(w->xs[1], w->xs[0], P->norm_emb, n, d, PHAX_RMSNORM_EPS);
     for (int l = 0; l < L; l++) {
+        const fm_block_ptrs *pl = &P->blk[l];
         const float *x = w->xs[l + 1];
         for (int i = 0; i < nb; i++) {
             fm_branch *b = &w->br[l * nb + i];
@@ -297,14 +325,13 @@ static int pha_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, fl
             int rc;
             FM_PROF(cx, b->kind, rc = fm_branch_fwd(cx, b, ri, x));  // r_i: (n, d)
             if (rc) return PHAX_ERR;
-            fcpu_rmsnorm_fwd(bi, ri, fm_param(m, l, b->norm), n, d, PHAX_RMSNORM_EPS);  // b_i
+            ops->rmsnorm_fwd(bi, ri, pl->norm[b->sub], n, d, PHAX_RMSNORM_EPS);  // b_i
         }
-        const float *p = c->freeze_mix ? pzero : fm_param(m, l, "mix.p");
+        const float *p = c->freeze_mix ? w->pzero : pl->mix_p;
         float *z = w->pz[l];
-        fcpu_mix_fwd(z, w->pb[l], p, nb, nd);  // z ← mix: (n, d)
-#pragma omp parallel for simd schedule(static) if (nd >= 65536)
-        for (size_t i = 0; i < nd; i++) z[i] = alpha * x[i] + z[i];
-        fcpu_rmsnorm_fwd(w->xs[l + 2], z, fm_param(m, l, "norm_res.weight"), n, d, PHAX_RMSNORM_EPS);
+        ops->mix_fwd(z, w->pb[l], p, nb, nd);  // z ← mix: (n, d)
+        ops->axpy(z, alpha, x, nd);            // z ← α x + z
+        ops->rmsnorm_fwd(w->xs[l + 2], z, pl->norm_res, n, d, PHAX_RMSNORM_EPS);
     }
     const float *xL = w->xs[L + 1];
     int rc;
@@ -316,37 +343,35 @@ static int pha_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, fl
     // Backward of the mean loss. d1 = ∂loss/∂(current block output).
     prof_next_half(cx);
     float *d1 = w->d1, *d2 = w->d2;
-    fzero(d1, nd);
+    ops->zero(d1, nd);
     FM_PROF(cx, FCPU_PART_HEAD, rc = head(cx, xL, d1, targets, logits, loss));
     if (rc) return PHAX_ERR;
     for (int l = L - 1; l >= 0; l--) {
+        const fm_block_ptrs *pl = &P->blk[l], *gl = &G->blk[l];
         const float *x = w->xs[l + 1];
         // y = RMSNorm_res(z): d2 = ∂/∂z
-        fzero(d2, nd);
-        fcpu_rmsnorm_bwd(d2, fm_grad(cx, l, "norm_res.weight"), d1, w->pz[l],
-                         fm_param(m, l, "norm_res.weight"), n, d, PHAX_RMSNORM_EPS, w->kws);
+        ops->zero(d2, nd);
+        ops->rmsnorm_bwd(d2, gl->norm_res, d1, w->pz[l], pl->norm_res, n, d, PHAX_RMSNORM_EPS,
+                         w->kws);
         // z = α x + mix(p; b): dmix = ∂/∂b, dp; then d1 ← α d2 (= ∂/∂x so far)
-        const float *p = c->freeze_mix ? pzero : fm_param(m, l, "mix.p");
-        float *dp = c->freeze_mix ? NULL : fm_grad(cx, l, "mix.p");
-        fzero(w->dmix, (size_t)nb * nd);
-        fcpu_mix_bwd(w->dmix, dp, d2, w->pb[l], p, nb, nd);
-#pragma omp parallel for simd schedule(static) if (nd >= 65536)
-        for (size_t i = 0; i < nd; i++) d1[i] = alpha * d2[i];
+        const float *p = c->freeze_mix ? w->pzero : pl->mix_p;
+        float *dp = c->freeze_mix ? NULL : gl->mix_p;
+        ops->zero(w->dmix, (size_t)nb * nd);
+        ops->mix_bwd(w->dmix, dp, d2, w->pb[l], p, nb, nd);
+        ops->scale(d1, alpha, d2, nd);
         for (int i = 0; i < nb; i++) {
             fm_branch *b = &w->br[l * nb + i];
             // b_i = RMSNorm_i(r_i); r_i = branch_i(x)
-            fzero(w->tmp, nd);
-            fcpu_rmsnorm_bwd(w->tmp, fm_grad(cx, l, b->norm), w->dmix + i * nd, w->pr[l] + i * nd,
-                             fm_param(m, l, b->norm), n, d, PHAX_RMSNORM_EPS, w->kws);
+            ops->zero(w->tmp, nd);
+            ops->rmsnorm_bwd(w->tmp, gl->norm[b->sub], w->dmix + i * nd, w->pr[l] + i * nd,
+                             pl->norm[b->sub], n, d, PHAX_RMSNORM_EPS, w->kws);
             FM_PROF(cx, b->kind, rc = fm_branch_bwd(cx, b, d1, w->tmp, x));
             if (rc) return PHAX_ERR;
         }
     }
-    fzero(d2, nd);
-    fcpu_rmsnorm_bwd(d2, top_grad(cx, "norm_emb.weight"), d1, w->xs[0], gemb, n, d,
-                     PHAX_RMSNORM_EPS, w->kws);
-    float *dE = top_grad(cx, "embed.weight");
-    if (dE) fcpu_embedding_bwd(dE, d2, tokens, n, d);
+    ops->zero(d2, nd);
+    ops->rmsnorm_bwd(d2, G->norm_emb, d1, w->xs[0], P->norm_emb, n, d, PHAX_RMSNORM_EPS, w->kws);
+    if (G->embed) ops->embedding_bwd(G->embed, d2, tokens, n, d);
     return PHAX_OK;
 }
 
@@ -355,23 +380,22 @@ static int pha_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, fl
 // xs[j + 1] = xs[j] + F_j(RMSNorm_j xs[j]); logits = RMSNorm_f(xs[J]) Wᵀ.
 static int stack_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, float *logits,
                      double *loss) {
-    const fcpu_model *m = cx->m;
-    const phax_model_cfg *c = &m->cfg;
+    const phax_f32_ops *ops = cx->ops;
+    const fm_ptrs *P = cx->P, *G = cx->G;
+    const phax_model_cfg *c = &cx->m->cfg;
     fcpu_model_ws *w = cx->ws;
     int d = c->d_model, J = w->nsub;
     size_t n = cx->n, nd = n * (size_t)d;
-    if (fcpu_embedding_fwd(w->xs[0], fcpu_model_param(m, "embed.weight"), tokens, n, c->vocab_size, d))
-        return PHAX_ERR;
+    if (ops->embedding_fwd(w->xs[0], P->embed, tokens, n, c->vocab_size, d)) return PHAX_ERR;
     for (int j = 0; j < J; j++) {
         fm_branch *b = &w->br[j];
-        fcpu_rmsnorm_fwd(w->hs[j], w->xs[j], fm_param(m, b->layer, b->norm), n, d, PHAX_RMSNORM_EPS);
+        ops->rmsnorm_fwd(w->hs[j], w->xs[j], P->blk[b->layer].norm[b->sub], n, d, PHAX_RMSNORM_EPS);
         int rc;
         FM_PROF(cx, b->kind, rc = fm_branch_fwd(cx, b, w->tmp, w->hs[j]));
         if (rc) return PHAX_ERR;
-        fm_add(w->xs[j + 1], w->xs[j], w->tmp, nd);
+        ops->add(w->xs[j + 1], w->xs[j], w->tmp, nd);
     }
-    const float *gf = fcpu_model_param(m, "norm_f.weight");
-    fcpu_rmsnorm_fwd(w->xf, w->xs[J], gf, n, d, PHAX_RMSNORM_EPS);
+    ops->rmsnorm_fwd(w->xf, w->xs[J], P->norm_f, n, d, PHAX_RMSNORM_EPS);
     int rc;
     if (!cx->grads) {
         FM_PROF(cx, FCPU_PART_HEAD, rc = head(cx, w->xf, NULL, targets, logits, loss));
@@ -382,22 +406,20 @@ static int stack_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, 
     // path into d1 in place, which already holds the identity path.
     prof_next_half(cx);
     float *d1 = w->d1, *d2 = w->d2;
-    fzero(d2, nd);
+    ops->zero(d2, nd);
     FM_PROF(cx, FCPU_PART_HEAD, rc = head(cx, w->xf, d2, targets, logits, loss));  // d2 = ∂/∂x_f
     if (rc) return PHAX_ERR;
-    fzero(d1, nd);
-    fcpu_rmsnorm_bwd(d1, top_grad(cx, "norm_f.weight"), d2, w->xs[J], gf, n, d, PHAX_RMSNORM_EPS,
-                     w->kws);
+    ops->zero(d1, nd);
+    ops->rmsnorm_bwd(d1, G->norm_f, d2, w->xs[J], P->norm_f, n, d, PHAX_RMSNORM_EPS, w->kws);
     for (int j = J - 1; j >= 0; j--) {
         fm_branch *b = &w->br[j];
-        fzero(d2, nd);
+        ops->zero(d2, nd);
         FM_PROF(cx, b->kind, rc = fm_branch_bwd(cx, b, d2, d1, w->hs[j]));  // d2 = ∂/∂h_j
         if (rc) return PHAX_ERR;
-        fcpu_rmsnorm_bwd(d1, fm_grad(cx, b->layer, b->norm), d2, w->xs[j],
-                         fm_param(m, b->layer, b->norm), n, d, PHAX_RMSNORM_EPS, w->kws);
+        ops->rmsnorm_bwd(d1, G->blk[b->layer].norm[b->sub], d2, w->xs[j],
+                         P->blk[b->layer].norm[b->sub], n, d, PHAX_RMSNORM_EPS, w->kws);
     }
-    float *dE = top_grad(cx, "embed.weight");
-    if (dE) fcpu_embedding_bwd(dE, d1, tokens, n, d);
+    if (G->embed) ops->embedding_bwd(G->embed, d1, tokens, n, d);
     return PHAX_OK;
 }
 
@@ -406,14 +428,20 @@ static int run(const fcpu_model *m, fcpu_model_ws *w, const int32_t *tokens,
                const int32_t *targets, int window, float *logits, double *loss, float *grads,
                float *row_loss) {
     if (!w) return phax_fail("model: no workspace");
-    if (w->family != m->cfg.family) return phax_fail("model: the workspace was made for another model");
+    if (w->family != m->cfg.family || w->ops != ops_of(m))
+        return phax_fail("model: the workspace was made for another model");
     if (!tokens) return phax_fail("model: tokens missing");
     if ((loss || grads) && !targets) return phax_fail("model: a loss needs targets");
     if (omp_get_max_threads() > w->nthreads)
         return phax_fail("model: %d OpenMP threads, but the workspace was made for %d",
                          omp_get_max_threads(), w->nthreads);
+    // A model other than the one bound (another model, or a view whose tensors moved).
+    if (w->bound_params != m->params || w->bound_grads != m->grads) ws_bind(w, m);
+    // A forward-only call sees no gradient (its G is all NULL; only backward paths read G->blk).
+    static const fm_ptrs no_grads = {0};
     const phax_model_cfg *c = &m->cfg;
-    fm_ctx cx = {m, w, w->B, w->T, (size_t)w->B * w->T, phax_plan_window(c, window), grads, row_loss,
+    fm_ctx cx = {m, w->ops, &w->P, grads ? &w->G : &no_grads, w, w->B, w->T,
+                 (size_t)w->B * w->T, phax_plan_window(c, window), grads, row_loss,
                  w->profile ? w->prof_fwd : NULL, w->profile ? phax_clock() : 0};
     int rc = is_pha(c) ? pha_run(&cx, tokens, targets, logits, loss)
                        : stack_run(&cx, tokens, targets, logits, loss);

@@ -1,12 +1,38 @@
-// Shared pieces of the fast/cpu models (not public API): the workspace arena and
-// the branches (sub-layers) every family is built from, each with the
-// activations its backward reads kept in the arena.
+// Shared pieces of the fast model runner (not public API): the workspace arena, the
+// parameters resolved to pointers, and the branches (sub-layers) every family is built
+// from, each with the activations its backward reads kept in the arena.
+//
+// The runner calls every op through a table (phax/f32_ops.h; fast/cpu's is
+// fcpu_f32_ops()): kernels, the elementwise ops between them, scratch sizes and its
+// arena. It includes no kernel header and loops over no activation memory, so another
+// tier's table drives the same code (tests/structure.sh runner-via-table checks it).
 #ifndef PHAX_FCPU_MODEL_INTERNAL_H
 #define PHAX_FCPU_MODEL_INTERNAL_H
 
-#include "phax/fcpu.h"
+#include "phax/f32_ops.h"
 #include "phax/fcpu_model.h"
 #include "phax/model_plan.h"
+
+// --- parameters resolved to pointers --------------------------------------------------------
+// The tensors of one block (params or grads), looked up by layout name once when a
+// workspace is bound to a model; NULL where the block has none.
+typedef struct {
+    float *norm[PHAX_PLAN_MAX_SUB];  // each sub-layer's norm gain, in plan order
+    float *mix_p, *norm_res;         // the parallel rule's mix logits and residual norm
+    float *attn_wq, *attn_wk, *attn_wv, *attn_wo, *attn_logscale;
+    float *ffn_w_gate, *ffn_w_up, *ffn_w_down;  // SwiGLU
+    float *aux_w3, *aux_w4;                     // aux FFN
+    float *gss_wv, *gss_wu, *gss_ln_g, *gss_ln_b, *gss_lre, *gss_lim, *gss_cre, *gss_cim,
+        *gss_d, *gss_wc, *gss_wo;
+    float *ml_wq, *ml_wk, *ml_wv, *ml_ogate, *ml_igate_w, *ml_igate_b, *ml_fgate_w, *ml_fgate_b,
+        *ml_headnorm, *ml_out;
+} fm_block_ptrs;
+
+typedef struct {
+    float *embed, *norm_emb, *norm_f;
+    float *head;          // lm_head.weight, or embed.weight when tied
+    fm_block_ptrs *blk;   // (n_layers)
+} fm_ptrs;
 
 // --- arena -------------------------------------------------------------------------------
 // Bump allocation in two passes over the same layout code: with base == NULL
@@ -36,8 +62,9 @@ _Static_assert((int)PHAX_SUB_GSS == FCPU_PART_GSS && (int)PHAX_SUB_ATTN == FCPU_
 // Activations one branch instance keeps for its backward (only its kind's are set).
 typedef struct {
     phax_sub_kind kind;
-    int layer;         // block index (parameter names blocks.<layer>.*)
-    const char *norm;  // its norm's suffix: PHA the output norm, others the pre-norm
+    int layer;         // block index (its tensors: P->blk[layer], G->blk[layer])
+    int sub;           // its place in the block's plan (fm_block_ptrs.norm[sub]: PHA the
+                       // output norm, others the pre-norm)
     // attention: q (n, Hq·dh); k, v (n, Hkv·dh); o (n, Hq·dh)
     float *q, *k, *v, *o, *st;  // st: the softmax rows' (m, log l), (B, Hq, T, 2)
     // SwiGLU: keep (3, n, hid) = a, b, h
@@ -52,9 +79,13 @@ typedef struct {
     float *tmp;
 } fm_branch;
 
-// Everything a call needs: the model, the workspace sizes, the call's window.
+// Everything a call needs: the model, the op table, the resolved tensors, the workspace
+// sizes, the call's window.
 typedef struct {
     const fcpu_model *m;
+    const phax_f32_ops *ops;
+    const fm_ptrs *P;  // parameters
+    const fm_ptrs *G;  // gradients (every pointer NULL in a forward-only call)
     struct fcpu_model_ws *ws;
     int B, T;
     size_t n;      // B·T
@@ -74,29 +105,36 @@ typedef struct {
     } while (0)
 
 // Lay out the kept activations of branch b (n = B·T rows).
-void fm_branch_layout(fm_arena *a, fm_branch *b, const phax_model_cfg *c, int B, int T);
+void fm_branch_layout(const phax_f32_ops *ops, fm_arena *a, fm_branch *b, const phax_model_cfg *c,
+                      int B, int T);
 // Backward scratch (floats) a branch kind needs, shared by all branches.
 size_t fm_branch_bwd_len(phax_sub_kind k, const phax_model_cfg *c, size_t n, int T);
 // Kernel scratch (bytes) a branch kind needs in any call.
-size_t fm_branch_kernel_ws(phax_sub_kind k, const phax_model_cfg *c, int B, int T, int nthreads,
-                           const struct fcpu_model_ws *ws);
+size_t fm_branch_kernel_ws(const phax_f32_ops *ops, phax_sub_kind k, const phax_model_cfg *c,
+                           int B, int T, int nthreads, const struct fcpu_model_ws *ws);
 
 // y: (n, d) = branch(x: (n, d)); keeps its activations in b.
 int fm_branch_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x);
 // dx: (n, d) += ∂/∂x, grads += the branch's parameter gradients, from dy: (n, d).
 int fm_branch_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, const float *x);
 
-// Parameter / gradient of block l by suffix ("attn.wq.weight"); NULL if absent.
-const float *fm_param(const fcpu_model *m, int l, const char *suffix);
-float *fm_grad(const fm_ctx *cx, int l, const char *suffix);
+// Resolve every tensor of a model with layout L whose first element is at base (params or
+// grads; base NULL: every pointer NULL). blk must hold cfg->n_layers entries.
+void fm_ptrs_resolve(fm_ptrs *r, fm_block_ptrs *blk, const phax_layout *L,
+                     const phax_model_cfg *cfg, float *base);
 
 // --- the workspace ------------------------------------------------------------------------
 struct fcpu_model_ws {
+    const phax_f32_ops *ops;  // the table every op of a call goes through (its model's)
     phax_family family;
     int B, T, nthreads;
     char *arena;
     size_t bytes;
-    fcpu_ssm_plan *ssm_plan;  // GSS convolution plan for (B, T, Hs), or NULL
+    // The model the pointers below were resolved for (its params and grads): bound when the
+    // workspace is made, bound anew only if a call brings a model whose tensors moved.
+    const float *bound_params, *bound_grads;
+    fm_ptrs P, G;             // parameters, gradients (G's pointers NULL without grads)
+    void *ssm_plan;           // GSS convolution plan for (B, T, Hs) (ops->ssm_plan_new), or NULL
     void *kws;                // kernel scratch (64-byte aligned)
     size_t kws_bytes;
     float *bws;               // backward scratch shared by the branches
@@ -111,6 +149,7 @@ struct fcpu_model_ws {
     float *tmp;               // (n, d) branch output
     float *d1, *d2;           // (n, d) gradient buffers
     float *dmix;              // PHA: (nb, n·d) gradient of the branch norms' outputs
+    float *pzero;             // PHA with freeze_mix: (PHAX_PLAN_MAX_SUB) zero mix logits
     int profile;              // fcpu_model_ws_profile: on/off
     double prof_fwd[FCPU_NPARTS], prof_bwd[FCPU_NPARTS];
 };

@@ -25,11 +25,16 @@
 
 #include "phax/model.h"
 
+struct phax_f32_ops;  // phax/f32_ops.h
+
 typedef struct {
     phax_model_cfg cfg;  // resolved
     phax_layout layout;
     float *params;       // (layout.numel), in layout order (docs/spec.md §3.6)
     float *grads;        // (layout.numel); backward ADDS here
+    // The op table every call on the model goes through (phax/f32_ops.h): fcpu_f32_ops()
+    // from fcpu_model_new; NULL (a model view filled in by hand) means the same.
+    const struct phax_f32_ops *ops;
 } fcpu_model;
 
 // Resolve a copy of cfg, build the layout, allocate, and initialise exactly as
