@@ -16,8 +16,10 @@
 #include "phax/ref.h"
 #include "phax/ref_model.h"
 #include "phax/safetensors.h"
+#include "oracle.h"
 
 #define MAXALLOC 512
+#define MAXCOL 64
 
 // Limits on what an input may ask for (docs/oracle.md, "Limits").
 #define ORACLE_MAX_T 65536                  // dss_kernel's attribute T: the longest sequence phax trains on
@@ -33,6 +35,11 @@ typedef struct {
     size_t limit;  // bytes an op may plan to allocate (see budget())
     void *allocs[MAXALLOC];
     int nallocs;
+    // phax check: out is NULL, and every output, gradient and upstream gradient is kept in
+    // col (its truth by put, its baseline at precision prec by put_base).
+    const phax_precision *prec;
+    phax_oracle_tensor col[MAXCOL];
+    int ncol;
 } octx;
 
 // --- sizes: saturating, so an absurd shape or attribute reads as "too large", never wraps ----
@@ -61,6 +68,7 @@ static const char *shown(const char *s, char *buf, size_t n) {
 // output writer keeps of each array written. An input whose plan exceeds the
 // limit is refused here, in one line, before any allocation or computation.
 static int budget(octx *c, size_t doubles) {
+    if (c->prec) doubles = smul(doubles, 2);  // phax check: the baseline holds as much again
     size_t bytes = smul(doubles, sizeof(double));
     if (bytes <= c->limit) return PHAX_OK;
     if (bytes == SIZE_MAX)
@@ -181,7 +189,27 @@ static int32_t *geti(octx *c, const char *name, int ndim, const int64_t *shape) 
 }
 
 static int put(octx *c, const char *name, const double *x, int ndim, const int64_t *shape) {
-    return phax_st_add_f64(c->out, name, x, ndim, shape);
+    if (c->out) return phax_st_add_f64(c->out, name, x, ndim, shape);
+    if (c->ncol == MAXCOL) return phax_fail("check: too many tensors");
+    size_t n = numel(ndim, shape);
+    double *t = dalloc(c, n);
+    char *nm = keep(c, strdup(name));
+    if (!t || !nm) return phax_fail("check: out of memory");
+    memcpy(t, x, n * sizeof *t);
+    phax_oracle_tensor *o = &c->col[c->ncol++];
+    *o = (phax_oracle_tensor){.name = nm, .ndim = ndim, .n = n, .truth = t};
+    memcpy(o->shape, shape, (size_t)ndim * sizeof *shape);
+    return PHAX_OK;
+}
+
+// The baseline of an output put before (phax check only; the array is kept, not copied).
+static int put_base(octx *c, const char *name, double *x) {
+    for (int i = 0; i < c->ncol; i++)
+        if (!strcmp(c->col[i].name, name)) {
+            c->col[i].base = x;
+            return PHAX_OK;
+        }
+    return phax_fail("check: no output '%s' for the baseline (internal)", name);
 }
 
 // The upstream gradient of output `out`: tensor "grad.<out>" from IN when
@@ -199,6 +227,7 @@ static double *upstream(octx *c, const char *out, int ndim, const int64_t *shape
             for (size_t i = 0; i < numel(ndim, shape); i++) g[i] = phax_rng_normal(&c->rng);
     }
     if (!g || put(c, name, g, ndim, shape)) return NULL;
+    if (!c->out) c->col[c->ncol - 1].upstream = 1;
     return g;
 }
 
@@ -438,7 +467,17 @@ static int op_attention(octx *c) {
     TRY(put(c, "grad.q", dq, 4, qs));
     TRY(put(c, "grad.k", dk, 4, ks));
     TRY(put(c, "grad.v", dv, 4, vs));
-    return score ? put(c, "grad.logscale", dl, 1, ls) : PHAX_OK;
+    if (score) TRY(put(c, "grad.logscale", dl, 1, ls));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, numel(4, ys)), *bq = dalloc(c, numel(4, qs)), *bk = dalloc(c, numel(4, ks)),
+           *bv = dalloc(c, numel(4, vs)), *bl = dalloc(c, a.Hq);
+    TRYP(by && bq && bk && bv && bl);
+    TRY(phax_naive_attention(c->prec, by, bq, bk, bv, score ? bl : NULL, gy, q, k, v, l, B, T, &a));
+    TRY(put_base(c, "y", by));
+    TRY(put_base(c, "grad.q", bq));
+    TRY(put_base(c, "grad.k", bk));
+    TRY(put_base(c, "grad.v", bv));
+    return score ? put_base(c, "grad.logscale", bl) : PHAX_OK;
 }
 
 // Λ and C of the DSS kernel: lambda_re, lambda_im (N); c_re, c_im (H, N).
@@ -515,6 +554,19 @@ static int op_ssm(octx *c, int recurrent) {
         TRYP(gy);
         ref_ssm_conv_bwd(du, dK, dD, gy, u, K, D, B, T, H);
         TRY(put(c, "grad.k", dK, 2, ks));
+        if (c->prec) {
+            double *by = dalloc(c, numel(3, us)), *bu = dalloc(c, numel(3, us)), *bk = dalloc(c, (size_t)H * T),
+                   *bd = dalloc(c, H);
+            TRYP(by && bu && bk && bd);
+            TRY(phax_naive_ssm_conv(c->prec, by, bu, bk, bd, gy, u, K, D, B, T, H));
+            TRY(put(c, "y", y, 3, us));
+            TRY(put(c, "grad.u", du, 3, us));
+            TRY(put(c, "grad.d", dD, 1, hs));
+            TRY(put_base(c, "y", by));
+            TRY(put_base(c, "grad.u", bu));
+            TRY(put_base(c, "grad.k", bk));
+            return put_base(c, "grad.d", bd);
+        }
     } else {
         double *Lre, *Lim, *Cre, *Cim;
         int H2;
@@ -977,6 +1029,78 @@ static int check_names(octx *c, const oracle_op *op) {
     return PHAX_OK;
 }
 
+// The memory limit: --max-memory MIB, or 96 MiB plus 16x the input's tensors in float64.
+static void set_limit(octx *c, double max_mib) {
+    if (max_mib > 0) {
+        c->limit = (size_t)(max_mib * (1 << 20));
+    } else {  // the default (docs/oracle.md)
+        size_t in = 0;
+        for (int i = 0; i < c->in.n; i++) in = sadd(in, smul(c->in.t[i].numel, sizeof(double)));
+        c->limit = sadd(ORACLE_BASE_BYTES, smul(ORACLE_INPUT_FACTOR, in));
+    }
+}
+
+// --- phax check's entry (src/oracle.h) ----------------------------------------------------------
+#define CHECKED_OPS "attention ssm_conv"
+
+struct phax_oracle_eval {
+    octx c;
+};
+
+const char *phax_oracle_checked_ops(void) { return CHECKED_OPS; }
+
+static void ctx_free(octx *c) {
+    phax_st_free(&c->in);
+    for (int i = 0; i < c->nallocs; i++) free(c->allocs[i]);
+    c->nallocs = 0;
+}
+
+phax_oracle_eval *phax_oracle_eval_new(const char *opname, const char *in_path, const phax_precision *pr) {
+    const oracle_op *op = find_op(opname);
+    if (!op) {
+        phax_fail("%s: unknown op '%s' (see phax oracle --list)", in_path, opname);
+        return NULL;
+    }
+    if (!in_list(CHECKED_OPS, op->name)) {
+        phax_fail("check: op '%s' has no precision baseline yet (ops checked: %s)", op->name, CHECKED_OPS);
+        return NULL;
+    }
+    phax_oracle_eval *e = calloc(1, sizeof *e);
+    if (!e) {
+        phax_fail("check: out of memory");
+        return NULL;
+    }
+    octx *c = &e->c;
+    c->path = in_path, c->op = op->name, c->prec = pr;
+    long seed = 0;
+    int rc = phax_st_read(&c->in, in_path);
+    if (!rc) set_limit(c, -1);
+    if (!rc) rc = check_names(c, op);
+    if (!rc) rc = attr_long(c, "seed", 0, 0, LONG_MAX, &seed);
+    c->rng = phax_rng_new((uint64_t)seed);
+    if (!rc) rc = op->run(c);
+    if (rc) {
+        phax_oracle_eval_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+int phax_oracle_eval_count(const phax_oracle_eval *e) { return e->c.ncol; }
+
+const phax_oracle_tensor *phax_oracle_eval_tensor(const phax_oracle_eval *e, int i) {
+    return i >= 0 && i < e->c.ncol ? &e->c.col[i] : NULL;
+}
+
+void phax_oracle_eval_free(phax_oracle_eval *e) {
+    if (!e) return;
+    char msg[1024];  // keep the error a failed run recorded
+    snprintf(msg, sizeof msg, "%s", phax_error());
+    ctx_free(&e->c);
+    free(e);
+    phax_fail("%s", msg);
+}
+
 static void list_ops(void) {
     printf("phax oracle ops (every input may be F64/F32/BF16/F16; gradients are float64;\n"
            "an upstream gradient grad.<output> is read from IN or drawn N(0,1) from metadata 'seed'):\n");
@@ -1031,13 +1155,7 @@ int phax_oracle_main(int argc, char **argv) {
     if (!op) phax_die("%s: unknown op '%s' (see phax oracle --list)", pos[1], pos[0]);
     octx c = {.path = pos[1], .op = op->name};
     if (phax_st_read(&c.in, pos[1])) phax_die("%s", phax_error());
-    if (max_mib > 0) {
-        c.limit = (size_t)(max_mib * (1 << 20));
-    } else {  // the default: 64 MiB plus 16x the input's tensors in float64 (docs/oracle.md)
-        size_t in = 0;
-        for (int i = 0; i < c.in.n; i++) in = sadd(in, smul(c.in.t[i].numel, sizeof(double)));
-        c.limit = sadd(ORACLE_BASE_BYTES, smul(ORACLE_INPUT_FACTOR, in));
-    }
+    set_limit(&c, max_mib);
     long seed = 0;
     int rc = check_names(&c, op);
     if (!rc) rc = attr_long(&c, "seed", 0, 0, LONG_MAX, &seed);
@@ -1051,8 +1169,7 @@ int phax_oracle_main(int argc, char **argv) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", phax_error());
     phax_st_writer_free(c.out);
-    phax_st_free(&c.in);
-    for (int i = 0; i < c.nallocs; i++) free(c.allocs[i]);
+    ctx_free(&c);
     if (rc) phax_die("%s", msg);
     return 0;
 }

@@ -1,0 +1,48 @@
+// phax check: the precision baselines behind `phax check` (docs/oracle.md).
+//
+// A baseline is the error a straightforward implementation at a given precision
+// makes: the op written as plain loops, with every input and the result of every
+// operation rounded to the precision (check/round.c). It is neither the fast tier
+// nor ref: its own code, written for this, in check/. All arithmetic is done in
+// double and rounded after each operation, so one function serves every precision.
+#ifndef PHAX_CHECK_H
+#define PHAX_CHECK_H
+
+#include <stddef.h>
+
+#include "phax/ops.h"
+
+typedef enum { PHAX_PREC_F32 = 0, PHAX_PREC_TF32, PHAX_PREC_BF16, PHAX_PREC_F16, PHAX_PREC_N } phax_prec_id;
+
+typedef struct {
+    const char *name;  // "f32", "tf32", "bf16", "f16"
+    int p;             // significand bits (with the implicit one) of every stored value and result
+    int p_mm;          // significand bits of a product's operands in a dot product (tf32: 11)
+    int emin, emax;    // frexp exponents: smallest normal 2^(emin-1), overflow at 2^emax
+    double u;          // unit roundoff 2^-p
+} phax_precision;
+
+// The precision named `name`, or NULL.
+const phax_precision *phax_precision_find(const char *name);
+const phax_precision *phax_precision_get(phax_prec_id id);
+
+// x rounded to nearest, ties to even, to p significand bits with the exponent range of
+// `pr` (gradual underflow, overflow to ±inf). NaN and ±inf pass through.
+double phax_round_bits(double x, int p, int emin, int emax);
+double phax_round(const phax_precision *pr, double x);     // to pr->p bits
+double phax_round_mm(const phax_precision *pr, double x);  // a dot product's operand: pr->p_mm bits
+
+// Attention (docs/spec.md; the contract of ref_attention_fwd/_bwd): y and every gradient
+// are OVERWRITTEN (unlike ref). dl may be NULL (dot scores). gy: the upstream gradient.
+// q: (B, T, Hq, dh), k: (B, T, Hkv, dh), v: (B, T, Hkv, dv), l: (Hq) or NULL.
+int phax_naive_attention(const phax_precision *pr, double *y, double *dq, double *dk, double *dv,
+                         double *dl, const double *gy, const double *q, const double *k, const double *v,
+                         const double *l, int B, int T, const phax_attn_cfg *c);
+
+// Convolution form of the GSS/SSM layer: y[b,t,h] = Σ_{s≤t} k[h,t−s] u[b,s,h] + d[h] u[b,t,h].
+// Outputs overwritten. u, y, gy: (B, T, H); k: (H, T); d: (H).
+int phax_naive_ssm_conv(const phax_precision *pr, double *y, double *du, double *dk, double *dd,
+                        const double *gy, const double *u, const double *k, const double *d, int B, int T,
+                        int H);
+
+#endif
