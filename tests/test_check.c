@@ -1,0 +1,348 @@
+// `phax check`, end to end: the real binary (PHAX_BIN) judging "their" outputs made here by
+// a float32 implementation (this file's own: online softmax, flash-style backward — a
+// different order of operations from check/'s baseline) run correctly at float32, correctly
+// at bf16 (inputs and every intermediate rounded to bf16), and with the deliberate bugs of
+// issue 14's gallery. Every verdict is read from the exit status and the printed lines;
+// every comparison is written so NaN fails.
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "phax/check.h"
+#include "phax/safetensors.h"
+#include "testutil.h"
+
+#define BOUND_C 4.0  // src/check.c's C: a bug must exceed it
+
+// --- their rounding: float32 as is, or bf16 (round to nearest even on the bits) -----------------
+typedef float (*rnd)(float);
+static float r_f32(float x) { return x; }
+static float r_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return x;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+// --- their attention -----------------------------------------------------------------------------
+typedef enum { OK, BUG_CAUSAL, BUG_WINDOW, BUG_ROPE_K, BUG_GQA, BUG_KSHIFT } bug;
+
+typedef struct {
+    int B, T, Hq, Hkv, dh, window, cosine, rope;
+} acase;
+
+static size_t qn(const acase *c) { return (size_t)c->B * c->T * c->Hq * c->dh; }
+static size_t kn(const acase *c) { return (size_t)c->B * c->T * c->Hkv * c->dh; }
+
+// Rotate rows (B, T, H, dh) by sign·angle in place, their way: the table in float.
+static void their_rope(float *x, const acase *c, int H, float sign, rnd R) {
+    int half = c->dh / 2;
+    for (int b = 0; b < c->B; b++)
+        for (int t = 0; t < c->T; t++)
+            for (int h = 0; h < H; h++) {
+                float *r = x + (((size_t)b * c->T + t) * H + h) * c->dh;
+                for (int i = 0; i < half; i++) {
+                    float th = R(powf(10000.0f, -2.0f * (float)i / (float)c->dh)), a = R((float)t * th);
+                    float cs = R(cosf(a)), sn = R(sign * R(sinf(a))), x1 = r[i], x2 = r[i + half];
+                    r[i] = R(R(x1 * cs) - R(x2 * sn));
+                    r[i + half] = R(R(x2 * cs) + R(x1 * sn));
+                }
+            }
+}
+
+static void their_norm(float *x, float *nrm, size_t rows, int dh, rnd R) {
+    for (size_t r = 0; r < rows; r++) {
+        float s = 0;
+        for (int i = 0; i < dh; i++) s = R(s + R(x[r * dh + i] * x[r * dh + i]));
+        nrm[r] = fmaxf(R(sqrtf(s)), 1e-12f);
+        for (int i = 0; i < dh; i++) x[r * dh + i] = R(x[r * dh + i] / nrm[r]);
+    }
+}
+
+static void their_norm_bwd(float *g, const float *xh, const float *nrm, size_t rows, int dh, rnd R) {
+    for (size_t r = 0; r < rows; r++) {
+        float a = 0;
+        for (int i = 0; i < dh; i++) a = R(a + R(xh[r * dh + i] * g[r * dh + i]));
+        for (int i = 0; i < dh; i++) g[r * dh + i] = R(R(g[r * dh + i] - R(xh[r * dh + i] * a)) / nrm[r]);
+    }
+}
+
+// y, dq, dk, dv, dl (doubles holding their float results) from q, k, v, l, gy.
+static void their_attention(const acase *c, bug bg, rnd R, const double *q, const double *k, const double *v,
+                            const double *l, const double *gy, double *y, double *dq, double *dk, double *dv,
+                            double *dl) {
+    size_t nq = qn(c), nk = kn(c);
+    int dh = c->dh, G = c->Hq / c->Hkv;
+    float *qs = calloc(nq, 4), *ks = calloc(nk, 4), *vs = calloc(nk, 4), *g = calloc(nq, 4), *yo = calloc(nq, 4);
+    float *dqs = calloc(nq, 4), *dks = calloc(nk, 4), *dvs = calloc(nk, 4), *lse = calloc(nq / dh, 4);
+    float *qnrm = calloc(nq / dh, 4), *knrm = calloc(nk / dh, 4), dls[16] = {0}, acc[64];
+    cr_assert(qs && ks && vs && g && yo && dqs && dks && dvs && lse && qnrm && knrm && c->Hq <= 16 && dh <= 64);
+    for (size_t i = 0; i < nq; i++) qs[i] = R((float)q[i]), g[i] = R((float)gy[i]);
+    for (size_t i = 0; i < nk; i++) ks[i] = R((float)k[i]), vs[i] = R((float)v[i]);
+    if (c->rope) their_rope(qs, c, c->Hq, 1, R);
+    if (c->rope && bg != BUG_ROPE_K) their_rope(ks, c, c->Hkv, 1, R);
+    if (c->cosine) their_norm(qs, qnrm, nq / dh, dh, R), their_norm(ks, knrm, nk / dh, dh, R);
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < c->Hq; h++) {
+            int j = bg == BUG_GQA ? h % c->Hkv : h / G;
+            float lh = c->cosine ? R((float)l[h]) : 0;
+            float scale = c->cosine ? R(expf(fminf(lh, logf(100.0f)))) : R(1.0f / sqrtf((float)dh));
+            for (int t = 0; t < c->T; t++) {
+                int lo = c->window ? t - c->window + 1 - (bg == BUG_WINDOW) : 0;
+                int hi = bg == BUG_CAUSAL && t + 1 < c->T ? t + 1 : t;
+                lo = lo < 0 ? 0 : lo;
+                size_t qi = ((size_t)b * c->T + t) * c->Hq + h;
+                float *qv = qs + qi * dh, m = -INFINITY, z = 0;
+                for (int i = 0; i < dh; i++) acc[i] = 0;
+                for (int s = lo; s <= hi; s++) {  // online softmax
+                    size_t ki = ((size_t)b * c->T + s) * c->Hkv + j;
+                    float d = 0;
+                    for (int i = 0; i < dh; i++) d = R(d + R(qv[i] * ks[ki * dh + i]));
+                    float sc = R(scale * d);
+                    if (sc > m) {
+                        float corr = R(expf(R(m - sc)));
+                        z = R(z * corr);
+                        for (int i = 0; i < dh; i++) acc[i] = R(acc[i] * corr);
+                        m = sc;
+                    }
+                    float e = R(expf(R(sc - m)));
+                    z = R(z + e);
+                    for (int i = 0; i < dh; i++) acc[i] = R(acc[i] + R(e * vs[ki * dh + i]));
+                }
+                for (int i = 0; i < dh; i++) yo[qi * dh + i] = R(acc[i] / z);
+                lse[qi] = R(m + R(logf(z)));
+                float D = 0, *gv = g + qi * dh;
+                for (int i = 0; i < dh; i++) D = R(D + R(yo[qi * dh + i] * gv[i]));
+                for (int s = lo; s <= hi; s++) {  // flash-style backward: p from the lse
+                    size_t ki = ((size_t)b * c->T + s) * c->Hkv + j;
+                    float d = 0, dp = 0;
+                    for (int i = 0; i < dh; i++) d = R(d + R(qv[i] * ks[ki * dh + i]));
+                    float sc = R(scale * d), p = R(expf(R(sc - lse[qi])));
+                    for (int i = 0; i < dh; i++) dp = R(dp + R(gv[i] * vs[ki * dh + i]));
+                    float ds = R(p * R(dp - D)), dss = R(ds * scale);
+                    if (c->cosine && lh < logf(100.0f)) dls[h] = R(dls[h] + R(ds * sc));
+                    for (int i = 0; i < dh; i++) {
+                        dvs[ki * dh + i] = R(dvs[ki * dh + i] + R(p * gv[i]));
+                        dqs[qi * dh + i] = R(dqs[qi * dh + i] + R(dss * ks[ki * dh + i]));
+                        dks[ki * dh + i] = R(dks[ki * dh + i] + R(dss * qv[i]));
+                    }
+                }
+            }
+        }
+    if (c->cosine) their_norm_bwd(dqs, qs, qnrm, nq / dh, dh, R), their_norm_bwd(dks, ks, knrm, nk / dh, dh, R);
+    if (c->rope) their_rope(dqs, c, c->Hq, -1, R);
+    if (c->rope && bg != BUG_ROPE_K) their_rope(dks, c, c->Hkv, -1, R);
+    for (size_t i = 0; i < nq; i++) y[i] = yo[i], dq[i] = dqs[i];
+    for (size_t i = 0; i < nk; i++) dk[i] = dks[i], dv[i] = dvs[i];
+    for (int h = 0; h < c->Hq; h++) dl[h] = dls[h];
+    free(qs), free(ks), free(vs), free(g), free(yo), free(dqs), free(dks), free(dvs), free(lse), free(qnrm),
+        free(knrm);
+}
+
+// --- their GSS/SSM convolution: y[t] = d u[t] + Σ_{j ≤ t−shift} k[t−j−shift] u[j] (shift 1: the bug) --
+static void their_conv(int B, int T, int H, int shift, rnd R, const double *u, const double *k, const double *d,
+                       const double *gy, double *y, double *du, double *dk, double *dd) {
+    for (int h = 0; h < H; h++) dd[h] = 0;
+    for (size_t i = 0; i < (size_t)H * T; i++) dk[i] = 0;
+    float *kacc = calloc((size_t)T, 4);
+    cr_assert(kacc);
+    for (int h = 0; h < H; h++) {
+        for (int i = 0; i < T; i++) kacc[i] = 0;
+        float ddh = 0, dh_ = R((float)d[h]);
+        for (int b = 0; b < B; b++) {
+#define UU(t) R((float)u[((size_t)b * T + (t)) * H + h])
+#define GG(t) R((float)gy[((size_t)b * T + (t)) * H + h])
+#define KK(i) R((float)k[(size_t)h * T + (i)])
+            for (int t = 0; t < T; t++) {  // newest input first
+                float s = 0;
+                for (int j = t - shift; j >= 0; j--) s = R(s + R(KK(t - j - shift) * UU(j)));
+                y[((size_t)b * T + t) * H + h] = R(s + R(dh_ * UU(t)));
+            }
+            for (int s = 0; s < T; s++) {
+                float a = 0;
+                for (int t = T - 1; t >= s + shift; t--) a = R(a + R(KK(t - s - shift) * GG(t)));
+                du[((size_t)b * T + s) * H + h] = R(a + R(dh_ * GG(s)));
+            }
+            for (int lag = 0; lag + shift < T; lag++)
+                for (int t = lag + shift; t < T; t++) kacc[lag] = R(kacc[lag] + R(GG(t) * UU(t - lag - shift)));
+            for (int t = 0; t < T; t++) ddh = R(ddh + R(GG(t) * UU(t)));
+#undef UU
+#undef GG
+#undef KK
+        }
+        for (int i = 0; i < T; i++) dk[(size_t)h * T + i] = kacc[i];
+        dd[h] = ddh;
+    }
+    free(kacc);
+}
+
+// --- files and runs ------------------------------------------------------------------------------
+static char *g_dir;
+
+static double *normal(size_t n, phax_rng *r, double s) {
+    double *x = malloc((n ? n : 1) * sizeof *x);
+    cr_assert(x);
+    for (size_t i = 0; i < n; i++) x[i] = (double)(float)(s * phax_rng_normal(r));  // float32-exact inputs
+    return x;
+}
+
+static void add(phax_st_writer *w, const char *name, const double *x, int ndim, const int64_t *shape) {
+    cr_assert(phax_st_add_f32_from_f64(w, name, x, ndim, shape) == PHAX_OK, "%s", phax_error());
+}
+
+static void write_free(phax_st_writer *w, const char *path) {
+    cr_assert(phax_st_write(w, path) == PHAX_OK, "%s", phax_error());
+    phax_st_writer_free(w);
+}
+
+typedef struct {
+    int rc;
+    char *out, *err;
+} run;
+
+static run check(const char *op, const char *in, const char *theirs, const char *prec, int json) {
+    char *o = tu_join(g_dir, "stdout"), *e = tu_join(g_dir, "stderr");
+    run r;
+    r.rc = tu_phax(o, e, NULL, NULL, "check", op, in, theirs, "--precision", prec, json ? "--json" : NULL, NULL);
+    r.out = tu_slurp(o, NULL), r.err = tu_slurp(e, NULL);
+    free(o), free(e);
+    return r;
+}
+
+static void run_free(run *r) { free(r->out), free(r->err); }
+
+// The ratio on the verdict line ("... ratio X)"); NaN if absent.
+static double verdict_ratio(const char *out) {
+    const char *v = strstr(out, "\nFAIL: ");
+    if (!v) v = strstr(out, "\nPASS: ");
+    const char *r = v ? strstr(v, "ratio ") : NULL;
+    return r ? strtod(r + 6, NULL) : NAN;
+}
+
+static void expect_pass(run *r, const char *what) {
+    cr_log_info("%s:\n%s", what, r->out);
+    cr_expect(r->rc == 0 && strstr(r->out, "\nPASS: all") && !r->err[0], "%s: exit %d, expected PASS:\n%s%s", what,
+              r->rc, r->out, r->err);
+    double q = verdict_ratio(r->out);
+    cr_expect(q <= BOUND_C, "%s: worst ratio %g", what, q);
+}
+
+static void expect_fail(run *r, const char *what) {
+    double q = verdict_ratio(r->out);
+    fprintf(stderr, "gallery: %s -> FAIL, ratio %.3g\n", what, q);
+    cr_expect(r->rc == 1 && strstr(r->out, "\nFAIL: ") && !r->err[0], "%s: exit %d, expected FAIL:\n%s%s", what,
+              r->rc, r->out, r->err);
+    cr_expect(q > BOUND_C, "%s: ratio %g is not above C = %g", what, q, BOUND_C);
+}
+
+// IN for attention case c, and THEIRS from their implementation (bug bg, rounding R).
+static void attention_files(const acase *c, const char *in, const char *theirs, bug bg, rnd R) {
+    phax_rng rng = phax_rng_new(1234);
+    size_t nq = qn(c), nk = kn(c);
+    int64_t qs[4] = {c->B, c->T, c->Hq, c->dh}, ks[4] = {c->B, c->T, c->Hkv, c->dh}, ls[1] = {c->Hq};
+    double *q = normal(nq, &rng, 1), *k = normal(nk, &rng, 1), *v = normal(nk, &rng, 1), *gy = normal(nq, &rng, 1);
+    double *l = normal((size_t)c->Hq, &rng, 0.5);
+    for (int h = 0; h < c->Hq; h++) l[h] += 2;  // cosine scales around e² ≈ 7
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "q", q, 4, qs), add(w, "k", k, 4, ks), add(w, "v", v, 4, ks), add(w, "grad.y", gy, 4, qs);
+    if (c->cosine) add(w, "logscale", l, 1, ls);
+    char wbuf[32];
+    snprintf(wbuf, sizeof wbuf, "%d", c->window);
+    cr_assert(!phax_st_add_meta(w, "window", wbuf) && !phax_st_add_meta(w, "score", c->cosine ? "cosine" : "dot") &&
+              !phax_st_add_meta(w, "rope", c->rope ? "1" : "0"));
+    write_free(w, in);
+    double *y = malloc(nq * 8), *dq = malloc(nq * 8), *dk = malloc(nk * 8), *dv = malloc(nk * 8), dl[16];
+    cr_assert(y && dq && dk && dv);
+    their_attention(c, bg, R, q, k, v, l, gy, y, dq, dk, dv, dl);
+    w = phax_st_writer_new();
+    add(w, "y", y, 4, qs), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, ks), add(w, "grad.v", dv, 4, ks);
+    if (c->cosine) add(w, "grad.logscale", dl, 1, ls);
+    write_free(w, theirs);
+    free(q), free(k), free(v), free(gy), free(l), free(y), free(dq), free(dk), free(dv);
+}
+
+static void conv_files(const char *in, const char *theirs, int shift, rnd R) {
+    enum { B = 2, T = 24, H = 3 };
+    phax_rng rng = phax_rng_new(99);
+    int64_t us[3] = {B, T, H}, ks[2] = {H, T}, hs[1] = {H};
+    double *u = normal(B * T * H, &rng, 1), *k = normal(H * T, &rng, 0.3), *d = normal(H, &rng, 1);
+    double *gy = normal(B * T * H, &rng, 1);
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "u", u, 3, us), add(w, "k", k, 2, ks), add(w, "d", d, 1, hs), add(w, "grad.y", gy, 3, us);
+    write_free(w, in);
+    double y[B * T * H], du[B * T * H], dk[H * T], dd[H];
+    their_conv(B, T, H, shift, R, u, k, d, gy, y, du, dk, dd);
+    w = phax_st_writer_new();
+    add(w, "y", y, 3, us), add(w, "grad.u", du, 3, us), add(w, "grad.k", dk, 2, ks), add(w, "grad.d", dd, 1, hs);
+    write_free(w, theirs);
+    free(u), free(k), free(d), free(gy);
+}
+
+static void setup(void) { g_dir = tu_tmpdir("phax_check"); }
+static void teardown(void) {
+    tu_rm_rf(g_dir);
+    free(g_dir);
+}
+TestSuite(check, .init = setup, .fini = teardown);
+
+// GQA (4 query heads on 2 kv heads), a window of 5 over T = 16, RoPE: every part a bug can hit.
+static const acase DOT = {2, 16, 4, 2, 8, 5, 0, 1};
+static const acase COS = {2, 16, 4, 2, 8, 5, 1, 1};
+
+static void attention_case(const acase *c, bug bg, rnd R, const char *prec, int want_pass, const char *what) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    attention_files(c, in, th, bg, R);
+    run r = check("attention", in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th);
+}
+
+// --- correct computations PASS at their precision -------------------------------------------
+Test(check, attention_dot_f32_passes) { attention_case(&DOT, OK, r_f32, "f32", 1, "attention dot, correct f32"); }
+Test(check, attention_dot_bf16_passes) { attention_case(&DOT, OK, r_bf16, "bf16", 1, "attention dot, correct bf16"); }
+Test(check, attention_cosine_f32_passes) { attention_case(&COS, OK, r_f32, "f32", 1, "attention cosine, correct f32"); }
+Test(check, attention_cosine_bf16_passes) {
+    attention_case(&COS, OK, r_bf16, "bf16", 1, "attention cosine, correct bf16");
+}
+Test(check, attention_full_causal_no_rope_f32_passes) {
+    acase c = DOT;
+    c.window = 0, c.rope = 0;
+    attention_case(&c, OK, r_f32, "f32", 1, "attention dot, full causal, no RoPE, correct f32");
+}
+// A correct float32 computation judged at bf16 is well inside (its error is far below bf16's).
+Test(check, attention_f32_passes_at_bf16) { attention_case(&DOT, OK, r_f32, "bf16", 1, "attention, f32 at bf16"); }
+// ... and a bf16 computation judged at f32 is not: the precision matters.
+Test(check, attention_bf16_fails_at_f32) { attention_case(&DOT, OK, r_bf16, "f32", 0, "attention, bf16 at f32"); }
+
+// --- the gallery: each bug FAILs, its ratio printed --------------------------------------------
+Test(check, gallery_causal_off_by_one) {
+    acase c = DOT;
+    c.window = 0;
+    attention_case(&c, BUG_CAUSAL, r_f32, "f32", 0, "causal mask off by one (s <= t+1)");
+}
+Test(check, gallery_window_edge) { attention_case(&DOT, BUG_WINDOW, r_f32, "f32", 0, "window edge off by one"); }
+Test(check, gallery_rope_missing_on_k) { attention_case(&DOT, BUG_ROPE_K, r_f32, "f32", 0, "RoPE missing on k"); }
+Test(check, gallery_gqa_mod) { attention_case(&DOT, BUG_GQA, r_f32, "f32", 0, "GQA head map h % G for h / G"); }
+Test(check, gallery_window_edge_cosine_bf16) {
+    attention_case(&COS, BUG_WINDOW, r_bf16, "bf16", 0, "window edge off by one (cosine, bf16)");
+}
+Test(check, gallery_gqa_mod_bf16) { attention_case(&DOT, BUG_GQA, r_bf16, "bf16", 0, "GQA h % G (bf16)"); }
+
+static void conv_case(int shift, rnd R, const char *prec, int want_pass, const char *what) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    conv_files(in, th, shift, R);
+    run r = check("ssm_conv", in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th);
+}
+Test(check, ssm_conv_f32_passes) { conv_case(0, r_f32, "f32", 1, "ssm_conv, correct f32"); }
+Test(check, ssm_conv_bf16_passes) { conv_case(0, r_bf16, "bf16", 1, "ssm_conv, correct bf16"); }
+Test(check, gallery_conv_kernel_shifted) { conv_case(1, r_f32, "f32", 0, "GSS conv kernel shifted by one"); }
