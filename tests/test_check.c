@@ -346,3 +346,162 @@ static void conv_case(int shift, rnd R, const char *prec, int want_pass, const c
 Test(check, ssm_conv_f32_passes) { conv_case(0, r_f32, "f32", 1, "ssm_conv, correct f32"); }
 Test(check, ssm_conv_bf16_passes) { conv_case(0, r_bf16, "bf16", 1, "ssm_conv, correct bf16"); }
 Test(check, gallery_conv_kernel_shifted) { conv_case(1, r_f32, "f32", 0, "GSS conv kernel shifted by one"); }
+
+// --- what cannot be judged: reported by name, one line each, exit 2, nothing written ------------
+// THEIRS rewritten from the correct float32 one: without `drop`, plus `extra`, or with
+// `reshape` given a wrong shape, or `retype` stored as I32.
+static run mangled(const char *drop, const char *extra, const char *reshape, const char *retype) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors"),
+         *bad = tu_join(g_dir, "bad.safetensors");
+    attention_files(&DOT, in, th, OK, r_f32);
+    phax_st_file f;
+    cr_assert(phax_st_read(&f, th) == PHAX_OK, "%s", phax_error());
+    phax_st_writer *w = phax_st_writer_new();
+    for (int i = 0; i < f.n; i++) {
+        const phax_st_tensor *t = &f.t[i];
+        if (drop && !strcmp(t->name, drop)) continue;
+        if (reshape && !strcmp(t->name, reshape)) {
+            int64_t s[4] = {t->shape[0], t->shape[1], t->shape[2] * t->shape[3], 1};
+            cr_assert(!phax_st_add_raw(w, t->name, t->dtype, 4, s, t->data));
+        } else if (retype && !strcmp(t->name, retype)) {
+            cr_assert(!phax_st_add_raw(w, t->name, PHAX_DT_I32, t->ndim, t->shape, t->data));
+        } else {
+            cr_assert(!phax_st_add_raw(w, t->name, t->dtype, t->ndim, t->shape, t->data));
+        }
+    }
+    if (extra) {
+        double z[3] = {0};
+        int64_t s[1] = {3};
+        add(w, extra, z, 1, s);
+    }
+    write_free(w, bad);
+    phax_st_free(&f);
+    run r = check("attention", in, bad, "f32", 0);
+    free(in), free(th), free(bad);
+    return r;
+}
+
+static void expect_mismatch(run *r, const char *line) {
+    cr_expect(r->rc == 2, "exit %d, expected 2:\n%s%s", r->rc, r->out, r->err);
+    cr_expect(strstr(r->out, line) != NULL, "no line '%s' in:\n%s", line, r->out);
+    cr_expect(strstr(r->out, "\nMISMATCH: ") != NULL && !strstr(r->out, "PASS"), "verdict:\n%s", r->out);
+}
+
+Test(check, missing_tensor_named) {
+    run r = mangled("grad.k", NULL, NULL, NULL);
+    expect_mismatch(&r, "missing: tensor 'grad.k' (2, 16, 2, 8) is not in ");
+    run_free(&r);
+}
+Test(check, extra_tensor_named) {
+    run r = mangled(NULL, "grad.bias", NULL, NULL);
+    expect_mismatch(&r, "extra: tensor 'grad.bias' in ");
+    run_free(&r);
+}
+Test(check, shape_mismatch_named) {
+    run r = mangled(NULL, NULL, "grad.v", NULL);
+    expect_mismatch(&r, "shape: tensor 'grad.v' is (2, 16, 16, 1) in ");
+    run_free(&r);
+}
+Test(check, dtype_mismatch_named) {
+    run r = mangled(NULL, NULL, NULL, "y");
+    expect_mismatch(&r, "dtype: tensor 'y' is I32 in ");
+    run_free(&r);
+}
+Test(check, two_problems_two_lines) {
+    run r = mangled("y", "extra_one", NULL, NULL);
+    expect_mismatch(&r, "missing: tensor 'y'");
+    expect_mismatch(&r, "extra: tensor 'extra_one'");
+    cr_expect(strstr(r.out, "(2 problems above)") != NULL, "%s", r.out);
+    run_free(&r);
+}
+
+// NaN anywhere in theirs fails the tensor (the comparison is written so NaN cannot pass).
+Test(check, nan_fails) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    attention_files(&DOT, in, th, OK, r_f32);
+    phax_st_file f;
+    cr_assert(phax_st_read(&f, th) == PHAX_OK);
+    phax_st_writer *w = phax_st_writer_new();
+    for (int i = 0; i < f.n; i++) {
+        phax_st_tensor *t = &f.t[i];
+        if (!strcmp(t->name, "grad.v")) {
+            float nan = NAN;
+            memcpy((unsigned char *)t->data + 4 * 7, &nan, 4);  // the reader's buffer is ours to change
+        }
+        cr_assert(!phax_st_add_raw(w, t->name, t->dtype, t->ndim, t->shape, t->data));
+    }
+    write_free(w, th);
+    phax_st_free(&f);
+    run r = check("attention", in, th, "f32", 0);
+    cr_expect(r.rc == 1 && strstr(r.out, "\nFAIL: 1 of 4") && strstr(r.out, "grad.v"), "exit %d:\n%s", r.rc, r.out);
+    run_free(&r), free(in), free(th);
+}
+
+// --json: one object with the same verdict.
+Test(check, json_verdicts) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    attention_files(&DOT, in, th, BUG_GQA, r_f32);
+    run r = check("attention", in, th, "f32", 1);
+    cr_expect(r.rc == 1 && strstr(r.out, "\"verdict\": \"FAIL\"") && strstr(r.out, "\"pass\": false") &&
+                  r.out[0] == '{' && strstr(r.out, "}\n") == r.out + strlen(r.out) - 2,
+              "exit %d:\n%s", r.rc, r.out);
+    run_free(&r);
+    attention_files(&DOT, in, th, OK, r_f32);
+    r = check("attention", in, th, "f32", 1);
+    cr_expect(r.rc == 0 && strstr(r.out, "\"verdict\": \"PASS\"") && !strstr(r.out, "\"pass\": false"), "exit %d:\n%s",
+              r.rc, r.out);
+    run_free(&r), free(in), free(th);
+}
+
+// Bad files, a bad precision, an op without a baseline: one line on stderr naming the
+// problem (and the file), exit 2, nothing on stdout, and no file left behind.
+static void expect_error(const char *op, const char *in, const char *th, const char *prec, const char *frag) {
+    char *o = tu_join(g_dir, "o"), *e = tu_join(g_dir, "e");
+    int rc = tu_phax(o, e, NULL, NULL, "check", op, in, th, "--precision", prec, NULL);
+    char *out = tu_slurp(o, NULL), *err = tu_slurp(e, NULL), *nl = strchr(err, '\n');
+    cr_expect(rc == 2, "exit %d: %s", rc, err);
+    cr_expect(!out[0], "stdout: %s", out);
+    cr_expect(nl && !nl[1] && !strncmp(err, "phax: ", 6) && strstr(err, frag), "stderr: %s (want %s)", err, frag);
+    free(o), free(e), free(out), free(err);
+}
+
+Test(check, bad_files_one_line) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors"),
+         *junk = tu_join(g_dir, "junk.safetensors"), *none = tu_join(g_dir, "none.safetensors");
+    attention_files(&DOT, in, th, OK, r_f32);
+    tu_write_file(junk, "\xff\xff\xff\xff\xff\xff\xff\x7f{", 9);
+    expect_error("attention", in, junk, "f32", "junk.safetensors");
+    expect_error("attention", junk, th, "f32", "junk.safetensors");
+    expect_error("attention", in, none, "f32", "none.safetensors");
+    expect_error("attention", in, th, "fp8", "--precision");
+    expect_error("rope", in, th, "f32", "no precision baseline");
+    expect_error("attention", th, th, "f32", "is not an input of op 'attention'");  // IN and THEIRS swapped
+    cr_expect(!tu_exists(none), "check created %s", none);  // nothing written, even a missing file's name
+    free(in), free(th), free(junk), free(none);
+}
+
+// --- the rounding every baseline uses ------------------------------------------------------------
+Test(check, rounding_matches_the_formats) {
+    phax_rng r = phax_rng_new(7);
+    const phax_precision *f32 = phax_precision_find("f32"), *bf = phax_precision_find("bf16"),
+                         *f16 = phax_precision_find("f16"), *tf = phax_precision_find("tf32");
+    cr_assert(f32 && bf && f16 && tf && !phax_precision_find("f8"));
+    long bad = 0;
+    for (int i = 0; i < 200000; i++) {
+        double x = phax_rng_normal(&r) * ldexp(1.0, (int)(phax_rng_normal(&r) * 40));
+        bad += !(phax_round(f32, x) == (double)(float)x);  // the hardware's double -> float
+        float xf = (float)x;
+        bad += !(phax_round(bf, xf) == (double)r_bf16(xf));  // bit-level RNE of a float
+        bad += !(phax_round_mm(tf, xf) == phax_round_bits(xf, 11, -125, 128));
+        bad += !(phax_round(tf, x) == (double)(float)x);
+#if defined(__FLT16_MAX__)
+        bad += !(phax_round(f16, x) == (double)(_Float16)x);  // gcc's correctly rounded conversion
+#endif
+    }
+    cr_expect(bad == 0, "%ld roundings differ", bad);
+    // Ties go to even; overflow to inf; subnormals keep gradual underflow.
+    cr_expect(phax_round(bf, 1.0 + 0x1p-8) == 1.0 && phax_round(bf, 1.0 + 3 * 0x1p-8) == 1.0 + 0x1p-6);
+    cr_expect(isinf(phax_round(f16, 65520.0)) && phax_round(f16, 65519.0) == 65504.0);
+    cr_expect(phax_round(f16, 0x1p-24) == 0x1p-24 && phax_round(f16, 0x1p-26) == 0);
+    cr_expect(isnan(phax_round(bf, NAN)) && isinf(phax_round(f32, INFINITY)));
+}
