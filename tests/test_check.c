@@ -236,6 +236,7 @@ static void expect_pass(run *r, const char *what) {
 static void expect_fail(run *r, const char *what) {
     double q = verdict_ratio(r->out);
     fprintf(stderr, "gallery: %s -> FAIL, ratio %.3g\n", what, q);
+    cr_log_info("%s:\n%s", what, r->out);
     cr_expect(r->rc == 1 && strstr(r->out, "\nFAIL: ") && !r->err[0], "%s: exit %d, expected FAIL:\n%s%s", what,
               r->rc, r->out, r->err);
     cr_expect(q > BOUND_C, "%s: ratio %g is not above C = %g", what, q, BOUND_C);
