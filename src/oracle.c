@@ -633,7 +633,21 @@ static int op_mlstm(octx *c) {
     TRY(put(c, "grad.k", dk, 4, qs));
     TRY(put(c, "grad.v", dvv, 4, vs));
     TRY(put(c, "grad.igate", di, 3, gs));
-    return put(c, "grad.fgate", df, 3, gs);
+    TRY(put(c, "grad.fgate", df, 3, gs));
+    if (!c->prec) return PHAX_OK;
+    // The baseline is the parallel form's; the recurrent form's stabiliser starts from m0 and
+    // can take the normaliser's other branch, so it has none yet.
+    if (form) return phax_fail("check: mlstm has a precision baseline for form=parallel only");
+    double *bh = dalloc(c, nvv), *bq = dalloc(c, nqk), *bk = dalloc(c, nqk), *bv = dalloc(c, nvv),
+           *bi = dalloc(c, ng), *bf = dalloc(c, ng);
+    TRYP(bh && bq && bk && bv && bi && bf);
+    TRY(phax_naive_mlstm(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps));
+    TRY(put_base(c, "h", bh));
+    TRY(put_base(c, "grad.q", bq));
+    TRY(put_base(c, "grad.k", bk));
+    TRY(put_base(c, "grad.v", bv));
+    TRY(put_base(c, "grad.igate", bi));
+    return put_base(c, "grad.fgate", bf);
 }
 
 static int op_mix(octx *c) {
@@ -1041,7 +1055,7 @@ static void set_limit(octx *c, double max_mib) {
 }
 
 // --- phax check's entry (src/oracle.h) ----------------------------------------------------------
-#define CHECKED_OPS "attention ssm_conv"
+#define CHECKED_OPS "attention ssm_conv mlstm"
 
 struct phax_oracle_eval {
     octx c;

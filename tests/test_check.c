@@ -31,7 +31,7 @@ static float r_bf16(float x) {
 }
 
 // --- their attention -----------------------------------------------------------------------------
-typedef enum { OK, BUG_CAUSAL, BUG_WINDOW, BUG_ROPE_K, BUG_GQA, BUG_KSHIFT } bug;
+typedef enum { OK, BUG_CAUSAL, BUG_WINDOW, BUG_ROPE_K, BUG_GQA, BUG_STAB } bug;
 
 typedef struct {
     int B, T, Hq, Hkv, dh, window, cosine, rope;
@@ -180,6 +180,86 @@ static void their_conv(int B, int T, int H, int shift, rnd R, const double *u, c
         dd[h] = ddh;
     }
     free(kacc);
+}
+
+// --- their mLSTM: parallel form, the decays from a cumulative sum (cs_t − cs_s, as many
+// PyTorch versions write it), backward by hand. BUG_STAB: the normaliser's sum S is formed
+// from e^{D̃} instead of e^{D̃ − m} (the stabiliser not subtracted in that one place).
+static float lsigf(float z) { return fminf(z, 0) - log1pf(expf(-fabsf(z))); }
+static void their_mlstm(int B, int T, int H, int dk_, int dv_, bug bg, rnd R, const double *q, const double *k,
+                        const double *v, const double *ig, const double *fg, const double *gh, double *h, double *dq,
+                        double *dk, double *dv, double *di, double *df) {
+    size_t nqk = (size_t)B * T * H * dk_, nv = (size_t)B * T * H * dv_, ng = (size_t)B * T * H;
+    for (size_t i = 0; i < nqk; i++) dq[i] = dk[i] = 0;
+    for (size_t i = 0; i < nv; i++) dv[i] = 0;
+    for (size_t i = 0; i < ng; i++) di[i] = df[i] = 0;
+    float cs[64], D[64], E[64], Es[64], gq[64], dD[64], hv[64], qh[64], dqh[64];
+    cr_assert(T <= 64 && dk_ <= 64 && dv_ <= 64);
+    float sc = R(1.0f / sqrtf((float)dk_));
+#define IX(t) (((size_t)b * T + (t)) * H + hh)
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++) {
+            float c = 0;
+            for (int t = 0; t < T; t++) cs[t] = c = R(c + R(lsigf(R((float)fg[IX(t)]))));
+            for (int t = 0; t < T; t++) {
+                float m = -INFINITY, S = 0, den, dden = 0;
+                int arg = 0;
+                for (int s = 0; s <= t; s++) {
+                    D[s] = R(R(cs[t] - cs[s]) + R((float)ig[IX(s)]));
+                    if (D[s] > m) m = D[s], arg = s;
+                }
+                for (int i = 0; i < dk_; i++) qh[i] = R(R((float)q[IX(t) * dk_ + i]) * sc);
+                for (int s = 0; s <= t; s++) {
+                    float a = 0;
+                    for (int i = 0; i < dk_; i++) a = R(a + R(qh[i] * R((float)k[IX(s) * dk_ + i])));
+                    gq[s] = a, E[s] = R(expf(R(D[s] - m)));
+                    Es[s] = bg == BUG_STAB ? R(expf(D[s])) : E[s];
+                    S = R(S + R(gq[s] * Es[s]));
+                }
+                float em = R(expf(-m));
+                den = R(fmaxf(fabsf(S), em) + 1e-6f);
+                for (int j = 0; j < dv_; j++) {
+                    float a = 0;
+                    for (int s = 0; s <= t; s++) a = R(a + R(R(gq[s] * E[s]) * R((float)v[IX(s) * dv_ + j])));
+                    h[IX(t) * dv_ + j] = hv[j] = R(a / den);
+                    dden = R(dden + R(R((float)gh[IX(t) * dv_ + j]) * hv[j]));
+                }
+                dden = R(-R(dden / den));
+                float dS = fabsf(S) >= em ? (S >= 0 ? dden : -dden) : 0, dm = fabsf(S) >= em ? 0 : R(-R(dden * em));
+                for (int i = 0; i < dk_; i++) dqh[i] = 0;
+                for (int s = 0; s <= t; s++) {
+                    float dC = 0;
+                    for (int j = 0; j < dv_; j++)
+                        dC = R(dC + R(R((float)gh[IX(t) * dv_ + j]) * R((float)v[IX(s) * dv_ + j])));
+                    dC = R(dC / den);
+                    float C = R(gq[s] * E[s]);
+                    for (int j = 0; j < dv_; j++)
+                        dv[IX(s) * dv_ + j] = R((float)dv[IX(s) * dv_ + j] + R(C * R((float)gh[IX(t) * dv_ + j] / den)));
+                    float dg = R(R(dC * E[s]) + R(dS * Es[s]));
+                    dD[s] = R(R(R(dC * gq[s]) * E[s]) + R(R(dS * gq[s]) * Es[s]));
+                    if (bg != BUG_STAB) dm = R(dm - R(R(dC * gq[s]) * E[s]) - R(R(dS * gq[s]) * Es[s]));
+                    else dm = R(dm - R(R(dC * gq[s]) * E[s]));
+                    for (int i = 0; i < dk_; i++) {
+                        dqh[i] = R(dqh[i] + R(dg * R((float)k[IX(s) * dk_ + i])));
+                        dk[IX(s) * dk_ + i] = R((float)dk[IX(s) * dk_ + i] + R(dg * qh[i]));
+                    }
+                }
+                dD[arg] = R(dD[arg] + dm);
+                for (int i = 0; i < dk_; i++) dq[IX(t) * dk_ + i] = R((float)dq[IX(t) * dk_ + i] + R(dqh[i] * sc));
+                // D̃_ts = cs_t − cs_s + ĩ_s: cs_r = Σ_{u≤r} logσ(f̃_u).
+                float dcs_t = 0;
+                for (int s = 0; s <= t; s++) {
+                    di[IX(s)] = R((float)di[IX(s)] + dD[s]);
+                    dcs_t = R(dcs_t + dD[s]);
+                    // −dD[s] to cs_s: every f̃_u with u ≤ s
+                    for (int u = 0; u <= s; u++)
+                        df[IX(u)] = R((float)df[IX(u)] - R(dD[s] * R(1.0f / (1.0f + expf((float)fg[IX(u)])))));
+                }
+                for (int u = 0; u <= t; u++)
+                    df[IX(u)] = R((float)df[IX(u)] + R(dcs_t * R(1.0f / (1.0f + expf((float)fg[IX(u)])))));
+            }
+        }
+#undef IX
 }
 
 // --- files and runs ------------------------------------------------------------------------------
@@ -505,4 +585,39 @@ Test(check, rounding_matches_the_formats) {
     cr_expect(isinf(phax_round(f16, 65520.0)) && phax_round(f16, 65519.0) == 65504.0);
     cr_expect(phax_round(f16, 0x1p-24) == 0x1p-24 && phax_round(f16, 0x1p-26) == 0);
     cr_expect(isnan(phax_round(bf, NAN)) && isinf(phax_round(f32, INFINITY)));
+}
+
+// --- mLSTM --------------------------------------------------------------------------------------
+static void mlstm_case(bug bg, rnd R, const char *prec, int want_pass, const char *what) {
+    enum { B = 2, T = 16, H = 2, DK = 8, DV = 8 };
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    phax_rng rng = phax_rng_new(4321);
+    int64_t qs[4] = {B, T, H, DK}, vs[4] = {B, T, H, DV}, gs[3] = {B, T, H};
+    size_t nq = B * T * H * DK, nv = B * T * H * DV, ng = B * T * H;
+    double *q = normal(nq, &rng, 1), *k = normal(nq, &rng, 1), *v = normal(nv, &rng, 1), *gh = normal(nv, &rng, 1);
+    double *ig = normal(ng, &rng, 1.5), *fg = normal(ng, &rng, 1.5);
+    for (size_t i = 0; i < ng; i++) fg[i] = (double)(float)(fg[i] + 3);  // forget gates mostly open
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "q", q, 4, qs), add(w, "k", k, 4, qs), add(w, "v", v, 4, vs), add(w, "igate", ig, 3, gs);
+    add(w, "fgate", fg, 3, gs), add(w, "grad.h", gh, 4, vs);
+    write_free(w, in);
+    double *h = malloc(nv * 8), *dq = malloc(nq * 8), *dk = malloc(nq * 8), *dv = malloc(nv * 8), *di = malloc(ng * 8),
+           *df = malloc(ng * 8);
+    cr_assert(h && dq && dk && dv && di && df);
+    their_mlstm(B, T, H, DK, DV, bg, R, q, k, v, ig, fg, gh, h, dq, dk, dv, di, df);
+    w = phax_st_writer_new();
+    add(w, "h", h, 4, vs), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, qs), add(w, "grad.v", dv, 4, vs);
+    add(w, "grad.igate", di, 3, gs), add(w, "grad.fgate", df, 3, gs);
+    write_free(w, th);
+    run r = check("mlstm", in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th), free(q), free(k), free(v), free(gh), free(ig), free(fg), free(h), free(dq),
+        free(dk), free(dv), free(di), free(df);
+}
+Test(check, mlstm_f32_passes) { mlstm_case(OK, r_f32, "f32", 1, "mlstm, correct f32"); }
+Test(check, mlstm_bf16_passes) { mlstm_case(OK, r_bf16, "bf16", 1, "mlstm, correct bf16"); }
+Test(check, gallery_mlstm_stabiliser) { mlstm_case(BUG_STAB, r_f32, "f32", 0, "mLSTM stabiliser not subtracted in S"); }
+Test(check, gallery_mlstm_stabiliser_bf16) {
+    mlstm_case(BUG_STAB, r_bf16, "bf16", 0, "mLSTM stabiliser not subtracted in S (bf16)");
 }

@@ -45,4 +45,10 @@ int phax_naive_ssm_conv(const phax_precision *pr, double *y, double *du, double 
                         const double *gy, const double *u, const double *k, const double *d, int B, int T,
                         int H);
 
+// mLSTM, parallel stabilised form (docs/spec.md §2.9; ref_mlstm_parallel_fwd/_bwd's contract),
+// outputs overwritten. q, k: (B, T, H, dqk); v, h, gh: (B, T, H, dv); igate, fgate: (B, T, H).
+int phax_naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
+                     double *df, const double *gh, const double *q, const double *k, const double *v,
+                     const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_, double eps);
+
 #endif
