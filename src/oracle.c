@@ -304,7 +304,15 @@ static int op_linear(octx *c) {
     TRY(put(c, "y", y, nx, ys));
     TRY(put(c, "grad.x", dx, nx, xs));
     TRY(put(c, "grad.weight", dW, 2, ws));
-    return has_b ? put(c, "grad.bias", db, 1, ob) : PHAX_OK;
+    if (has_b) TRY(put(c, "grad.bias", db, 1, ob));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n * out), *bx = dalloc(c, n * in), *bW = dalloc(c, (size_t)out * in), *bb = dalloc(c, out);
+    TRYP(by && bx && bW && bb);
+    TRY(phax_naive_linear(c->prec, by, bx, bW, has_b ? bb : NULL, gy, x, W, b, n, in, out));
+    TRY(put_base(c, "y", by));
+    TRY(put_base(c, "grad.x", bx));
+    TRY(put_base(c, "grad.weight", bW));
+    return has_b ? put_base(c, "grad.bias", bb) : PHAX_OK;
 }
 
 // rmsnorm, layernorm, headnorm share their I/O.
@@ -343,7 +351,15 @@ static int op_norm(octx *c, int kind) {  // 0 rms, 1 layer, 2 head
     TRY(put(c, "y", y, nx, xs));
     TRY(put(c, "grad.x", dx, nx, xs));
     TRY(put(c, "grad.weight", dg, 1, gs));
-    return has_b ? put(c, "grad.bias", db, 1, gs) : PHAX_OK;
+    if (has_b) TRY(put(c, "grad.bias", db, 1, gs));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n * d), *bx = dalloc(c, n * d), *bg = dalloc(c, d), *bb = dalloc(c, d);
+    TRYP(by && bx && bg && bb);
+    TRY(phax_naive_norm(c->prec, kind != 0, by, bx, bg, has_b ? bb : NULL, gy, x, g, b, n, d, d / heads, eps));
+    TRY(put_base(c, "y", by));
+    TRY(put_base(c, "grad.x", bx));
+    TRY(put_base(c, "grad.weight", bg));
+    return has_b ? put_base(c, "grad.bias", bb) : PHAX_OK;
 }
 static int op_rmsnorm(octx *c) { return op_norm(c, 0); }
 static int op_layernorm(octx *c) { return op_norm(c, 1); }
@@ -362,7 +378,13 @@ static int op_act(octx *c, int silu) {
     TRYP(gy);
     (silu ? ref_silu_bwd : ref_gelu_bwd)(dx, gy, x, n);
     TRY(put(c, "y", y, nx, xs));
-    return put(c, "grad.x", dx, nx, xs);
+    TRY(put(c, "grad.x", dx, nx, xs));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n), *bx = dalloc(c, n);
+    TRYP(by && bx);
+    TRY(phax_naive_act(c->prec, silu, by, bx, gy, x, n));
+    TRY(put_base(c, "y", by));
+    return put_base(c, "grad.x", bx);
 }
 static int op_gelu(octx *c) { return op_act(c, 0); }
 static int op_silu(octx *c) { return op_act(c, 1); }
@@ -395,7 +417,17 @@ static int op_swiglu(octx *c) {
     TRY(put(c, "grad.x", dx, nx, xs));
     TRY(put(c, "grad.w_gate", dWg, 2, hs));
     TRY(put(c, "grad.w_up", dWu, 2, hs));
-    return put(c, "grad.w_down", dWd, 2, ds);
+    TRY(put(c, "grad.w_down", dWd, 2, ds));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n * d), *bx = dalloc(c, n * d), *bg = dalloc(c, (size_t)hid * d),
+           *bu = dalloc(c, (size_t)hid * d), *bd = dalloc(c, (size_t)hid * d);
+    TRYP(by && bx && bg && bu && bd);
+    TRY(phax_naive_swiglu(c->prec, by, bx, bg, bu, bd, gy, x, Wg, Wu, Wd, n, d, hid));
+    TRY(put_base(c, "y", by));
+    TRY(put_base(c, "grad.x", bx));
+    TRY(put_base(c, "grad.w_gate", bg));
+    TRY(put_base(c, "grad.w_up", bu));
+    return put_base(c, "grad.w_down", bd);
 }
 
 static int op_rope(octx *c) {
@@ -693,7 +725,13 @@ static int op_cross_entropy(octx *c) {
     TRYP(gl);
     TRY(ref_cross_entropy_bwd(dx, *gl, x, tg, n, V));
     TRY(put(c, "loss", &loss, 0, NULL));
-    return put(c, "grad.logits", dx, nl, ls);
+    TRY(put(c, "grad.logits", dx, nl, ls));
+    if (!c->prec) return PHAX_OK;
+    double *bl = dalloc(c, 1), *bx = dalloc(c, numel(nl, ls));
+    TRYP(bl && bx);
+    TRY(phax_naive_cross_entropy(c->prec, bl, bx, *gl, x, tg, n, V));
+    TRY(put_base(c, "loss", bl));
+    return put_base(c, "grad.logits", bx);
 }
 
 static int op_adamw(octx *c) {
@@ -1055,7 +1093,8 @@ static void set_limit(octx *c, double max_mib) {
 }
 
 // --- phax check's entry (src/oracle.h) ----------------------------------------------------------
-#define CHECKED_OPS "attention ssm_conv mlstm"
+#define CHECKED_OPS \
+    "linear rmsnorm layernorm headnorm gelu silu swiglu attention ssm_conv mlstm cross_entropy"
 
 struct phax_oracle_eval {
     octx c;

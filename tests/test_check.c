@@ -621,3 +621,204 @@ Test(check, gallery_mlstm_stabiliser) { mlstm_case(BUG_STAB, r_f32, "f32", 0, "m
 Test(check, gallery_mlstm_stabiliser_bf16) {
     mlstm_case(BUG_STAB, r_bf16, "bf16", 0, "mLSTM stabiliser not subtracted in S (bf16)");
 }
+
+// --- the small ops: their float code (sums newest-first, a different order from check/'s) -------
+// a[i·sa]·b[i·sb] summed from the last term down.
+static float tdot(rnd R, const double *a, size_t sa, const double *b, size_t sb, size_t n) {
+    float s = 0;
+    for (size_t i = n; i-- > 0;) s = R(s + R(R((float)a[i * sa]) * R((float)b[i * sb])));
+    return s;
+}
+// C (m, n) = A·B, A (i, l) at A[i·ai + l·al], B (l, j) at B[l·bl + j·bj].
+static void tmm(rnd R, double *C, const double *A, size_t ai, size_t al, const double *Bm, size_t bl, size_t bj,
+                size_t m, size_t n, size_t k) {
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) C[i * n + j] = tdot(R, A + i * ai, al, Bm + j * bj, bl, k);
+}
+
+static void their_linear(rnd R, const double *x, const double *W, const double *b, const double *gy, size_t n, int in,
+                         int out, double *y, double *dx, double *dW, double *db) {
+    tmm(R, y, x, in, 1, W, 1, in, n, out, in);
+    for (size_t r = 0; r < n; r++)
+        for (int o = 0; o < out; o++) y[r * out + o] = R((float)y[r * out + o] + R((float)b[o]));
+    tmm(R, dx, gy, out, 1, W, in, 1, n, in, out);
+    tmm(R, dW, gy, 1, out, x, in, 1, out, in, n);
+    for (int o = 0; o < out; o++) {
+        float s = 0;
+        for (size_t r = n; r-- > 0;) s = R(s + R((float)gy[r * out + o]));
+        db[o] = s;
+    }
+}
+
+// layer 0: RMSNorm; 1: LayerNorm; groups of w channels; b NULL: no bias.
+static void their_lnorm(rnd R, int layer, const double *x, const double *g, const double *b, const double *gy, size_t n,
+                       int d, int w, float eps, double *y, double *dx, double *dg, double *db) {
+    for (int i = 0; i < d; i++) dg[i] = 0, db[i] = 0;
+    float xh[64], dxh[64];
+    cr_assert(w <= 64);
+    for (size_t r = 0; r < n; r++)
+        for (int o = 0; o < d; o += w) {
+            float mu = 0, var = 0, m1 = 0, m2 = 0;
+            for (int i = w; layer && i-- > 0;) mu = R(mu + R((float)x[r * d + o + i]));
+            mu = R(mu / (float)w);
+            for (int i = w; i-- > 0;) {
+                float c = R(R((float)x[r * d + o + i]) - mu);
+                var = R(var + R(c * c));
+            }
+            float rs = R(1.0f / R(sqrtf(R(R(var / (float)w) + eps))));
+            for (int i = 0; i < w; i++) {
+                size_t k = r * d + o + i;
+                float gg = R((float)gy[k]);
+                xh[i] = R(R(R((float)x[k]) - mu) * rs);
+                y[k] = R(R(R((float)g[o + i]) * xh[i]) + (b ? R((float)b[o + i]) : 0.0f));
+                dxh[i] = R(gg * R((float)g[o + i]));
+                dg[o + i] = R((float)dg[o + i] + R(gg * xh[i]));
+                db[o + i] = R((float)db[o + i] + gg);
+                m1 = R(m1 + dxh[i]), m2 = R(m2 + R(dxh[i] * xh[i]));
+            }
+            m1 = layer ? R(m1 / (float)w) : 0, m2 = R(m2 / (float)w);
+            for (int i = 0; i < w; i++) dx[r * d + o + i] = R(R(R(dxh[i] - m1) - R(xh[i] * m2)) * rs);
+        }
+}
+
+static void their_act(rnd R, int silu, const double *x, const double *gy, size_t n, double *y, double *dx) {
+    for (size_t i = 0; i < n; i++) {
+        float v = R((float)x[i]), g = R((float)gy[i]);
+        if (silu) {
+            float s = R(1.0f / R(1.0f + R(expf(-v))));
+            y[i] = R(v * s);
+            dx[i] = R(g * R(s + R(R(v * s) * R(1.0f - s))));
+        } else {
+            float Phi = R(R(1.0f + R(erff(R(v * 0.70710678f)))) * 0.5f);
+            y[i] = R(v * Phi);
+            dx[i] = R(g * R(Phi + R(v * R(R(expf(R(-0.5f * R(v * v)))) * 0.39894228f))));
+        }
+    }
+}
+
+static void their_swiglu(rnd R, const double *x, const double *Wg, const double *Wu, const double *Wd,
+                         const double *gy, size_t n, int d, int hid, double *y, double *dx, double *dWg,
+                         double *dWu, double *dWd) {
+    size_t nh = n * hid;
+    double *a = malloc(nh * 8), *u = malloc(nh * 8), *z = malloc(nh * 8), *dz = malloc(nh * 8), *t = malloc(n * d * 8);
+    cr_assert(a && u && z && dz && t);
+    tmm(R, a, x, d, 1, Wg, 1, d, n, hid, d);
+    tmm(R, u, x, d, 1, Wu, 1, d, n, hid, d);
+    for (size_t i = 0; i < nh; i++) {
+        float s = R(1.0f / R(1.0f + R(expf(-(float)a[i]))));
+        z[i] = R(R((float)a[i] * s) * (float)u[i]);
+    }
+    tmm(R, y, z, hid, 1, Wd, 1, hid, n, d, hid);
+    tmm(R, dz, gy, d, 1, Wd, hid, 1, n, hid, d);
+    tmm(R, dWd, gy, 1, d, z, hid, 1, d, hid, n);
+    for (size_t i = 0; i < nh; i++) {
+        float av = (float)a[i], s = R(1.0f / R(1.0f + R(expf(-av)))), sa = R(av * s);
+        float dsa = R(s + R(sa * R(1.0f - s)));
+        a[i] = R(R((float)dz[i] * (float)u[i]) * dsa);
+        u[i] = R((float)dz[i] * sa);
+    }
+    tmm(R, dx, a, hid, 1, Wg, d, 1, n, d, hid);
+    tmm(R, t, u, hid, 1, Wu, d, 1, n, d, hid);
+    for (size_t i = 0; i < n * d; i++) dx[i] = R((float)dx[i] + (float)t[i]);
+    tmm(R, dWg, a, 1, hid, x, d, 1, hid, d, n);
+    tmm(R, dWu, u, 1, hid, x, d, 1, hid, d, n);
+    free(a), free(u), free(z), free(dz), free(t);
+}
+
+static void their_xent(rnd R, const double *x, const int32_t *tg, double gl, size_t n, int V, double *loss,
+                       double *dx) {
+    float s = 0, cnt = 0;
+    for (size_t r = 0; r < n; r++) cnt += tg[r] >= 0;
+    float gc = R(R((float)gl) / cnt);
+    for (size_t r = 0; r < n; r++) {
+        for (int j = 0; j < V; j++) dx[r * V + j] = 0;
+        if (tg[r] < 0) continue;
+        float mx = -INFINITY, z = 0;
+        for (int j = 0; j < V; j++) mx = fmaxf(mx, R((float)x[r * V + j]));
+        for (int j = V; j-- > 0;) z = R(z + R(expf(R(R((float)x[r * V + j]) - mx))));
+        float lz = R(logf(z));
+        s = R(s + R(R(lz + mx) - R((float)x[r * V + tg[r]])));
+        for (int j = 0; j < V; j++)
+            dx[r * V + j] = R(gc * R(R(expf(R(R(R((float)x[r * V + j]) - mx) - lz))) - (j == tg[r] ? 1.0f : 0.0f)));
+    }
+    *loss = R(s / cnt);
+}
+
+// One small op end to end: IN with the inputs (and the upstream gradient), THEIRS from their
+// code above, judged at prec. bug: their result perturbed the way a real slip would (below).
+enum { SN = 6, SD = 16, SH = 24, SV = 40 };
+static void small_case(const char *op, rnd R, const char *prec, int bug, int want_pass) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    phax_rng rng = phax_rng_new(phax_hash_str(op));
+    int64_t xs[2] = {SN, SD}, ds[1] = {SD}, wh[2] = {SH, SD}, hw[2] = {SD, SH}, ls[2] = {SN, SV}, ts[1] = {SN};
+    double *x = normal(SN * SD, &rng, 1), *gy = normal(SN * SV, &rng, 1), *g = normal(SD, &rng, 0.3),
+           *b = normal(SD, &rng, 0.5), *Wa = normal(SH * SD, &rng, 0.25), *Wb = normal(SH * SD, &rng, 0.25),
+           *Wc = normal(SH * SD, &rng, 0.25), *lg = normal(SN * SV, &rng, 2);
+    for (int i = 0; i < SD; i++) g[i] = (double)(float)(g[i] + 1);
+    double y[SN * SV], dx[SN * SV], d1[SH * SD], d2[SH * SD], d3[SH * SD], loss, gl = 0.75;
+    int32_t tg[SN] = {3, -1, 0, 39, 17, 8};
+    phax_st_writer *w = phax_st_writer_new(), *t = phax_st_writer_new();
+    if (!strcmp(op, "linear")) {  // x (6, 16) -> (6, 24) with bias
+        int64_t ys[2] = {SN, SH}, bs[1] = {SH};
+        double *bb = normal(SH, &rng, 0.5);
+        add(w, "x", x, 2, xs), add(w, "weight", Wa, 2, wh), add(w, "bias", bb, 1, bs), add(w, "grad.y", gy, 2, ys);
+        their_linear(R, x, Wa, bb, gy, SN, SD, SH, y, dx, d1, d2);
+        if (bug) d2[0] = 0;  // grad.bias: the first output's gradient lost
+        add(t, "y", y, 2, ys), add(t, "grad.x", dx, 2, xs), add(t, "grad.weight", d1, 2, wh), add(t, "grad.bias", d2, 1, bs);
+        free(bb);
+    } else if (!strcmp(op, "rmsnorm") || !strcmp(op, "layernorm") || !strcmp(op, "headnorm")) {
+        int layer = op[0] != 'r', heads = op[0] == 'h' ? 4 : 1;
+        add(w, "x", x, 2, xs), add(w, "weight", g, 1, ds), add(w, "grad.y", gy, 2, xs);
+        if (op[0] == 'l') add(w, "bias", b, 1, ds);
+        if (heads > 1) cr_assert(!phax_st_add_meta(w, "heads", "4"));
+        float e = op[0] == 'l' ? 1e-5f : 1e-6f;
+        // the bug: eps left out (IN asks for eps = 0.1, large enough to matter)
+        if (bug) {
+            e = 0;
+            cr_assert(!phax_st_add_meta(w, "eps", "0.1"));
+        }
+        their_lnorm(R, layer, x, g, op[0] == 'l' ? b : NULL, gy, SN, SD, SD / heads, e, y, dx, d1, d2);
+        add(t, "y", y, 2, xs), add(t, "grad.x", dx, 2, xs), add(t, "grad.weight", d1, 1, ds);
+        if (op[0] == 'l') add(t, "grad.bias", d2, 1, ds);
+    } else if (!strcmp(op, "gelu") || !strcmp(op, "silu")) {
+        add(w, "x", x, 2, xs), add(w, "grad.y", gy, 2, xs);
+        their_act(R, op[0] == 's', x, gy, SN * SD, y, dx);
+        if (bug) their_act(R, op[0] != 's', x, gy, SN * SD, y, dx);  // the other activation
+        add(t, "y", y, 2, xs), add(t, "grad.x", dx, 2, xs);
+    } else if (!strcmp(op, "swiglu")) {
+        add(w, "x", x, 2, xs), add(w, "w_gate", Wa, 2, wh), add(w, "w_up", Wb, 2, wh), add(w, "w_down", Wc, 2, hw);
+        add(w, "grad.y", gy, 2, xs);
+        // the bug: gate and up swapped (SiLU on the up projection)
+        their_swiglu(R, x, bug ? Wb : Wa, bug ? Wa : Wb, Wc, gy, SN, SD, SH, y, dx, bug ? d2 : d1, bug ? d1 : d2, d3);
+        add(t, "y", y, 2, xs), add(t, "grad.x", dx, 2, xs), add(t, "grad.w_gate", d1, 2, wh);
+        add(t, "grad.w_up", d2, 2, wh), add(t, "grad.w_down", d3, 2, hw);
+    } else {  // cross_entropy; the bug: the ignored row (-1) counted, as if its target were 0
+        int64_t zs[1] = {1};
+        add(w, "logits", lg, 2, ls), add(w, "grad.loss", &gl, 0, zs);
+        cr_assert(!phax_st_add_i32(w, "targets", tg, 1, ts));
+        int32_t tb[SN];
+        memcpy(tb, tg, sizeof tb);
+        if (bug) tb[1] = 0;
+        their_xent(R, lg, tb, gl, SN, SV, &loss, dx);
+        add(t, "loss", &loss, 0, zs), add(t, "grad.logits", dx, 2, ls);
+    }
+    write_free(w, in), write_free(t, th);
+    char what[96];
+    snprintf(what, sizeof what, "%s%s at %s", op, bug ? " (bug)" : ", correct", prec);
+    run r = check(op, in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th), free(x), free(gy), free(g), free(b), free(Wa), free(Wb), free(Wc), free(lg);
+}
+
+static const char *const SMALL[] = {"linear", "rmsnorm", "layernorm", "headnorm", "gelu",
+                                    "silu",   "swiglu",  "cross_entropy", NULL};
+Test(check, small_ops_f32_pass) {
+    for (int i = 0; SMALL[i]; i++) small_case(SMALL[i], r_f32, "f32", 0, 1);
+}
+Test(check, small_ops_bf16_pass) {
+    for (int i = 0; SMALL[i]; i++) small_case(SMALL[i], r_bf16, "bf16", 0, 1);
+}
+Test(check, small_ops_bugs_fail) {
+    for (int i = 0; SMALL[i]; i++) small_case(SMALL[i], r_f32, "f32", 1, 0);
+}

@@ -9,6 +9,7 @@
 #define PHAX_CHECK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "phax/ops.h"
 
@@ -50,5 +51,24 @@ int phax_naive_ssm_conv(const phax_precision *pr, double *y, double *du, double 
 int phax_naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
                      double *df, const double *gh, const double *q, const double *k, const double *v,
                      const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_, double eps);
+
+// The small ops (check/basic.c), outputs overwritten; a NULL bias (db, b) is skipped.
+// linear: x (n, in), W (out, in), b (out), y (n, out).
+int phax_naive_linear(const phax_precision *pr, double *y, double *dx, double *dW, double *db, const double *gy,
+                      const double *x, const double *W, const double *b, size_t n, int in, int out);
+// rmsnorm (layer 0) / layernorm (1) over groups of w channels (headnorm: w = dh, no bias).
+int phax_naive_norm(const phax_precision *pr, int layer, double *y, double *dx, double *dg, double *db,
+                    const double *gy, const double *x, const double *g, const double *b, size_t n, int d, int w,
+                    double eps);
+// gelu (silu 0, the exact erf form) or silu (1), elementwise.
+int phax_naive_act(const phax_precision *pr, int silu, double *y, double *dx, const double *gy, const double *x,
+                   size_t n);
+// y = (SiLU(x Wgᵀ) ⊙ x Wuᵀ) Wdᵀ; x (n, d), Wg, Wu (hid, d), Wd (d, hid).
+int phax_naive_swiglu(const phax_precision *pr, double *y, double *dx, double *dWg, double *dWu, double *dWd,
+                      const double *gy, const double *x, const double *Wg, const double *Wu, const double *Wd,
+                      size_t n, int d, int hid);
+// Mean softmax cross-entropy over the rows whose target is not −1; gl: the loss's upstream gradient.
+int phax_naive_cross_entropy(const phax_precision *pr, double *loss, double *dx, double gl, const double *x,
+                             const int32_t *tg, size_t n, int V);
 
 #endif
