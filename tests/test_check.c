@@ -30,6 +30,10 @@ static float r_bf16(float x) {
     return x;
 }
 
+#if defined(__FLT16_MAX__)
+static float r_f16(float x) { return (float)(_Float16)x; }  // IEEE binary16, round to nearest even
+#endif
+
 // --- their attention -----------------------------------------------------------------------------
 typedef enum { OK, BUG_CAUSAL, BUG_WINDOW, BUG_ROPE_K, BUG_GQA, BUG_STAB } bug;
 
@@ -821,4 +825,21 @@ Test(check, small_ops_bf16_pass) {
 }
 Test(check, small_ops_bugs_fail) {
     for (int i = 0; SMALL[i]; i++) small_case(SMALL[i], r_f32, "f32", 1, 0);
+}
+
+// f16 (binary16, its narrow range included): a correct f16 computation PASSes at f16.
+#if defined(__FLT16_MAX__)
+Test(check, f16_passes) {
+    attention_case(&DOT, OK, r_f16, "f16", 1, "attention dot, correct f16");
+    attention_case(&COS, OK, r_f16, "f16", 1, "attention cosine, correct f16");
+    mlstm_case(OK, r_f16, "f16", 1, "mlstm, correct f16");
+    conv_case(0, r_f16, "f16", 1, "ssm_conv, correct f16");
+    for (int i = 0; SMALL[i]; i++) small_case(SMALL[i], r_f16, "f16", 0, 1);
+    attention_case(&DOT, BUG_GQA, r_f16, "f16", 0, "GQA h % G (f16)");
+}
+#endif
+// tf32: a float32 computation is at least as accurate as TF32's (11-bit products) and PASSes.
+Test(check, f32_passes_at_tf32) {
+    attention_case(&DOT, OK, r_f32, "tf32", 1, "attention dot, f32 at tf32");
+    mlstm_case(OK, r_f32, "tf32", 1, "mlstm, f32 at tf32");
 }
