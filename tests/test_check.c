@@ -843,3 +843,22 @@ Test(check, f32_passes_at_tf32) {
     attention_case(&DOT, OK, r_f32, "tf32", 1, "attention dot, f32 at tf32");
     mlstm_case(OK, r_f32, "tf32", 1, "mlstm, f32 at tf32");
 }
+
+// The upstream gradient (grad.y) may sit in THEIRS beside the results: it is an input, not
+// judged and not "extra".
+Test(check, upstream_in_theirs_is_not_judged) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    attention_files(&DOT, in, th, OK, r_f32);
+    phax_st_file f, fi;
+    cr_assert(phax_st_read(&f, th) == PHAX_OK && phax_st_read(&fi, in) == PHAX_OK);
+    phax_st_writer *w = phax_st_writer_new();
+    for (int i = 0; i < f.n; i++) cr_assert(!phax_st_add_raw(w, f.t[i].name, f.t[i].dtype, f.t[i].ndim, f.t[i].shape, f.t[i].data));
+    const phax_st_tensor *g = phax_st_find(&fi, "grad.y");
+    cr_assert(g && !phax_st_add_raw(w, "grad.y", g->dtype, g->ndim, g->shape, g->data));
+    write_free(w, th);
+    phax_st_free(&f), phax_st_free(&fi);
+    run r = check("attention", in, th, "f32", 0);
+    cr_expect(r.rc == 0 && strstr(r.out, "\nPASS: all 4 tensors") && !strstr(r.out, "grad.y"), "exit %d:\n%s%s", r.rc,
+              r.out, r.err);
+    run_free(&r), free(in), free(th);
+}
