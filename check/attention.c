@@ -158,3 +158,12 @@ int phax_naive_attention(const phax_precision *pr, double *y, double *dq, double
     free(qs), free(ks), free(vr), free(gr), free(qn), free(kn), free(p), free(dp);
     return PHAX_OK;
 }
+
+int phax_naive_rope(const phax_precision *pr, double *y, double *dx, const double *gy, const double *x, int B, int T,
+                    int H, int dh, double base, long pos0) {
+    size_t n = (size_t)B * T * H;
+    for (size_t i = 0; i < n * dh; i++) y[i] = R(x[i]), dx[i] = R(gy[i]);
+    rope_rows(pr, y, n, T, H, dh, base, pos0, 1.0);
+    rope_rows(pr, dx, n, T, H, dh, base, pos0, -1.0);
+    return PHAX_OK;
+}

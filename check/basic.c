@@ -175,3 +175,44 @@ int phax_naive_cross_entropy(const phax_precision *pr, double *loss, double *dx,
     *loss = R(s / R((double)count));
     return PHAX_OK;
 }
+
+int phax_naive_embedding(const phax_precision *pr, double *y, double *dE, const double *gy, const double *E,
+                         const int32_t *tok, size_t n, int V, int d) {
+    memset(dE, 0, (size_t)V * d * sizeof *dE);
+    for (size_t r = 0; r < n; r++)
+        for (int j = 0; j < d; j++) {
+            y[r * d + j] = R(E[(size_t)tok[r] * d + j]);
+            dE[(size_t)tok[r] * d + j] = R(dE[(size_t)tok[r] * d + j] + R(gy[r * d + j]));
+        }
+    return PHAX_OK;
+}
+
+static double softplus(double z) { return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z)); }
+
+int phax_naive_mix(const phax_precision *pr, double *y, double *db, double *dp, const double *gy, const double *b,
+                   const double *p, int nb, size_t n) {
+    double *w = malloc((size_t)nb * sizeof *w), *dw = malloc((size_t)nb * sizeof *dw), S = 0, wdw = 0;
+    if (!w || !dw) {
+        free(w), free(dw);
+        return phax_fail("check: out of memory (mix baseline)");
+    }
+    for (int i = 0; i < nb; i++) S = R(S + (w[i] = R(softplus(R(p[i])))));
+    for (int i = 0; i < nb; i++) w[i] = R(w[i] / S);
+    for (size_t e = 0; e < n; e++) {
+        double s = 0;
+        for (int i = 0; i < nb; i++) s = R(s + R(w[i] * R(b[(size_t)i * n + e])));
+        y[e] = s;
+    }
+    for (int i = 0; i < nb; i++) {
+        double s = 0;
+        for (size_t e = 0; e < n; e++) {
+            s = R(s + R(R(gy[e]) * R(b[(size_t)i * n + e])));
+            db[(size_t)i * n + e] = R(w[i] * R(gy[e]));
+        }
+        dw[i] = s;
+        wdw = R(wdw + R(w[i] * s));
+    }
+    for (int i = 0; i < nb; i++) dp[i] = R(R(R(sigm(R(p[i]))) * R(dw[i] - wdw)) / S);
+    free(w), free(dw);
+    return PHAX_OK;
+}

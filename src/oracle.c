@@ -270,7 +270,13 @@ static int op_embedding(octx *c) {
     TRYP(gy);
     ref_embedding_bwd(dE, gy, tok, n, d);
     TRY(put(c, "y", y, nt + 1, ys));
-    return put(c, "grad.weight", dE, 2, ws);
+    TRY(put(c, "grad.weight", dE, 2, ws));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n * d), *bE = dalloc(c, (size_t)V * d);
+    TRYP(by && bE);
+    TRY(phax_naive_embedding(c->prec, by, bE, gy, E, tok, n, V, d));
+    TRY(put_base(c, "y", by));
+    return put_base(c, "grad.weight", bE);
 }
 
 static int op_linear(octx *c) {
@@ -448,7 +454,13 @@ static int op_rope(octx *c) {
     TRYP(gy);
     TRY(ref_rope_bwd(dx, gy, B, T, H, dh, base, pos0));
     TRY(put(c, "y", y, 4, xs));
-    return put(c, "grad.x", dx, 4, xs);
+    TRY(put(c, "grad.x", dx, 4, xs));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n), *bx = dalloc(c, n);
+    TRYP(by && bx);
+    TRY(phax_naive_rope(c->prec, by, bx, gy, x, B, T, H, dh, base, pos0));
+    TRY(put_base(c, "y", by));
+    return put_base(c, "grad.x", bx);
 }
 
 static const char *const SCORES[] = {"dot", "cosine", NULL};
@@ -701,7 +713,14 @@ static int op_mix(octx *c) {
     ref_mix_bwd(db, dp, gy, b, p, nb, n);
     TRY(put(c, "y", y, nb_ - 1, bs + 1));
     TRY(put(c, "grad.branches", db, nb_, bs));
-    return put(c, "grad.p", dp, 1, ps);
+    TRY(put(c, "grad.p", dp, 1, ps));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n), *bb = dalloc(c, numel(nb_, bs)), *bp = dalloc(c, nb);
+    TRYP(by && bb && bp);
+    TRY(phax_naive_mix(c->prec, by, bb, bp, gy, b, p, nb, n));
+    TRY(put_base(c, "y", by));
+    TRY(put_base(c, "grad.branches", bb));
+    return put_base(c, "grad.p", bp);
 }
 
 static int op_cross_entropy(octx *c) {
@@ -1094,7 +1113,7 @@ static void set_limit(octx *c, double max_mib) {
 
 // --- phax check's entry (src/oracle.h) ----------------------------------------------------------
 #define CHECKED_OPS \
-    "linear rmsnorm layernorm headnorm gelu silu swiglu attention ssm_conv mlstm cross_entropy"
+    "embedding linear rmsnorm layernorm headnorm gelu silu swiglu rope attention ssm_conv mlstm mix cross_entropy"
 
 struct phax_oracle_eval {
     octx c;

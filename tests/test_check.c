@@ -559,7 +559,7 @@ Test(check, bad_files_one_line) {
     expect_error("attention", junk, th, "f32", "junk.safetensors");
     expect_error("attention", in, none, "f32", "none.safetensors");
     expect_error("attention", in, th, "fp8", "--precision");
-    expect_error("rope", in, th, "f32", "no precision baseline");
+    expect_error("adamw", in, th, "f32", "no precision baseline");
     expect_error("attention", th, th, "f32", "is not an input of op 'attention'");  // IN and THEIRS swapped
     cr_expect(!tu_exists(none), "check created %s", none);  // nothing written, even a missing file's name
     free(in), free(th), free(junk), free(none);
@@ -796,6 +796,76 @@ static void small_case(const char *op, rnd R, const char *prec, int bug, int wan
         their_swiglu(R, x, bug ? Wb : Wa, bug ? Wa : Wb, Wc, gy, SN, SD, SH, y, dx, bug ? d2 : d1, bug ? d1 : d2, d3);
         add(t, "y", y, 2, xs), add(t, "grad.x", dx, 2, xs), add(t, "grad.w_gate", d1, 2, wh);
         add(t, "grad.w_up", d2, 2, wh), add(t, "grad.w_down", d3, 2, hw);
+    } else if (!strcmp(op, "embedding")) {  // the bug: a repeated token's gradient overwritten, not summed
+        enum { EV = 12 };
+        int32_t tok[SN] = {3, 7, 3, 0, 11, 3};
+        int64_t es[2] = {EV, SD}, os[2] = {SN, SD};
+        double *E = normal(EV * SD, &rng, 1), dE[EV * SD] = {0};
+        cr_assert(!phax_st_add_i32(w, "tokens", tok, 1, ts));
+        add(w, "weight", E, 2, es), add(w, "grad.y", gy, 2, os);
+        for (int r = SN; r-- > 0;)
+            for (int j = 0; j < SD; j++) {
+                y[r * SD + j] = R((float)E[tok[r] * SD + j]);
+                float gg = R((float)gy[r * SD + j]);
+                dE[tok[r] * SD + j] = bug ? gg : R((float)dE[tok[r] * SD + j] + gg);
+            }
+        add(t, "y", y, 2, os), add(t, "grad.weight", dE, 2, es);
+        free(E);
+    } else if (!strcmp(op, "rope")) {  // the bug: pairs (2i, 2i+1) rotated instead of (i, i + dh/2)
+        acase c = {1, 6, 2, 2, SD / 2, 0, 0, 1};  // x: (1, 6, 2, 8)
+        int64_t rs[4] = {1, 6, 2, SD / 2};
+        size_t nr = 6 * 2 * (SD / 2);
+        add(w, "x", x, 4, rs), add(w, "grad.y", gy, 4, rs);
+        float fx[SN * SD], fg[SN * SD];
+        for (size_t i = 0; i < nr; i++) fx[i] = R((float)x[i]), fg[i] = R((float)gy[i]);
+        if (!bug) {
+            their_rope(fx, &c, 2, 1, R), their_rope(fg, &c, 2, -1, R);
+        } else {
+            for (size_t r = 0; r < nr / c.dh; r++)
+                for (int i = 0; i < c.dh / 2; i++) {
+                    int tt = (int)((r / 2) % 6);
+                    float th = R(powf(10000.0f, -2.0f * (float)i / (float)c.dh)), a = R((float)tt * th);
+                    float cs = R(cosf(a)), sn = R(sinf(a));
+                    float *px[2] = {fx, fg};
+                    for (int k = 0; k < 2; k++) {
+                        float sg = k ? -sn : sn, x1 = px[k][r * c.dh + 2 * i], x2 = px[k][r * c.dh + 2 * i + 1];
+                        px[k][r * c.dh + 2 * i] = R(R(x1 * cs) - R(x2 * sg));
+                        px[k][r * c.dh + 2 * i + 1] = R(R(x2 * cs) + R(x1 * sg));
+                    }
+                }
+        }
+        for (size_t i = 0; i < nr; i++) y[i] = fx[i], dx[i] = fg[i];
+        add(t, "y", y, 4, rs), add(t, "grad.x", dx, 4, rs);
+    } else if (!strcmp(op, "mix")) {  // the bug: softmax(p) for softplus(p)/Σ softplus(p)
+        enum { NB = 3, NE = SN * SD / 3 };
+        int64_t bs[3] = {NB, SN / 3, SD}, ps[1] = {NB}, ys[2] = {SN / 3, SD};
+        double p[NB] = {0.3, -1.25, 2.0}, dp[NB];
+        add(w, "branches", x, 3, bs), add(w, "p", p, 1, ps), add(w, "grad.y", gy, 2, ys);
+        float wt[NB], sg[NB], S = 0, dw[NB], wdw = 0;
+        for (int i = 0; i < NB; i++) {
+            float pi = R((float)p[i]);
+            wt[i] = R(bug ? expf(pi) : log1pf(expf(pi)));
+            sg[i] = R(bug ? wt[i] : 1.0f / (1.0f + expf(-pi)));  // d/dp of the unnormalised weight
+            S = R(S + wt[i]);
+        }
+        for (int i = 0; i < NB; i++) wt[i] = R(wt[i] / S);
+        for (int e = 0; e < NE; e++) {
+            float a = 0;
+            for (int i = NB; i-- > 0;) a = R(a + R(wt[i] * R((float)x[i * NE + e])));
+            y[e] = a;
+        }
+        for (int i = 0; i < NB; i++) {
+            float a = 0;
+            for (int e = NE; e-- > 0;) {
+                float gg = R((float)gy[e]);
+                a = R(a + R(gg * R((float)x[i * NE + e])));
+                dx[i * NE + e] = R(wt[i] * gg);
+            }
+            dw[i] = a;
+            wdw = R(wdw + R(wt[i] * a));
+        }
+        for (int i = 0; i < NB; i++) dp[i] = R(R(sg[i] * R(dw[i] - wdw)) / S);
+        add(t, "y", y, 2, ys), add(t, "grad.branches", dx, 3, bs), add(t, "grad.p", dp, 1, ps);
     } else {  // cross_entropy; the bug: the ignored row (-1) counted, as if its target were 0
         int64_t zs[1] = {1};
         add(w, "logits", lg, 2, ls), add(w, "grad.loss", &gl, 0, zs);
@@ -815,8 +885,8 @@ static void small_case(const char *op, rnd R, const char *prec, int bug, int wan
     run_free(&r), free(in), free(th), free(x), free(gy), free(g), free(b), free(Wa), free(Wb), free(Wc), free(lg);
 }
 
-static const char *const SMALL[] = {"linear", "rmsnorm", "layernorm", "headnorm", "gelu",
-                                    "silu",   "swiglu",  "cross_entropy", NULL};
+static const char *const SMALL[] = {"embedding", "linear", "rmsnorm", "layernorm", "headnorm", "gelu",
+                                    "silu",      "swiglu", "rope",    "mix",       "cross_entropy", NULL};
 Test(check, small_ops_f32_pass) {
     for (int i = 0; SMALL[i]; i++) small_case(SMALL[i], r_f32, "f32", 0, 1);
 }

@@ -70,5 +70,14 @@ int phax_naive_swiglu(const phax_precision *pr, double *y, double *dx, double *d
 // Mean softmax cross-entropy over the rows whose target is not −1; gl: the loss's upstream gradient.
 int phax_naive_cross_entropy(const phax_precision *pr, double *loss, double *dx, double gl, const double *x,
                              const int32_t *tg, size_t n, int V);
+// rope: x, y, gy, dx (B, T, H, dh); y = R_{pos0+t} x, dx = R_{pos0+t}ᵀ gy, the table in the precision.
+int phax_naive_rope(const phax_precision *pr, double *y, double *dx, const double *gy, const double *x, int B, int T,
+                    int H, int dh, double base, long pos0);
+// embedding: y (n, d) = E[tok]; dE (V, d) the scatter-sum of gy (tokens checked by ref).
+int phax_naive_embedding(const phax_precision *pr, double *y, double *dE, const double *gy, const double *E,
+                         const int32_t *tok, size_t n, int V, int d);
+// mix: y (n) = Σ_i w_i b_i, w = softplus(p)/Σ softplus(p); b, db (nb, n); p, dp (nb).
+int phax_naive_mix(const phax_precision *pr, double *y, double *db, double *dp, const double *gy, const double *b,
+                   const double *p, int nb, size_t n);
 
 #endif
