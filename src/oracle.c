@@ -774,13 +774,27 @@ static int op_adamw(octx *c) {
     double *m = phax_st_find(&c->in, "exp_avg") ? getf(c, "exp_avg", np, ps) : dalloc(c, n);
     double *v = phax_st_find(&c->in, "exp_avg_sq") ? getf(c, "exp_avg_sq", np, ps) : dalloc(c, n);
     TRYP(p && g && m && v);
+    double *bp = NULL, *bm = NULL, *bv = NULL;
+    if (c->prec) {  // the step updates p, m, v in place: the baseline starts from copies
+        bp = dalloc(c, n), bm = dalloc(c, n), bv = dalloc(c, n);
+        TRYP(bp && bm && bv);
+        memcpy(bp, p, n * sizeof *p), memcpy(bm, m, n * sizeof *m), memcpy(bv, v, n * sizeof *v);
+    }
     ref_adamw_param t = {.p = p, .g = g, .m = m, .v = v, .n = n, .decay = decay};
     double gn;
     if (ref_adamw_step(&t, 1, &a, step, &gn)) return phax_fail("%s: %s", c->path, phax_error());
     TRY(put(c, "param", p, np, ps));
     TRY(put(c, "exp_avg", m, np, ps));
     TRY(put(c, "exp_avg_sq", v, np, ps));
-    return put(c, "grad_norm", &gn, 0, NULL);
+    TRY(put(c, "grad_norm", &gn, 0, NULL));
+    if (!c->prec) return PHAX_OK;
+    double *bg = dalloc(c, 1);
+    TRYP(bg);
+    TRY(phax_naive_adamw(c->prec, bp, bm, bv, bg, g, n, &a, step, decay));
+    TRY(put_base(c, "param", bp));
+    TRY(put_base(c, "exp_avg", bm));
+    TRY(put_base(c, "exp_avg_sq", bv));
+    return put_base(c, "grad_norm", bg);
 }
 
 // Float64 elements the ref model holds at once beyond its parameters, gradients and
@@ -1113,7 +1127,7 @@ static void set_limit(octx *c, double max_mib) {
 
 // --- phax check's entry (src/oracle.h) ----------------------------------------------------------
 #define CHECKED_OPS \
-    "embedding linear rmsnorm layernorm headnorm gelu silu swiglu rope attention ssm_conv mlstm mix cross_entropy"
+    "embedding linear rmsnorm layernorm headnorm gelu silu swiglu rope attention ssm_conv mlstm mix cross_entropy adamw"
 
 struct phax_oracle_eval {
     octx c;

@@ -559,7 +559,7 @@ Test(check, bad_files_one_line) {
     expect_error("attention", junk, th, "f32", "junk.safetensors");
     expect_error("attention", in, none, "f32", "none.safetensors");
     expect_error("attention", in, th, "fp8", "--precision");
-    expect_error("adamw", in, th, "f32", "no precision baseline");
+    expect_error("dss_kernel", in, th, "f32", "no precision baseline");
     expect_error("attention", th, th, "f32", "is not an input of op 'attention'");  // IN and THEIRS swapped
     cr_expect(!tu_exists(none), "check created %s", none);  // nothing written, even a missing file's name
     free(in), free(th), free(junk), free(none);
@@ -866,6 +866,30 @@ static void small_case(const char *op, rnd R, const char *prec, int bug, int wan
         }
         for (int i = 0; i < NB; i++) dp[i] = R(R(sg[i] * R(dw[i] - wdw)) / S);
         add(t, "y", y, 2, ys), add(t, "grad.branches", dx, 3, bs), add(t, "grad.p", dp, 1, ps);
+    } else if (!strcmp(op, "adamw")) {  // step 3 from given moments; the bug: no bias correction
+        double *m0 = normal(SN * SD, &rng, 0.1), *v0 = normal(SN * SD, &rng, 0.1), pn[SN * SD], gn;
+        for (int i = 0; i < SN * SD; i++) v0[i] = (double)(float)(v0[i] * v0[i]);
+        add(w, "param", x, 2, xs), add(w, "gradient", gy, 2, xs), add(w, "exp_avg", m0, 2, xs);
+        add(w, "exp_avg_sq", v0, 2, xs);
+        cr_assert(!phax_st_add_meta(w, "step", "3") && !phax_st_add_meta(w, "clip", "2"));
+        float ss = 0, lr = 1e-3f, b1 = 0.9f, b2 = 0.95f;
+        for (int i = SN * SD; i-- > 0;) ss = R(ss + R(R((float)gy[i]) * R((float)gy[i])));
+        float norm = R(sqrtf(ss)), coef = R(2.0f / R(norm + 1e-6f));
+        coef = coef < 1 ? coef : 1;
+        float bc1 = bug ? 1 : R(1 - R(b1 * R(b1 * b1))), bc2 = bug ? 1 : R(1 - R(b2 * R(b2 * b2)));
+        for (int i = 0; i < SN * SD; i++) {
+            float gi = R(coef * R((float)gy[i])), pi = R((float)x[i]);
+            pi = R(pi - R(R(lr * 0.1f) * pi));
+            float mi = R(R(b1 * R((float)m0[i])) + R(R(1 - b1) * gi));
+            float vi = R(R(b2 * R((float)v0[i])) + R(R(R(1 - b2) * gi) * gi));
+            pn[i] = R(pi - R(R(lr * R(mi / bc1)) / R(R(sqrtf(R(vi / bc2))) + 1e-8f)));
+            dx[i] = mi, y[i] = vi;
+        }
+        gn = norm;
+        int64_t zs[1] = {1};
+        add(t, "param", pn, 2, xs), add(t, "exp_avg", dx, 2, xs), add(t, "exp_avg_sq", y, 2, xs);
+        add(t, "grad_norm", &gn, 0, zs);
+        free(m0), free(v0);
     } else {  // cross_entropy; the bug: the ignored row (-1) counted, as if its target were 0
         int64_t zs[1] = {1};
         add(w, "logits", lg, 2, ls), add(w, "grad.loss", &gl, 0, zs);
@@ -886,7 +910,7 @@ static void small_case(const char *op, rnd R, const char *prec, int bug, int wan
 }
 
 static const char *const SMALL[] = {"embedding", "linear", "rmsnorm", "layernorm", "headnorm", "gelu",
-                                    "silu",      "swiglu", "rope",    "mix",       "cross_entropy", NULL};
+                                    "silu",      "swiglu", "rope",    "mix",       "cross_entropy", "adamw", NULL};
 Test(check, small_ops_f32_pass) {
     for (int i = 0; SMALL[i]; i++) small_case(SMALL[i], r_f32, "f32", 0, 1);
 }

@@ -79,5 +79,8 @@ int phax_naive_embedding(const phax_precision *pr, double *y, double *dE, const 
 // mix: y (n) = Σ_i w_i b_i, w = softplus(p)/Σ softplus(p); b, db (nb, n); p, dp (nb).
 int phax_naive_mix(const phax_precision *pr, double *y, double *db, double *dp, const double *gy, const double *b,
                    const double *p, int nb, size_t n);
+// One AdamW step on one tensor (ref_adamw_step's contract): p, m, v (n) updated in place.
+int phax_naive_adamw(const phax_precision *pr, double *p, double *m, double *v, double *gnorm, const double *g,
+                     size_t n, const phax_adamw_cfg *c, long step, int decay);
 
 #endif
