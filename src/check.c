@@ -49,7 +49,8 @@ static const char *clean(const char *s, char *buf, size_t n) {
 
 static void shape_str(char *buf, size_t n, int ndim, const int64_t *s) {
     size_t o = (size_t)snprintf(buf, n, "(");
-    for (int i = 0; i < ndim && o < n; i++) o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)s[i]);
+    for (int i = 0; i < ndim && o < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)s[i]);
     if (o < n) snprintf(buf + o, n - o, ")");
 }
 
@@ -134,7 +135,8 @@ int phax_check_main(int argc, char **argv) {
         }
     int rc = nprob ? 2 : nfail || !nrow ? 1 : 0;
     if (json) {
-        printf("{\"op\": \"%s\", \"precision\": \"%s\", \"C\": %g, \"floor\": %.6g, \"verdict\": \"%s\", \"tensors\": [",
+        printf("{\"op\": \"%s\", \"precision\": \"%s\", \"C\": %g, \"floor\": %.6g, \"verdict\": \"%s\", "
+               "\"tensors\": [",
                pos[0], pr->name, PHAX_CHECK_C, PHAX_CHECK_FLOOR * pr->u, rc == 2 ? "MISMATCH" : rc ? "FAIL" : "PASS");
         for (int i = 0; i < nrow; i++) {
             printf("%s{\"name\": \"%s\", \"rel_err\": ", i ? ", " : "", rows[i].name);

@@ -238,7 +238,8 @@ static void their_mlstm(int B, int T, int H, int dk_, int dv_, bug bg, rnd R, co
                     dC = R(dC / den);
                     float C = R(gq[s] * E[s]);
                     for (int j = 0; j < dv_; j++)
-                        dv[IX(s) * dv_ + j] = R((float)dv[IX(s) * dv_ + j] + R(C * R((float)gh[IX(t) * dv_ + j] / den)));
+                        dv[IX(s) * dv_ + j] =
+                            R((float)dv[IX(s) * dv_ + j] + R(C * R((float)gh[IX(t) * dv_ + j] / den)));
                     float dg = R(R(dC * E[s]) + R(dS * Es[s]));
                     dD[s] = R(R(R(dC * gq[s]) * E[s]) + R(R(dS * gq[s]) * Es[s]));
                     if (bg != BUG_STAB) dm = R(dm - R(R(dC * gq[s]) * E[s]) - R(R(dS * gq[s]) * Es[s]));
@@ -561,6 +562,16 @@ Test(check, bad_files_one_line) {
     expect_error("attention", in, th, "fp8", "--precision");
     expect_error("dss_kernel", in, th, "f32", "no precision baseline");
     expect_error("attention", th, th, "f32", "is not an input of op 'attention'");  // IN and THEIRS swapped
+    {  // too few arguments, and one too many: the usage line, exit 2
+        char *o = tu_join(g_dir, "o"), *e = tu_join(g_dir, "e");
+        int rc1 = tu_phax(o, e, NULL, NULL, "check", "attention", in, NULL);
+        char *e1 = tu_slurp(e, NULL);
+        int rc2 = tu_phax(o, e, NULL, NULL, "check", "attention", in, th, th, NULL);
+        char *e2 = tu_slurp(e, NULL);
+        cr_expect(rc1 == 2 && strstr(e1, "usage: phax check") && rc2 == 2 && strstr(e2, "usage: phax check"),
+                  "exit %d: %s / exit %d: %s", rc1, e1, rc2, e2);
+        free(o), free(e), free(e1), free(e2);
+    }
     cr_expect(!tu_exists(none), "check created %s", none);  // nothing written, even a missing file's name
     free(in), free(th), free(junk), free(none);
 }
@@ -768,7 +779,8 @@ static void small_case(const char *op, rnd R, const char *prec, int bug, int wan
         add(w, "x", x, 2, xs), add(w, "weight", Wa, 2, wh), add(w, "bias", bb, 1, bs), add(w, "grad.y", gy, 2, ys);
         their_linear(R, x, Wa, bb, gy, SN, SD, SH, y, dx, d1, d2);
         if (bug) d2[0] = 0;  // grad.bias: the first output's gradient lost
-        add(t, "y", y, 2, ys), add(t, "grad.x", dx, 2, xs), add(t, "grad.weight", d1, 2, wh), add(t, "grad.bias", d2, 1, bs);
+        add(t, "y", y, 2, ys), add(t, "grad.x", dx, 2, xs), add(t, "grad.weight", d1, 2, wh);
+        add(t, "grad.bias", d2, 1, bs);
         free(bb);
     } else if (!strcmp(op, "rmsnorm") || !strcmp(op, "layernorm") || !strcmp(op, "headnorm")) {
         int layer = op[0] != 'r', heads = op[0] == 'h' ? 4 : 1;
@@ -946,7 +958,8 @@ Test(check, upstream_in_theirs_is_not_judged) {
     phax_st_file f, fi;
     cr_assert(phax_st_read(&f, th) == PHAX_OK && phax_st_read(&fi, in) == PHAX_OK);
     phax_st_writer *w = phax_st_writer_new();
-    for (int i = 0; i < f.n; i++) cr_assert(!phax_st_add_raw(w, f.t[i].name, f.t[i].dtype, f.t[i].ndim, f.t[i].shape, f.t[i].data));
+    for (int i = 0; i < f.n; i++)
+        cr_assert(!phax_st_add_raw(w, f.t[i].name, f.t[i].dtype, f.t[i].ndim, f.t[i].shape, f.t[i].data));
     const phax_st_tensor *g = phax_st_find(&fi, "grad.y");
     cr_assert(g && !phax_st_add_raw(w, "grad.y", g->dtype, g->ndim, g->shape, g->data));
     write_free(w, th);
