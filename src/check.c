@@ -1,4 +1,5 @@
-// `phax check OP IN.safetensors THEIRS.safetensors [--precision f32|tf32|bf16|f16] [--json]`:
+// `phax check OP IN.safetensors THEIRS.safetensors [--precision f32|tf32|bf16|f16] [--json]
+// [--max-memory MIB]`:
 // judge a user's outputs and gradients of one op against the float64 truth, with the bound
 // flash-attention's tests use — ‖theirs − truth‖ ≤ C·‖baseline − truth‖ + floor·‖truth‖,
 // the baseline being a straightforward evaluation at that precision (check/). Writes
@@ -63,19 +64,27 @@ typedef struct {
 int phax_check_main(int argc, char **argv) {
     const char *pos[3], *pname = "f32";
     int npos = 0, json = 0;
+    double max_mib = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) pname = argv[++i];
+        else if (!strcmp(argv[i], "--max-memory") && i + 1 < argc) {
+            char *end;
+            max_mib = strtod(argv[++i], &end);
+            if (end == argv[i] || *end || !(max_mib >= 1 && max_mib <= 1 << 30))
+                cannot("check: --max-memory takes a size in MiB, from 1 to 2^30");
+        }
         else if (npos < 3 && argv[i][0] != '-') pos[npos++] = argv[i];
         else npos = 4;
     }
     if (npos != 3)
-        cannot("usage: phax check OP IN.safetensors THEIRS.safetensors [--precision f32|tf32|bf16|f16] [--json]");
+        cannot("usage: phax check OP IN.safetensors THEIRS.safetensors [--precision f32|tf32|bf16|f16] [--json] "
+               "[--max-memory MIB]");
     const phax_precision *pr = phax_precision_find(pname);
     if (!pr) cannot("check: --precision must be one of f32, tf32, bf16, f16");
     phax_st_file th = {0};
     if (phax_st_read(&th, pos[2])) cannot(phax_error());
-    phax_oracle_eval *ev = phax_oracle_eval_new(pos[0], pos[1], pr);
+    phax_oracle_eval *ev = phax_oracle_eval_new(pos[0], pos[1], pr, max_mib);
     if (!ev) {
         phax_st_free(&th);
         cannot(phax_error());

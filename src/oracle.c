@@ -1141,7 +1141,8 @@ static void ctx_free(octx *c) {
     c->nallocs = 0;
 }
 
-phax_oracle_eval *phax_oracle_eval_new(const char *opname, const char *in_path, const phax_precision *pr) {
+phax_oracle_eval *phax_oracle_eval_new(const char *opname, const char *in_path, const phax_precision *pr,
+                                       double max_mib) {
     const oracle_op *op = find_op(opname);
     if (!op) {
         phax_fail("%s: unknown op '%s' (see phax oracle --list)", in_path, opname);
@@ -1160,7 +1161,7 @@ phax_oracle_eval *phax_oracle_eval_new(const char *opname, const char *in_path, 
     c->path = in_path, c->op = op->name, c->prec = pr;
     long seed = 0;
     int rc = phax_st_read(&c->in, in_path);
-    if (!rc) set_limit(c, -1);
+    if (!rc) set_limit(c, max_mib);
     if (!rc) rc = check_names(c, op);
     if (!rc) rc = attr_long(c, "seed", 0, 0, LONG_MAX, &seed);
     c->rng = phax_rng_new((uint64_t)seed);

@@ -24,7 +24,9 @@ typedef struct phax_oracle_eval phax_oracle_eval;
 // Runs op on the tensors of IN (exactly as `phax oracle OP IN OUT` would) and, at precision
 // pr, the op's straightforward baseline on the same inputs and upstream gradients. NULL with
 // the reason in phax_error() (one line) on any failure, including an op without a baseline.
-phax_oracle_eval *phax_oracle_eval_new(const char *op, const char *in_path, const phax_precision *pr);
+// max_mib > 0: the memory limit in MiB (`--max-memory`); otherwise the oracle's default.
+phax_oracle_eval *phax_oracle_eval_new(const char *op, const char *in_path, const phax_precision *pr,
+                                       double max_mib);
 int phax_oracle_eval_count(const phax_oracle_eval *e);
 const phax_oracle_tensor *phax_oracle_eval_tensor(const phax_oracle_eval *e, int i);
 void phax_oracle_eval_free(phax_oracle_eval *e);

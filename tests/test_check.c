@@ -570,7 +570,11 @@ Test(check, bad_files_one_line) {
         char *e2 = tu_slurp(e, NULL);
         cr_expect(rc1 == 2 && strstr(e1, "usage: phax check") && rc2 == 2 && strstr(e2, "usage: phax check"),
                   "exit %d: %s / exit %d: %s", rc1, e1, rc2, e2);
-        free(o), free(e), free(e1), free(e2);
+        int rc3 = tu_phax(o, e, NULL, NULL, "check", "attention", in, th, "--max-memory", "0", NULL);
+        char *e3 = tu_slurp(e, NULL);
+        int rc4 = tu_phax(o, e, NULL, NULL, "check", "attention", in, th, "--max-memory", "1", NULL);  // ample here
+        cr_expect(rc3 == 2 && strstr(e3, "--max-memory takes") && rc4 == 0, "exit %d: %s / exit %d", rc3, e3, rc4);
+        free(o), free(e), free(e1), free(e2), free(e3);
     }
     cr_expect(!tu_exists(none), "check created %s", none);  // nothing written, even a missing file's name
     free(in), free(th), free(junk), free(none);
