@@ -566,7 +566,17 @@ static int op_dss_kernel(octx *c) {
     TRYP(gk);
     ref_dss_kernel_bwd(dLre, dLim, dCre, dCim, gk, Lre, Lim, Cre, Cim, H, N, T);
     TRY(put(c, "k", K, 2, ks));
-    return put_dss_grads(c, dLre, dLim, dCre, dCim, H, N);
+    TRY(put_dss_grads(c, dLre, dLim, dCre, dCim, H, N));
+    if (!c->prec) return PHAX_OK;
+    double *bk = dalloc(c, (size_t)H * T), *bLr = dalloc(c, N), *bLi = dalloc(c, N), *bCr = dalloc(c, (size_t)H * N),
+           *bCi = dalloc(c, (size_t)H * N);
+    TRYP(bk && bLr && bLi && bCr && bCi);
+    TRY(phax_naive_dss_kernel(c->prec, bk, bLr, bLi, bCr, bCi, gk, Lre, Lim, Cre, Cim, H, N, T));
+    TRY(put_base(c, "k", bk));
+    TRY(put_base(c, "grad.lambda_re", bLr));
+    TRY(put_base(c, "grad.lambda_im", bLi));
+    TRY(put_base(c, "grad.c_re", bCr));
+    return put_base(c, "grad.c_im", bCi);
 }
 
 static int op_ssm(octx *c, int recurrent) {
@@ -1127,7 +1137,7 @@ static void set_limit(octx *c, double max_mib) {
 
 // --- phax check's entry (src/oracle.h) ----------------------------------------------------------
 #define CHECKED_OPS \
-    "embedding linear rmsnorm layernorm headnorm gelu silu swiglu rope attention ssm_conv mlstm mix cross_entropy adamw"
+    "embedding linear rmsnorm layernorm headnorm gelu silu swiglu rope attention ssm_conv mlstm mix cross_entropy adamw dss_kernel"
 
 struct phax_oracle_eval {
     octx c;

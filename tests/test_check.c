@@ -560,7 +560,7 @@ Test(check, bad_files_one_line) {
     expect_error("attention", junk, th, "f32", "junk.safetensors");
     expect_error("attention", in, none, "f32", "none.safetensors");
     expect_error("attention", in, th, "fp8", "--precision");
-    expect_error("dss_kernel", in, th, "f32", "no precision baseline");
+    expect_error("ssm_recurrent", in, th, "f32", "no precision baseline");
     expect_error("attention", th, th, "f32", "is not an input of op 'attention'");  // IN and THEIRS swapped
     {  // too few arguments, and one too many: the usage line, exit 2
         char *o = tu_join(g_dir, "o"), *e = tu_join(g_dir, "e");
@@ -973,3 +973,72 @@ Test(check, upstream_in_theirs_is_not_judged) {
               r.out, r.err);
     run_free(&r), free(in), free(th);
 }
+
+// --- the DSS kernel: their float code (complex as float pairs; A(λ) by the textbook quotient) ---
+// bug 1: the ZOH factor A(λ) left out (k = Re Σ C e^{λ l}).
+static void their_dss(rnd R, int bug, const double *Lre, const double *Lim, const double *Cre, const double *Cim,
+                      const double *dk, int H, int N, int T, double *k, double *dLre, double *dLim, double *dCre,
+                      double *dCim) {
+    for (int i = 0; i < H * T; i++) k[i] = 0;
+    for (int n = 0; n < N; n++) {
+        float lr = -R(expf(R((float)Lre[n]))), li = R(expf(R((float)Lim[n])));
+        float er = R(expf(lr)), c1 = R(cosf(li)), s1 = R(sinf(li));
+        float ar = R(R(er * c1) - 1), ai = R(er * s1), dd = R(R(lr * lr) + R(li * li));
+        float Ar = bug ? 1 : R(R(R(ar * lr) + R(ai * li)) / dd), Ai = bug ? 0 : R(R(R(ai * lr) - R(ar * li)) / dd);
+        // A' = (e^λ − A)/λ
+        float pr_ = R(R(er * c1) - Ar), pi_ = R(R(er * s1) - Ai);
+        float Apr = bug ? 0 : R(R(R(pr_ * lr) + R(pi_ * li)) / dd), Api = bug ? 0 : R(R(R(pi_ * lr) - R(pr_ * li)) / dd);
+        float glr = 0, gli = 0;
+        for (int h = H; h-- > 0;) {
+            int hn = h * N + n;
+            float cr = R((float)Cre[hn]), ci = R((float)Cim[hn]);
+            float ctr = R(R(cr * Ar) - R(ci * Ai)), cti = R(R(cr * Ai) + R(ci * Ar));
+            float Gr = 0, Gi = 0, Pr = 0, Pi = 0;
+            for (int l = T; l-- > 0;) {
+                float r = R(expf(R((float)l * lr))), th = R((float)l * li);
+                float e_r = R(r * R(cosf(th))), e_i = R(r * R(sinf(th)));
+                k[h * T + l] = R((float)k[h * T + l] + R(R(ctr * e_r) - R(cti * e_i)));
+                float g = R((float)dk[h * T + l]), gl = R(g * (float)l);
+                Gr = R(Gr + R(g * e_r)), Gi = R(Gi + R(g * e_i));
+                Pr = R(Pr + R(gl * e_r)), Pi = R(Pi + R(gl * e_i));
+            }
+            dCre[hn] = R(R(Ar * Gr) - R(Ai * Gi));
+            dCim[hn] = -R(R(Ar * Gi) + R(Ai * Gr));
+            // C (A' G + A Gp)
+            float xr = R(R(R(Apr * Gr) - R(Api * Gi)) + R(R(Ar * Pr) - R(Ai * Pi)));
+            float xi = R(R(R(Apr * Gi) + R(Api * Gr)) + R(R(Ar * Pi) + R(Ai * Pr)));
+            glr = R(glr + R(R(cr * xr) - R(ci * xi))), gli = R(gli + R(R(cr * xi) + R(ci * xr)));
+        }
+        dLre[n] = R(glr * lr);  // dλre/dΛre = −e^{Λre} = λre
+        dLim[n] = R(-gli * li);  // dλim/dΛim = e^{Λim} = λim
+    }
+}
+
+static void dss_case(int bug, rnd R, const char *prec, int want_pass, const char *what) {
+    enum { H = 3, N = 4, T = 32 };
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    phax_rng rng = phax_rng_new(77);
+    double Lre[N] = {-2.3, -1.1, -0.4, -3.0}, Lim[N] = {-1.5, -0.2, 0.6, -2.5};
+    double *Cre = normal(H * N, &rng, 0.5), *Cim = normal(H * N, &rng, 0.5), *dk = normal(H * T, &rng, 1);
+    int64_t ns[1] = {N}, cs[2] = {H, N}, ks[2] = {H, T};
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "lambda_re", Lre, 1, ns), add(w, "lambda_im", Lim, 1, ns), add(w, "c_re", Cre, 2, cs);
+    add(w, "c_im", Cim, 2, cs), add(w, "grad.k", dk, 2, ks);
+    cr_assert(!phax_st_add_meta(w, "T", "32"));
+    write_free(w, in);
+    double k[H * T], a[N], b[N], c[H * N], d[H * N];
+    their_dss(R, bug, Lre, Lim, Cre, Cim, dk, H, N, T, k, a, b, c, d);
+    w = phax_st_writer_new();
+    add(w, "k", k, 2, ks), add(w, "grad.lambda_re", a, 1, ns), add(w, "grad.lambda_im", b, 1, ns);
+    add(w, "grad.c_re", c, 2, cs), add(w, "grad.c_im", d, 2, cs);
+    write_free(w, th);
+    run r = check("dss_kernel", in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th), free(Cre), free(Cim), free(dk);
+}
+Test(check, dss_kernel_passes) {
+    dss_case(0, r_f32, "f32", 1, "dss_kernel, correct f32");
+    dss_case(0, r_bf16, "bf16", 1, "dss_kernel, correct bf16");
+}
+Test(check, gallery_dss_zoh_missing) { dss_case(1, r_f32, "f32", 0, "DSS kernel without the ZOH factor A(lambda)"); }

@@ -82,5 +82,10 @@ int phax_naive_mix(const phax_precision *pr, double *y, double *db, double *dp, 
 // One AdamW step on one tensor (ref_adamw_step's contract): p, m, v (n) updated in place.
 int phax_naive_adamw(const phax_precision *pr, double *p, double *m, double *v, double *gnorm, const double *g,
                      size_t n, const phax_adamw_cfg *c, long step, int decay);
+// The DSS kernel k (H, T) from Λ (lambda_re, lambda_im: (N)) and C (c_re, c_im: (H, N)), and the
+// gradients of Λ and C from dk (ref_dss_kernel_fwd/_bwd's contract; outputs overwritten).
+int phax_naive_dss_kernel(const phax_precision *pr, double *k, double *dLre, double *dLim, double *dCre,
+                          double *dCim, const double *dk, const double *Lre, const double *Lim, const double *Cre,
+                          const double *Cim, int H, int N, int T);
 
 #endif
