@@ -634,6 +634,28 @@ static int op_ssm(octx *c, int recurrent) {
         TRYP(gy);
         TRY(ref_ssm_recurrent_bwd(du, dLre, dLim, dCre, dCim, dD, gy, u, Lre, Lim, Cre, Cim, D, B, T, H, N));
         TRY(put_dss_grads(c, dLre, dLim, dCre, dCim, H, N));
+        if (c->prec) {  // the baseline: the same function in its convolution form (kernel, then conv)
+            size_t nk = (size_t)H * T, nc = (size_t)H * N;
+            double *bk = dalloc(c, nk), *bgk = dalloc(c, nk), *by = dalloc(c, numel(3, us)),
+                   *bu = dalloc(c, numel(3, us)), *bd = dalloc(c, H), *bLr = dalloc(c, N), *bLi = dalloc(c, N),
+                   *bCr = dalloc(c, nc), *bCi = dalloc(c, nc);
+            TRYP(bk && bgk && by && bu && bd && bLr && bLi && bCr && bCi);
+            TRY(phax_naive_dss_kernel(c->prec, bk, bLr, bLi, bCr, bCi, bgk, Lre, Lim, Cre, Cim, H, N, T));
+            TRY(phax_naive_ssm_conv(c->prec, by, bu, bgk, bd, gy, u, bk, D, B, T, H));
+            double *k2 = dalloc(c, nk);
+            TRYP(k2);
+            TRY(phax_naive_dss_kernel(c->prec, k2, bLr, bLi, bCr, bCi, bgk, Lre, Lim, Cre, Cim, H, N, T));
+            TRY(put(c, "y", y, 3, us));
+            TRY(put(c, "grad.u", du, 3, us));
+            TRY(put(c, "grad.d", dD, 1, hs));
+            TRY(put_base(c, "y", by));
+            TRY(put_base(c, "grad.u", bu));
+            TRY(put_base(c, "grad.d", bd));
+            TRY(put_base(c, "grad.lambda_re", bLr));
+            TRY(put_base(c, "grad.lambda_im", bLi));
+            TRY(put_base(c, "grad.c_re", bCr));
+            return put_base(c, "grad.c_im", bCi);
+        }
     }
     TRY(put(c, "y", y, 3, us));
     TRY(put(c, "grad.u", du, 3, us));
@@ -1137,7 +1159,7 @@ static void set_limit(octx *c, double max_mib) {
 
 // --- phax check's entry (src/oracle.h) ----------------------------------------------------------
 #define CHECKED_OPS \
-    "embedding linear rmsnorm layernorm headnorm gelu silu swiglu rope attention ssm_conv mlstm mix cross_entropy adamw dss_kernel"
+    "embedding linear rmsnorm layernorm headnorm gelu silu swiglu rope attention ssm_conv mlstm mix cross_entropy adamw dss_kernel ssm_recurrent"
 
 struct phax_oracle_eval {
     octx c;

@@ -560,7 +560,7 @@ Test(check, bad_files_one_line) {
     expect_error("attention", junk, th, "f32", "junk.safetensors");
     expect_error("attention", in, none, "f32", "none.safetensors");
     expect_error("attention", in, th, "fp8", "--precision");
-    expect_error("ssm_recurrent", in, th, "f32", "no precision baseline");
+    expect_error("model", in, th, "f32", "no precision baseline");
     expect_error("attention", th, th, "f32", "is not an input of op 'attention'");  // IN and THEIRS swapped
     {  // too few arguments, and one too many: the usage line, exit 2
         char *o = tu_join(g_dir, "o"), *e = tu_join(g_dir, "e");
@@ -975,19 +975,21 @@ Test(check, upstream_in_theirs_is_not_judged) {
 }
 
 // --- the DSS kernel: their float code (complex as float pairs; A(λ) by the textbook quotient) ---
-// bug 1: the ZOH factor A(λ) left out (k = Re Σ C e^{λ l}).
+// bug 1: the ZOH factor A(λ) left out (k = Re Σ C e^{λ l}); bug 2: Im λ's sign flipped (λ̄).
 static void their_dss(rnd R, int bug, const double *Lre, const double *Lim, const double *Cre, const double *Cim,
                       const double *dk, int H, int N, int T, double *k, double *dLre, double *dLim, double *dCre,
                       double *dCim) {
     for (int i = 0; i < H * T; i++) k[i] = 0;
     for (int n = 0; n < N; n++) {
-        float lr = -R(expf(R((float)Lre[n]))), li = R(expf(R((float)Lim[n])));
+        float lr = -R(expf(R((float)Lre[n]))), li = (bug == 2 ? -1 : 1) * R(expf(R((float)Lim[n])));
         float er = R(expf(lr)), c1 = R(cosf(li)), s1 = R(sinf(li));
         float ar = R(R(er * c1) - 1), ai = R(er * s1), dd = R(R(lr * lr) + R(li * li));
-        float Ar = bug ? 1 : R(R(R(ar * lr) + R(ai * li)) / dd), Ai = bug ? 0 : R(R(R(ai * lr) - R(ar * li)) / dd);
+        float Ar = bug == 1 ? 1 : R(R(R(ar * lr) + R(ai * li)) / dd);
+        float Ai = bug == 1 ? 0 : R(R(R(ai * lr) - R(ar * li)) / dd);
         // A' = (e^λ − A)/λ
         float pr_ = R(R(er * c1) - Ar), pi_ = R(R(er * s1) - Ai);
-        float Apr = bug ? 0 : R(R(R(pr_ * lr) + R(pi_ * li)) / dd), Api = bug ? 0 : R(R(R(pi_ * lr) - R(pr_ * li)) / dd);
+        float Apr = bug == 1 ? 0 : R(R(R(pr_ * lr) + R(pi_ * li)) / dd);
+        float Api = bug == 1 ? 0 : R(R(R(pi_ * lr) - R(pr_ * li)) / dd);
         float glr = 0, gli = 0;
         for (int h = H; h-- > 0;) {
             int hn = h * N + n;
@@ -1010,7 +1012,7 @@ static void their_dss(rnd R, int bug, const double *Lre, const double *Lim, cons
             glr = R(glr + R(R(cr * xr) - R(ci * xi))), gli = R(gli + R(R(cr * xi) + R(ci * xr)));
         }
         dLre[n] = R(glr * lr);  // dλre/dΛre = −e^{Λre} = λre
-        dLim[n] = R(-gli * li);  // dλim/dΛim = e^{Λim} = λim
+        dLim[n] = R(-gli * (bug == 2 ? -li : li));  // dλim/dΛim = e^{Λim} = λim
     }
 }
 
@@ -1042,3 +1044,39 @@ Test(check, dss_kernel_passes) {
     dss_case(0, r_bf16, "bf16", 1, "dss_kernel, correct bf16");
 }
 Test(check, gallery_dss_zoh_missing) { dss_case(1, r_f32, "f32", 0, "DSS kernel without the ZOH factor A(lambda)"); }
+
+// ssm_recurrent judged against their kernel-then-convolution float code (the same function).
+static void recurrent_case(int bug, rnd R, const char *prec, int want_pass, const char *what) {
+    enum { B = 2, H = 3, N = 4, T = 24 };
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    phax_rng rng = phax_rng_new(78);
+    double Lre[N] = {-2.3, -1.1, -0.4, -3.0}, Lim[N] = {-1.5, -0.2, 0.6, -2.5};
+    double *Cre = normal(H * N, &rng, 0.5), *Cim = normal(H * N, &rng, 0.5), *u = normal(B * T * H, &rng, 1);
+    double *dd0 = normal(H, &rng, 1), *gy = normal(B * T * H, &rng, 1);
+    int64_t ns[1] = {N}, cs[2] = {H, N}, us[3] = {B, T, H}, hs[1] = {H};
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "lambda_re", Lre, 1, ns), add(w, "lambda_im", Lim, 1, ns), add(w, "c_re", Cre, 2, cs);
+    add(w, "c_im", Cim, 2, cs), add(w, "u", u, 3, us), add(w, "d", dd0, 1, hs), add(w, "grad.y", gy, 3, us);
+    write_free(w, in);
+    double k[H * T], zero[H * T] = {0}, gk[H * T], a[N], b[N], c[H * N], d[H * N], y[B * T * H], du[B * T * H], dd[H];
+    their_dss(R, bug, Lre, Lim, Cre, Cim, zero, H, N, T, k, a, b, c, d);
+    for (int i = 0; i < H * T; i++) k[i] = R((float)k[i]);
+    their_conv(B, T, H, 0, R, u, k, dd0, gy, y, du, gk, dd);
+    their_dss(R, bug, Lre, Lim, Cre, Cim, gk, H, N, T, zero, a, b, c, d);
+    w = phax_st_writer_new();
+    add(w, "y", y, 3, us), add(w, "grad.u", du, 3, us), add(w, "grad.d", dd, 1, hs);
+    add(w, "grad.lambda_re", a, 1, ns), add(w, "grad.lambda_im", b, 1, ns);
+    add(w, "grad.c_re", c, 2, cs), add(w, "grad.c_im", d, 2, cs);
+    write_free(w, th);
+    run r = check("ssm_recurrent", in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th), free(Cre), free(Cim), free(u), free(dd0), free(gy);
+}
+Test(check, ssm_recurrent_passes) {
+    recurrent_case(0, r_f32, "f32", 1, "ssm_recurrent, correct f32");
+    recurrent_case(0, r_bf16, "bf16", 1, "ssm_recurrent, correct bf16");
+}
+Test(check, gallery_ssm_lambda_conjugated) {
+    recurrent_case(2, r_f32, "f32", 0, "GSS/SSM with Im lambda's sign flipped");
+}
