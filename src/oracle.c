@@ -16,8 +16,10 @@
 #include "phax/ref.h"
 #include "phax/ref_model.h"
 #include "phax/safetensors.h"
+#include "oracle.h"
 
 #define MAXALLOC 512
+#define MAXCOL 64
 
 // Limits on what an input may ask for (docs/oracle.md, "Limits").
 #define ORACLE_MAX_T 65536                  // dss_kernel's attribute T: the longest sequence phax trains on
@@ -33,6 +35,11 @@ typedef struct {
     size_t limit;  // bytes an op may plan to allocate (see budget())
     void *allocs[MAXALLOC];
     int nallocs;
+    // phax check: out is NULL, and every output, gradient and upstream gradient is kept in
+    // col (its truth by put, its baseline at precision prec by put_base).
+    const phax_precision *prec;
+    phax_oracle_tensor col[MAXCOL];
+    int ncol;
 } octx;
 
 // --- sizes: saturating, so an absurd shape or attribute reads as "too large", never wraps ----
@@ -61,6 +68,7 @@ static const char *shown(const char *s, char *buf, size_t n) {
 // output writer keeps of each array written. An input whose plan exceeds the
 // limit is refused here, in one line, before any allocation or computation.
 static int budget(octx *c, size_t doubles) {
+    if (c->prec) doubles = smul(doubles, 2);  // phax check: the baseline holds as much again
     size_t bytes = smul(doubles, sizeof(double));
     if (bytes <= c->limit) return PHAX_OK;
     if (bytes == SIZE_MAX)
@@ -181,7 +189,27 @@ static int32_t *geti(octx *c, const char *name, int ndim, const int64_t *shape) 
 }
 
 static int put(octx *c, const char *name, const double *x, int ndim, const int64_t *shape) {
-    return phax_st_add_f64(c->out, name, x, ndim, shape);
+    if (c->out) return phax_st_add_f64(c->out, name, x, ndim, shape);
+    if (c->ncol == MAXCOL) return phax_fail("check: too many tensors");
+    size_t n = numel(ndim, shape);
+    double *t = dalloc(c, n);
+    char *nm = keep(c, strdup(name));
+    if (!t || !nm) return phax_fail("check: out of memory");
+    memcpy(t, x, n * sizeof *t);
+    phax_oracle_tensor *o = &c->col[c->ncol++];
+    *o = (phax_oracle_tensor){.name = nm, .ndim = ndim, .n = n, .truth = t};
+    memcpy(o->shape, shape, (size_t)ndim * sizeof *shape);
+    return PHAX_OK;
+}
+
+// The baseline of an output put before (phax check only; the array is kept, not copied).
+static int put_base(octx *c, const char *name, double *x) {
+    for (int i = 0; i < c->ncol; i++)
+        if (!strcmp(c->col[i].name, name)) {
+            c->col[i].base = x;
+            return PHAX_OK;
+        }
+    return phax_fail("check: no output '%s' for the baseline (internal)", name);
 }
 
 // The upstream gradient of output `out`: tensor "grad.<out>" from IN when
@@ -199,6 +227,7 @@ static double *upstream(octx *c, const char *out, int ndim, const int64_t *shape
             for (size_t i = 0; i < numel(ndim, shape); i++) g[i] = phax_rng_normal(&c->rng);
     }
     if (!g || put(c, name, g, ndim, shape)) return NULL;
+    if (!c->out) c->col[c->ncol - 1].upstream = 1;
     return g;
 }
 
@@ -241,7 +270,13 @@ static int op_embedding(octx *c) {
     TRYP(gy);
     ref_embedding_bwd(dE, gy, tok, n, d);
     TRY(put(c, "y", y, nt + 1, ys));
-    return put(c, "grad.weight", dE, 2, ws);
+    TRY(put(c, "grad.weight", dE, 2, ws));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n * d), *bE = dalloc(c, (size_t)V * d);
+    TRYP(by && bE);
+    TRY(phax_naive_embedding(c->prec, by, bE, gy, E, tok, n, V, d));
+    TRY(put_base(c, "y", by));
+    return put_base(c, "grad.weight", bE);
 }
 
 static int op_linear(octx *c) {
@@ -275,7 +310,15 @@ static int op_linear(octx *c) {
     TRY(put(c, "y", y, nx, ys));
     TRY(put(c, "grad.x", dx, nx, xs));
     TRY(put(c, "grad.weight", dW, 2, ws));
-    return has_b ? put(c, "grad.bias", db, 1, ob) : PHAX_OK;
+    if (has_b) TRY(put(c, "grad.bias", db, 1, ob));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n * out), *bx = dalloc(c, n * in), *bW = dalloc(c, (size_t)out * in), *bb = dalloc(c, out);
+    TRYP(by && bx && bW && bb);
+    TRY(phax_naive_linear(c->prec, by, bx, bW, has_b ? bb : NULL, gy, x, W, b, n, in, out));
+    TRY(put_base(c, "y", by));
+    TRY(put_base(c, "grad.x", bx));
+    TRY(put_base(c, "grad.weight", bW));
+    return has_b ? put_base(c, "grad.bias", bb) : PHAX_OK;
 }
 
 // rmsnorm, layernorm, headnorm share their I/O.
@@ -314,7 +357,15 @@ static int op_norm(octx *c, int kind) {  // 0 rms, 1 layer, 2 head
     TRY(put(c, "y", y, nx, xs));
     TRY(put(c, "grad.x", dx, nx, xs));
     TRY(put(c, "grad.weight", dg, 1, gs));
-    return has_b ? put(c, "grad.bias", db, 1, gs) : PHAX_OK;
+    if (has_b) TRY(put(c, "grad.bias", db, 1, gs));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n * d), *bx = dalloc(c, n * d), *bg = dalloc(c, d), *bb = dalloc(c, d);
+    TRYP(by && bx && bg && bb);
+    TRY(phax_naive_norm(c->prec, kind != 0, by, bx, bg, has_b ? bb : NULL, gy, x, g, b, n, d, d / heads, eps));
+    TRY(put_base(c, "y", by));
+    TRY(put_base(c, "grad.x", bx));
+    TRY(put_base(c, "grad.weight", bg));
+    return has_b ? put_base(c, "grad.bias", bb) : PHAX_OK;
 }
 static int op_rmsnorm(octx *c) { return op_norm(c, 0); }
 static int op_layernorm(octx *c) { return op_norm(c, 1); }
@@ -333,7 +384,13 @@ static int op_act(octx *c, int silu) {
     TRYP(gy);
     (silu ? ref_silu_bwd : ref_gelu_bwd)(dx, gy, x, n);
     TRY(put(c, "y", y, nx, xs));
-    return put(c, "grad.x", dx, nx, xs);
+    TRY(put(c, "grad.x", dx, nx, xs));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n), *bx = dalloc(c, n);
+    TRYP(by && bx);
+    TRY(phax_naive_act(c->prec, silu, by, bx, gy, x, n));
+    TRY(put_base(c, "y", by));
+    return put_base(c, "grad.x", bx);
 }
 static int op_gelu(octx *c) { return op_act(c, 0); }
 static int op_silu(octx *c) { return op_act(c, 1); }
@@ -366,7 +423,17 @@ static int op_swiglu(octx *c) {
     TRY(put(c, "grad.x", dx, nx, xs));
     TRY(put(c, "grad.w_gate", dWg, 2, hs));
     TRY(put(c, "grad.w_up", dWu, 2, hs));
-    return put(c, "grad.w_down", dWd, 2, ds);
+    TRY(put(c, "grad.w_down", dWd, 2, ds));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n * d), *bx = dalloc(c, n * d), *bg = dalloc(c, (size_t)hid * d),
+           *bu = dalloc(c, (size_t)hid * d), *bd = dalloc(c, (size_t)hid * d);
+    TRYP(by && bx && bg && bu && bd);
+    TRY(phax_naive_swiglu(c->prec, by, bx, bg, bu, bd, gy, x, Wg, Wu, Wd, n, d, hid));
+    TRY(put_base(c, "y", by));
+    TRY(put_base(c, "grad.x", bx));
+    TRY(put_base(c, "grad.w_gate", bg));
+    TRY(put_base(c, "grad.w_up", bu));
+    return put_base(c, "grad.w_down", bd);
 }
 
 static int op_rope(octx *c) {
@@ -387,7 +454,13 @@ static int op_rope(octx *c) {
     TRYP(gy);
     TRY(ref_rope_bwd(dx, gy, B, T, H, dh, base, pos0));
     TRY(put(c, "y", y, 4, xs));
-    return put(c, "grad.x", dx, 4, xs);
+    TRY(put(c, "grad.x", dx, 4, xs));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n), *bx = dalloc(c, n);
+    TRYP(by && bx);
+    TRY(phax_naive_rope(c->prec, by, bx, gy, x, B, T, H, dh, base, pos0));
+    TRY(put_base(c, "y", by));
+    return put_base(c, "grad.x", bx);
 }
 
 static const char *const SCORES[] = {"dot", "cosine", NULL};
@@ -438,7 +511,17 @@ static int op_attention(octx *c) {
     TRY(put(c, "grad.q", dq, 4, qs));
     TRY(put(c, "grad.k", dk, 4, ks));
     TRY(put(c, "grad.v", dv, 4, vs));
-    return score ? put(c, "grad.logscale", dl, 1, ls) : PHAX_OK;
+    if (score) TRY(put(c, "grad.logscale", dl, 1, ls));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, numel(4, ys)), *bq = dalloc(c, numel(4, qs)), *bk = dalloc(c, numel(4, ks)),
+           *bv = dalloc(c, numel(4, vs)), *bl = dalloc(c, a.Hq);
+    TRYP(by && bq && bk && bv && bl);
+    TRY(phax_naive_attention(c->prec, by, bq, bk, bv, score ? bl : NULL, gy, q, k, v, l, B, T, &a));
+    TRY(put_base(c, "y", by));
+    TRY(put_base(c, "grad.q", bq));
+    TRY(put_base(c, "grad.k", bk));
+    TRY(put_base(c, "grad.v", bv));
+    return score ? put_base(c, "grad.logscale", bl) : PHAX_OK;
 }
 
 // Λ and C of the DSS kernel: lambda_re, lambda_im (N); c_re, c_im (H, N).
@@ -483,7 +566,17 @@ static int op_dss_kernel(octx *c) {
     TRYP(gk);
     ref_dss_kernel_bwd(dLre, dLim, dCre, dCim, gk, Lre, Lim, Cre, Cim, H, N, T);
     TRY(put(c, "k", K, 2, ks));
-    return put_dss_grads(c, dLre, dLim, dCre, dCim, H, N);
+    TRY(put_dss_grads(c, dLre, dLim, dCre, dCim, H, N));
+    if (!c->prec) return PHAX_OK;
+    double *bk = dalloc(c, (size_t)H * T), *bLr = dalloc(c, N), *bLi = dalloc(c, N), *bCr = dalloc(c, (size_t)H * N),
+           *bCi = dalloc(c, (size_t)H * N);
+    TRYP(bk && bLr && bLi && bCr && bCi);
+    TRY(phax_naive_dss_kernel(c->prec, bk, bLr, bLi, bCr, bCi, gk, Lre, Lim, Cre, Cim, H, N, T));
+    TRY(put_base(c, "k", bk));
+    TRY(put_base(c, "grad.lambda_re", bLr));
+    TRY(put_base(c, "grad.lambda_im", bLi));
+    TRY(put_base(c, "grad.c_re", bCr));
+    return put_base(c, "grad.c_im", bCi);
 }
 
 static int op_ssm(octx *c, int recurrent) {
@@ -515,6 +608,19 @@ static int op_ssm(octx *c, int recurrent) {
         TRYP(gy);
         ref_ssm_conv_bwd(du, dK, dD, gy, u, K, D, B, T, H);
         TRY(put(c, "grad.k", dK, 2, ks));
+        if (c->prec) {
+            double *by = dalloc(c, numel(3, us)), *bu = dalloc(c, numel(3, us)), *bk = dalloc(c, (size_t)H * T),
+                   *bd = dalloc(c, H);
+            TRYP(by && bu && bk && bd);
+            TRY(phax_naive_ssm_conv(c->prec, by, bu, bk, bd, gy, u, K, D, B, T, H));
+            TRY(put(c, "y", y, 3, us));
+            TRY(put(c, "grad.u", du, 3, us));
+            TRY(put(c, "grad.d", dD, 1, hs));
+            TRY(put_base(c, "y", by));
+            TRY(put_base(c, "grad.u", bu));
+            TRY(put_base(c, "grad.k", bk));
+            return put_base(c, "grad.d", bd);
+        }
     } else {
         double *Lre, *Lim, *Cre, *Cim;
         int H2;
@@ -528,6 +634,28 @@ static int op_ssm(octx *c, int recurrent) {
         TRYP(gy);
         TRY(ref_ssm_recurrent_bwd(du, dLre, dLim, dCre, dCim, dD, gy, u, Lre, Lim, Cre, Cim, D, B, T, H, N));
         TRY(put_dss_grads(c, dLre, dLim, dCre, dCim, H, N));
+        if (c->prec) {  // the baseline: the same function in its convolution form (kernel, then conv)
+            size_t nk = (size_t)H * T, nc = (size_t)H * N;
+            double *bk = dalloc(c, nk), *bgk = dalloc(c, nk), *by = dalloc(c, numel(3, us)),
+                   *bu = dalloc(c, numel(3, us)), *bd = dalloc(c, H), *bLr = dalloc(c, N), *bLi = dalloc(c, N),
+                   *bCr = dalloc(c, nc), *bCi = dalloc(c, nc);
+            TRYP(bk && bgk && by && bu && bd && bLr && bLi && bCr && bCi);
+            TRY(phax_naive_dss_kernel(c->prec, bk, bLr, bLi, bCr, bCi, bgk, Lre, Lim, Cre, Cim, H, N, T));
+            TRY(phax_naive_ssm_conv(c->prec, by, bu, bgk, bd, gy, u, bk, D, B, T, H));
+            double *k2 = dalloc(c, nk);
+            TRYP(k2);
+            TRY(phax_naive_dss_kernel(c->prec, k2, bLr, bLi, bCr, bCi, bgk, Lre, Lim, Cre, Cim, H, N, T));
+            TRY(put(c, "y", y, 3, us));
+            TRY(put(c, "grad.u", du, 3, us));
+            TRY(put(c, "grad.d", dD, 1, hs));
+            TRY(put_base(c, "y", by));
+            TRY(put_base(c, "grad.u", bu));
+            TRY(put_base(c, "grad.d", bd));
+            TRY(put_base(c, "grad.lambda_re", bLr));
+            TRY(put_base(c, "grad.lambda_im", bLi));
+            TRY(put_base(c, "grad.c_re", bCr));
+            return put_base(c, "grad.c_im", bCi);
+        }
     }
     TRY(put(c, "y", y, 3, us));
     TRY(put(c, "grad.u", du, 3, us));
@@ -581,7 +709,21 @@ static int op_mlstm(octx *c) {
     TRY(put(c, "grad.k", dk, 4, qs));
     TRY(put(c, "grad.v", dvv, 4, vs));
     TRY(put(c, "grad.igate", di, 3, gs));
-    return put(c, "grad.fgate", df, 3, gs);
+    TRY(put(c, "grad.fgate", df, 3, gs));
+    if (!c->prec) return PHAX_OK;
+    // The baseline is the parallel form's; the recurrent form's stabiliser starts from m0 and
+    // can take the normaliser's other branch, so it has none yet.
+    if (form) return phax_fail("check: mlstm has a precision baseline for form=parallel only");
+    double *bh = dalloc(c, nvv), *bq = dalloc(c, nqk), *bk = dalloc(c, nqk), *bv = dalloc(c, nvv),
+           *bi = dalloc(c, ng), *bf = dalloc(c, ng);
+    TRYP(bh && bq && bk && bv && bi && bf);
+    TRY(phax_naive_mlstm(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps));
+    TRY(put_base(c, "h", bh));
+    TRY(put_base(c, "grad.q", bq));
+    TRY(put_base(c, "grad.k", bk));
+    TRY(put_base(c, "grad.v", bv));
+    TRY(put_base(c, "grad.igate", bi));
+    return put_base(c, "grad.fgate", bf);
 }
 
 static int op_mix(octx *c) {
@@ -603,7 +745,14 @@ static int op_mix(octx *c) {
     ref_mix_bwd(db, dp, gy, b, p, nb, n);
     TRY(put(c, "y", y, nb_ - 1, bs + 1));
     TRY(put(c, "grad.branches", db, nb_, bs));
-    return put(c, "grad.p", dp, 1, ps);
+    TRY(put(c, "grad.p", dp, 1, ps));
+    if (!c->prec) return PHAX_OK;
+    double *by = dalloc(c, n), *bb = dalloc(c, numel(nb_, bs)), *bp = dalloc(c, nb);
+    TRYP(by && bb && bp);
+    TRY(phax_naive_mix(c->prec, by, bb, bp, gy, b, p, nb, n));
+    TRY(put_base(c, "y", by));
+    TRY(put_base(c, "grad.branches", bb));
+    return put_base(c, "grad.p", bp);
 }
 
 static int op_cross_entropy(octx *c) {
@@ -627,7 +776,13 @@ static int op_cross_entropy(octx *c) {
     TRYP(gl);
     TRY(ref_cross_entropy_bwd(dx, *gl, x, tg, n, V));
     TRY(put(c, "loss", &loss, 0, NULL));
-    return put(c, "grad.logits", dx, nl, ls);
+    TRY(put(c, "grad.logits", dx, nl, ls));
+    if (!c->prec) return PHAX_OK;
+    double *bl = dalloc(c, 1), *bx = dalloc(c, numel(nl, ls));
+    TRYP(bl && bx);
+    TRY(phax_naive_cross_entropy(c->prec, bl, bx, *gl, x, tg, n, V));
+    TRY(put_base(c, "loss", bl));
+    return put_base(c, "grad.logits", bx);
 }
 
 static int op_adamw(octx *c) {
@@ -651,13 +806,27 @@ static int op_adamw(octx *c) {
     double *m = phax_st_find(&c->in, "exp_avg") ? getf(c, "exp_avg", np, ps) : dalloc(c, n);
     double *v = phax_st_find(&c->in, "exp_avg_sq") ? getf(c, "exp_avg_sq", np, ps) : dalloc(c, n);
     TRYP(p && g && m && v);
+    double *bp = NULL, *bm = NULL, *bv = NULL;
+    if (c->prec) {  // the step updates p, m, v in place: the baseline starts from copies
+        bp = dalloc(c, n), bm = dalloc(c, n), bv = dalloc(c, n);
+        TRYP(bp && bm && bv);
+        memcpy(bp, p, n * sizeof *p), memcpy(bm, m, n * sizeof *m), memcpy(bv, v, n * sizeof *v);
+    }
     ref_adamw_param t = {.p = p, .g = g, .m = m, .v = v, .n = n, .decay = decay};
     double gn;
     if (ref_adamw_step(&t, 1, &a, step, &gn)) return phax_fail("%s: %s", c->path, phax_error());
     TRY(put(c, "param", p, np, ps));
     TRY(put(c, "exp_avg", m, np, ps));
     TRY(put(c, "exp_avg_sq", v, np, ps));
-    return put(c, "grad_norm", &gn, 0, NULL);
+    TRY(put(c, "grad_norm", &gn, 0, NULL));
+    if (!c->prec) return PHAX_OK;
+    double *bg = dalloc(c, 1);
+    TRYP(bg);
+    TRY(phax_naive_adamw(c->prec, bp, bm, bv, bg, g, n, &a, step, decay));
+    TRY(put_base(c, "param", bp));
+    TRY(put_base(c, "exp_avg", bm));
+    TRY(put_base(c, "exp_avg_sq", bv));
+    return put_base(c, "grad_norm", bg);
 }
 
 // Float64 elements the ref model holds at once beyond its parameters, gradients and
@@ -977,6 +1146,80 @@ static int check_names(octx *c, const oracle_op *op) {
     return PHAX_OK;
 }
 
+// The memory limit: --max-memory MIB, or 96 MiB plus 16x the input's tensors in float64.
+static void set_limit(octx *c, double max_mib) {
+    if (max_mib > 0) {
+        c->limit = (size_t)(max_mib * (1 << 20));
+    } else {  // the default (docs/oracle.md)
+        size_t in = 0;
+        for (int i = 0; i < c->in.n; i++) in = sadd(in, smul(c->in.t[i].numel, sizeof(double)));
+        c->limit = sadd(ORACLE_BASE_BYTES, smul(ORACLE_INPUT_FACTOR, in));
+    }
+}
+
+// --- phax check's entry (src/oracle.h) ----------------------------------------------------------
+#define CHECKED_OPS \
+    "embedding linear rmsnorm layernorm headnorm gelu silu swiglu rope attention ssm_conv mlstm mix cross_entropy adamw dss_kernel ssm_recurrent"
+
+struct phax_oracle_eval {
+    octx c;
+};
+
+const char *phax_oracle_checked_ops(void) { return CHECKED_OPS; }
+
+static void ctx_free(octx *c) {
+    phax_st_free(&c->in);
+    for (int i = 0; i < c->nallocs; i++) free(c->allocs[i]);
+    c->nallocs = 0;
+}
+
+phax_oracle_eval *phax_oracle_eval_new(const char *opname, const char *in_path, const phax_precision *pr,
+                                       double max_mib) {
+    const oracle_op *op = find_op(opname);
+    if (!op) {
+        phax_fail("%s: unknown op '%s' (see phax oracle --list)", in_path, opname);
+        return NULL;
+    }
+    if (!in_list(CHECKED_OPS, op->name)) {
+        phax_fail("check: op '%s' has no precision baseline yet (ops checked: %s)", op->name, CHECKED_OPS);
+        return NULL;
+    }
+    phax_oracle_eval *e = calloc(1, sizeof *e);
+    if (!e) {
+        phax_fail("check: out of memory");
+        return NULL;
+    }
+    octx *c = &e->c;
+    c->path = in_path, c->op = op->name, c->prec = pr;
+    long seed = 0;
+    int rc = phax_st_read(&c->in, in_path);
+    if (!rc) set_limit(c, max_mib);
+    if (!rc) rc = check_names(c, op);
+    if (!rc) rc = attr_long(c, "seed", 0, 0, LONG_MAX, &seed);
+    c->rng = phax_rng_new((uint64_t)seed);
+    if (!rc) rc = op->run(c);
+    if (rc) {
+        phax_oracle_eval_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+int phax_oracle_eval_count(const phax_oracle_eval *e) { return e->c.ncol; }
+
+const phax_oracle_tensor *phax_oracle_eval_tensor(const phax_oracle_eval *e, int i) {
+    return i >= 0 && i < e->c.ncol ? &e->c.col[i] : NULL;
+}
+
+void phax_oracle_eval_free(phax_oracle_eval *e) {
+    if (!e) return;
+    char msg[1024];  // keep the error a failed run recorded
+    snprintf(msg, sizeof msg, "%s", phax_error());
+    ctx_free(&e->c);
+    free(e);
+    phax_fail("%s", msg);
+}
+
 static void list_ops(void) {
     printf("phax oracle ops (every input may be F64/F32/BF16/F16; gradients are float64;\n"
            "an upstream gradient grad.<output> is read from IN or drawn N(0,1) from metadata 'seed'):\n");
@@ -1031,13 +1274,7 @@ int phax_oracle_main(int argc, char **argv) {
     if (!op) phax_die("%s: unknown op '%s' (see phax oracle --list)", pos[1], pos[0]);
     octx c = {.path = pos[1], .op = op->name};
     if (phax_st_read(&c.in, pos[1])) phax_die("%s", phax_error());
-    if (max_mib > 0) {
-        c.limit = (size_t)(max_mib * (1 << 20));
-    } else {  // the default: 64 MiB plus 16x the input's tensors in float64 (docs/oracle.md)
-        size_t in = 0;
-        for (int i = 0; i < c.in.n; i++) in = sadd(in, smul(c.in.t[i].numel, sizeof(double)));
-        c.limit = sadd(ORACLE_BASE_BYTES, smul(ORACLE_INPUT_FACTOR, in));
-    }
+    set_limit(&c, max_mib);
     long seed = 0;
     int rc = check_names(&c, op);
     if (!rc) rc = attr_long(&c, "seed", 0, 0, LONG_MAX, &seed);
@@ -1051,8 +1288,7 @@ int phax_oracle_main(int argc, char **argv) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", phax_error());
     phax_st_writer_free(c.out);
-    phax_st_free(&c.in);
-    for (int i = 0; i < c.nallocs; i++) free(c.allocs[i]);
+    ctx_free(&c);
     if (rc) phax_die("%s", msg);
     return 0;
 }

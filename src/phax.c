@@ -9,6 +9,7 @@
 
 int phax_demo_main(int argc, char **argv);
 int phax_oracle_main(int argc, char **argv);
+int phax_check_main(int argc, char **argv);
 // Subcommands in their own files (src/<name>.c), compiled when present (meson.build).
 int phax_train_main(int argc, char **argv);
 int phax_eval_main(int argc, char **argv);
@@ -47,6 +48,9 @@ static void usage(FILE *f) {
           "  info      print the version and the backends this build has\n"
           "  oracle    phax oracle OP IN.safetensors OUT.safetensors: outputs and gradients of a\n"
           "            ref op or whole model in float64 (--list: the ops; OP --example IN: a sample input)\n"
+          "  check     phax check OP IN.safetensors THEIRS.safetensors [--precision f32|tf32|bf16|f16]\n"
+          "            [--json]: PASS/FAIL of your outputs and gradients of OP against the float64\n"
+          "            truth, bounded by a naive evaluation's error at that precision\n"
           "  demo      run every ref op once on seeded random input, check its gradient\n"
           "            by finite differences, and print a table (--seed N)\n"
           "  version   print the version\n",
@@ -73,7 +77,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     // The limit on a text file is common to every command that reads text (cli.h).
-    if (strcmp(cmd, "oracle") && strcmp(cmd, "demo")) {
+    if (strcmp(cmd, "oracle") && strcmp(cmd, "demo") && strcmp(cmd, "check")) {
         char name[64];
         snprintf(name, sizeof name, "phax %s", cmd);
         argc = 1 + cli_take_max_corpus_bytes(name, argc - 1, argv + 1);
@@ -96,5 +100,6 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "demo")) return phax_demo_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "oracle")) return phax_oracle_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "check")) return phax_check_main(argc - 1, argv + 1);
     phax_die("unknown command '%s' (try 'phax --help')", cmd);
 }

@@ -1,0 +1,91 @@
+// phax check: the precision baselines behind `phax check` (docs/oracle.md).
+//
+// A baseline is the error a straightforward implementation at a given precision
+// makes: the op written as plain loops, with every input and the result of every
+// operation rounded to the precision (check/round.c). It is neither the fast tier
+// nor ref: its own code, written for this, in check/. All arithmetic is done in
+// double and rounded after each operation, so one function serves every precision.
+#ifndef PHAX_CHECK_H
+#define PHAX_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phax/ops.h"
+
+typedef enum { PHAX_PREC_F32 = 0, PHAX_PREC_TF32, PHAX_PREC_BF16, PHAX_PREC_F16, PHAX_PREC_N } phax_prec_id;
+
+typedef struct {
+    const char *name;  // "f32", "tf32", "bf16", "f16"
+    int p;             // significand bits (with the implicit one) of every stored value and result
+    int p_mm;          // significand bits of a product's operands in a dot product (tf32: 11)
+    int emin, emax;    // frexp exponents: smallest normal 2^(emin-1), overflow at 2^emax
+    double u;          // unit roundoff 2^-p
+} phax_precision;
+
+// The precision named `name`, or NULL.
+const phax_precision *phax_precision_find(const char *name);
+const phax_precision *phax_precision_get(phax_prec_id id);
+
+// x rounded to nearest, ties to even, to p significand bits with the exponent range of
+// `pr` (gradual underflow, overflow to ±inf). NaN and ±inf pass through.
+double phax_round_bits(double x, int p, int emin, int emax);
+double phax_round(const phax_precision *pr, double x);     // to pr->p bits
+double phax_round_mm(const phax_precision *pr, double x);  // a dot product's operand: pr->p_mm bits
+
+// Attention (docs/spec.md; the contract of ref_attention_fwd/_bwd): y and every gradient
+// are OVERWRITTEN (unlike ref). dl may be NULL (dot scores). gy: the upstream gradient.
+// q: (B, T, Hq, dh), k: (B, T, Hkv, dh), v: (B, T, Hkv, dv), l: (Hq) or NULL.
+int phax_naive_attention(const phax_precision *pr, double *y, double *dq, double *dk, double *dv,
+                         double *dl, const double *gy, const double *q, const double *k, const double *v,
+                         const double *l, int B, int T, const phax_attn_cfg *c);
+
+// Convolution form of the GSS/SSM layer: y[b,t,h] = Σ_{s≤t} k[h,t−s] u[b,s,h] + d[h] u[b,t,h].
+// Outputs overwritten. u, y, gy: (B, T, H); k: (H, T); d: (H).
+int phax_naive_ssm_conv(const phax_precision *pr, double *y, double *du, double *dk, double *dd,
+                        const double *gy, const double *u, const double *k, const double *d, int B, int T,
+                        int H);
+
+// mLSTM, parallel stabilised form (docs/spec.md §2.9; ref_mlstm_parallel_fwd/_bwd's contract),
+// outputs overwritten. q, k: (B, T, H, dqk); v, h, gh: (B, T, H, dv); igate, fgate: (B, T, H).
+int phax_naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
+                     double *df, const double *gh, const double *q, const double *k, const double *v,
+                     const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_, double eps);
+
+// The small ops (check/basic.c), outputs overwritten; a NULL bias (db, b) is skipped.
+// linear: x (n, in), W (out, in), b (out), y (n, out).
+int phax_naive_linear(const phax_precision *pr, double *y, double *dx, double *dW, double *db, const double *gy,
+                      const double *x, const double *W, const double *b, size_t n, int in, int out);
+// rmsnorm (layer 0) / layernorm (1) over groups of w channels (headnorm: w = dh, no bias).
+int phax_naive_norm(const phax_precision *pr, int layer, double *y, double *dx, double *dg, double *db,
+                    const double *gy, const double *x, const double *g, const double *b, size_t n, int d, int w,
+                    double eps);
+// gelu (silu 0, the exact erf form) or silu (1), elementwise.
+int phax_naive_act(const phax_precision *pr, int silu, double *y, double *dx, const double *gy, const double *x,
+                   size_t n);
+// y = (SiLU(x Wgᵀ) ⊙ x Wuᵀ) Wdᵀ; x (n, d), Wg, Wu (hid, d), Wd (d, hid).
+int phax_naive_swiglu(const phax_precision *pr, double *y, double *dx, double *dWg, double *dWu, double *dWd,
+                      const double *gy, const double *x, const double *Wg, const double *Wu, const double *Wd,
+                      size_t n, int d, int hid);
+// Mean softmax cross-entropy over the rows whose target is not −1; gl: the loss's upstream gradient.
+int phax_naive_cross_entropy(const phax_precision *pr, double *loss, double *dx, double gl, const double *x,
+                             const int32_t *tg, size_t n, int V);
+// rope: x, y, gy, dx (B, T, H, dh); y = R_{pos0+t} x, dx = R_{pos0+t}ᵀ gy, the table in the precision.
+int phax_naive_rope(const phax_precision *pr, double *y, double *dx, const double *gy, const double *x, int B, int T,
+                    int H, int dh, double base, long pos0);
+// embedding: y (n, d) = E[tok]; dE (V, d) the scatter-sum of gy (tokens checked by ref).
+int phax_naive_embedding(const phax_precision *pr, double *y, double *dE, const double *gy, const double *E,
+                         const int32_t *tok, size_t n, int V, int d);
+// mix: y (n) = Σ_i w_i b_i, w = softplus(p)/Σ softplus(p); b, db (nb, n); p, dp (nb).
+int phax_naive_mix(const phax_precision *pr, double *y, double *db, double *dp, const double *gy, const double *b,
+                   const double *p, int nb, size_t n);
+// One AdamW step on one tensor (ref_adamw_step's contract): p, m, v (n) updated in place.
+int phax_naive_adamw(const phax_precision *pr, double *p, double *m, double *v, double *gnorm, const double *g,
+                     size_t n, const phax_adamw_cfg *c, long step, int decay);
+// The DSS kernel k (H, T) from Λ (lambda_re, lambda_im: (N)) and C (c_re, c_im: (H, N)), and the
+// gradients of Λ and C from dk (ref_dss_kernel_fwd/_bwd's contract; outputs overwritten).
+int phax_naive_dss_kernel(const phax_precision *pr, double *k, double *dLre, double *dLim, double *dCre,
+                          double *dCim, const double *dk, const double *Lre, const double *Lim, const double *Cre,
+                          const double *Cim, int H, int N, int T);
+
+#endif

@@ -1,0 +1,36 @@
+// The oracle's ops as functions, shared by `phax oracle` (src/oracle.c) and `phax check`
+// (src/check.c): one op table, one parser of IN, one place the float64 truth is made.
+#ifndef PHAX_SRC_ORACLE_H
+#define PHAX_SRC_ORACLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phax/check.h"
+#include "phax/safetensors.h"
+
+typedef struct {
+    const char *name;
+    int ndim;
+    int64_t shape[PHAX_ST_MAX_NDIM];
+    size_t n;
+    const double *truth;  // float64, as `phax oracle` writes it
+    const double *base;   // the precision baseline (NULL for an upstream gradient)
+    int upstream;         // 1: grad.<output>, the upstream gradient (an input, not judged)
+} phax_oracle_tensor;
+
+typedef struct phax_oracle_eval phax_oracle_eval;
+
+// Runs op on the tensors of IN (exactly as `phax oracle OP IN OUT` would) and, at precision
+// pr, the op's straightforward baseline on the same inputs and upstream gradients. NULL with
+// the reason in phax_error() (one line) on any failure, including an op without a baseline.
+// max_mib > 0: the memory limit in MiB (`--max-memory`); otherwise the oracle's default.
+phax_oracle_eval *phax_oracle_eval_new(const char *op, const char *in_path, const phax_precision *pr,
+                                       double max_mib);
+int phax_oracle_eval_count(const phax_oracle_eval *e);
+const phax_oracle_tensor *phax_oracle_eval_tensor(const phax_oracle_eval *e, int i);
+void phax_oracle_eval_free(phax_oracle_eval *e);
+// The ops `phax check` has a baseline for, space-separated.
+const char *phax_oracle_checked_ops(void);
+
+#endif

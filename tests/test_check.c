@@ -1,0 +1,1082 @@
+// `phax check`, end to end: the real binary (PHAX_BIN) judging "their" outputs made here by
+// a float32 implementation (this file's own: online softmax, flash-style backward — a
+// different order of operations from check/'s baseline) run correctly at float32, correctly
+// at bf16 (inputs and every intermediate rounded to bf16), and with the deliberate bugs of
+// issue 14's gallery. Every verdict is read from the exit status and the printed lines;
+// every comparison is written so NaN fails.
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "phax/check.h"
+#include "phax/safetensors.h"
+#include "testutil.h"
+
+#define BOUND_C 4.0  // src/check.c's C: a bug must exceed it
+
+// --- their rounding: float32 as is, or bf16 (round to nearest even on the bits) -----------------
+typedef float (*rnd)(float);
+static float r_f32(float x) { return x; }
+static float r_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return x;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+#if defined(__FLT16_MAX__)
+static float r_f16(float x) { return (float)(_Float16)x; }  // IEEE binary16, round to nearest even
+#endif
+
+// --- their attention -----------------------------------------------------------------------------
+typedef enum { OK, BUG_CAUSAL, BUG_WINDOW, BUG_ROPE_K, BUG_GQA, BUG_STAB } bug;
+
+typedef struct {
+    int B, T, Hq, Hkv, dh, window, cosine, rope;
+} acase;
+
+static size_t qn(const acase *c) { return (size_t)c->B * c->T * c->Hq * c->dh; }
+static size_t kn(const acase *c) { return (size_t)c->B * c->T * c->Hkv * c->dh; }
+
+// Rotate rows (B, T, H, dh) by sign·angle in place, their way: the table in float.
+static void their_rope(float *x, const acase *c, int H, float sign, rnd R) {
+    int half = c->dh / 2;
+    for (int b = 0; b < c->B; b++)
+        for (int t = 0; t < c->T; t++)
+            for (int h = 0; h < H; h++) {
+                float *r = x + (((size_t)b * c->T + t) * H + h) * c->dh;
+                for (int i = 0; i < half; i++) {
+                    float th = R(powf(10000.0f, -2.0f * (float)i / (float)c->dh)), a = R((float)t * th);
+                    float cs = R(cosf(a)), sn = R(sign * R(sinf(a))), x1 = r[i], x2 = r[i + half];
+                    r[i] = R(R(x1 * cs) - R(x2 * sn));
+                    r[i + half] = R(R(x2 * cs) + R(x1 * sn));
+                }
+            }
+}
+
+static void their_norm(float *x, float *nrm, size_t rows, int dh, rnd R) {
+    for (size_t r = 0; r < rows; r++) {
+        float s = 0;
+        for (int i = 0; i < dh; i++) s = R(s + R(x[r * dh + i] * x[r * dh + i]));
+        nrm[r] = fmaxf(R(sqrtf(s)), 1e-12f);
+        for (int i = 0; i < dh; i++) x[r * dh + i] = R(x[r * dh + i] / nrm[r]);
+    }
+}
+
+static void their_norm_bwd(float *g, const float *xh, const float *nrm, size_t rows, int dh, rnd R) {
+    for (size_t r = 0; r < rows; r++) {
+        float a = 0;
+        for (int i = 0; i < dh; i++) a = R(a + R(xh[r * dh + i] * g[r * dh + i]));
+        for (int i = 0; i < dh; i++) g[r * dh + i] = R(R(g[r * dh + i] - R(xh[r * dh + i] * a)) / nrm[r]);
+    }
+}
+
+// y, dq, dk, dv, dl (doubles holding their float results) from q, k, v, l, gy.
+static void their_attention(const acase *c, bug bg, rnd R, const double *q, const double *k, const double *v,
+                            const double *l, const double *gy, double *y, double *dq, double *dk, double *dv,
+                            double *dl) {
+    size_t nq = qn(c), nk = kn(c);
+    int dh = c->dh, G = c->Hq / c->Hkv;
+    float *qs = calloc(nq, 4), *ks = calloc(nk, 4), *vs = calloc(nk, 4), *g = calloc(nq, 4), *yo = calloc(nq, 4);
+    float *dqs = calloc(nq, 4), *dks = calloc(nk, 4), *dvs = calloc(nk, 4), *lse = calloc(nq / dh, 4);
+    float *qnrm = calloc(nq / dh, 4), *knrm = calloc(nk / dh, 4), dls[16] = {0}, acc[64];
+    cr_assert(qs && ks && vs && g && yo && dqs && dks && dvs && lse && qnrm && knrm && c->Hq <= 16 && dh <= 64);
+    for (size_t i = 0; i < nq; i++) qs[i] = R((float)q[i]), g[i] = R((float)gy[i]);
+    for (size_t i = 0; i < nk; i++) ks[i] = R((float)k[i]), vs[i] = R((float)v[i]);
+    if (c->rope) their_rope(qs, c, c->Hq, 1, R);
+    if (c->rope && bg != BUG_ROPE_K) their_rope(ks, c, c->Hkv, 1, R);
+    if (c->cosine) their_norm(qs, qnrm, nq / dh, dh, R), their_norm(ks, knrm, nk / dh, dh, R);
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < c->Hq; h++) {
+            int j = bg == BUG_GQA ? h % c->Hkv : h / G;
+            float lh = c->cosine ? R((float)l[h]) : 0;
+            float scale = c->cosine ? R(expf(fminf(lh, logf(100.0f)))) : R(1.0f / sqrtf((float)dh));
+            for (int t = 0; t < c->T; t++) {
+                int lo = c->window ? t - c->window + 1 - (bg == BUG_WINDOW) : 0;
+                int hi = bg == BUG_CAUSAL && t + 1 < c->T ? t + 1 : t;
+                lo = lo < 0 ? 0 : lo;
+                size_t qi = ((size_t)b * c->T + t) * c->Hq + h;
+                float *qv = qs + qi * dh, m = -INFINITY, z = 0;
+                for (int i = 0; i < dh; i++) acc[i] = 0;
+                for (int s = lo; s <= hi; s++) {  // online softmax
+                    size_t ki = ((size_t)b * c->T + s) * c->Hkv + j;
+                    float d = 0;
+                    for (int i = 0; i < dh; i++) d = R(d + R(qv[i] * ks[ki * dh + i]));
+                    float sc = R(scale * d);
+                    if (sc > m) {
+                        float corr = R(expf(R(m - sc)));
+                        z = R(z * corr);
+                        for (int i = 0; i < dh; i++) acc[i] = R(acc[i] * corr);
+                        m = sc;
+                    }
+                    float e = R(expf(R(sc - m)));
+                    z = R(z + e);
+                    for (int i = 0; i < dh; i++) acc[i] = R(acc[i] + R(e * vs[ki * dh + i]));
+                }
+                for (int i = 0; i < dh; i++) yo[qi * dh + i] = R(acc[i] / z);
+                lse[qi] = R(m + R(logf(z)));
+                float D = 0, *gv = g + qi * dh;
+                for (int i = 0; i < dh; i++) D = R(D + R(yo[qi * dh + i] * gv[i]));
+                for (int s = lo; s <= hi; s++) {  // flash-style backward: p from the lse
+                    size_t ki = ((size_t)b * c->T + s) * c->Hkv + j;
+                    float d = 0, dp = 0;
+                    for (int i = 0; i < dh; i++) d = R(d + R(qv[i] * ks[ki * dh + i]));
+                    float sc = R(scale * d), p = R(expf(R(sc - lse[qi])));
+                    for (int i = 0; i < dh; i++) dp = R(dp + R(gv[i] * vs[ki * dh + i]));
+                    float ds = R(p * R(dp - D)), dss = R(ds * scale);
+                    if (c->cosine && lh < logf(100.0f)) dls[h] = R(dls[h] + R(ds * sc));
+                    for (int i = 0; i < dh; i++) {
+                        dvs[ki * dh + i] = R(dvs[ki * dh + i] + R(p * gv[i]));
+                        dqs[qi * dh + i] = R(dqs[qi * dh + i] + R(dss * ks[ki * dh + i]));
+                        dks[ki * dh + i] = R(dks[ki * dh + i] + R(dss * qv[i]));
+                    }
+                }
+            }
+        }
+    if (c->cosine) their_norm_bwd(dqs, qs, qnrm, nq / dh, dh, R), their_norm_bwd(dks, ks, knrm, nk / dh, dh, R);
+    if (c->rope) their_rope(dqs, c, c->Hq, -1, R);
+    if (c->rope && bg != BUG_ROPE_K) their_rope(dks, c, c->Hkv, -1, R);
+    for (size_t i = 0; i < nq; i++) y[i] = yo[i], dq[i] = dqs[i];
+    for (size_t i = 0; i < nk; i++) dk[i] = dks[i], dv[i] = dvs[i];
+    for (int h = 0; h < c->Hq; h++) dl[h] = dls[h];
+    free(qs), free(ks), free(vs), free(g), free(yo), free(dqs), free(dks), free(dvs), free(lse), free(qnrm),
+        free(knrm);
+}
+
+// --- their GSS/SSM convolution: y[t] = d u[t] + Σ_{j ≤ t−shift} k[t−j−shift] u[j] (shift 1: the bug) --
+static void their_conv(int B, int T, int H, int shift, rnd R, const double *u, const double *k, const double *d,
+                       const double *gy, double *y, double *du, double *dk, double *dd) {
+    for (int h = 0; h < H; h++) dd[h] = 0;
+    for (size_t i = 0; i < (size_t)H * T; i++) dk[i] = 0;
+    float *kacc = calloc((size_t)T, 4);
+    cr_assert(kacc);
+    for (int h = 0; h < H; h++) {
+        for (int i = 0; i < T; i++) kacc[i] = 0;
+        float ddh = 0, dh_ = R((float)d[h]);
+        for (int b = 0; b < B; b++) {
+#define UU(t) R((float)u[((size_t)b * T + (t)) * H + h])
+#define GG(t) R((float)gy[((size_t)b * T + (t)) * H + h])
+#define KK(i) R((float)k[(size_t)h * T + (i)])
+            for (int t = 0; t < T; t++) {  // newest input first
+                float s = 0;
+                for (int j = t - shift; j >= 0; j--) s = R(s + R(KK(t - j - shift) * UU(j)));
+                y[((size_t)b * T + t) * H + h] = R(s + R(dh_ * UU(t)));
+            }
+            for (int s = 0; s < T; s++) {
+                float a = 0;
+                for (int t = T - 1; t >= s + shift; t--) a = R(a + R(KK(t - s - shift) * GG(t)));
+                du[((size_t)b * T + s) * H + h] = R(a + R(dh_ * GG(s)));
+            }
+            for (int lag = 0; lag + shift < T; lag++)
+                for (int t = lag + shift; t < T; t++) kacc[lag] = R(kacc[lag] + R(GG(t) * UU(t - lag - shift)));
+            for (int t = 0; t < T; t++) ddh = R(ddh + R(GG(t) * UU(t)));
+#undef UU
+#undef GG
+#undef KK
+        }
+        for (int i = 0; i < T; i++) dk[(size_t)h * T + i] = kacc[i];
+        dd[h] = ddh;
+    }
+    free(kacc);
+}
+
+// --- their mLSTM: parallel form, the decays from a cumulative sum (cs_t − cs_s, as many
+// PyTorch versions write it), backward by hand. BUG_STAB: the normaliser's sum S is formed
+// from e^{D̃} instead of e^{D̃ − m} (the stabiliser not subtracted in that one place).
+static float lsigf(float z) { return fminf(z, 0) - log1pf(expf(-fabsf(z))); }
+static void their_mlstm(int B, int T, int H, int dk_, int dv_, bug bg, rnd R, const double *q, const double *k,
+                        const double *v, const double *ig, const double *fg, const double *gh, double *h, double *dq,
+                        double *dk, double *dv, double *di, double *df) {
+    size_t nqk = (size_t)B * T * H * dk_, nv = (size_t)B * T * H * dv_, ng = (size_t)B * T * H;
+    for (size_t i = 0; i < nqk; i++) dq[i] = dk[i] = 0;
+    for (size_t i = 0; i < nv; i++) dv[i] = 0;
+    for (size_t i = 0; i < ng; i++) di[i] = df[i] = 0;
+    float cs[64], D[64], E[64], Es[64], gq[64], dD[64], hv[64], qh[64], dqh[64];
+    cr_assert(T <= 64 && dk_ <= 64 && dv_ <= 64);
+    float sc = R(1.0f / sqrtf((float)dk_));
+#define IX(t) (((size_t)b * T + (t)) * H + hh)
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++) {
+            float c = 0;
+            for (int t = 0; t < T; t++) cs[t] = c = R(c + R(lsigf(R((float)fg[IX(t)]))));
+            for (int t = 0; t < T; t++) {
+                float m = -INFINITY, S = 0, den, dden = 0;
+                int arg = 0;
+                for (int s = 0; s <= t; s++) {
+                    D[s] = R(R(cs[t] - cs[s]) + R((float)ig[IX(s)]));
+                    if (D[s] > m) m = D[s], arg = s;
+                }
+                for (int i = 0; i < dk_; i++) qh[i] = R(R((float)q[IX(t) * dk_ + i]) * sc);
+                for (int s = 0; s <= t; s++) {
+                    float a = 0;
+                    for (int i = 0; i < dk_; i++) a = R(a + R(qh[i] * R((float)k[IX(s) * dk_ + i])));
+                    gq[s] = a, E[s] = R(expf(R(D[s] - m)));
+                    Es[s] = bg == BUG_STAB ? R(expf(D[s])) : E[s];
+                    S = R(S + R(gq[s] * Es[s]));
+                }
+                float em = R(expf(-m));
+                den = R(fmaxf(fabsf(S), em) + 1e-6f);
+                for (int j = 0; j < dv_; j++) {
+                    float a = 0;
+                    for (int s = 0; s <= t; s++) a = R(a + R(R(gq[s] * E[s]) * R((float)v[IX(s) * dv_ + j])));
+                    h[IX(t) * dv_ + j] = hv[j] = R(a / den);
+                    dden = R(dden + R(R((float)gh[IX(t) * dv_ + j]) * hv[j]));
+                }
+                dden = R(-R(dden / den));
+                float dS = fabsf(S) >= em ? (S >= 0 ? dden : -dden) : 0, dm = fabsf(S) >= em ? 0 : R(-R(dden * em));
+                for (int i = 0; i < dk_; i++) dqh[i] = 0;
+                for (int s = 0; s <= t; s++) {
+                    float dC = 0;
+                    for (int j = 0; j < dv_; j++)
+                        dC = R(dC + R(R((float)gh[IX(t) * dv_ + j]) * R((float)v[IX(s) * dv_ + j])));
+                    dC = R(dC / den);
+                    float C = R(gq[s] * E[s]);
+                    for (int j = 0; j < dv_; j++)
+                        dv[IX(s) * dv_ + j] =
+                            R((float)dv[IX(s) * dv_ + j] + R(C * R((float)gh[IX(t) * dv_ + j] / den)));
+                    float dg = R(R(dC * E[s]) + R(dS * Es[s]));
+                    dD[s] = R(R(R(dC * gq[s]) * E[s]) + R(R(dS * gq[s]) * Es[s]));
+                    if (bg != BUG_STAB) dm = R(dm - R(R(dC * gq[s]) * E[s]) - R(R(dS * gq[s]) * Es[s]));
+                    else dm = R(dm - R(R(dC * gq[s]) * E[s]));
+                    for (int i = 0; i < dk_; i++) {
+                        dqh[i] = R(dqh[i] + R(dg * R((float)k[IX(s) * dk_ + i])));
+                        dk[IX(s) * dk_ + i] = R((float)dk[IX(s) * dk_ + i] + R(dg * qh[i]));
+                    }
+                }
+                dD[arg] = R(dD[arg] + dm);
+                for (int i = 0; i < dk_; i++) dq[IX(t) * dk_ + i] = R((float)dq[IX(t) * dk_ + i] + R(dqh[i] * sc));
+                // D̃_ts = cs_t − cs_s + ĩ_s: cs_r = Σ_{u≤r} logσ(f̃_u).
+                float dcs_t = 0;
+                for (int s = 0; s <= t; s++) {
+                    di[IX(s)] = R((float)di[IX(s)] + dD[s]);
+                    dcs_t = R(dcs_t + dD[s]);
+                    // −dD[s] to cs_s: every f̃_u with u ≤ s
+                    for (int u = 0; u <= s; u++)
+                        df[IX(u)] = R((float)df[IX(u)] - R(dD[s] * R(1.0f / (1.0f + expf((float)fg[IX(u)])))));
+                }
+                for (int u = 0; u <= t; u++)
+                    df[IX(u)] = R((float)df[IX(u)] + R(dcs_t * R(1.0f / (1.0f + expf((float)fg[IX(u)])))));
+            }
+        }
+#undef IX
+}
+
+// --- files and runs ------------------------------------------------------------------------------
+static char *g_dir;
+
+static double *normal(size_t n, phax_rng *r, double s) {
+    double *x = malloc((n ? n : 1) * sizeof *x);
+    cr_assert(x);
+    for (size_t i = 0; i < n; i++) x[i] = (double)(float)(s * phax_rng_normal(r));  // float32-exact inputs
+    return x;
+}
+
+static void add(phax_st_writer *w, const char *name, const double *x, int ndim, const int64_t *shape) {
+    cr_assert(phax_st_add_f32_from_f64(w, name, x, ndim, shape) == PHAX_OK, "%s", phax_error());
+}
+
+static void write_free(phax_st_writer *w, const char *path) {
+    cr_assert(phax_st_write(w, path) == PHAX_OK, "%s", phax_error());
+    phax_st_writer_free(w);
+}
+
+typedef struct {
+    int rc;
+    char *out, *err;
+} run;
+
+static run check(const char *op, const char *in, const char *theirs, const char *prec, int json) {
+    char *o = tu_join(g_dir, "stdout"), *e = tu_join(g_dir, "stderr");
+    run r;
+    r.rc = tu_phax(o, e, NULL, NULL, "check", op, in, theirs, "--precision", prec, json ? "--json" : NULL, NULL);
+    r.out = tu_slurp(o, NULL), r.err = tu_slurp(e, NULL);
+    free(o), free(e);
+    return r;
+}
+
+static void run_free(run *r) { free(r->out), free(r->err); }
+
+// The ratio on the verdict line ("... ratio X)"); NaN if absent.
+static double verdict_ratio(const char *out) {
+    const char *v = strstr(out, "\nFAIL: ");
+    if (!v) v = strstr(out, "\nPASS: ");
+    const char *r = v ? strstr(v, "ratio ") : NULL;
+    return r ? strtod(r + 6, NULL) : NAN;
+}
+
+static void expect_pass(run *r, const char *what) {
+    cr_log_info("%s:\n%s", what, r->out);
+    cr_expect(r->rc == 0 && strstr(r->out, "\nPASS: all") && !r->err[0], "%s: exit %d, expected PASS:\n%s%s", what,
+              r->rc, r->out, r->err);
+    double q = verdict_ratio(r->out);
+    cr_expect(q <= BOUND_C, "%s: worst ratio %g", what, q);
+}
+
+static void expect_fail(run *r, const char *what) {
+    double q = verdict_ratio(r->out);
+    fprintf(stderr, "gallery: %s -> FAIL, ratio %.3g\n", what, q);
+    cr_log_info("%s:\n%s", what, r->out);
+    cr_expect(r->rc == 1 && strstr(r->out, "\nFAIL: ") && !r->err[0], "%s: exit %d, expected FAIL:\n%s%s", what,
+              r->rc, r->out, r->err);
+    cr_expect(q > BOUND_C, "%s: ratio %g is not above C = %g", what, q, BOUND_C);
+}
+
+// IN for attention case c, and THEIRS from their implementation (bug bg, rounding R).
+static void attention_files(const acase *c, const char *in, const char *theirs, bug bg, rnd R) {
+    phax_rng rng = phax_rng_new(1234);
+    size_t nq = qn(c), nk = kn(c);
+    int64_t qs[4] = {c->B, c->T, c->Hq, c->dh}, ks[4] = {c->B, c->T, c->Hkv, c->dh}, ls[1] = {c->Hq};
+    double *q = normal(nq, &rng, 1), *k = normal(nk, &rng, 1), *v = normal(nk, &rng, 1), *gy = normal(nq, &rng, 1);
+    double *l = normal((size_t)c->Hq, &rng, 0.5);
+    for (int h = 0; h < c->Hq; h++) l[h] += 2;  // cosine scales around e² ≈ 7
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "q", q, 4, qs), add(w, "k", k, 4, ks), add(w, "v", v, 4, ks), add(w, "grad.y", gy, 4, qs);
+    if (c->cosine) add(w, "logscale", l, 1, ls);
+    char wbuf[32];
+    snprintf(wbuf, sizeof wbuf, "%d", c->window);
+    cr_assert(!phax_st_add_meta(w, "window", wbuf) && !phax_st_add_meta(w, "score", c->cosine ? "cosine" : "dot") &&
+              !phax_st_add_meta(w, "rope", c->rope ? "1" : "0"));
+    write_free(w, in);
+    double *y = malloc(nq * 8), *dq = malloc(nq * 8), *dk = malloc(nk * 8), *dv = malloc(nk * 8), dl[16];
+    cr_assert(y && dq && dk && dv);
+    their_attention(c, bg, R, q, k, v, l, gy, y, dq, dk, dv, dl);
+    w = phax_st_writer_new();
+    add(w, "y", y, 4, qs), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, ks), add(w, "grad.v", dv, 4, ks);
+    if (c->cosine) add(w, "grad.logscale", dl, 1, ls);
+    write_free(w, theirs);
+    free(q), free(k), free(v), free(gy), free(l), free(y), free(dq), free(dk), free(dv);
+}
+
+static void conv_files(const char *in, const char *theirs, int shift, rnd R) {
+    enum { B = 2, T = 24, H = 3 };
+    phax_rng rng = phax_rng_new(99);
+    int64_t us[3] = {B, T, H}, ks[2] = {H, T}, hs[1] = {H};
+    double *u = normal(B * T * H, &rng, 1), *k = normal(H * T, &rng, 0.3), *d = normal(H, &rng, 1);
+    double *gy = normal(B * T * H, &rng, 1);
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "u", u, 3, us), add(w, "k", k, 2, ks), add(w, "d", d, 1, hs), add(w, "grad.y", gy, 3, us);
+    write_free(w, in);
+    double y[B * T * H], du[B * T * H], dk[H * T], dd[H];
+    their_conv(B, T, H, shift, R, u, k, d, gy, y, du, dk, dd);
+    w = phax_st_writer_new();
+    add(w, "y", y, 3, us), add(w, "grad.u", du, 3, us), add(w, "grad.k", dk, 2, ks), add(w, "grad.d", dd, 1, hs);
+    write_free(w, theirs);
+    free(u), free(k), free(d), free(gy);
+}
+
+static void setup(void) { g_dir = tu_tmpdir("phax_check"); }
+static void teardown(void) {
+    tu_rm_rf(g_dir);
+    free(g_dir);
+}
+TestSuite(check, .init = setup, .fini = teardown);
+
+// GQA (4 query heads on 2 kv heads), a window of 5 over T = 16, RoPE: every part a bug can hit.
+static const acase DOT = {2, 16, 4, 2, 8, 5, 0, 1};
+static const acase COS = {2, 16, 4, 2, 8, 5, 1, 1};
+
+static void attention_case(const acase *c, bug bg, rnd R, const char *prec, int want_pass, const char *what) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    attention_files(c, in, th, bg, R);
+    run r = check("attention", in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th);
+}
+
+// --- correct computations PASS at their precision -------------------------------------------
+Test(check, attention_dot_f32_passes) { attention_case(&DOT, OK, r_f32, "f32", 1, "attention dot, correct f32"); }
+Test(check, attention_dot_bf16_passes) { attention_case(&DOT, OK, r_bf16, "bf16", 1, "attention dot, correct bf16"); }
+Test(check, attention_cosine_f32_passes) { attention_case(&COS, OK, r_f32, "f32", 1, "attention cosine, correct f32"); }
+Test(check, attention_cosine_bf16_passes) {
+    attention_case(&COS, OK, r_bf16, "bf16", 1, "attention cosine, correct bf16");
+}
+Test(check, attention_full_causal_no_rope_f32_passes) {
+    acase c = DOT;
+    c.window = 0, c.rope = 0;
+    attention_case(&c, OK, r_f32, "f32", 1, "attention dot, full causal, no RoPE, correct f32");
+}
+// A correct float32 computation judged at bf16 is well inside (its error is far below bf16's).
+Test(check, attention_f32_passes_at_bf16) { attention_case(&DOT, OK, r_f32, "bf16", 1, "attention, f32 at bf16"); }
+// ... and a bf16 computation judged at f32 is not: the precision matters.
+Test(check, attention_bf16_fails_at_f32) { attention_case(&DOT, OK, r_bf16, "f32", 0, "attention, bf16 at f32"); }
+
+// --- the gallery: each bug FAILs, its ratio printed --------------------------------------------
+Test(check, gallery_causal_off_by_one) {
+    acase c = DOT;
+    c.window = 0;
+    attention_case(&c, BUG_CAUSAL, r_f32, "f32", 0, "causal mask off by one (s <= t+1)");
+}
+Test(check, gallery_window_edge) { attention_case(&DOT, BUG_WINDOW, r_f32, "f32", 0, "window edge off by one"); }
+Test(check, gallery_rope_missing_on_k) { attention_case(&DOT, BUG_ROPE_K, r_f32, "f32", 0, "RoPE missing on k"); }
+Test(check, gallery_gqa_mod) { attention_case(&DOT, BUG_GQA, r_f32, "f32", 0, "GQA head map h % G for h / G"); }
+Test(check, gallery_window_edge_cosine_bf16) {
+    attention_case(&COS, BUG_WINDOW, r_bf16, "bf16", 0, "window edge off by one (cosine, bf16)");
+}
+Test(check, gallery_gqa_mod_bf16) { attention_case(&DOT, BUG_GQA, r_bf16, "bf16", 0, "GQA h % G (bf16)"); }
+
+static void conv_case(int shift, rnd R, const char *prec, int want_pass, const char *what) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    conv_files(in, th, shift, R);
+    run r = check("ssm_conv", in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th);
+}
+Test(check, ssm_conv_f32_passes) { conv_case(0, r_f32, "f32", 1, "ssm_conv, correct f32"); }
+Test(check, ssm_conv_bf16_passes) { conv_case(0, r_bf16, "bf16", 1, "ssm_conv, correct bf16"); }
+Test(check, gallery_conv_kernel_shifted) { conv_case(1, r_f32, "f32", 0, "GSS conv kernel shifted by one"); }
+
+// --- what cannot be judged: reported by name, one line each, exit 2, nothing written ------------
+// THEIRS rewritten from the correct float32 one: without `drop`, plus `extra`, or with
+// `reshape` given a wrong shape, or `retype` stored as I32.
+static run mangled(const char *drop, const char *extra, const char *reshape, const char *retype) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors"),
+         *bad = tu_join(g_dir, "bad.safetensors");
+    attention_files(&DOT, in, th, OK, r_f32);
+    phax_st_file f;
+    cr_assert(phax_st_read(&f, th) == PHAX_OK, "%s", phax_error());
+    phax_st_writer *w = phax_st_writer_new();
+    for (int i = 0; i < f.n; i++) {
+        const phax_st_tensor *t = &f.t[i];
+        if (drop && !strcmp(t->name, drop)) continue;
+        if (reshape && !strcmp(t->name, reshape)) {
+            int64_t s[4] = {t->shape[0], t->shape[1], t->shape[2] * t->shape[3], 1};
+            cr_assert(!phax_st_add_raw(w, t->name, t->dtype, 4, s, t->data));
+        } else if (retype && !strcmp(t->name, retype)) {
+            cr_assert(!phax_st_add_raw(w, t->name, PHAX_DT_I32, t->ndim, t->shape, t->data));
+        } else {
+            cr_assert(!phax_st_add_raw(w, t->name, t->dtype, t->ndim, t->shape, t->data));
+        }
+    }
+    if (extra) {
+        double z[3] = {0};
+        int64_t s[1] = {3};
+        add(w, extra, z, 1, s);
+    }
+    write_free(w, bad);
+    phax_st_free(&f);
+    run r = check("attention", in, bad, "f32", 0);
+    free(in), free(th), free(bad);
+    return r;
+}
+
+static void expect_mismatch(run *r, const char *line) {
+    cr_expect(r->rc == 2, "exit %d, expected 2:\n%s%s", r->rc, r->out, r->err);
+    cr_expect(strstr(r->out, line) != NULL, "no line '%s' in:\n%s", line, r->out);
+    cr_expect(strstr(r->out, "\nMISMATCH: ") != NULL && !strstr(r->out, "PASS"), "verdict:\n%s", r->out);
+}
+
+Test(check, missing_tensor_named) {
+    run r = mangled("grad.k", NULL, NULL, NULL);
+    expect_mismatch(&r, "missing: tensor 'grad.k' (2, 16, 2, 8) is not in ");
+    run_free(&r);
+}
+Test(check, extra_tensor_named) {
+    run r = mangled(NULL, "grad.bias", NULL, NULL);
+    expect_mismatch(&r, "extra: tensor 'grad.bias' in ");
+    run_free(&r);
+}
+Test(check, shape_mismatch_named) {
+    run r = mangled(NULL, NULL, "grad.v", NULL);
+    expect_mismatch(&r, "shape: tensor 'grad.v' is (2, 16, 16, 1) in ");
+    run_free(&r);
+}
+Test(check, dtype_mismatch_named) {
+    run r = mangled(NULL, NULL, NULL, "y");
+    expect_mismatch(&r, "dtype: tensor 'y' is I32 in ");
+    run_free(&r);
+}
+Test(check, two_problems_two_lines) {
+    run r = mangled("y", "extra_one", NULL, NULL);
+    expect_mismatch(&r, "missing: tensor 'y'");
+    expect_mismatch(&r, "extra: tensor 'extra_one'");
+    cr_expect(strstr(r.out, "(2 problems above)") != NULL, "%s", r.out);
+    run_free(&r);
+}
+
+// NaN anywhere in theirs fails the tensor (the comparison is written so NaN cannot pass).
+Test(check, nan_fails) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    attention_files(&DOT, in, th, OK, r_f32);
+    phax_st_file f;
+    cr_assert(phax_st_read(&f, th) == PHAX_OK);
+    phax_st_writer *w = phax_st_writer_new();
+    for (int i = 0; i < f.n; i++) {
+        phax_st_tensor *t = &f.t[i];
+        if (!strcmp(t->name, "grad.v")) {
+            float nan = NAN;
+            memcpy((unsigned char *)t->data + 4 * 7, &nan, 4);  // the reader's buffer is ours to change
+        }
+        cr_assert(!phax_st_add_raw(w, t->name, t->dtype, t->ndim, t->shape, t->data));
+    }
+    write_free(w, th);
+    phax_st_free(&f);
+    run r = check("attention", in, th, "f32", 0);
+    cr_expect(r.rc == 1 && strstr(r.out, "\nFAIL: 1 of 4") && strstr(r.out, "grad.v"), "exit %d:\n%s", r.rc, r.out);
+    run_free(&r), free(in), free(th);
+}
+
+// --json: one object with the same verdict.
+Test(check, json_verdicts) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    attention_files(&DOT, in, th, BUG_GQA, r_f32);
+    run r = check("attention", in, th, "f32", 1);
+    cr_expect(r.rc == 1 && strstr(r.out, "\"verdict\": \"FAIL\"") && strstr(r.out, "\"pass\": false") &&
+                  r.out[0] == '{' && strstr(r.out, "}\n") == r.out + strlen(r.out) - 2,
+              "exit %d:\n%s", r.rc, r.out);
+    run_free(&r);
+    attention_files(&DOT, in, th, OK, r_f32);
+    r = check("attention", in, th, "f32", 1);
+    cr_expect(r.rc == 0 && strstr(r.out, "\"verdict\": \"PASS\"") && !strstr(r.out, "\"pass\": false"), "exit %d:\n%s",
+              r.rc, r.out);
+    run_free(&r), free(in), free(th);
+}
+
+// Bad files, a bad precision, an op without a baseline: one line on stderr naming the
+// problem (and the file), exit 2, nothing on stdout, and no file left behind.
+static void expect_error(const char *op, const char *in, const char *th, const char *prec, const char *frag) {
+    char *o = tu_join(g_dir, "o"), *e = tu_join(g_dir, "e");
+    int rc = tu_phax(o, e, NULL, NULL, "check", op, in, th, "--precision", prec, NULL);
+    char *out = tu_slurp(o, NULL), *err = tu_slurp(e, NULL), *nl = strchr(err, '\n');
+    cr_expect(rc == 2, "exit %d: %s", rc, err);
+    cr_expect(!out[0], "stdout: %s", out);
+    cr_expect(nl && !nl[1] && !strncmp(err, "phax: ", 6) && strstr(err, frag), "stderr: %s (want %s)", err, frag);
+    free(o), free(e), free(out), free(err);
+}
+
+Test(check, bad_files_one_line) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors"),
+         *junk = tu_join(g_dir, "junk.safetensors"), *none = tu_join(g_dir, "none.safetensors");
+    attention_files(&DOT, in, th, OK, r_f32);
+    tu_write_file(junk, "\xff\xff\xff\xff\xff\xff\xff\x7f{", 9);
+    expect_error("attention", in, junk, "f32", "junk.safetensors");
+    expect_error("attention", junk, th, "f32", "junk.safetensors");
+    expect_error("attention", in, none, "f32", "none.safetensors");
+    expect_error("attention", in, th, "fp8", "--precision");
+    expect_error("model", in, th, "f32", "no precision baseline");
+    expect_error("attention", th, th, "f32", "is not an input of op 'attention'");  // IN and THEIRS swapped
+    {  // too few arguments, and one too many: the usage line, exit 2
+        char *o = tu_join(g_dir, "o"), *e = tu_join(g_dir, "e");
+        int rc1 = tu_phax(o, e, NULL, NULL, "check", "attention", in, NULL);
+        char *e1 = tu_slurp(e, NULL);
+        int rc2 = tu_phax(o, e, NULL, NULL, "check", "attention", in, th, th, NULL);
+        char *e2 = tu_slurp(e, NULL);
+        cr_expect(rc1 == 2 && strstr(e1, "usage: phax check") && rc2 == 2 && strstr(e2, "usage: phax check"),
+                  "exit %d: %s / exit %d: %s", rc1, e1, rc2, e2);
+        int rc3 = tu_phax(o, e, NULL, NULL, "check", "attention", in, th, "--max-memory", "0", NULL);
+        char *e3 = tu_slurp(e, NULL);
+        int rc4 = tu_phax(o, e, NULL, NULL, "check", "attention", in, th, "--max-memory", "1", NULL);  // ample here
+        cr_expect(rc3 == 2 && strstr(e3, "--max-memory takes") && rc4 == 0, "exit %d: %s / exit %d", rc3, e3, rc4);
+        free(o), free(e), free(e1), free(e2), free(e3);
+    }
+    cr_expect(!tu_exists(none), "check created %s", none);  // nothing written, even a missing file's name
+    free(in), free(th), free(junk), free(none);
+}
+
+// --- the rounding every baseline uses ------------------------------------------------------------
+Test(check, rounding_matches_the_formats) {
+    phax_rng r = phax_rng_new(7);
+    const phax_precision *f32 = phax_precision_find("f32"), *bf = phax_precision_find("bf16"),
+                         *f16 = phax_precision_find("f16"), *tf = phax_precision_find("tf32");
+    cr_assert(f32 && bf && f16 && tf && !phax_precision_find("f8"));
+    long bad = 0;
+    for (int i = 0; i < 200000; i++) {
+        double x = phax_rng_normal(&r) * ldexp(1.0, (int)(phax_rng_normal(&r) * 40));
+        bad += !(phax_round(f32, x) == (double)(float)x);  // the hardware's double -> float
+        float xf = (float)x;
+        bad += !(phax_round(bf, xf) == (double)r_bf16(xf));  // bit-level RNE of a float
+        bad += !(phax_round_mm(tf, xf) == phax_round_bits(xf, 11, -125, 128));
+        bad += !(phax_round(tf, x) == (double)(float)x);
+#if defined(__FLT16_MAX__)
+        bad += !(phax_round(f16, x) == (double)(_Float16)x);  // gcc's correctly rounded conversion
+#endif
+    }
+    cr_expect(bad == 0, "%ld roundings differ", bad);
+    // Ties go to even; overflow to inf; subnormals keep gradual underflow.
+    cr_expect(phax_round(bf, 1.0 + 0x1p-8) == 1.0 && phax_round(bf, 1.0 + 3 * 0x1p-8) == 1.0 + 0x1p-6);
+    cr_expect(isinf(phax_round(f16, 65520.0)) && phax_round(f16, 65519.0) == 65504.0);
+    cr_expect(phax_round(f16, 0x1p-24) == 0x1p-24 && phax_round(f16, 0x1p-26) == 0);
+    cr_expect(isnan(phax_round(bf, NAN)) && isinf(phax_round(f32, INFINITY)));
+}
+
+// --- mLSTM --------------------------------------------------------------------------------------
+static void mlstm_case(bug bg, rnd R, const char *prec, int want_pass, const char *what) {
+    enum { B = 2, T = 16, H = 2, DK = 8, DV = 8 };
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    phax_rng rng = phax_rng_new(4321);
+    int64_t qs[4] = {B, T, H, DK}, vs[4] = {B, T, H, DV}, gs[3] = {B, T, H};
+    size_t nq = B * T * H * DK, nv = B * T * H * DV, ng = B * T * H;
+    double *q = normal(nq, &rng, 1), *k = normal(nq, &rng, 1), *v = normal(nv, &rng, 1), *gh = normal(nv, &rng, 1);
+    double *ig = normal(ng, &rng, 1.5), *fg = normal(ng, &rng, 1.5);
+    for (size_t i = 0; i < ng; i++) fg[i] = (double)(float)(fg[i] + 3);  // forget gates mostly open
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "q", q, 4, qs), add(w, "k", k, 4, qs), add(w, "v", v, 4, vs), add(w, "igate", ig, 3, gs);
+    add(w, "fgate", fg, 3, gs), add(w, "grad.h", gh, 4, vs);
+    write_free(w, in);
+    double *h = malloc(nv * 8), *dq = malloc(nq * 8), *dk = malloc(nq * 8), *dv = malloc(nv * 8), *di = malloc(ng * 8),
+           *df = malloc(ng * 8);
+    cr_assert(h && dq && dk && dv && di && df);
+    their_mlstm(B, T, H, DK, DV, bg, R, q, k, v, ig, fg, gh, h, dq, dk, dv, di, df);
+    w = phax_st_writer_new();
+    add(w, "h", h, 4, vs), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, qs), add(w, "grad.v", dv, 4, vs);
+    add(w, "grad.igate", di, 3, gs), add(w, "grad.fgate", df, 3, gs);
+    write_free(w, th);
+    run r = check("mlstm", in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th), free(q), free(k), free(v), free(gh), free(ig), free(fg), free(h), free(dq),
+        free(dk), free(dv), free(di), free(df);
+}
+Test(check, mlstm_f32_passes) { mlstm_case(OK, r_f32, "f32", 1, "mlstm, correct f32"); }
+Test(check, mlstm_bf16_passes) { mlstm_case(OK, r_bf16, "bf16", 1, "mlstm, correct bf16"); }
+Test(check, gallery_mlstm_stabiliser) { mlstm_case(BUG_STAB, r_f32, "f32", 0, "mLSTM stabiliser not subtracted in S"); }
+Test(check, gallery_mlstm_stabiliser_bf16) {
+    mlstm_case(BUG_STAB, r_bf16, "bf16", 0, "mLSTM stabiliser not subtracted in S (bf16)");
+}
+
+// --- the small ops: their float code (sums newest-first, a different order from check/'s) -------
+// a[i·sa]·b[i·sb] summed from the last term down.
+static float tdot(rnd R, const double *a, size_t sa, const double *b, size_t sb, size_t n) {
+    float s = 0;
+    for (size_t i = n; i-- > 0;) s = R(s + R(R((float)a[i * sa]) * R((float)b[i * sb])));
+    return s;
+}
+// C (m, n) = A·B, A (i, l) at A[i·ai + l·al], B (l, j) at B[l·bl + j·bj].
+static void tmm(rnd R, double *C, const double *A, size_t ai, size_t al, const double *Bm, size_t bl, size_t bj,
+                size_t m, size_t n, size_t k) {
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) C[i * n + j] = tdot(R, A + i * ai, al, Bm + j * bj, bl, k);
+}
+
+static void their_linear(rnd R, const double *x, const double *W, const double *b, const double *gy, size_t n, int in,
+                         int out, double *y, double *dx, double *dW, double *db) {
+    tmm(R, y, x, in, 1, W, 1, in, n, out, in);
+    for (size_t r = 0; r < n; r++)
+        for (int o = 0; o < out; o++) y[r * out + o] = R((float)y[r * out + o] + R((float)b[o]));
+    tmm(R, dx, gy, out, 1, W, in, 1, n, in, out);
+    tmm(R, dW, gy, 1, out, x, in, 1, out, in, n);
+    for (int o = 0; o < out; o++) {
+        float s = 0;
+        for (size_t r = n; r-- > 0;) s = R(s + R((float)gy[r * out + o]));
+        db[o] = s;
+    }
+}
+
+// layer 0: RMSNorm; 1: LayerNorm; groups of w channels; b NULL: no bias.
+static void their_lnorm(rnd R, int layer, const double *x, const double *g, const double *b, const double *gy, size_t n,
+                       int d, int w, float eps, double *y, double *dx, double *dg, double *db) {
+    for (int i = 0; i < d; i++) dg[i] = 0, db[i] = 0;
+    float xh[64], dxh[64];
+    cr_assert(w <= 64);
+    for (size_t r = 0; r < n; r++)
+        for (int o = 0; o < d; o += w) {
+            float mu = 0, var = 0, m1 = 0, m2 = 0;
+            for (int i = w; layer && i-- > 0;) mu = R(mu + R((float)x[r * d + o + i]));
+            mu = R(mu / (float)w);
+            for (int i = w; i-- > 0;) {
+                float c = R(R((float)x[r * d + o + i]) - mu);
+                var = R(var + R(c * c));
+            }
+            float rs = R(1.0f / R(sqrtf(R(R(var / (float)w) + eps))));
+            for (int i = 0; i < w; i++) {
+                size_t k = r * d + o + i;
+                float gg = R((float)gy[k]);
+                xh[i] = R(R(R((float)x[k]) - mu) * rs);
+                y[k] = R(R(R((float)g[o + i]) * xh[i]) + (b ? R((float)b[o + i]) : 0.0f));
+                dxh[i] = R(gg * R((float)g[o + i]));
+                dg[o + i] = R((float)dg[o + i] + R(gg * xh[i]));
+                db[o + i] = R((float)db[o + i] + gg);
+                m1 = R(m1 + dxh[i]), m2 = R(m2 + R(dxh[i] * xh[i]));
+            }
+            m1 = layer ? R(m1 / (float)w) : 0, m2 = R(m2 / (float)w);
+            for (int i = 0; i < w; i++) dx[r * d + o + i] = R(R(R(dxh[i] - m1) - R(xh[i] * m2)) * rs);
+        }
+}
+
+static void their_act(rnd R, int silu, const double *x, const double *gy, size_t n, double *y, double *dx) {
+    for (size_t i = 0; i < n; i++) {
+        float v = R((float)x[i]), g = R((float)gy[i]);
+        if (silu) {
+            float s = R(1.0f / R(1.0f + R(expf(-v))));
+            y[i] = R(v * s);
+            dx[i] = R(g * R(s + R(R(v * s) * R(1.0f - s))));
+        } else {
+            float Phi = R(R(1.0f + R(erff(R(v * 0.70710678f)))) * 0.5f);
+            y[i] = R(v * Phi);
+            dx[i] = R(g * R(Phi + R(v * R(R(expf(R(-0.5f * R(v * v)))) * 0.39894228f))));
+        }
+    }
+}
+
+static void their_swiglu(rnd R, const double *x, const double *Wg, const double *Wu, const double *Wd,
+                         const double *gy, size_t n, int d, int hid, double *y, double *dx, double *dWg,
+                         double *dWu, double *dWd) {
+    size_t nh = n * hid;
+    double *a = malloc(nh * 8), *u = malloc(nh * 8), *z = malloc(nh * 8), *dz = malloc(nh * 8), *t = malloc(n * d * 8);
+    cr_assert(a && u && z && dz && t);
+    tmm(R, a, x, d, 1, Wg, 1, d, n, hid, d);
+    tmm(R, u, x, d, 1, Wu, 1, d, n, hid, d);
+    for (size_t i = 0; i < nh; i++) {
+        float s = R(1.0f / R(1.0f + R(expf(-(float)a[i]))));
+        z[i] = R(R((float)a[i] * s) * (float)u[i]);
+    }
+    tmm(R, y, z, hid, 1, Wd, 1, hid, n, d, hid);
+    tmm(R, dz, gy, d, 1, Wd, hid, 1, n, hid, d);
+    tmm(R, dWd, gy, 1, d, z, hid, 1, d, hid, n);
+    for (size_t i = 0; i < nh; i++) {
+        float av = (float)a[i], s = R(1.0f / R(1.0f + R(expf(-av)))), sa = R(av * s);
+        float dsa = R(s + R(sa * R(1.0f - s)));
+        a[i] = R(R((float)dz[i] * (float)u[i]) * dsa);
+        u[i] = R((float)dz[i] * sa);
+    }
+    tmm(R, dx, a, hid, 1, Wg, d, 1, n, d, hid);
+    tmm(R, t, u, hid, 1, Wu, d, 1, n, d, hid);
+    for (size_t i = 0; i < n * d; i++) dx[i] = R((float)dx[i] + (float)t[i]);
+    tmm(R, dWg, a, 1, hid, x, d, 1, hid, d, n);
+    tmm(R, dWu, u, 1, hid, x, d, 1, hid, d, n);
+    free(a), free(u), free(z), free(dz), free(t);
+}
+
+static void their_xent(rnd R, const double *x, const int32_t *tg, double gl, size_t n, int V, double *loss,
+                       double *dx) {
+    float s = 0, cnt = 0;
+    for (size_t r = 0; r < n; r++) cnt += tg[r] >= 0;
+    float gc = R(R((float)gl) / cnt);
+    for (size_t r = 0; r < n; r++) {
+        for (int j = 0; j < V; j++) dx[r * V + j] = 0;
+        if (tg[r] < 0) continue;
+        float mx = -INFINITY, z = 0;
+        for (int j = 0; j < V; j++) mx = fmaxf(mx, R((float)x[r * V + j]));
+        for (int j = V; j-- > 0;) z = R(z + R(expf(R(R((float)x[r * V + j]) - mx))));
+        float lz = R(logf(z));
+        s = R(s + R(R(lz + mx) - R((float)x[r * V + tg[r]])));
+        for (int j = 0; j < V; j++)
+            dx[r * V + j] = R(gc * R(R(expf(R(R(R((float)x[r * V + j]) - mx) - lz))) - (j == tg[r] ? 1.0f : 0.0f)));
+    }
+    *loss = R(s / cnt);
+}
+
+// One small op end to end: IN with the inputs (and the upstream gradient), THEIRS from their
+// code above, judged at prec. bug: their result perturbed the way a real slip would (below).
+enum { SN = 6, SD = 16, SH = 24, SV = 40 };
+static void small_case(const char *op, rnd R, const char *prec, int bug, int want_pass) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    phax_rng rng = phax_rng_new(phax_hash_str(op));
+    int64_t xs[2] = {SN, SD}, ds[1] = {SD}, wh[2] = {SH, SD}, hw[2] = {SD, SH}, ls[2] = {SN, SV}, ts[1] = {SN};
+    double *x = normal(SN * SD, &rng, 1), *gy = normal(SN * SV, &rng, 1), *g = normal(SD, &rng, 0.3),
+           *b = normal(SD, &rng, 0.5), *Wa = normal(SH * SD, &rng, 0.25), *Wb = normal(SH * SD, &rng, 0.25),
+           *Wc = normal(SH * SD, &rng, 0.25), *lg = normal(SN * SV, &rng, 2);
+    for (int i = 0; i < SD; i++) g[i] = (double)(float)(g[i] + 1);
+    double y[SN * SV], dx[SN * SV], d1[SH * SD], d2[SH * SD], d3[SH * SD], loss, gl = 0.75;
+    int32_t tg[SN] = {3, -1, 0, 39, 17, 8};
+    phax_st_writer *w = phax_st_writer_new(), *t = phax_st_writer_new();
+    if (!strcmp(op, "linear")) {  // x (6, 16) -> (6, 24) with bias
+        int64_t ys[2] = {SN, SH}, bs[1] = {SH};
+        double *bb = normal(SH, &rng, 0.5);
+        add(w, "x", x, 2, xs), add(w, "weight", Wa, 2, wh), add(w, "bias", bb, 1, bs), add(w, "grad.y", gy, 2, ys);
+        their_linear(R, x, Wa, bb, gy, SN, SD, SH, y, dx, d1, d2);
+        if (bug) d2[0] = 0;  // grad.bias: the first output's gradient lost
+        add(t, "y", y, 2, ys), add(t, "grad.x", dx, 2, xs), add(t, "grad.weight", d1, 2, wh);
+        add(t, "grad.bias", d2, 1, bs);
+        free(bb);
+    } else if (!strcmp(op, "rmsnorm") || !strcmp(op, "layernorm") || !strcmp(op, "headnorm")) {
+        int layer = op[0] != 'r', heads = op[0] == 'h' ? 4 : 1;
+        add(w, "x", x, 2, xs), add(w, "weight", g, 1, ds), add(w, "grad.y", gy, 2, xs);
+        if (op[0] == 'l') add(w, "bias", b, 1, ds);
+        if (heads > 1) cr_assert(!phax_st_add_meta(w, "heads", "4"));
+        float e = op[0] == 'l' ? 1e-5f : 1e-6f;
+        // the bug: eps left out (IN asks for eps = 0.1, large enough to matter)
+        if (bug) {
+            e = 0;
+            cr_assert(!phax_st_add_meta(w, "eps", "0.1"));
+        }
+        their_lnorm(R, layer, x, g, op[0] == 'l' ? b : NULL, gy, SN, SD, SD / heads, e, y, dx, d1, d2);
+        add(t, "y", y, 2, xs), add(t, "grad.x", dx, 2, xs), add(t, "grad.weight", d1, 1, ds);
+        if (op[0] == 'l') add(t, "grad.bias", d2, 1, ds);
+    } else if (!strcmp(op, "gelu") || !strcmp(op, "silu")) {
+        add(w, "x", x, 2, xs), add(w, "grad.y", gy, 2, xs);
+        their_act(R, op[0] == 's', x, gy, SN * SD, y, dx);
+        if (bug) their_act(R, op[0] != 's', x, gy, SN * SD, y, dx);  // the other activation
+        add(t, "y", y, 2, xs), add(t, "grad.x", dx, 2, xs);
+    } else if (!strcmp(op, "swiglu")) {
+        add(w, "x", x, 2, xs), add(w, "w_gate", Wa, 2, wh), add(w, "w_up", Wb, 2, wh), add(w, "w_down", Wc, 2, hw);
+        add(w, "grad.y", gy, 2, xs);
+        // the bug: gate and up swapped (SiLU on the up projection)
+        their_swiglu(R, x, bug ? Wb : Wa, bug ? Wa : Wb, Wc, gy, SN, SD, SH, y, dx, bug ? d2 : d1, bug ? d1 : d2, d3);
+        add(t, "y", y, 2, xs), add(t, "grad.x", dx, 2, xs), add(t, "grad.w_gate", d1, 2, wh);
+        add(t, "grad.w_up", d2, 2, wh), add(t, "grad.w_down", d3, 2, hw);
+    } else if (!strcmp(op, "embedding")) {  // the bug: a repeated token's gradient overwritten, not summed
+        enum { EV = 12 };
+        int32_t tok[SN] = {3, 7, 3, 0, 11, 3};
+        int64_t es[2] = {EV, SD}, os[2] = {SN, SD};
+        double *E = normal(EV * SD, &rng, 1), dE[EV * SD] = {0};
+        cr_assert(!phax_st_add_i32(w, "tokens", tok, 1, ts));
+        add(w, "weight", E, 2, es), add(w, "grad.y", gy, 2, os);
+        for (int r = SN; r-- > 0;)
+            for (int j = 0; j < SD; j++) {
+                y[r * SD + j] = R((float)E[tok[r] * SD + j]);
+                float gg = R((float)gy[r * SD + j]);
+                dE[tok[r] * SD + j] = bug ? gg : R((float)dE[tok[r] * SD + j] + gg);
+            }
+        add(t, "y", y, 2, os), add(t, "grad.weight", dE, 2, es);
+        free(E);
+    } else if (!strcmp(op, "rope")) {  // the bug: pairs (2i, 2i+1) rotated instead of (i, i + dh/2)
+        acase c = {1, 6, 2, 2, SD / 2, 0, 0, 1};  // x: (1, 6, 2, 8)
+        int64_t rs[4] = {1, 6, 2, SD / 2};
+        size_t nr = 6 * 2 * (SD / 2);
+        add(w, "x", x, 4, rs), add(w, "grad.y", gy, 4, rs);
+        float fx[SN * SD], fg[SN * SD];
+        for (size_t i = 0; i < nr; i++) fx[i] = R((float)x[i]), fg[i] = R((float)gy[i]);
+        if (!bug) {
+            their_rope(fx, &c, 2, 1, R), their_rope(fg, &c, 2, -1, R);
+        } else {
+            for (size_t r = 0; r < nr / c.dh; r++)
+                for (int i = 0; i < c.dh / 2; i++) {
+                    int tt = (int)((r / 2) % 6);
+                    float th = R(powf(10000.0f, -2.0f * (float)i / (float)c.dh)), a = R((float)tt * th);
+                    float cs = R(cosf(a)), sn = R(sinf(a));
+                    float *px[2] = {fx, fg};
+                    for (int k = 0; k < 2; k++) {
+                        float sg = k ? -sn : sn, x1 = px[k][r * c.dh + 2 * i], x2 = px[k][r * c.dh + 2 * i + 1];
+                        px[k][r * c.dh + 2 * i] = R(R(x1 * cs) - R(x2 * sg));
+                        px[k][r * c.dh + 2 * i + 1] = R(R(x2 * cs) + R(x1 * sg));
+                    }
+                }
+        }
+        for (size_t i = 0; i < nr; i++) y[i] = fx[i], dx[i] = fg[i];
+        add(t, "y", y, 4, rs), add(t, "grad.x", dx, 4, rs);
+    } else if (!strcmp(op, "mix")) {  // the bug: softmax(p) for softplus(p)/Σ softplus(p)
+        enum { NB = 3, NE = SN * SD / 3 };
+        int64_t bs[3] = {NB, SN / 3, SD}, ps[1] = {NB}, ys[2] = {SN / 3, SD};
+        double p[NB] = {0.3, -1.25, 2.0}, dp[NB];
+        add(w, "branches", x, 3, bs), add(w, "p", p, 1, ps), add(w, "grad.y", gy, 2, ys);
+        float wt[NB], sg[NB], S = 0, dw[NB], wdw = 0;
+        for (int i = 0; i < NB; i++) {
+            float pi = R((float)p[i]);
+            wt[i] = R(bug ? expf(pi) : log1pf(expf(pi)));
+            sg[i] = R(bug ? wt[i] : 1.0f / (1.0f + expf(-pi)));  // d/dp of the unnormalised weight
+            S = R(S + wt[i]);
+        }
+        for (int i = 0; i < NB; i++) wt[i] = R(wt[i] / S);
+        for (int e = 0; e < NE; e++) {
+            float a = 0;
+            for (int i = NB; i-- > 0;) a = R(a + R(wt[i] * R((float)x[i * NE + e])));
+            y[e] = a;
+        }
+        for (int i = 0; i < NB; i++) {
+            float a = 0;
+            for (int e = NE; e-- > 0;) {
+                float gg = R((float)gy[e]);
+                a = R(a + R(gg * R((float)x[i * NE + e])));
+                dx[i * NE + e] = R(wt[i] * gg);
+            }
+            dw[i] = a;
+            wdw = R(wdw + R(wt[i] * a));
+        }
+        for (int i = 0; i < NB; i++) dp[i] = R(R(sg[i] * R(dw[i] - wdw)) / S);
+        add(t, "y", y, 2, ys), add(t, "grad.branches", dx, 3, bs), add(t, "grad.p", dp, 1, ps);
+    } else if (!strcmp(op, "adamw")) {  // step 3 from given moments; the bug: no bias correction
+        double *m0 = normal(SN * SD, &rng, 0.1), *v0 = normal(SN * SD, &rng, 0.1), pn[SN * SD], gn;
+        for (int i = 0; i < SN * SD; i++) v0[i] = (double)(float)(v0[i] * v0[i]);
+        add(w, "param", x, 2, xs), add(w, "gradient", gy, 2, xs), add(w, "exp_avg", m0, 2, xs);
+        add(w, "exp_avg_sq", v0, 2, xs);
+        cr_assert(!phax_st_add_meta(w, "step", "3") && !phax_st_add_meta(w, "clip", "2"));
+        float ss = 0, lr = 1e-3f, b1 = 0.9f, b2 = 0.95f;
+        for (int i = SN * SD; i-- > 0;) ss = R(ss + R(R((float)gy[i]) * R((float)gy[i])));
+        float norm = R(sqrtf(ss)), coef = R(2.0f / R(norm + 1e-6f));
+        coef = coef < 1 ? coef : 1;
+        float bc1 = bug ? 1 : R(1 - R(b1 * R(b1 * b1))), bc2 = bug ? 1 : R(1 - R(b2 * R(b2 * b2)));
+        for (int i = 0; i < SN * SD; i++) {
+            float gi = R(coef * R((float)gy[i])), pi = R((float)x[i]);
+            pi = R(pi - R(R(lr * 0.1f) * pi));
+            float mi = R(R(b1 * R((float)m0[i])) + R(R(1 - b1) * gi));
+            float vi = R(R(b2 * R((float)v0[i])) + R(R(R(1 - b2) * gi) * gi));
+            pn[i] = R(pi - R(R(lr * R(mi / bc1)) / R(R(sqrtf(R(vi / bc2))) + 1e-8f)));
+            dx[i] = mi, y[i] = vi;
+        }
+        gn = norm;
+        int64_t zs[1] = {1};
+        add(t, "param", pn, 2, xs), add(t, "exp_avg", dx, 2, xs), add(t, "exp_avg_sq", y, 2, xs);
+        add(t, "grad_norm", &gn, 0, zs);
+        free(m0), free(v0);
+    } else {  // cross_entropy; the bug: the ignored row (-1) counted, as if its target were 0
+        int64_t zs[1] = {1};
+        add(w, "logits", lg, 2, ls), add(w, "grad.loss", &gl, 0, zs);
+        cr_assert(!phax_st_add_i32(w, "targets", tg, 1, ts));
+        int32_t tb[SN];
+        memcpy(tb, tg, sizeof tb);
+        if (bug) tb[1] = 0;
+        their_xent(R, lg, tb, gl, SN, SV, &loss, dx);
+        add(t, "loss", &loss, 0, zs), add(t, "grad.logits", dx, 2, ls);
+    }
+    write_free(w, in), write_free(t, th);
+    char what[96];
+    snprintf(what, sizeof what, "%s%s at %s", op, bug ? " (bug)" : ", correct", prec);
+    run r = check(op, in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th), free(x), free(gy), free(g), free(b), free(Wa), free(Wb), free(Wc), free(lg);
+}
+
+static const char *const SMALL[] = {"embedding", "linear", "rmsnorm", "layernorm", "headnorm", "gelu",
+                                    "silu",      "swiglu", "rope",    "mix",       "cross_entropy", "adamw", NULL};
+Test(check, small_ops_f32_pass) {
+    for (int i = 0; SMALL[i]; i++) small_case(SMALL[i], r_f32, "f32", 0, 1);
+}
+Test(check, small_ops_bf16_pass) {
+    for (int i = 0; SMALL[i]; i++) small_case(SMALL[i], r_bf16, "bf16", 0, 1);
+}
+Test(check, small_ops_bugs_fail) {
+    for (int i = 0; SMALL[i]; i++) small_case(SMALL[i], r_f32, "f32", 1, 0);
+}
+
+// f16 (binary16, its narrow range included): a correct f16 computation PASSes at f16.
+#if defined(__FLT16_MAX__)
+Test(check, f16_passes) {
+    attention_case(&DOT, OK, r_f16, "f16", 1, "attention dot, correct f16");
+    attention_case(&COS, OK, r_f16, "f16", 1, "attention cosine, correct f16");
+    mlstm_case(OK, r_f16, "f16", 1, "mlstm, correct f16");
+    conv_case(0, r_f16, "f16", 1, "ssm_conv, correct f16");
+    for (int i = 0; SMALL[i]; i++) small_case(SMALL[i], r_f16, "f16", 0, 1);
+    attention_case(&DOT, BUG_GQA, r_f16, "f16", 0, "GQA h % G (f16)");
+}
+#endif
+// tf32: a float32 computation is at least as accurate as TF32's (11-bit products) and PASSes.
+Test(check, f32_passes_at_tf32) {
+    attention_case(&DOT, OK, r_f32, "tf32", 1, "attention dot, f32 at tf32");
+    mlstm_case(OK, r_f32, "tf32", 1, "mlstm, f32 at tf32");
+}
+
+// The upstream gradient (grad.y) may sit in THEIRS beside the results: it is an input, not
+// judged and not "extra".
+Test(check, upstream_in_theirs_is_not_judged) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    attention_files(&DOT, in, th, OK, r_f32);
+    phax_st_file f, fi;
+    cr_assert(phax_st_read(&f, th) == PHAX_OK && phax_st_read(&fi, in) == PHAX_OK);
+    phax_st_writer *w = phax_st_writer_new();
+    for (int i = 0; i < f.n; i++)
+        cr_assert(!phax_st_add_raw(w, f.t[i].name, f.t[i].dtype, f.t[i].ndim, f.t[i].shape, f.t[i].data));
+    const phax_st_tensor *g = phax_st_find(&fi, "grad.y");
+    cr_assert(g && !phax_st_add_raw(w, "grad.y", g->dtype, g->ndim, g->shape, g->data));
+    write_free(w, th);
+    phax_st_free(&f), phax_st_free(&fi);
+    run r = check("attention", in, th, "f32", 0);
+    cr_expect(r.rc == 0 && strstr(r.out, "\nPASS: all 4 tensors") && !strstr(r.out, "grad.y"), "exit %d:\n%s%s", r.rc,
+              r.out, r.err);
+    run_free(&r), free(in), free(th);
+}
+
+// --- the DSS kernel: their float code (complex as float pairs; A(λ) by the textbook quotient) ---
+// bug 1: the ZOH factor A(λ) left out (k = Re Σ C e^{λ l}); bug 2: Im λ's sign flipped (λ̄).
+static void their_dss(rnd R, int bug, const double *Lre, const double *Lim, const double *Cre, const double *Cim,
+                      const double *dk, int H, int N, int T, double *k, double *dLre, double *dLim, double *dCre,
+                      double *dCim) {
+    for (int i = 0; i < H * T; i++) k[i] = 0;
+    for (int n = 0; n < N; n++) {
+        float lr = -R(expf(R((float)Lre[n]))), li = (bug == 2 ? -1 : 1) * R(expf(R((float)Lim[n])));
+        float er = R(expf(lr)), c1 = R(cosf(li)), s1 = R(sinf(li));
+        float ar = R(R(er * c1) - 1), ai = R(er * s1), dd = R(R(lr * lr) + R(li * li));
+        float Ar = bug == 1 ? 1 : R(R(R(ar * lr) + R(ai * li)) / dd);
+        float Ai = bug == 1 ? 0 : R(R(R(ai * lr) - R(ar * li)) / dd);
+        // A' = (e^λ − A)/λ
+        float pr_ = R(R(er * c1) - Ar), pi_ = R(R(er * s1) - Ai);
+        float Apr = bug == 1 ? 0 : R(R(R(pr_ * lr) + R(pi_ * li)) / dd);
+        float Api = bug == 1 ? 0 : R(R(R(pi_ * lr) - R(pr_ * li)) / dd);
+        float glr = 0, gli = 0;
+        for (int h = H; h-- > 0;) {
+            int hn = h * N + n;
+            float cr = R((float)Cre[hn]), ci = R((float)Cim[hn]);
+            float ctr = R(R(cr * Ar) - R(ci * Ai)), cti = R(R(cr * Ai) + R(ci * Ar));
+            float Gr = 0, Gi = 0, Pr = 0, Pi = 0;
+            for (int l = T; l-- > 0;) {
+                float r = R(expf(R((float)l * lr))), th = R((float)l * li);
+                float e_r = R(r * R(cosf(th))), e_i = R(r * R(sinf(th)));
+                k[h * T + l] = R((float)k[h * T + l] + R(R(ctr * e_r) - R(cti * e_i)));
+                float g = R((float)dk[h * T + l]), gl = R(g * (float)l);
+                Gr = R(Gr + R(g * e_r)), Gi = R(Gi + R(g * e_i));
+                Pr = R(Pr + R(gl * e_r)), Pi = R(Pi + R(gl * e_i));
+            }
+            dCre[hn] = R(R(Ar * Gr) - R(Ai * Gi));
+            dCim[hn] = -R(R(Ar * Gi) + R(Ai * Gr));
+            // C (A' G + A Gp)
+            float xr = R(R(R(Apr * Gr) - R(Api * Gi)) + R(R(Ar * Pr) - R(Ai * Pi)));
+            float xi = R(R(R(Apr * Gi) + R(Api * Gr)) + R(R(Ar * Pi) + R(Ai * Pr)));
+            glr = R(glr + R(R(cr * xr) - R(ci * xi))), gli = R(gli + R(R(cr * xi) + R(ci * xr)));
+        }
+        dLre[n] = R(glr * lr);  // dλre/dΛre = −e^{Λre} = λre
+        dLim[n] = R(-gli * (bug == 2 ? -li : li));  // dλim/dΛim = e^{Λim} = λim
+    }
+}
+
+static void dss_case(int bug, rnd R, const char *prec, int want_pass, const char *what) {
+    enum { H = 3, N = 4, T = 32 };
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    phax_rng rng = phax_rng_new(77);
+    double Lre[N] = {-2.3, -1.1, -0.4, -3.0}, Lim[N] = {-1.5, -0.2, 0.6, -2.5};
+    double *Cre = normal(H * N, &rng, 0.5), *Cim = normal(H * N, &rng, 0.5), *dk = normal(H * T, &rng, 1);
+    int64_t ns[1] = {N}, cs[2] = {H, N}, ks[2] = {H, T};
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "lambda_re", Lre, 1, ns), add(w, "lambda_im", Lim, 1, ns), add(w, "c_re", Cre, 2, cs);
+    add(w, "c_im", Cim, 2, cs), add(w, "grad.k", dk, 2, ks);
+    cr_assert(!phax_st_add_meta(w, "T", "32"));
+    write_free(w, in);
+    double k[H * T], a[N], b[N], c[H * N], d[H * N];
+    their_dss(R, bug, Lre, Lim, Cre, Cim, dk, H, N, T, k, a, b, c, d);
+    w = phax_st_writer_new();
+    add(w, "k", k, 2, ks), add(w, "grad.lambda_re", a, 1, ns), add(w, "grad.lambda_im", b, 1, ns);
+    add(w, "grad.c_re", c, 2, cs), add(w, "grad.c_im", d, 2, cs);
+    write_free(w, th);
+    run r = check("dss_kernel", in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th), free(Cre), free(Cim), free(dk);
+}
+Test(check, dss_kernel_passes) {
+    dss_case(0, r_f32, "f32", 1, "dss_kernel, correct f32");
+    dss_case(0, r_bf16, "bf16", 1, "dss_kernel, correct bf16");
+}
+Test(check, gallery_dss_zoh_missing) { dss_case(1, r_f32, "f32", 0, "DSS kernel without the ZOH factor A(lambda)"); }
+
+// ssm_recurrent judged against their kernel-then-convolution float code (the same function).
+static void recurrent_case(int bug, rnd R, const char *prec, int want_pass, const char *what) {
+    enum { B = 2, H = 3, N = 4, T = 24 };
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    phax_rng rng = phax_rng_new(78);
+    double Lre[N] = {-2.3, -1.1, -0.4, -3.0}, Lim[N] = {-1.5, -0.2, 0.6, -2.5};
+    double *Cre = normal(H * N, &rng, 0.5), *Cim = normal(H * N, &rng, 0.5), *u = normal(B * T * H, &rng, 1);
+    double *dd0 = normal(H, &rng, 1), *gy = normal(B * T * H, &rng, 1);
+    int64_t ns[1] = {N}, cs[2] = {H, N}, us[3] = {B, T, H}, hs[1] = {H};
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "lambda_re", Lre, 1, ns), add(w, "lambda_im", Lim, 1, ns), add(w, "c_re", Cre, 2, cs);
+    add(w, "c_im", Cim, 2, cs), add(w, "u", u, 3, us), add(w, "d", dd0, 1, hs), add(w, "grad.y", gy, 3, us);
+    write_free(w, in);
+    double k[H * T], zero[H * T] = {0}, gk[H * T], a[N], b[N], c[H * N], d[H * N], y[B * T * H], du[B * T * H], dd[H];
+    their_dss(R, bug, Lre, Lim, Cre, Cim, zero, H, N, T, k, a, b, c, d);
+    for (int i = 0; i < H * T; i++) k[i] = R((float)k[i]);
+    their_conv(B, T, H, 0, R, u, k, dd0, gy, y, du, gk, dd);
+    their_dss(R, bug, Lre, Lim, Cre, Cim, gk, H, N, T, zero, a, b, c, d);
+    w = phax_st_writer_new();
+    add(w, "y", y, 3, us), add(w, "grad.u", du, 3, us), add(w, "grad.d", dd, 1, hs);
+    add(w, "grad.lambda_re", a, 1, ns), add(w, "grad.lambda_im", b, 1, ns);
+    add(w, "grad.c_re", c, 2, cs), add(w, "grad.c_im", d, 2, cs);
+    write_free(w, th);
+    run r = check("ssm_recurrent", in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th), free(Cre), free(Cim), free(u), free(dd0), free(gy);
+}
+Test(check, ssm_recurrent_passes) {
+    recurrent_case(0, r_f32, "f32", 1, "ssm_recurrent, correct f32");
+    recurrent_case(0, r_bf16, "bf16", 1, "ssm_recurrent, correct bf16");
+}
+Test(check, gallery_ssm_lambda_conjugated) {
+    recurrent_case(2, r_f32, "f32", 0, "GSS/SSM with Im lambda's sign flipped");
+}
