@@ -37,8 +37,9 @@ for h in tests/fuzz/fuzz_*.c; do
     name=$(basename "${h%.c}")
     [[ $name == fuzz_util || $name == fuzz_selftest ]] && continue
     extra=()
-    # src/oracle.c as it is; its exit (phax_die) becomes the harness's longjmp.
-    [[ $name == fuzz_oracle ]] && extra=(-Dphax_die=fz_oracle_die -ffp-contract=off src/oracle.c)
+    # src/oracle.c as it is (with phax check's precision baselines, check/, which it calls);
+    # its exit (phax_die) becomes the harness's longjmp.
+    [[ $name == fuzz_oracle ]] && extra=(-Dphax_die=fz_oracle_die -ffp-contract=off src/oracle.c check/*.c)
     "$CC" "${CFLAGS[@]}" -fsanitize=fuzzer "$h" tests/fuzz/fuzz_util.c "${extra[@]}" "${objs[@]}" "${LIBS[@]}" \
         -o "$OUT/$name" || { echo "fuzz: building $name failed" >&2; exit 1; }
 done
