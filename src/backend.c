@@ -93,7 +93,7 @@ int phax_bmodel_adamw_init(phax_bmodel *m, const unsigned char *decay) {
     return m->be->adamw_init(m, decay);
 }
 
-int phax_bmodel_adamw_step(phax_bmodel *m, const phax_backend_adamw *c, long step, double *gnorm) {
+int phax_bmodel_adamw_step(phax_bmodel *m, const phax_adamw_cfg *c, long step, double *gnorm) {
     if (m->inference) return read_only("AdamW");
     if (!m->be->adamw_step) return lacks(m->be, "AdamW");
     return m->be->adamw_step(m, c, step, gnorm);

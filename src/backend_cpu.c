@@ -109,12 +109,10 @@ static int adamw_init(phax_bmodel *m, const unsigned char *decay) {
     return PHAX_OK;
 }
 
-static int adamw_step(phax_bmodel *m, const phax_backend_adamw *a, long step, double *gnorm) {
+static int adamw_step(phax_bmodel *m, const phax_adamw_cfg *a, long step, double *gnorm) {
     cpu_model *c = cm(m);
     if (!c->ps) return phax_fail("AdamW: phax_bmodel_adamw_init first");
-    phax_adamw_cfg rc = {.lr = a->lr, .beta1 = a->beta1, .beta2 = a->beta2, .eps = a->eps,
-                        .weight_decay = a->weight_decay, .clip = a->clip};
-    return fcpu_adamw_step(c->ps, c->fm.layout.n, &rc, step, gnorm);
+    return fcpu_adamw_step(c->ps, c->fm.layout.n, a, step, gnorm);
 }
 
 static int params_get(const phax_bmodel *m, size_t off, size_t n, phax_dtype dt, void *out) {

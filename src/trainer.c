@@ -62,7 +62,7 @@ int trainer_grad(trainer *t, int window, double *loss) {
 }
 
 int trainer_update(trainer *t, const train_opts *o, double lr, long step1, double *gnorm) {
-    phax_backend_adamw a = {.lr = lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+    phax_adamw_cfg a = {.lr = lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
                             .weight_decay = o->wd, .clip = o->clip};
     return phax_bmodel_adamw_step(t->m, &a, step1, gnorm);
 }

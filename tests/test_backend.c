@@ -110,7 +110,7 @@ static outputs run_backend(const phax_backend_ops *be, const phax_model_cfg *cfg
     phax_bmodel_zero_grad(m);
     cr_assert(phax_bmodel_backward(m, tok, tg, B, T, window, &l2) == PHAX_OK, "%s", phax_error());
     cr_assert(l1 == l2, "%s: backward losses %.9g, %.9g", phax_backend_name(be), l1, l2);
-    phax_backend_adamw a = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0, .clip = 0};
+    phax_adamw_cfg a = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0, .clip = 0};
     cr_assert(phax_bmodel_adamw_step(m, &a, 1, &o.gnorm) == PHAX_OK, "%s", phax_error());
     free(decay);
     phax_bmodel_free(m);

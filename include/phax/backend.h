@@ -25,17 +25,12 @@
 #include <stdint.h>
 
 #include "phax/model.h"
+#include "phax/ops.h"          // phax_adamw_cfg: AdamW's hyper-parameters (docs/spec.md §2.12)
 #include "phax/safetensors.h"  // phax_dtype
 
 typedef struct phax_backend_ops phax_backend_ops;
 typedef struct phax_bmodel phax_bmodel;
 typedef struct phax_bdecoder phax_bdecoder;
-
-// AdamW hyper-parameters of one step (docs/spec.md §2.12). clip: the global
-// gradient-norm threshold, 0 = off.
-typedef struct {
-    double lr, beta1, beta2, eps, weight_decay, clip;
-} phax_backend_adamw;
 
 // --- the registry ---------------------------------------------------------------------------
 
@@ -93,7 +88,7 @@ int phax_bmodel_backward(phax_bmodel *m, const int32_t *tokens, const int32_t *t
 // returns the global gradient norm before clipping in *gnorm; PHAX_ERR with nothing
 // updated when that norm is not finite (it is still returned).
 int phax_bmodel_adamw_init(phax_bmodel *m, const unsigned char *decay);
-int phax_bmodel_adamw_step(phax_bmodel *m, const phax_backend_adamw *c, long step, double *gnorm);
+int phax_bmodel_adamw_step(phax_bmodel *m, const phax_adamw_cfg *c, long step, double *gnorm);
 
 // Copy parameters [off, off + n) (layout order) out as dtype dt (F32 or F64): a
 // conversion from the backend's dtype when they differ (rounding to float once).
@@ -147,7 +142,7 @@ struct phax_backend_ops {
     int (*backward)(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                     int window, double *loss);
     int (*adamw_init)(phax_bmodel *m, const unsigned char *decay);
-    int (*adamw_step)(phax_bmodel *m, const phax_backend_adamw *c, long step, double *gnorm);
+    int (*adamw_step)(phax_bmodel *m, const phax_adamw_cfg *c, long step, double *gnorm);
     int (*params_get)(const phax_bmodel *m, size_t off, size_t n, phax_dtype dt, void *out);
     int (*params_set)(phax_bmodel *m, phax_dtype dt, const void *src);
     int (*moments_get)(const phax_bmodel *m, void *mom1, void *mom2);
