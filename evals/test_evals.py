@@ -17,6 +17,38 @@ from evals.phax_evals import report  # noqa: E402
 BUILD = sys.argv.pop(1) if len(sys.argv) > 1 else "build"
 
 
+class Archive(unittest.TestCase):
+    """A finished full-mode piece is recorded (results, piece.json, its runs' cmd.txt and
+    log.jsonl) and a fresh OUT gets it back, marked, without the checkpoints."""
+
+    def test_round_trip(self):
+        from evals.phax_evals import archive
+        with tempfile.TemporaryDirectory() as t:
+            os.environ["PHAX_EVAL_ARCHIVE"] = os.path.join(t, "rec")
+            try:
+                out = os.path.join(t, "out")
+                run = os.path.join(out, "runs", "lm-x-s1")
+                os.makedirs(run)
+                os.makedirs(os.path.join(out, "lm"))
+                for fn, txt in [("cmd.txt", "phax train\n"), ("log.jsonl", "{}\n"), ("checkpoint.safetensors", "x")]:
+                    open(os.path.join(run, fn), "w").write(txt)
+                json.dump({"runs": [{"run": run, "test_ppl": 80.0}]}, open(os.path.join(out, "lm", "results.json"), "w"))
+                self.assertTrue(archive.save_piece(out, "lm"))
+                rec = os.path.join(t, "rec")
+                self.assertTrue(os.path.exists(os.path.join(rec, "runs", "lm-x-s1", "log.jsonl")))
+                self.assertFalse(os.path.exists(os.path.join(rec, "runs", "lm-x-s1", "checkpoint.safetensors")))
+                fresh = os.path.join(t, "fresh")
+                self.assertEqual(archive.restore(fresh, ["lm", "iso"]), ["lm"])
+                self.assertTrue(archive.restored(fresh, "lm"))
+                self.assertFalse(archive.save_piece(fresh, "lm"))  # a restored piece is not recorded again
+                self.assertEqual(json.load(open(os.path.join(fresh, "lm", "results.json")))["runs"][0]["test_ppl"], 80.0)
+                gone = os.path.join(fresh, "runs", "lm-x-s1")
+                self.assertEqual(archive.run_file(gone, "cmd.txt"), os.path.join(rec, "runs", "lm-x-s1", "cmd.txt"))
+                self.assertEqual(archive.restore(fresh, ["lm"]), [])  # OUT's own results win
+            finally:
+                del os.environ["PHAX_EVAL_ARCHIVE"]
+
+
 class Verdicts(unittest.TestCase):
     def test_noise_needs_two_seeds_each(self):
         self.assertEqual(report.beyond_noise([1.0], [5.0]), 0)           # one seed: no spread

@@ -161,7 +161,7 @@ class Job:
                 prefix = os.path.join(self.out, "lm" if name.startswith("lm-") else "ablation", name + ".test")
                 ppl = self.test_ppl("ablation", d, corpus, prefix)
                 rec = self.run_summary(d)
-                rec.update(model=m, seed=seed, test_ppl=ppl, nonemb=n)
+                rec.update(model=m, seed=seed, test_ppl=ppl, nonemb=n, run=d)
                 res["runs"].append(rec)
                 note(f"ablation: {name}: test ppl {ppl:.2f}")
         save(os.path.join(self.out, "ablation", "results.json"), res)
@@ -182,7 +182,7 @@ class Job:
                 rs = self.run_summary(d)
                 if not rs["mix"]:
                     raise JobError(f"sandwich: {d}/log.jsonl has no mix weights")
-                runs.append(dict(seed=seed, final=rs["mix"][-1][1], trajectory=rs["mix"]))
+                runs.append(dict(seed=seed, final=rs["mix"][-1][1], trajectory=rs["mix"], run=d))
             res["depths"][str(L)] = runs
         save(os.path.join(self.out, "sandwich", "results.json"), res)
 
@@ -219,6 +219,9 @@ class Job:
         if not os.path.exists(lmres):
             self.exp_lm()
         lm = load(lmres)
+        for m, v in lm["models"].items():  # lm restored from the record: its config files are not here
+            if not os.path.exists(v["config"]):
+                v["config"] = write_config(self.cfg_dir, os.path.splitext(os.path.basename(v["config"]))[0], v["config_json"])
         sizes = {}
         # The lm transformer (matched parameters) is one size; the others scale d_model.
         sizes[f"d{s['lm_base']['d_model']}_matched"] = dict(config=lm["models"]["transformer"]["config"], nonemb=lm["models"]["transformer"]["nonemb"],
@@ -233,7 +236,7 @@ class Job:
                 d = self.r.train("iso", name, self.lm_train_args(corpus, path, seed, s["lm_steps"]))
                 ppl = self.test_ppl("iso", d, corpus, os.path.join(self.out, "iso", name + ".test"))
                 rec = self.run_summary(d)
-                rec.update(seed=seed, test_ppl=ppl)
+                rec.update(seed=seed, test_ppl=ppl, run=d)
                 runs.append(rec)
             sizes[f"d{dm}"] = dict(config=path, nonemb=self.count_cfg(cfg), runs=runs)
         pha_cfg = lm["models"]["pha"]["config"]
@@ -303,7 +306,7 @@ class Job:
                             a += ["--window", str(w)]
                         run_logged(exp, a + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd")
                     cells = load(prefix + ".json")["cells"]
-                    res["runs"].append(dict(task=task, model=model, seed=seed, window=w, cells=cells,
+                    res["runs"].append(dict(task=task, model=model, seed=seed, window=w, cells=cells, run=d,
                                             val_loss=[l for l in self.r.log(d) if "val_loss" in l][-1:]))
                     note(f"{exp}: {name}{' at w ' + str(w) if w else ''}: {acc_line(cells)}")
         save(os.path.join(self.out, exp, "results.json"), res)
@@ -348,7 +351,7 @@ class Job:
                     cells = [dict(variant=r["variant"], haystack=r["haystack"], length=int(r["length"]),
                                   depth=float(r["depth"]), samples=int(r["samples"]), accuracy=float(r["accuracy"]))
                              for r in csv.DictReader(f)]
-                res["runs"].append(dict(model=model, seed=seed, test_ppl=ppl, cells=cells))
+                res["runs"].append(dict(model=model, seed=seed, test_ppl=ppl, cells=cells, run=d))
                 note(f"niah: {name}: test ppl {ppl:.2f}")
         save(os.path.join(self.out, exp, "results.json"), res)
 

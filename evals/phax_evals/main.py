@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from . import report, settings
+from . import archive, report, settings
 from .experiments import Job, save
 from .runs import JobError, Runner, note, say
 
@@ -100,6 +100,12 @@ def main(argv):
     if a.force:
         for e in only:
             shutil.rmtree(os.path.join(out, e), ignore_errors=True)
+    # Finished full-mode pieces are committed (evals/results/full); a fresh machine gets them back.
+    keep = st["mode"] == "full" and (not tiny or "PHAX_EVAL_ARCHIVE" in os.environ) and not a.out
+    if keep:
+        back = archive.restore(out, [e for e in EXPERIMENTS if not (a.force and e in only)])
+        if back:
+            note(f"restored from {archive.root()} (committed results of earlier runs): {', '.join(back)}")
     build = os.environ.get("BUILD_DIR", "build")
     runner = Runner(build, out)
     job = Job(runner, st, out, a.data, corpora)
@@ -108,8 +114,12 @@ def main(argv):
     if not a.report_only:
         note(f"mode {mode}{' (tiny smoke settings)' if tiny else ''}; data {', '.join(f'{k}: {v}' for k, v in corpora.items())}; output {out}")
         for e in only:
+            if archive.restored(out, e):
+                note(f"{e}: its committed results are used ({archive.root()}/{e}); --force runs it again")
+                continue
             t = time.time()
             l0 = open("/proc/loadavg").read().split()[:3]
+            runner.used = []
             getattr(job, f"exp_{e}")()
             note(f"{e}: {time.time() - t:.0f} s")
             if os.path.exists(os.path.join(out, e, "results.json")):
@@ -118,6 +128,8 @@ def main(argv):
                 save(os.path.join(out, e, "piece.json"),
                      dict(seconds=round(time.time() - t), finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                           commit=commit, load_start=l0, load_end=open("/proc/loadavg").read().split()[:3]))
+                if keep and archive.save_piece(out, e, runner.used):
+                    note(f"{e}: recorded in {archive.root()}/{e} (commit it: the outputs in {out} are not)")
     say("report")
     report.write(out, st, corpora, dict(load_start=load0, seconds=time.time() - t0,
                                         invocation="./evals/run_all.sh" + ("".join(" " + x for x in argv))))

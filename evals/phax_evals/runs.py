@@ -62,12 +62,14 @@ class Runner:
         self.runs = os.path.join(out, "runs")
         os.makedirs(self.runs, exist_ok=True)
         self._info = {}
+        self.used = []  # run names trained or reused since the last reset (the piece's record)
 
     # --- training -------------------------------------------------------------------------
     def train(self, stage, name, args, desc=None):
         """Train OUT/runs/NAME with `phax train ARGS --out DIR`, or reuse/resume it.
         Returns the run folder."""
         d = os.path.join(self.runs, name)
+        self.used.append(name)
         argv = [self.phax, "train"] + list(args) + ["--out", d]
         line = quote_cmd(argv)
         if "--config" in args:  # the run is what the file says: its text is part of the identity
