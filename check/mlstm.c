@@ -96,3 +96,123 @@ int phax_naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk
     free(D), free(E), free(g), free(dD), free(qh), free(dqh);
     return PHAX_OK;
 }
+
+// The recurrent form (docs/spec.md §2.9): per row and head the states C (dqk, dv), n (dqk),
+// m, starting from C = 0, n = 0, m = m0, stepped t = 0..T−1 as written there, every
+// operation rounded. The backward runs the steps in reverse from a tape of the states
+// before each step (dC, dn carried back through f′, dm through m_t = max(φ_t + m_{t−1}, ĩ_t));
+// ties as the spec says: the forget branch over ĩ, |nᵀq̂| over e^{−m}.
+int phax_naive_mlstm_recurrent(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
+                               double *df, const double *gh, const double *q, const double *k, const double *v,
+                               const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh, double eps,
+                               double m0) {
+    size_t nqk = (size_t)B * T * H * dqk, nv = (size_t)B * T * H * dvh, ng = (size_t)B * T * H;
+    size_t cs = (size_t)dqk * dvh, T1 = (size_t)T + 1;
+    // Tape: C_t, n_t, m_t for t = −1..T−1 (index t+1); per step the values its backward needs.
+    double *Ct = malloc(T1 * cs * sizeof *Ct), *nt = malloc(T1 * (size_t)dqk * sizeof *nt),
+           *mt = malloc(T1 * sizeof *mt), *fp = malloc((size_t)T * sizeof *fp), *ip = malloc((size_t)T * sizeof *ip),
+           *sv = malloc((size_t)T * sizeof *sv), *den = malloc((size_t)T * sizeof *den),
+           *dC = malloc(cs * sizeof *dC), *dn = malloc((size_t)dqk * sizeof *dn), *qh = malloc((size_t)dqk * sizeof *qh),
+           *dqh = malloc((size_t)dqk * sizeof *dqh), *num = malloc((size_t)dvh * sizeof *num),
+           *dnum = malloc((size_t)dvh * sizeof *dnum);
+    char *fbr = malloc((size_t)T);  // 1: m_t took the forget branch φ_t + m_{t−1}
+    if (!Ct || !nt || !mt || !fp || !ip || !sv || !den || !dC || !dn || !qh || !dqh || !num || !dnum || !fbr) {
+        free(Ct), free(nt), free(mt), free(fp), free(ip), free(sv), free(den), free(dC), free(dn), free(qh);
+        free(dqh), free(num), free(dnum), free(fbr);
+        return phax_fail("check: out of memory (mlstm recurrent baseline)");
+    }
+    memset(dq, 0, nqk * sizeof *dq), memset(dk, 0, nqk * sizeof *dk), memset(dv, 0, nv * sizeof *dv);
+    memset(di, 0, ng * sizeof *di), memset(df, 0, ng * sizeof *df);
+    double sc = R(1.0 / R(sqrt((double)dqk)));
+#define GI(t) (((size_t)b * T + (t)) * H + hh)
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++) {
+            memset(Ct, 0, cs * sizeof *Ct), memset(nt, 0, (size_t)dqk * sizeof *nt);
+            mt[0] = R(m0);
+            for (int t = 0; t < T; t++) {
+                const double *Cp = Ct + (size_t)t * cs, *np = nt + (size_t)t * dqk;
+                double *C = Ct + (size_t)(t + 1) * cs, *n = nt + (size_t)(t + 1) * dqk;
+                double it = R(ig[GI(t)]), a = R(R(logsig(R(fg[GI(t)]))) + mt[t]);
+                fbr[t] = a >= it;
+                double m = mt[t + 1] = fbr[t] ? a : it;
+                fp[t] = R(exp(R(a - m))), ip[t] = R(exp(R(it - m)));
+                const double *kt = k + GI(t) * dqk, *vt = v + GI(t) * dvh, *qt = q + GI(t) * dqk;
+                for (int i = 0; i < dqk; i++) {
+                    double ik = R(ip[t] * R(kt[i]));
+                    for (int j = 0; j < dvh; j++)
+                        C[(size_t)i * dvh + j] = R(R(fp[t] * Cp[(size_t)i * dvh + j]) + R(RM(ik) * RM(R(vt[j]))));
+                    n[i] = R(R(fp[t] * np[i]) + ik);
+                    qh[i] = R(R(qt[i]) * sc);
+                }
+                double s = 0;
+                for (int i = 0; i < dqk; i++) s = R(s + R(RM(n[i]) * RM(qh[i])));
+                sv[t] = s;
+                double em = R(exp(-m));
+                den[t] = R((fabs(s) >= em ? fabs(s) : em) + eps);
+                for (int j = 0; j < dvh; j++) {
+                    double acc = 0;
+                    for (int i = 0; i < dqk; i++) acc = R(acc + R(RM(C[(size_t)i * dvh + j]) * RM(qh[i])));
+                    h[GI(t) * dvh + j] = R(acc / den[t]);
+                }
+            }
+            // Reverse: dC, dn are the gradients of C_t, n_t; dmc that of m_t from step t+1.
+            memset(dC, 0, cs * sizeof *dC), memset(dn, 0, (size_t)dqk * sizeof *dn);
+            double dmc = 0;
+            for (int t = T - 1; t >= 0; t--) {
+                const double *Cp = Ct + (size_t)t * cs, *np = nt + (size_t)t * dqk;
+                const double *C = Ct + (size_t)(t + 1) * cs;
+                const double *kt = k + GI(t) * dqk, *vt = v + GI(t) * dvh, *qt = q + GI(t) * dqk,
+                             *gt = gh + GI(t) * dvh;
+                double m = mt[t + 1], em = R(exp(-m)), s = sv[t];
+                for (int i = 0; i < dqk; i++) qh[i] = R(R(qt[i]) * sc), dqh[i] = 0;
+                // h_j = num_j / den: dnum_j = gh_j / den, dden = −Σ_j gh_j h_j / den.
+                double dden = 0;
+                for (int j = 0; j < dvh; j++) {
+                    dnum[j] = R(R(gt[j]) / den[t]);
+                    dden = R(dden - R(R(gt[j]) * h[GI(t) * dvh + j]));
+                }
+                dden = R(dden / den[t]);
+                double ds = fabs(s) >= em ? (s > 0 ? dden : s < 0 ? -dden : 0) : 0;
+                double dm = R(dmc + (fabs(s) >= em ? 0 : R(-R(dden * em))));
+                for (int i = 0; i < dqk; i++) {
+                    double a = 0;
+                    for (int j = 0; j < dvh; j++) {
+                        dC[(size_t)i * dvh + j] = R(dC[(size_t)i * dvh + j] + R(RM(dnum[j]) * RM(qh[i])));
+                        a = R(a + R(RM(C[(size_t)i * dvh + j]) * RM(dnum[j])));
+                    }
+                    dn[i] = R(dn[i] + R(ds * qh[i]));
+                    dqh[i] = R(R(dqh[i] + a) + R(ds * nt[(size_t)(t + 1) * dqk + i]));
+                    dq[GI(t) * dqk + i] = R(dqh[i] * sc);
+                }
+                // C_t = f′ C_{t−1} + i′ k vᵀ, n_t = f′ n_{t−1} + i′ k.
+                double dfp = 0, dip = 0;
+                for (int i = 0; i < dqk; i++) {
+                    double kv = 0, ki = R(kt[i]);
+                    for (int j = 0; j < dvh; j++) {
+                        double g = dC[(size_t)i * dvh + j];
+                        dfp = R(dfp + R(RM(g) * RM(Cp[(size_t)i * dvh + j])));
+                        kv = R(kv + R(RM(g) * RM(R(vt[j]))));
+                        dv[GI(t) * dvh + j] = R(dv[GI(t) * dvh + j] + R(RM(R(ip[t] * ki)) * RM(g)));
+                    }
+                    dfp = R(dfp + R(dn[i] * np[i]));
+                    kv = R(kv + dn[i]);
+                    dip = R(dip + R(kv * ki));
+                    dk[GI(t) * dqk + i] = R(ip[t] * kv);
+                }
+                for (size_t x = 0; x < cs; x++) dC[x] = R(fp[t] * dC[x]);
+                for (int i = 0; i < dqk; i++) dn[i] = R(fp[t] * dn[i]);
+                // f′ = e^{a − m}, i′ = e^{ĩ − m}, m = max(a, ĩ), a = φ + m_{t−1}, φ = logσ(f̃).
+                double ga = R(dfp * fp[t]), gi = R(dip * ip[t]);
+                dm = R(R(dm - ga) - gi);
+                if (fbr[t]) ga = R(ga + dm);
+                else gi = R(gi + dm);
+                di[GI(t)] = gi;
+                df[GI(t)] = R(ga * R(sigm(-R(fg[GI(t)]))));
+                dmc = ga;  // to m_{t−1} (m0 at t = 0 is a constant)
+            }
+        }
+#undef GI
+    free(Ct), free(nt), free(mt), free(fp), free(ip), free(sv), free(den), free(dC), free(dn), free(qh);
+    free(dqh), free(num), free(dnum), free(fbr);
+    return PHAX_OK;
+}

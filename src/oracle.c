@@ -711,13 +711,11 @@ static int op_mlstm(octx *c) {
     TRY(put(c, "grad.igate", di, 3, gs));
     TRY(put(c, "grad.fgate", df, 3, gs));
     if (!c->prec) return PHAX_OK;
-    // The baseline is the parallel form's; the recurrent form's stabiliser starts from m0 and
-    // can take the normaliser's other branch, so it has none yet.
-    if (form) return phax_fail("check: mlstm has a precision baseline for form=parallel only");
     double *bh = dalloc(c, nvv), *bq = dalloc(c, nqk), *bk = dalloc(c, nqk), *bv = dalloc(c, nvv),
            *bi = dalloc(c, ng), *bf = dalloc(c, ng);
     TRYP(bh && bq && bk && bv && bi && bf);
-    TRY(phax_naive_mlstm(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps));
+    if (form == 0) TRY(phax_naive_mlstm(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps));
+    else TRY(phax_naive_mlstm_recurrent(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, m0));
     TRY(put_base(c, "h", bh));
     TRY(put_base(c, "grad.q", bq));
     TRY(put_base(c, "grad.k", bk));

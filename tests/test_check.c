@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "phax/check.h"
+#include "phax/ref.h"
 #include "phax/safetensors.h"
 #include "testutil.h"
 
@@ -35,7 +36,7 @@ static float r_f16(float x) { return (float)(_Float16)x; }  // IEEE binary16, ro
 #endif
 
 // --- their attention -----------------------------------------------------------------------------
-typedef enum { OK, BUG_CAUSAL, BUG_WINDOW, BUG_ROPE_K, BUG_GQA, BUG_STAB } bug;
+typedef enum { OK, BUG_CAUSAL, BUG_WINDOW, BUG_ROPE_K, BUG_GQA, BUG_STAB, BUG_FSTAB, BUG_ISTAB } bug;
 
 typedef struct {
     int B, T, Hq, Hkv, dh, window, cosine, rope;
@@ -262,6 +263,101 @@ static void their_mlstm(int B, int T, int H, int dk_, int dv_, bug bg, rnd R, co
                 }
                 for (int u = 0; u <= t; u++)
                     df[IX(u)] = R((float)df[IX(u)] + R(dcs_t * R(1.0f / (1.0f + expf((float)fg[IX(u)])))));
+            }
+        }
+#undef IX
+}
+
+// --- their mLSTM, recurrent form: float states stepped forward, the backward by hand with the
+// sums over the other index first (a different order from check/'s). BUG_FSTAB: the forget
+// factor f′ = e^{φ} without the stabiliser shift e^{m_{t−1} − m_t}; BUG_ISTAB: i′ = e^{ĩ}
+// without −m_t. Either mixes a state scaled by e^{−m} with one that is not.
+static void their_mlstm_rec(int B, int T, int H, int dk_, int dv_, bug bg, rnd R, float m0, const double *q,
+                            const double *k, const double *v, const double *ig, const double *fg, const double *gh,
+                            double *h, double *dq, double *dk, double *dv, double *di, double *df) {
+    enum { MT = 24, MD = 8 };
+    cr_assert(T <= MT && dk_ <= MD && dv_ <= MD);
+    float C[MT + 1][MD][MD], n[MT + 1][MD], m[MT + 1], fp[MT], ip[MT], s[MT], den[MT], qh[MD], dC[MD][MD], dn[MD];
+    int fb[MT];
+    float sc = R(1.0f / sqrtf((float)dk_));
+#define IX(t) (((size_t)b * T + (t)) * H + hh)
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++) {
+            memset(C[0], 0, sizeof C[0]), memset(n[0], 0, sizeof n[0]);
+            m[0] = m0;
+            for (int t = 0; t < T; t++) {
+                float it = R((float)ig[IX(t)]), phi = R(lsigf(R((float)fg[IX(t)]))), a = R(phi + m[t]);
+                fb[t] = a >= it;
+                m[t + 1] = fmaxf(a, it);
+                fp[t] = bg == BUG_FSTAB ? R(expf(phi)) : R(expf(R(a - m[t + 1])));
+                ip[t] = bg == BUG_ISTAB ? R(expf(it)) : R(expf(R(it - m[t + 1])));
+                for (int i = 0; i < dk_; i++) {
+                    float ki = R((float)k[IX(t) * dk_ + i]);
+                    for (int j = 0; j < dv_; j++)
+                        C[t + 1][i][j] = R(R(fp[t] * C[t][i][j]) + R(ip[t] * R(ki * R((float)v[IX(t) * dv_ + j]))));
+                    n[t + 1][i] = R(R(fp[t] * n[t][i]) + R(ip[t] * ki));
+                    qh[i] = R(R((float)q[IX(t) * dk_ + i]) * sc);
+                }
+                float acc = 0;
+                for (int i = dk_ - 1; i >= 0; i--) acc = R(acc + R(n[t + 1][i] * qh[i]));
+                s[t] = acc;
+                den[t] = R(fmaxf(fabsf(acc), R(expf(-m[t + 1]))) + 1e-6f);
+                for (int j = 0; j < dv_; j++) {
+                    float a2 = 0;
+                    for (int i = dk_ - 1; i >= 0; i--) a2 = R(a2 + R(C[t + 1][i][j] * qh[i]));
+                    h[IX(t) * dv_ + j] = R(a2 / den[t]);
+                }
+            }
+            memset(dC, 0, sizeof dC), memset(dn, 0, sizeof dn);
+            float dmc = 0;
+            for (int t = T - 1; t >= 0; t--) {
+                float em = R(expf(-m[t + 1])), dden = 0, g[MD];
+                for (int j = 0; j < dv_; j++) {
+                    g[j] = R((float)gh[IX(t) * dv_ + j]);
+                    dden = R(dden + R(g[j] * (float)h[IX(t) * dv_ + j]));
+                }
+                dden = R(-R(dden / den[t]));
+                int nb = fabsf(s[t]) >= em;
+                float ds = nb ? (s[t] > 0 ? dden : s[t] < 0 ? -dden : 0) : 0, dm = R(dmc + (nb ? 0 : R(-R(dden * em))));
+                for (int i = 0; i < dk_; i++) qh[i] = R(R((float)q[IX(t) * dk_ + i]) * sc);
+                for (int i = 0; i < dk_; i++) {
+                    float a = 0;
+                    for (int j = 0; j < dv_; j++) {
+                        float gd = R(g[j] / den[t]);
+                        a = R(a + R(C[t + 1][i][j] * gd));
+                        dC[i][j] = R(dC[i][j] + R(gd * qh[i]));
+                    }
+                    dn[i] = R(dn[i] + R(ds * qh[i]));
+                    dq[IX(t) * dk_ + i] = R(R(a + R(ds * n[t + 1][i])) * sc);
+                }
+                float dfp = 0, dip = 0;
+                for (int j = 0; j < dv_; j++) {
+                    float vj = R((float)v[IX(t) * dv_ + j]), a = 0;
+                    for (int i = 0; i < dk_; i++) a = R(a + R(dC[i][j] * R((float)k[IX(t) * dk_ + i])));
+                    dv[IX(t) * dv_ + j] = R(ip[t] * a);
+                    dip = R(dip + R(a * vj));
+                }
+                for (int i = 0; i < dk_; i++) {
+                    float ki = R((float)k[IX(t) * dk_ + i]), a = dn[i];
+                    for (int j = 0; j < dv_; j++) {
+                        a = R(a + R(dC[i][j] * R((float)v[IX(t) * dv_ + j])));
+                        dfp = R(dfp + R(dC[i][j] * C[t][i][j]));
+                    }
+                    dfp = R(dfp + R(dn[i] * n[t][i]));
+                    dip = R(dip + R(dn[i] * ki));
+                    dk[IX(t) * dk_ + i] = R(ip[t] * a);
+                }
+                for (int i = 0; i < dk_; i++) {
+                    dn[i] = R(fp[t] * dn[i]);
+                    for (int j = 0; j < dv_; j++) dC[i][j] = R(fp[t] * dC[i][j]);
+                }
+                float ga = R(dfp * fp[t]), gi = R(dip * ip[t]);
+                dm = R(R(dm - (bg == BUG_FSTAB ? 0 : ga)) - (bg == BUG_ISTAB ? 0 : gi));
+                if (fb[t]) ga = R(ga + dm);
+                else gi = R(gi + dm);
+                di[IX(t)] = gi;
+                df[IX(t)] = R(ga * R(1.0f / (1.0f + expf((float)fg[IX(t)]))));
+                dmc = bg == BUG_FSTAB ? R(ga - R(dfp * fp[t])) : ga;  // the buggy f′ has no m_{t−1} path
             }
         }
 #undef IX
@@ -639,6 +735,162 @@ Test(check, mlstm_bf16_passes) { mlstm_case(OK, r_bf16, "bf16", 1, "mlstm, corre
 Test(check, gallery_mlstm_stabiliser) { mlstm_case(BUG_STAB, r_f32, "f32", 0, "mLSTM stabiliser not subtracted in S"); }
 Test(check, gallery_mlstm_stabiliser_bf16) {
     mlstm_case(BUG_STAB, r_bf16, "bf16", 0, "mLSTM stabiliser not subtracted in S (bf16)");
+}
+
+// The recurrent form from m0 = 0.5 (an attribute), T = 21 (odd), dqk 6 ≠ dv 5.
+static void mlstm_rec_case(bug bg, rnd R, const char *prec, int want_pass, const char *what) {
+    enum { B = 2, T = 21, H = 2, DK = 6, DV = 5 };
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    unsigned seed = 8765;
+    printf("mlstm recurrent case seed %u\n", seed);
+    phax_rng rng = phax_rng_new(seed);
+    int64_t qs[4] = {B, T, H, DK}, vs[4] = {B, T, H, DV}, gs[3] = {B, T, H};
+    size_t nq = B * T * H * DK, nv = B * T * H * DV, ng = B * T * H;
+    double *q = normal(nq, &rng, 1), *k = normal(nq, &rng, 1), *v = normal(nv, &rng, 1), *gh = normal(nv, &rng, 1);
+    double *ig = normal(ng, &rng, 1.5), *fg = normal(ng, &rng, 1.5);
+    for (size_t i = 0; i < ng; i++) fg[i] = (double)(float)(fg[i] + 3);  // forget gates mostly open
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "q", q, 4, qs), add(w, "k", k, 4, qs), add(w, "v", v, 4, vs), add(w, "igate", ig, 3, gs);
+    add(w, "fgate", fg, 3, gs), add(w, "grad.h", gh, 4, vs);
+    cr_assert(!phax_st_add_meta(w, "form", "recurrent") && !phax_st_add_meta(w, "m0", "0.5"));
+    write_free(w, in);
+    double *h = malloc(nv * 8), *dq = malloc(nq * 8), *dk = malloc(nq * 8), *dv = malloc(nv * 8), *di = malloc(ng * 8),
+           *df = malloc(ng * 8);
+    cr_assert(h && dq && dk && dv && di && df);
+    their_mlstm_rec(B, T, H, DK, DV, bg, R, 0.5f, q, k, v, ig, fg, gh, h, dq, dk, dv, di, df);
+    w = phax_st_writer_new();
+    add(w, "h", h, 4, vs), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, qs), add(w, "grad.v", dv, 4, vs);
+    add(w, "grad.igate", di, 3, gs), add(w, "grad.fgate", df, 3, gs);
+    write_free(w, th);
+    run r = check("mlstm", in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th), free(q), free(k), free(v), free(gh), free(ig), free(fg), free(h), free(dq),
+        free(dk), free(dv), free(di), free(df);
+}
+Test(check, mlstm_recurrent_f32_passes) { mlstm_rec_case(OK, r_f32, "f32", 1, "mlstm recurrent, correct f32"); }
+Test(check, mlstm_recurrent_bf16_passes) { mlstm_rec_case(OK, r_bf16, "bf16", 1, "mlstm recurrent, correct bf16"); }
+Test(check, gallery_mlstm_recurrent_forget_stabiliser) {
+    mlstm_rec_case(BUG_FSTAB, r_f32, "f32", 0, "mLSTM recurrent: f' without the stabiliser shift");
+}
+Test(check, gallery_mlstm_recurrent_input_stabiliser) {
+    mlstm_rec_case(BUG_ISTAB, r_f32, "f32", 0, "mLSTM recurrent: i' without -m");
+}
+Test(check, gallery_mlstm_recurrent_input_stabiliser_bf16) {
+    mlstm_rec_case(BUG_ISTAB, r_bf16, "bf16", 0, "mLSTM recurrent: i' without -m (bf16)");
+}
+
+// A baseline must compute the truth's function: at 53 bits (every rounding the identity) it is
+// a float64 evaluation in another order, so it must equal ref to float64 rounding. A baseline
+// with a wrong gradient path would only loosen the bound (its error is the yardstick), which
+// no FAIL test would notice; this does. Bound: each output is a sum of at most T·dqk·dv = 630
+// products through exp/log of arguments |x| ≲ 10, so two float64 orders differ by ≲
+// 630·2^-53·10 ≈ 7e-13 relative; 1e-11 leaves that a factor ~15, a missing path is O(1).
+static const phax_precision F64 = {"f64", 53, 53, -1021, 1024, 0x1p-53};
+static double dot(const double *a, const double *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+static double rel(const double *a, const double *b, size_t n) {
+    double e = 0, s = 0;
+    for (size_t i = 0; i < n; i++) e += (a[i] - b[i]) * (a[i] - b[i]), s += b[i] * b[i];
+    return sqrt(e / (s > 0 ? s : 1));
+}
+Test(check, mlstm_baselines_at_f64_equal_ref) {
+    enum { B = 2, T = 21, H = 2, DK = 6, DV = 5 };
+    unsigned seed = 97531;
+    printf("mlstm f64 baseline seed %u\n", seed);
+    phax_rng rng = phax_rng_new(seed);
+    size_t nq = B * T * H * DK, nv = B * T * H * DV, ng = B * T * H;
+    double *q = normal(nq, &rng, 1), *k = normal(nq, &rng, 1), *v = normal(nv, &rng, 1), *gh = normal(nv, &rng, 1);
+    double *ig = normal(ng, &rng, 1.5), *fg = normal(ng, &rng, 1.5);
+    for (size_t i = 0; i < ng; i++) fg[i] += 3;
+    double *o[2][6];  // [ref, baseline][h, dq, dk, dv, di, df]
+    size_t sz[6] = {nv, nq, nq, nv, ng, ng};
+    const char *nm[6] = {"h", "dq", "dk", "dv", "digate", "dfgate"};
+    for (int form = 0; form < 2; form++) {
+        for (int a = 0; a < 2; a++)
+            for (int j = 0; j < 6; j++) cr_assert((o[a][j] = calloc(sz[j], 8)));
+        double eps = PHAX_MLSTM_EPS, m0 = 0.5;
+        if (form) {
+            cr_assert(!ref_mlstm_recurrent_fwd(o[0][0], q, k, v, ig, fg, B, T, H, DK, DV, eps, m0));
+            cr_assert(!ref_mlstm_recurrent_bwd(o[0][1], o[0][2], o[0][3], o[0][4], o[0][5], gh, q, k, v, ig, fg, B, T,
+                                               H, DK, DV, eps, m0));
+            cr_assert(!phax_naive_mlstm_recurrent(&F64, o[1][0], o[1][1], o[1][2], o[1][3], o[1][4], o[1][5], gh, q,
+                                                  k, v, ig, fg, B, T, H, DK, DV, eps, m0));
+        } else {
+            cr_assert(!ref_mlstm_parallel_fwd(o[0][0], q, k, v, ig, fg, B, T, H, DK, DV, eps));
+            cr_assert(!ref_mlstm_parallel_bwd(o[0][1], o[0][2], o[0][3], o[0][4], o[0][5], gh, q, k, v, ig, fg, B, T,
+                                              H, DK, DV, eps));
+            cr_assert(!phax_naive_mlstm(&F64, o[1][0], o[1][1], o[1][2], o[1][3], o[1][4], o[1][5], gh, q, k, v, ig, fg,
+                                        B, T, H, DK, DV, eps));
+        }
+        for (int j = 0; j < 6; j++) {
+            double e = rel(o[1][j], o[0][j], sz[j]);
+            printf("mlstm %s %s: baseline at 53 bits vs ref, relative %.3g\n", form ? "recurrent" : "parallel", nm[j], e);
+            cr_expect(e <= 1e-11, "mlstm %s baseline %s differs from ref: %.3g", form ? "recurrent" : "parallel",
+                      nm[j], e);
+        }
+        for (int a = 0; a < 2; a++)
+            for (int j = 0; j < 6; j++) free(o[a][j]);
+    }
+    free(q), free(k), free(v), free(gh), free(ig), free(fg);
+}
+
+// The same for attention (cosine scores with a learned scale, window 5 < T, RoPE, GQA group 2;
+// dot scores, full causal) and the SSM convolution. Attention's outputs are sums of T·dh = 112
+// products through a softmax, the convolution's of T = 13: the bound above covers both.
+Test(check, attention_conv_baselines_at_f64_equal_ref) {
+    unsigned seed = 24680;
+    printf("attention/conv f64 baseline seed %u\n", seed);
+    phax_rng rng = phax_rng_new(seed);
+    for (int cos = 0; cos < 2; cos++) {
+        enum { B = 2, T = 7 * 2 + 1, Hq = 4, Hkv = 2, dh = 8 };
+        phax_attn_cfg a = phax_attn_cfg_default(Hq, Hkv, dh);
+        a.window = cos ? 5 : 0, a.score = cos ? PHAX_SCORE_COSINE : PHAX_SCORE_DOT, a.pos0 = 3;
+        size_t nq = (size_t)B * T * Hq * dh, nk = (size_t)B * T * Hkv * dh;
+        double *q = normal(nq, &rng, 1), *k = normal(nk, &rng, 1), *v = normal(nk, &rng, 1), *gy = normal(nq, &rng, 1);
+        double l[Hq] = {1.0, 1.5, 2.0, 2.5};
+        double *o[2][5];
+        size_t sz[5] = {nq, nq, nk, nk, Hq};
+        const char *nm[5] = {"y", "dq", "dk", "dv", "dlogscale"};
+        for (int x = 0; x < 2; x++)
+            for (int j = 0; j < 5; j++) cr_assert((o[x][j] = calloc(sz[j], 8)));
+        cr_assert(!ref_attention_fwd(o[0][0], q, k, v, cos ? l : NULL, B, T, &a));
+        cr_assert(!ref_attention_bwd(o[0][1], o[0][2], o[0][3], cos ? o[0][4] : NULL, gy, q, k, v, cos ? l : NULL, B,
+                                     T, &a));
+        cr_assert(!phax_naive_attention(&F64, o[1][0], o[1][1], o[1][2], o[1][3], cos ? o[1][4] : NULL, gy, q, k, v,
+                                        cos ? l : NULL, B, T, &a));
+        for (int j = 0; j < 5; j++) {
+            double e = rel(o[1][j], o[0][j], sz[j]);
+            printf("attention %s %s: baseline at 53 bits vs ref, relative %.3g (norm %.3g)\n", cos ? "cosine" : "dot", nm[j], e, sqrt(dot(o[0][j], o[0][j], sz[j])));
+            cr_expect(e <= 1e-11, "attention baseline %s differs from ref: %.3g", nm[j], e);
+        }
+        for (int x = 0; x < 2; x++)
+            for (int j = 0; j < 5; j++) free(o[x][j]);
+        free(q), free(k), free(v), free(gy);
+    }
+    enum { B = 2, T = 13, H = 3 };
+    size_t nu = (size_t)B * T * H;
+    double *u = normal(nu, &rng, 1), *K = normal((size_t)H * T, &rng, 0.5), *D = normal(H, &rng, 1),
+           *gy = normal(nu, &rng, 1);
+    double *o[2][4];
+    size_t sz[4] = {nu, nu, (size_t)H * T, H};
+    const char *nm[4] = {"y", "du", "dK", "dD"};
+    for (int x = 0; x < 2; x++)
+        for (int j = 0; j < 4; j++) cr_assert((o[x][j] = calloc(sz[j], 8)));
+    ref_ssm_conv_fwd(o[0][0], u, K, D, B, T, H);
+    ref_ssm_conv_bwd(o[0][1], o[0][2], o[0][3], gy, u, K, D, B, T, H);
+    cr_assert(!phax_naive_ssm_conv(&F64, o[1][0], o[1][1], o[1][2], o[1][3], gy, u, K, D, B, T, H));
+    for (int j = 0; j < 4; j++) {
+        double e = rel(o[1][j], o[0][j], sz[j]);
+        printf("ssm_conv %s: baseline at 53 bits vs ref, relative %.3g\n", nm[j], e);
+        cr_expect(e <= 1e-11, "ssm_conv baseline %s differs from ref: %.3g", nm[j], e);
+    }
+    for (int x = 0; x < 2; x++)
+        for (int j = 0; j < 4; j++) free(o[x][j]);
+    free(u), free(K), free(D), free(gy);
 }
 
 // --- the small ops: their float code (sums newest-first, a different order from check/'s) -------

@@ -52,6 +52,13 @@ int phax_naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk
                      double *df, const double *gh, const double *q, const double *k, const double *v,
                      const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_, double eps);
 
+// mLSTM, recurrent form from the stabiliser m0 (ref_mlstm_recurrent_fwd/_bwd's contract), outputs
+// overwritten; shapes as phax_naive_mlstm.
+int phax_naive_mlstm_recurrent(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
+                               double *df, const double *gh, const double *q, const double *k, const double *v,
+                               const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_, double eps,
+                               double m0);
+
 // The small ops (check/basic.c), outputs overwritten; a NULL bias (db, b) is skipped.
 // linear: x (n, in), W (out, in), b (out), y (n, out).
 int phax_naive_linear(const phax_precision *pr, double *y, double *dx, double *dW, double *db, const double *gy,
