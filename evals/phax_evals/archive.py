@@ -3,7 +3,7 @@
 A piece's outputs live in evals/out/full (git-ignored, gone with the machine). When a
 piece finishes, what the report needs is copied here and committed: its results.json,
 piece.json (when and how long) and, per training run it used, cmd.txt and log.jsonl
-(a few KB each; checkpoints are not kept). On a fresh machine the job restores these
+(every 10th step and every evaluation: tens of KB; checkpoints are not kept). On a fresh machine the job restores these
 into OUT, so the summary keeps every piece ever finished and a later piece that builds
 on an earlier one (iso on lm) finds its results; --force on a piece runs it again.
 """
@@ -28,6 +28,29 @@ def _runs_of(res):
     return sorted(names)
 
 
+THIN = 10  # a run's log.jsonl keeps every 10th training step (and every evaluation line)
+
+
+def thin_log(src, dst):
+    """log.jsonl with every THIN-th training step, the first and last, and every other line
+    (evaluations): a per-step log of a PHA run is ~240 KB, the record keeps ~30 KB."""
+    with open(src) as f:
+        lines = [l for l in f if l.strip()]
+    keep = []
+    for i, l in enumerate(lines):
+        try:
+            r = json.loads(l)
+        except ValueError:
+            continue
+        train = "loss" in r and "val_ppl" not in r and "val_loss" not in r
+        if not train or r.get("step", 0) % THIN == 0 or r.get("step") == 1 or i == len(lines) - 1:
+            keep.append(l if l.endswith("\n") else l + "\n")
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    with open(dst + ".tmp", "w") as f:
+        f.writelines(keep)
+    os.replace(dst + ".tmp", dst)
+
+
 def _copy(src, dst):
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     tmp = dst + ".tmp"
@@ -46,10 +69,12 @@ def save_piece(out, piece, run_names=()):
         res = json.load(f)
     names = sorted(set(_runs_of(res)) | set(run_names))
     for n in names:
-        for fn in ("cmd.txt", "log.jsonl"):
-            p = os.path.join(out, "runs", n, fn)
-            if os.path.exists(p):
-                _copy(p, os.path.join(root(), "runs", n, fn))
+        p = os.path.join(out, "runs", n, "cmd.txt")
+        if os.path.exists(p):
+            _copy(p, os.path.join(root(), "runs", n, "cmd.txt"))
+        p = os.path.join(out, "runs", n, "log.jsonl")
+        if os.path.exists(p):
+            thin_log(p, os.path.join(root(), "runs", n, "log.jsonl"))
     for fn in ("piece.json", "results.json"):  # results last: its presence says the piece is whole
         p = os.path.join(src, fn)
         if os.path.exists(p):
