@@ -1,0 +1,111 @@
+// Name maps (core/names.c): their names onto phax's and back, layer patterns, gradients,
+// and the refusals — each one line naming the map.
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "phax/core.h"
+#include "phax/names.h"
+#include "phax/safetensors.h"
+#include "testutil.h"
+
+static phax_names *parse(const char *json) { return phax_names_parse(json, strlen(json), "map.json"); }
+
+#define HF                                                                                                          \
+    "{\"model.embed_tokens.weight\": \"embed.weight\", "                                                         \
+    "\"model.layers.{i}.self_attn.q_proj.weight\": \"blocks.{i}.attn.wq\", "                                     \
+    "\"model.layers.7.self_attn.q_proj.weight\": \"blocks.seven.special\"}"
+
+static void expect_map(const phax_names *m, int dir, const char *in, const char *want, int want_rc) {
+    char out[300];
+    int rc = dir ? phax_names_to_theirs(m, in, out, sizeof out) : phax_names_to_phax(m, in, out, sizeof out);
+    cr_expect(rc == want_rc && !strcmp(out, want), "%s: got '%s' (rc %d), want '%s' (rc %d)", in, out, rc, want,
+              want_rc);
+}
+
+Test(names, maps_both_ways) {
+    phax_names *m = parse(HF);
+    cr_assert(m, "%s", phax_error());
+    expect_map(m, 0, "model.embed_tokens.weight", "embed.weight", 1);
+    expect_map(m, 0, "model.layers.0.self_attn.q_proj.weight", "blocks.0.attn.wq", 1);
+    expect_map(m, 0, "model.layers.12.self_attn.q_proj.weight", "blocks.12.attn.wq", 1);
+    expect_map(m, 0, "model.layers.7.self_attn.q_proj.weight", "blocks.seven.special", 1);  // exact wins
+    expect_map(m, 0, "grad.model.layers.3.self_attn.q_proj.weight", "grad.blocks.3.attn.wq", 1);
+    expect_map(m, 0, "tokens", "tokens", 0);  // unmapped: unchanged
+    // Not a layer number: sign, letters, leading zero, empty.
+    expect_map(m, 0, "model.layers.-1.self_attn.q_proj.weight", "model.layers.-1.self_attn.q_proj.weight", 0);
+    expect_map(m, 0, "model.layers.x.self_attn.q_proj.weight", "model.layers.x.self_attn.q_proj.weight", 0);
+    expect_map(m, 0, "model.layers.01.self_attn.q_proj.weight", "model.layers.01.self_attn.q_proj.weight", 0);
+    expect_map(m, 0, "model.layers..self_attn.q_proj.weight", "model.layers..self_attn.q_proj.weight", 0);
+    expect_map(m, 1, "blocks.5.attn.wq", "model.layers.5.self_attn.q_proj.weight", 1);
+    expect_map(m, 1, "grad.embed.weight", "grad.model.embed_tokens.weight", 1);
+    expect_map(m, 1, "logits", "logits", 0);
+    phax_names_free(m);
+}
+
+Test(names, refusals_are_one_line) {
+    struct {
+        const char *json, *frag;
+    } bad[] = {
+        {"[1, 2]", "must be a JSON object"},
+        {"{\"a\": 3}", "must map to a string"},
+        {"{\"a\": \"x\", \"b\": \"x\"}", "two names the phax name 'x'"},
+        {"{\"a\": \"x\", \"a\": \"y\"}", "not valid JSON"},
+        {"{\"a.{i}\": \"x\"}", "\"{i}\" must appear"},
+        {"{\"a.{i}.{i}\": \"x.{i}.{i}\"}", "\"{i}\" must appear"},
+        {"{\"\": \"x\"}", "names must be 1 to 255 bytes"},
+        {"{\"a\": ", "not valid JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        phax_names *m = parse(bad[i].json);
+        cr_expect(!m, "accepted %s", bad[i].json);
+        const char *e = phax_error();
+        cr_expect(strstr(e, "map.json") && strstr(e, bad[i].frag) && !strchr(e, '\n'), "%s: '%s'", bad[i].json, e);
+        phax_names_free(m);
+    }
+    char *big = malloc(400);
+    memset(big, 'a', 300);
+    big[300] = 0;
+    char *json = tu_xprintf("{\"%s\": \"x\"}", big);
+    cr_expect(!parse(json) && strstr(phax_error(), "1 to 255 bytes"));
+    free(big), free(json);
+    // A file over the size limit is refused before it is parsed; a missing file names itself.
+    char *dir = tu_tmpdir("phax_names"), *p = tu_join(dir, "big.json");
+    size_t n = PHAX_NAMES_MAX_BYTES + 10;
+    char *huge = malloc(n);
+    memset(huge, ' ', n);
+    tu_write_file(p, huge, n);
+    cr_expect(!phax_names_load(p) && strstr(phax_error(), "more than the limit"), "%s", phax_error());
+    free(huge);
+    char *q = tu_join(dir, "none.json");
+    cr_expect(!phax_names_load(q) && strstr(phax_error(), "none.json") && strstr(phax_error(), "cannot open"));
+    tu_rm_rf(dir), free(dir), free(p), free(q);
+}
+
+Test(names, apply_renames_a_file_and_refuses_collisions) {
+    char *dir = tu_tmpdir("phax_names"), *p = tu_join(dir, "in.safetensors");
+    double x[2] = {1, 2};
+    int64_t s[1] = {2};
+    phax_st_writer *w = phax_st_writer_new();
+    cr_assert(w && !phax_st_add_f64(w, "model.layers.1.self_attn.q_proj.weight", x, 1, s) &&
+              !phax_st_add_f64(w, "grad.model.embed_tokens.weight", x, 1, s) && !phax_st_add_f64(w, "tokens", x, 1, s));
+    cr_assert(!phax_st_write(w, p), "%s", phax_error());
+    phax_st_writer_free(w);
+    phax_names *m = parse(HF);
+    phax_st_file f = {0};
+    cr_assert(!phax_st_read(&f, p), "%s", phax_error());
+    cr_assert(!phax_names_apply(m, &f), "%s", phax_error());
+    cr_expect(phax_st_find(&f, "blocks.1.attn.wq") && phax_st_find(&f, "grad.embed.weight") &&
+              phax_st_find(&f, "tokens"));
+    phax_st_free(&f);
+    phax_names_free(m);
+    // A map that sends a name onto one the file already has: refused, the file unchanged.
+    m = parse("{\"tokens\": \"blocks.1.attn.wq\", \"model.layers.{i}.self_attn.q_proj.weight\": \"blocks.{i}.attn.wq\"}");
+    cr_assert(m, "%s", phax_error());
+    cr_assert(!phax_st_read(&f, p));
+    cr_expect(phax_names_apply(m, &f) == PHAX_ERR && strstr(phax_error(), "would both be 'blocks.1.attn.wq'"), "%s",
+              phax_error());
+    cr_expect(phax_st_find(&f, "tokens") && phax_st_find(&f, "model.layers.1.self_attn.q_proj.weight"));
+    phax_st_free(&f);
+    phax_names_free(m);
+    tu_rm_rf(dir), free(dir), free(p);
+}
