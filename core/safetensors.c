@@ -412,6 +412,19 @@ done:
     return rc;
 }
 
+// The header length n of an image of `total` bytes (a file's or a buffer's, `what`):
+// within the reference's limit and the image, with a data buffer this machine can hold.
+static int check_header_len(const char *path, uint64_t n, uint64_t total, const char *what) {
+    if (n > PHAX_ST_MAX_HEADER)
+        return phax_fail("%s: header length %llu exceeds the limit of %llu bytes", path, (unsigned long long)n,
+                         PHAX_ST_MAX_HEADER);
+    if (n > total - 8)
+        return phax_fail("%s: header length %llu is beyond the %s (%llu bytes)", path, (unsigned long long)n, what,
+                         (unsigned long long)total);
+    if (total - 8 - n > SIZE_MAX - 1) return phax_fail("%s: data buffer too large for this machine", path);
+    return PHAX_OK;
+}
+
 int phax_st_read(phax_st_file *f, const char *path) {
     if (!f) return phax_fail("phax_st_read: NULL file");
     memset(f, 0, sizeof *f);
@@ -438,20 +451,7 @@ int phax_st_read(phax_st_file *f, const char *path) {
     unsigned char lenb[8];
     if (read_exact(fp, lenb, 8, path, "header length") != PHAX_OK) goto done;
     uint64_t n = ld_le(lenb, 8);
-    if (n > PHAX_ST_MAX_HEADER) {
-        phax_fail("%s: header length %llu exceeds the limit of %llu bytes", path, (unsigned long long)n,
-                  PHAX_ST_MAX_HEADER);
-        goto done;
-    }
-    if (n > fsize - 8) {
-        phax_fail("%s: header length %llu is beyond the file (%llu bytes)", path, (unsigned long long)n,
-                  (unsigned long long)fsize);
-        goto done;
-    }
-    if (fsize - 8 - n > SIZE_MAX - 1) {
-        phax_fail("%s: data buffer too large for this machine", path);
-        goto done;
-    }
+    if (check_header_len(path, n, fsize, "file") != PHAX_OK) goto done;
     f->buffer_len = (size_t)(fsize - 8 - n);
     hdr = malloc(n ? (size_t)n : 1);
     f->buffer = malloc(f->buffer_len ? f->buffer_len : 1);
@@ -467,6 +467,30 @@ int phax_st_read(phax_st_file *f, const char *path) {
 done:
     free(hdr);
     fclose(fp);
+    if (rc != PHAX_OK) phax_st_free(f);
+    return rc;
+}
+
+int phax_st_read_mem(phax_st_file *f, const void *buf, size_t len, const char *label) {
+    if (!f) return phax_fail("phax_st_read_mem: NULL file");
+    memset(f, 0, sizeof *f);
+    if (!label) label = "(safetensors image)";
+    if (!buf && len) return phax_fail("%s: NULL buffer", label);
+    const unsigned char *b = buf;
+    if (len < 8)
+        return phax_fail("%s: image is %zu bytes, too short for the 8-byte header length", label, len);
+    uint64_t n = ld_le(b, 8);
+    if (check_header_len(label, n, (uint64_t)len, "image") != PHAX_OK) return PHAX_ERR;
+    // Copied: the file owns its buffer as phax_st_read's does, whatever the caller does with buf.
+    f->buffer_len = len - 8 - (size_t)n;
+    f->buffer = malloc(f->buffer_len ? f->buffer_len : 1);
+    f->path = strdup(label);
+    if (!f->buffer || !f->path) {
+        phax_st_free(f);
+        return phax_fail("%s: out of memory (%zu-byte data buffer)", label, len - 8 - (size_t)n);
+    }
+    if (f->buffer_len) memcpy(f->buffer, b + 8 + n, f->buffer_len);
+    int rc = parse_header(f, label, (const char *)b + 8, (size_t)n);
     if (rc != PHAX_OK) phax_st_free(f);
     return rc;
 }
@@ -868,4 +892,38 @@ int phax_st_write(const phax_st_writer *w, const char *path) {
     free(hdr);
     free(ord);
     return rc;
+}
+
+int phax_st_write_mem(const phax_st_writer *w, unsigned char **out, size_t *out_len) {
+    if (!w || !out || !out_len) return phax_fail("phax_st_write_mem: NULL argument");
+    *out = NULL, *out_len = 0;
+    if (w->err) return phax_fail("safetensors image: not made: an earlier add failed: %s", w->err);
+    const wtensor **ord = malloc((size_t)(w->n ? w->n : 1) * sizeof *ord);
+    if (!ord) return phax_fail("safetensors image: out of memory");
+    char *hdr = NULL;
+    size_t hlen = 0;
+    if (build_header(w, ord, &hdr, &hlen) != PHAX_OK) {
+        free(ord);
+        return PHAX_ERR;
+    }
+    // The same bytes phax_st_write puts in a file: length, header, tensors in header order.
+    size_t total = 8 + hlen;
+    for (int k = 0; k < w->n; k++) total += ord[k]->nbytes;
+    unsigned char *img = malloc(total);
+    if (!img) {
+        free(hdr);
+        free(ord);
+        return phax_fail("safetensors image: out of memory (%zu bytes)", total);
+    }
+    st_le(img, (uint64_t)hlen, 8);
+    memcpy(img + 8, hdr, hlen);
+    size_t o = 8 + hlen;
+    for (int k = 0; k < w->n; k++) {
+        if (ord[k]->nbytes) memcpy(img + o, ord[k]->bytes, ord[k]->nbytes);
+        o += ord[k]->nbytes;
+    }
+    free(hdr);
+    free(ord);
+    *out = img, *out_len = total;
+    return PHAX_OK;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "judge.h"
 #include "oracle.h"
 #include "phax/check.h"
 #include "phax/safetensors.h"
@@ -35,9 +36,9 @@ static double dist(const double *a, const double *b, size_t n) {
     return sqrt(s);
 }
 
-static void json_num(double x) {
-    if (isfinite(x)) printf("%.6g", x);
-    else printf("null");
+static void json_num(FILE *fp, double x) {
+    if (isfinite(x)) fprintf(fp, "%.6g", x);
+    else fprintf(fp, "null");
 }
 
 // A user's string as printed (and safe inside JSON quotes): printable ASCII, others as '?'.
@@ -55,11 +56,117 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *s) {
     if (o < n) snprintf(buf + o, n - o, ")");
 }
 
-typedef struct {
-    const char *name;
-    double rel, base_rel, ratio, bound_rel;
-    int pass;
-} row;
+void phax_check_judge(const phax_oracle_eval *ev, const phax_st_file *th, const char *op, const char *in_label,
+                      const char *theirs_label, const phax_precision *pr, phax_check_report *r) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->op, sizeof r->op, "%s", op);
+    snprintf(r->in_label, sizeof r->in_label, "%s", in_label);
+    snprintf(r->theirs_label, sizeof r->theirs_label, "%s", theirs_label);
+    r->pr = pr, r->C = PHAX_CHECK_C, r->floor = PHAX_CHECK_FLOOR * pr->u;
+    int n = phax_oracle_eval_count(ev);
+    char b[128], s1[128], s2[128];
+    // Names, dtypes and shapes first: every problem one line, by name.
+    for (int i = 0; i < n && r->nprob < PHAX_CHECK_MAX; i++) {
+        const phax_oracle_tensor *o = phax_oracle_eval_tensor(ev, i);
+        if (o->upstream) continue;
+        const phax_st_tensor *t = phax_st_find(th, o->name);
+        shape_str(s1, sizeof s1, o->ndim, o->shape);
+        if (!t) {
+            snprintf(r->prob[r->nprob++], 512, "missing: tensor '%s' %s is not in %s", o->name, s1, theirs_label);
+            continue;
+        }
+        if (t->dtype != PHAX_DT_F64 && t->dtype != PHAX_DT_F32 && t->dtype != PHAX_DT_BF16 && t->dtype != PHAX_DT_F16) {
+            snprintf(r->prob[r->nprob++], 512, "dtype: tensor '%s' is %s in %s, expected F64, F32, BF16 or F16",
+                     o->name, phax_dtype_name(t->dtype), theirs_label);
+            continue;
+        }
+        if (t->ndim != o->ndim || memcmp(t->shape, o->shape, (size_t)o->ndim * sizeof *o->shape)) {
+            shape_str(s2, sizeof s2, t->ndim, t->shape);
+            snprintf(r->prob[r->nprob++], 512, "shape: tensor '%s' is %s in %s, expected %s", o->name, s2,
+                     theirs_label, s1);
+        }
+    }
+    for (int i = 0; i < th->n && r->nprob < PHAX_CHECK_MAX; i++) {
+        int known = 0;
+        for (int j = 0; j < n; j++) known |= !strcmp(phax_oracle_eval_tensor(ev, j)->name, th->t[i].name);
+        if (!known)
+            snprintf(r->prob[r->nprob++], 512, "extra: tensor '%.100s' in %s is not an output of op '%s'",
+                     clean(th->t[i].name, b, sizeof b), theirs_label, op);
+    }
+    if (!r->nprob)
+        for (int i = 0; i < n; i++) {
+            const phax_oracle_tensor *o = phax_oracle_eval_tensor(ev, i);
+            if (o->upstream) continue;
+            double *x = malloc((o->n ? o->n : 1) * sizeof *x);
+            if (!x || phax_st_to_f64(phax_st_find(th, o->name), x)) {
+                free(x);
+                snprintf(r->prob[r->nprob++], 512, "%s: tensor '%s' cannot be read", theirs_label, o->name);
+                break;
+            }
+            double nt = dist(o->truth, NULL, o->n), et = dist(x, o->truth, o->n), eb = dist(o->base, o->truth, o->n);
+            free(x);
+            double scale = nt > 0 && isfinite(nt) ? nt : 1;
+            phax_check_row *w = &r->row[r->nrow++];
+            snprintf(w->name, sizeof w->name, "%s", o->name);
+            w->rel = et / scale;
+            w->base_rel = eb / scale;
+            // A baseline that is not finite (the precision overflowed) explains nothing: floor only.
+            w->bound = (isfinite(eb) ? PHAX_CHECK_C * w->base_rel : 0) + PHAX_CHECK_FLOOR * pr->u;
+            w->ratio = eb > 0 ? et / eb : (et > 0 ? INFINITY : 0);
+            w->pass = w->rel <= w->bound;  // NaN or inf in theirs: rel is inf, fails
+            r->nfail += !w->pass;
+        }
+    r->verdict = r->nprob ? PHAX_VERDICT_MISMATCH : r->nfail || !r->nrow ? PHAX_VERDICT_FAIL : PHAX_VERDICT_PASS;
+}
+
+void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
+    char pb[512];
+    const char *op = r->op, *pn = r->pr->name;
+    if (json) {
+        fprintf(fp, "{\"op\": \"%s\", \"precision\": \"%s\", \"C\": %g, \"floor\": %.6g, \"verdict\": \"%s\", "
+                    "\"tensors\": [",
+                op, pn, r->C, r->floor,
+                r->verdict == PHAX_VERDICT_MISMATCH ? "MISMATCH" : r->verdict ? "FAIL" : "PASS");
+        for (int i = 0; i < r->nrow; i++) {
+            fprintf(fp, "%s{\"name\": \"%s\", \"rel_err\": ", i ? ", " : "", r->row[i].name);
+            json_num(fp, r->row[i].rel);
+            fprintf(fp, ", \"baseline_rel_err\": ");
+            json_num(fp, r->row[i].base_rel);
+            fprintf(fp, ", \"ratio\": ");
+            json_num(fp, r->row[i].ratio);
+            fprintf(fp, ", \"bound\": ");
+            json_num(fp, r->row[i].bound);
+            fprintf(fp, ", \"pass\": %s}", r->row[i].pass ? "true" : "false");
+        }
+        fprintf(fp, "], \"problems\": [");
+        for (int i = 0; i < r->nprob; i++) fprintf(fp, "%s\"%s\"", i ? ", " : "", clean(r->prob[i], pb, sizeof pb));
+        fprintf(fp, "]}\n");
+    } else if (r->nprob) {
+        for (int i = 0; i < r->nprob; i++) fprintf(fp, "%s\n", r->prob[i]);
+        fprintf(fp, "MISMATCH: %s does not hold op '%s''s outputs for %s (%d problem%s above); nothing judged\n",
+                r->theirs_label, op, r->in_label, r->nprob, r->nprob == 1 ? "" : "s");
+    } else {
+        fprintf(fp, "phax check %s at %s: PASS iff ||theirs - truth|| <= C*||baseline - truth|| + floor*||truth||, "
+                    "C = %g, floor = %.3g (errors relative to ||truth||)\n",
+                op, pn, r->C, r->floor);
+        fprintf(fp, "%-16s %11s %11s %11s %11s  %s\n", "tensor", "rel.err", "baseline", "ratio", "bound", "verdict");
+        int worst = 0;
+        for (int i = 0; i < r->nrow; i++) {
+            const phax_check_row *w = &r->row[i];
+            fprintf(fp, "%-16s %11.3e %11.3e %11.3g %11.3e  %s\n", w->name, w->rel, w->base_rel, w->ratio, w->bound,
+                    w->pass ? "PASS" : "FAIL");
+            if (!(w->ratio <= r->row[worst].ratio)) worst = i;
+        }
+        if (!r->nrow)
+            fprintf(fp, "FAIL: nothing to judge\n");
+        else if (r->verdict)
+            fprintf(fp, "FAIL: %d of %d tensors of %s exceed the %s bound (worst: %s, ratio %.3g)\n", r->nfail,
+                    r->nrow, op, pn, r->row[worst].name, r->row[worst].ratio);
+        else
+            fprintf(fp, "PASS: all %d tensors of %s within the %s bound (worst ratio %.3g, %s)\n", r->nrow, op, pn,
+                    r->row[worst].ratio, r->row[worst].name);
+    }
+}
 
 int phax_check_main(int argc, char **argv) {
     const char *pos[3], *pname = "f32";
@@ -89,102 +196,16 @@ int phax_check_main(int argc, char **argv) {
         phax_st_free(&th);
         cannot(phax_error());
     }
-    int n = phax_oracle_eval_count(ev), nprob = 0, nrow = 0, nfail = 0;
-    char prob[64][512], b[128], s1[128], s2[128], pb[512];
-    row rows[64];
-    // Names, dtypes and shapes first: every problem one line, by name.
-    for (int i = 0; i < n; i++) {
-        const phax_oracle_tensor *o = phax_oracle_eval_tensor(ev, i);
-        if (o->upstream) continue;
-        const phax_st_tensor *t = phax_st_find(&th, o->name);
-        shape_str(s1, sizeof s1, o->ndim, o->shape);
-        if (!t) {
-            snprintf(prob[nprob++], 512, "missing: tensor '%s' %s is not in %s", o->name, s1, pos[2]);
-            continue;
-        }
-        if (t->dtype != PHAX_DT_F64 && t->dtype != PHAX_DT_F32 && t->dtype != PHAX_DT_BF16 && t->dtype != PHAX_DT_F16) {
-            snprintf(prob[nprob++], 512, "dtype: tensor '%s' is %s in %s, expected F64, F32, BF16 or F16", o->name,
-                     phax_dtype_name(t->dtype), pos[2]);
-            continue;
-        }
-        if (t->ndim != o->ndim || memcmp(t->shape, o->shape, (size_t)o->ndim * sizeof *o->shape)) {
-            shape_str(s2, sizeof s2, t->ndim, t->shape);
-            snprintf(prob[nprob++], 512, "shape: tensor '%s' is %s in %s, expected %s", o->name, s2, pos[2], s1);
-        }
+    phax_check_report *r = malloc(sizeof *r);
+    if (!r) {
+        phax_oracle_eval_free(ev);
+        phax_st_free(&th);
+        cannot("check: out of memory");
     }
-    for (int i = 0; i < th.n && nprob < 64; i++) {
-        int known = 0;
-        for (int j = 0; j < n; j++) known |= !strcmp(phax_oracle_eval_tensor(ev, j)->name, th.t[i].name);
-        if (!known)
-            snprintf(prob[nprob++], 512, "extra: tensor '%.100s' in %s is not an output of op '%s'",
-                     clean(th.t[i].name, b, sizeof b), pos[2], pos[0]);
-    }
-    if (!nprob)
-        for (int i = 0; i < n; i++) {
-            const phax_oracle_tensor *o = phax_oracle_eval_tensor(ev, i);
-            if (o->upstream) continue;
-            double *x = malloc((o->n ? o->n : 1) * sizeof *x);
-            if (!x || phax_st_to_f64(phax_st_find(&th, o->name), x)) {
-                free(x);
-                snprintf(prob[nprob++], 512, "%s: tensor '%s' cannot be read", pos[2], o->name);
-                break;
-            }
-            double nt = dist(o->truth, NULL, o->n), et = dist(x, o->truth, o->n), eb = dist(o->base, o->truth, o->n);
-            free(x);
-            double scale = nt > 0 && isfinite(nt) ? nt : 1;
-            row *r = &rows[nrow++];
-            r->name = o->name;
-            r->rel = et / scale;
-            r->base_rel = eb / scale;
-            // A baseline that is not finite (the precision overflowed) explains nothing: floor only.
-            r->bound_rel = (isfinite(eb) ? PHAX_CHECK_C * r->base_rel : 0) + PHAX_CHECK_FLOOR * pr->u;
-            r->ratio = eb > 0 ? et / eb : (et > 0 ? INFINITY : 0);
-            r->pass = r->rel <= r->bound_rel;  // NaN or inf in theirs: rel is inf, fails
-            nfail += !r->pass;
-        }
-    int rc = nprob ? 2 : nfail || !nrow ? 1 : 0;
-    if (json) {
-        printf("{\"op\": \"%s\", \"precision\": \"%s\", \"C\": %g, \"floor\": %.6g, \"verdict\": \"%s\", "
-               "\"tensors\": [",
-               pos[0], pr->name, PHAX_CHECK_C, PHAX_CHECK_FLOOR * pr->u, rc == 2 ? "MISMATCH" : rc ? "FAIL" : "PASS");
-        for (int i = 0; i < nrow; i++) {
-            printf("%s{\"name\": \"%s\", \"rel_err\": ", i ? ", " : "", rows[i].name);
-            json_num(rows[i].rel);
-            printf(", \"baseline_rel_err\": ");
-            json_num(rows[i].base_rel);
-            printf(", \"ratio\": ");
-            json_num(rows[i].ratio);
-            printf(", \"bound\": ");
-            json_num(rows[i].bound_rel);
-            printf(", \"pass\": %s}", rows[i].pass ? "true" : "false");
-        }
-        printf("], \"problems\": [");
-        for (int i = 0; i < nprob; i++) printf("%s\"%s\"", i ? ", " : "", clean(prob[i], pb, sizeof pb));
-        printf("]}\n");
-    } else if (nprob) {
-        for (int i = 0; i < nprob; i++) printf("%s\n", prob[i]);
-        printf("MISMATCH: %s does not hold op '%s''s outputs for %s (%d problem%s above); nothing judged\n", pos[2],
-               pos[0], pos[1], nprob, nprob == 1 ? "" : "s");
-    } else {
-        printf("phax check %s at %s: PASS iff ||theirs - truth|| <= C*||baseline - truth|| + floor*||truth||, "
-               "C = %g, floor = %.3g (errors relative to ||truth||)\n",
-               pos[0], pr->name, PHAX_CHECK_C, PHAX_CHECK_FLOOR * pr->u);
-        printf("%-16s %11s %11s %11s %11s  %s\n", "tensor", "rel.err", "baseline", "ratio", "bound", "verdict");
-        int worst = 0;
-        for (int i = 0; i < nrow; i++) {
-            printf("%-16s %11.3e %11.3e %11.3g %11.3e  %s\n", rows[i].name, rows[i].rel, rows[i].base_rel,
-                   rows[i].ratio, rows[i].bound_rel, rows[i].pass ? "PASS" : "FAIL");
-            if (!(rows[i].ratio <= rows[worst].ratio)) worst = i;
-        }
-        if (!nrow)
-            printf("FAIL: nothing to judge\n");
-        else if (rc)
-            printf("FAIL: %d of %d tensors of %s exceed the %s bound (worst: %s, ratio %.3g)\n", nfail, nrow, pos[0],
-                   pr->name, rows[worst].name, rows[worst].ratio);
-        else
-            printf("PASS: all %d tensors of %s within the %s bound (worst ratio %.3g, %s)\n", nrow, pos[0], pr->name,
-                   rows[worst].ratio, rows[worst].name);
-    }
+    phax_check_judge(ev, &th, pos[0], pos[1], pos[2], pr, r);
+    phax_check_print(stdout, r, json);
+    int rc = (int)r->verdict;
+    free(r);
     phax_oracle_eval_free(ev);
     phax_st_free(&th);
     return rc;

@@ -1171,8 +1171,13 @@ static void ctx_free(octx *c) {
     c->nallocs = 0;
 }
 
-phax_oracle_eval *phax_oracle_eval_new(const char *opname, const char *in_path, const phax_precision *pr,
-                                       double max_mib) {
+// IN from the file in_path (buf NULL) or from the image buf (n bytes; in_path its label).
+static int read_in(octx *c, const char *in_path, const void *buf, size_t n) {
+    return buf ? phax_st_read_mem(&c->in, buf, n, in_path) : phax_st_read(&c->in, in_path);
+}
+
+static phax_oracle_eval *eval_new(const char *opname, const char *in_path, const void *buf, size_t n,
+                                  const phax_precision *pr, double max_mib) {
     const oracle_op *op = find_op(opname);
     if (!op) {
         phax_fail("%s: unknown op '%s' (see phax oracle --list)", in_path, opname);
@@ -1190,7 +1195,7 @@ phax_oracle_eval *phax_oracle_eval_new(const char *opname, const char *in_path, 
     octx *c = &e->c;
     c->path = in_path, c->op = op->name, c->prec = pr;
     long seed = 0;
-    int rc = phax_st_read(&c->in, in_path);
+    int rc = read_in(c, in_path, buf, n);
     if (!rc) set_limit(c, max_mib);
     if (!rc) rc = check_names(c, op);
     if (!rc) rc = attr_long(c, "seed", 0, 0, LONG_MAX, &seed);
@@ -1201,6 +1206,20 @@ phax_oracle_eval *phax_oracle_eval_new(const char *opname, const char *in_path, 
         return NULL;
     }
     return e;
+}
+
+phax_oracle_eval *phax_oracle_eval_new(const char *opname, const char *in_path, const phax_precision *pr,
+                                       double max_mib) {
+    return eval_new(opname, in_path, NULL, 0, pr, max_mib);
+}
+
+phax_oracle_eval *phax_oracle_eval_new_mem(const char *opname, const void *in, size_t n, const char *label,
+                                           const phax_precision *pr, double max_mib) {
+    if (!in) {
+        phax_fail("%s: NULL input image", label);
+        return NULL;
+    }
+    return eval_new(opname, label, in, n, pr, max_mib);
 }
 
 int phax_oracle_eval_count(const phax_oracle_eval *e) { return e->c.ncol; }
@@ -1224,6 +1243,48 @@ static void list_ops(void) {
     for (int i = 0; i < NOPS; i++)
         printf("\n%s\n  inputs:  %s\n  attrs:   %s\n  outputs: %s\n", OPS[i].name, OPS[i].inputs,
                OPS[i].attrs, OPS[i].outputs);
+}
+
+// `phax oracle OP IN OUT` up to the writing: IN from in_path or the image buf (n bytes,
+// in_path its label); *out: every output and gradient, and the metadata OUT carries.
+// On failure *out is NULL and the reason in phax_error().
+static int oracle_run(const char *opname, const char *in_path, const void *buf, size_t n, double max_mib,
+                      phax_st_writer **out) {
+    *out = NULL;
+    const oracle_op *op = find_op(opname);
+    if (!op) return phax_fail("%s: unknown op '%s' (see phax oracle --list)", in_path, opname);
+    octx c = {.path = in_path, .op = op->name};
+    if (read_in(&c, in_path, buf, n)) return PHAX_ERR;
+    set_limit(&c, max_mib);
+    long seed = 0;
+    int rc = check_names(&c, op);
+    if (!rc) rc = attr_long(&c, "seed", 0, 0, LONG_MAX, &seed);
+    c.rng = phax_rng_new((uint64_t)seed);
+    c.out = rc ? NULL : phax_st_writer_new();
+    if (!rc && !c.out) rc = PHAX_ERR;
+    if (!rc) rc = op->run(&c);
+    if (!rc) rc = phax_st_add_meta(c.out, "op", op->name);
+    if (!rc) rc = phax_st_add_meta(c.out, "phax_version", PHAX_VERSION);
+    char msg[1024];  // ctx_free must not lose the reason
+    snprintf(msg, sizeof msg, "%s", phax_error());
+    ctx_free(&c);
+    if (rc) {
+        phax_st_writer_free(c.out);
+        return phax_fail("%s", msg);
+    }
+    *out = c.out;
+    return PHAX_OK;
+}
+
+int phax_oracle_run_mem(const char *opname, const void *in, size_t n, const char *label, double max_mib,
+                        unsigned char **out, size_t *out_len) {
+    *out = NULL, *out_len = 0;
+    if (!in) return phax_fail("%s: NULL input image", label);
+    phax_st_writer *w = NULL;
+    int rc = oracle_run(opname, label, in, n, max_mib, &w);
+    if (!rc) rc = phax_st_write_mem(w, out, out_len);
+    phax_st_writer_free(w);
+    return rc;
 }
 
 int phax_oracle_main(int argc, char **argv) {
@@ -1268,25 +1329,11 @@ int phax_oracle_main(int argc, char **argv) {
     if (npos != 3)
         phax_die("usage: phax oracle [--max-memory MIB] OP IN.safetensors OUT.safetensors | phax oracle OP --example "
                  "IN.safetensors | phax oracle --list");
-    const oracle_op *op = find_op(pos[0]);
-    if (!op) phax_die("%s: unknown op '%s' (see phax oracle --list)", pos[1], pos[0]);
-    octx c = {.path = pos[1], .op = op->name};
-    if (phax_st_read(&c.in, pos[1])) phax_die("%s", phax_error());
-    set_limit(&c, max_mib);
-    long seed = 0;
-    int rc = check_names(&c, op);
-    if (!rc) rc = attr_long(&c, "seed", 0, 0, LONG_MAX, &seed);
-    c.rng = phax_rng_new((uint64_t)seed);
-    c.out = rc ? NULL : phax_st_writer_new();
-    if (!rc && !c.out) rc = PHAX_ERR;
-    if (!rc) rc = op->run(&c);
-    if (!rc) rc = phax_st_add_meta(c.out, "op", op->name);
-    if (!rc) rc = phax_st_add_meta(c.out, "phax_version", PHAX_VERSION);
-    if (!rc) rc = phax_st_write(c.out, pos[2]);
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", phax_error());
-    phax_st_writer_free(c.out);
-    ctx_free(&c);
-    if (rc) phax_die("%s", msg);
+    phax_st_writer *w = NULL;
+    if (oracle_run(pos[0], pos[1], NULL, 0, max_mib, &w) || phax_st_write(w, pos[2])) {
+        phax_st_writer_free(w);
+        phax_die("%s", phax_error());
+    }
+    phax_st_writer_free(w);
     return 0;
 }

@@ -27,9 +27,18 @@ typedef struct phax_oracle_eval phax_oracle_eval;
 // max_mib > 0: the memory limit in MiB (`--max-memory`); otherwise the oracle's default.
 phax_oracle_eval *phax_oracle_eval_new(const char *op, const char *in_path, const phax_precision *pr,
                                        double max_mib);
+// The same on an image in memory (n bytes, as IN's file would hold them); label stands for
+// IN's path in messages.
+phax_oracle_eval *phax_oracle_eval_new_mem(const char *op, const void *in, size_t n, const char *label,
+                                           const phax_precision *pr, double max_mib);
 int phax_oracle_eval_count(const phax_oracle_eval *e);
 const phax_oracle_tensor *phax_oracle_eval_tensor(const phax_oracle_eval *e, int i);
 void phax_oracle_eval_free(phax_oracle_eval *e);
+// `phax oracle OP IN OUT` in memory: runs op on the image in (n bytes; label stands for IN's
+// path in messages) and returns in *out (malloc'd, the caller frees; *out_len bytes) exactly
+// the bytes `phax oracle` writes to OUT. max_mib as above.
+int phax_oracle_run_mem(const char *op, const void *in, size_t n, const char *label, double max_mib,
+                        unsigned char **out, size_t *out_len);
 // The ops `phax check` has a baseline for, space-separated.
 const char *phax_oracle_checked_ops(void);
 

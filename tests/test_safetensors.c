@@ -74,6 +74,18 @@ static void expect_fail_bytes(const void *bytes, size_t len, const char *needle)
     cr_assert(f.n == 0 && f.t == NULL && f.buffer == NULL && f.path == NULL && f.nmeta == 0);
     phax_st_free(&f);
     unlink(path);
+    // The same bytes from memory: the same refusal, the label for the path ("file" reads "image").
+    char want[1024];
+    const char *rest = e + strlen(path), *file = strstr(rest, "the file");
+    if (file) snprintf(want, sizeof want, "img%.*sthe image%s", (int)(file - rest), rest, file + 8);
+    else snprintf(want, sizeof want, "img%s", rest);
+    memset(&f, 0x5A, sizeof f);
+    rc = phax_st_read_mem(&f, bytes, len, "img");
+    cr_assert(rc == PHAX_ERR, "accepted a malformed image (expected an error with '%s')", needle);
+    if (strncmp(want, "img: file is", 12))  // a file's length is said of the image in its own words
+        cr_assert_str_eq(phax_error(), want);
+    cr_assert(f.n == 0 && f.t == NULL && f.buffer == NULL && f.path == NULL && f.nmeta == 0);
+    phax_st_free(&f);
     free(path);
 }
 
@@ -838,6 +850,46 @@ Test(safetensors, atomic_write_failed_rename_cleans_up) {
     phax_st_writer_free(w);
     unlink(inner);
     rmdir(path);
+    rmdir(dir);
+    free(dir);
+}
+
+// In memory: phax_st_write_mem gives the bytes phax_st_write writes, and phax_st_read_mem
+// reads them back as phax_st_read reads the file (the buffer copied: the caller's may go).
+Test(safetensors, memory_image_equals_file) {
+    const double a[3] = {1.5, -2, 3e-300};
+    const int32_t b[2] = {4, -5};
+    const int64_t s3[1] = {3}, s2[1] = {2};
+    phax_st_writer *w = phax_st_writer_new();
+    cr_assert(phax_st_add_f64(w, "z", a, 1, s3) == PHAX_OK && phax_st_add_i32(w, "y", b, 1, s2) == PHAX_OK);
+    cr_assert(phax_st_add_meta(w, "k", "v") == PHAX_OK);
+    char *dir = tmp_dir(), p[256];
+    snprintf(p, sizeof p, "%s/m.safetensors", dir);
+    cr_assert(phax_st_write(w, p) == PHAX_OK, "%s", phax_error());
+    unsigned char *img;
+    size_t n, nf;
+    cr_assert(phax_st_write_mem(w, &img, &n) == PHAX_OK, "%s", phax_error());
+    phax_st_writer_free(w);
+    unsigned char *file = read_all(p, &nf);
+    cr_assert(n == nf && memcmp(img, file, n) == 0, "the image differs from the file");
+    phax_st_file f;
+    cr_assert(phax_st_read_mem(&f, img, n, "img") == PHAX_OK, "%s", phax_error());
+    memset(img, 0, n);  // f owns its copy
+    free(img);
+    double z[3];
+    int32_t y[2];
+    cr_assert(phax_st_get_f64(&f, "z", 1, s3, z) == PHAX_OK && !memcmp(z, a, sizeof a));
+    cr_assert(phax_st_get_i32(&f, "y", 1, s2, y) == PHAX_OK && !memcmp(y, b, sizeof b));
+    cr_assert_str_eq(phax_st_meta(&f, "k"), "v");
+    cr_assert_str_eq(f.path, "img");
+    phax_st_free(&f);
+    // A failed add makes no image, as it makes no file.
+    w = phax_st_writer_new();
+    cr_assert(phax_st_add_f64(w, "__metadata__", a, 1, s3) == PHAX_ERR);
+    cr_assert(phax_st_write_mem(w, &img, &n) == PHAX_ERR && img == NULL);
+    phax_st_writer_free(w);
+    free(file);
+    unlink(p);
     rmdir(dir);
     free(dir);
 }

@@ -88,6 +88,10 @@ typedef struct {
 // Read and validate a whole file. On failure *f is left empty (safe to free) and
 // the error reads "<path>: <what is wrong>".
 int phax_st_read(phax_st_file *f, const char *path);
+// The same from an image in memory (len bytes, as a file would hold them; copied, so buf
+// may go once this returns), with every check phax_st_read makes; label stands for the
+// path in f->path and in errors ("<label>: <what is wrong>").
+int phax_st_read_mem(phax_st_file *f, const void *buf, size_t len, const char *label);
 void phax_st_free(phax_st_file *f);  // also fine on an empty or zeroed file
 const phax_st_tensor *phax_st_find(const phax_st_file *f, const char *name);  // NULL if absent
 const char *phax_st_meta(const phax_st_file *f, const char *key);            // NULL if absent
@@ -142,5 +146,7 @@ int phax_st_add_meta(phax_st_writer *w, const char *key, const char *value);
 // Write everything to path atomically (see the top of this file). The writer
 // is unchanged and may be written again.
 int phax_st_write(const phax_st_writer *w, const char *path);
+// The bytes phax_st_write would write, in *out (malloc'd, the caller frees; *out_len bytes).
+int phax_st_write_mem(const phax_st_writer *w, unsigned char **out, size_t *out_len);
 
 #endif
