@@ -169,12 +169,13 @@ void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
 }
 
 int phax_check_main(int argc, char **argv) {
-    const char *pos[3], *pname = "f32";
+    const char *pos[3], *pname = "f32", *map = NULL;
     int npos = 0, json = 0;
     double max_mib = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) pname = argv[++i];
+        else if (!strcmp(argv[i], "--names") && i + 1 < argc) map = argv[++i];
         else if (!strcmp(argv[i], "--max-memory") && i + 1 < argc) {
             char *end;
             max_mib = strtod(argv[++i], &end);
@@ -186,14 +187,23 @@ int phax_check_main(int argc, char **argv) {
     }
     if (npos != 3)
         cannot("usage: phax check OP IN.safetensors THEIRS.safetensors [--precision f32|tf32|bf16|f16] [--json] "
-               "[--max-memory MIB]");
+               "[--max-memory MIB] [--names MAP.json]");
     const phax_precision *pr = phax_precision_find(pname);
     if (!pr) cannot("check: --precision must be one of f32, tf32, bf16, f16");
+    // --names MAP.json: IN's and THEIRS's tensors under the user's names; judged under phax's,
+    // reported under theirs.
+    phax_names *names = map ? phax_names_load(map) : NULL;
+    if (map && !names) cannot(phax_error());
     phax_st_file th = {0};
-    if (phax_st_read(&th, pos[2])) cannot(phax_error());
-    phax_oracle_eval *ev = phax_oracle_eval_new(pos[0], pos[1], pr, max_mib);
+    if (phax_st_read(&th, pos[2]) || phax_names_apply(names, &th)) {
+        phax_st_free(&th);
+        phax_names_free(names);
+        cannot(phax_error());
+    }
+    phax_oracle_eval *ev = phax_oracle_eval_new(pos[0], pos[1], pr, max_mib, names);
     if (!ev) {
         phax_st_free(&th);
+        phax_names_free(names);
         cannot(phax_error());
     }
     phax_check_report *r = malloc(sizeof *r);
@@ -203,10 +213,17 @@ int phax_check_main(int argc, char **argv) {
         cannot("check: out of memory");
     }
     phax_check_judge(ev, &th, pos[0], pos[1], pos[2], pr, r);
+    for (int i = 0; names && i < r->nrow; i++) {  // rows under the user's names
+        char theirs[PHAX_NAMES_MAX_LEN + 8];
+        if (phax_names_to_theirs(names, r->row[i].name, theirs, sizeof theirs) == 1 &&
+            strlen(theirs) < sizeof r->row[i].name)  // a longer one keeps phax's name
+            memcpy(r->row[i].name, theirs, strlen(theirs) + 1);
+    }
     phax_check_print(stdout, r, json);
     int rc = (int)r->verdict;
     free(r);
     phax_oracle_eval_free(ev);
     phax_st_free(&th);
+    phax_names_free(names);
     return rc;
 }

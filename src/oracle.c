@@ -13,6 +13,7 @@
 
 #include "phax/model.h"
 #include "phax/model_plan.h"
+#include "phax/names.h"
 #include "phax/ref.h"
 #include "phax/ref_model.h"
 #include "phax/safetensors.h"
@@ -40,6 +41,7 @@ typedef struct {
     const phax_precision *prec;
     phax_oracle_tensor col[MAXCOL];
     int ncol;
+    const phax_names *names;  // --names: IN's tensors renamed to phax's, OUT's named back
 } octx;
 
 // --- sizes: saturating, so an absurd shape or attribute reads as "too large", never wraps ----
@@ -189,7 +191,11 @@ static int32_t *geti(octx *c, const char *name, int ndim, const int64_t *shape) 
 }
 
 static int put(octx *c, const char *name, const double *x, int ndim, const int64_t *shape) {
-    if (c->out) return phax_st_add_f64(c->out, name, x, ndim, shape);
+    if (c->out) {
+        char theirs[PHAX_NAMES_MAX_LEN + 8];
+        if (c->names && phax_names_to_theirs(c->names, name, theirs, sizeof theirs) < 0) return PHAX_ERR;
+        return phax_st_add_f64(c->out, c->names ? theirs : name, x, ndim, shape);
+    }
     if (c->ncol == MAXCOL) return phax_fail("check: too many tensors");
     size_t n = numel(ndim, shape);
     double *t = dalloc(c, n);
@@ -1173,11 +1179,12 @@ static void ctx_free(octx *c) {
 
 // IN from the file in_path (buf NULL) or from the image buf (n bytes; in_path its label).
 static int read_in(octx *c, const char *in_path, const void *buf, size_t n) {
-    return buf ? phax_st_read_mem(&c->in, buf, n, in_path) : phax_st_read(&c->in, in_path);
+    int rc = buf ? phax_st_read_mem(&c->in, buf, n, in_path) : phax_st_read(&c->in, in_path);
+    return rc ? rc : phax_names_apply(c->names, &c->in);
 }
 
 static phax_oracle_eval *eval_new(const char *opname, const char *in_path, const void *buf, size_t n,
-                                  const phax_precision *pr, double max_mib) {
+                                  const phax_precision *pr, double max_mib, const phax_names *names) {
     const oracle_op *op = find_op(opname);
     if (!op) {
         phax_fail("%s: unknown op '%s' (see phax oracle --list)", in_path, opname);
@@ -1193,7 +1200,7 @@ static phax_oracle_eval *eval_new(const char *opname, const char *in_path, const
         return NULL;
     }
     octx *c = &e->c;
-    c->path = in_path, c->op = op->name, c->prec = pr;
+    c->path = in_path, c->op = op->name, c->prec = pr, c->names = names;
     long seed = 0;
     int rc = read_in(c, in_path, buf, n);
     if (!rc) set_limit(c, max_mib);
@@ -1209,8 +1216,8 @@ static phax_oracle_eval *eval_new(const char *opname, const char *in_path, const
 }
 
 phax_oracle_eval *phax_oracle_eval_new(const char *opname, const char *in_path, const phax_precision *pr,
-                                       double max_mib) {
-    return eval_new(opname, in_path, NULL, 0, pr, max_mib);
+                                       double max_mib, const phax_names *names) {
+    return eval_new(opname, in_path, NULL, 0, pr, max_mib, names);
 }
 
 phax_oracle_eval *phax_oracle_eval_new_mem(const char *opname, const void *in, size_t n, const char *label,
@@ -1219,7 +1226,7 @@ phax_oracle_eval *phax_oracle_eval_new_mem(const char *opname, const void *in, s
         phax_fail("%s: NULL input image", label);
         return NULL;
     }
-    return eval_new(opname, label, in, n, pr, max_mib);
+    return eval_new(opname, label, in, n, pr, max_mib, NULL);
 }
 
 int phax_oracle_eval_count(const phax_oracle_eval *e) { return e->c.ncol; }
@@ -1249,12 +1256,15 @@ static void list_ops(void) {
 // in_path its label); *out: every output and gradient, and the metadata OUT carries.
 // On failure *out is NULL and the reason in phax_error().
 static int oracle_run(const char *opname, const char *in_path, const void *buf, size_t n, double max_mib,
-                      phax_st_writer **out) {
+                      const phax_names *names, phax_st_writer **out) {
     *out = NULL;
     const oracle_op *op = find_op(opname);
     if (!op) return phax_fail("%s: unknown op '%s' (see phax oracle --list)", in_path, opname);
-    octx c = {.path = in_path, .op = op->name};
-    if (read_in(&c, in_path, buf, n)) return PHAX_ERR;
+    octx c = {.path = in_path, .op = op->name, .names = names};
+    if (read_in(&c, in_path, buf, n)) {
+        ctx_free(&c);
+        return PHAX_ERR;
+    }
     set_limit(&c, max_mib);
     long seed = 0;
     int rc = check_names(&c, op);
@@ -1281,7 +1291,7 @@ int phax_oracle_run_mem(const char *opname, const void *in, size_t n, const char
     *out = NULL, *out_len = 0;
     if (!in) return phax_fail("%s: NULL input image", label);
     phax_st_writer *w = NULL;
-    int rc = oracle_run(opname, label, in, n, max_mib, &w);
+    int rc = oracle_run(opname, label, in, n, max_mib, NULL, &w);
     if (!rc) rc = phax_st_write_mem(w, out, out_len);
     phax_st_writer_free(w);
     return rc;
@@ -1309,11 +1319,15 @@ int phax_oracle_main(int argc, char **argv) {
         return 0;
     }
     // --max-memory MIB (anywhere after "oracle"): the memory limit, replacing the default.
-    const char *pos[3];
+    // --names MAP.json: IN's tensors under the user's names, OUT's written under them too.
+    const char *pos[3], *map = NULL;
     int npos = 0;
     double max_mib = -1;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--max-memory")) {
+        if (!strcmp(argv[i], "--names")) {
+            if (i + 1 >= argc) phax_die("oracle: --names takes a name map (MAP.json; docs/oracle.md)");
+            map = argv[++i];
+        } else if (!strcmp(argv[i], "--max-memory")) {
             char *end;
             errno = 0;
             max_mib = i + 1 < argc ? strtod(argv[i + 1], &end) : -1;
@@ -1327,13 +1341,17 @@ int phax_oracle_main(int argc, char **argv) {
         }
     }
     if (npos != 3)
-        phax_die("usage: phax oracle [--max-memory MIB] OP IN.safetensors OUT.safetensors | phax oracle OP --example "
-                 "IN.safetensors | phax oracle --list");
+        phax_die("usage: phax oracle [--max-memory MIB] [--names MAP.json] OP IN.safetensors OUT.safetensors | "
+                 "phax oracle OP --example IN.safetensors | phax oracle --list");
+    phax_names *names = map ? phax_names_load(map) : NULL;
+    if (map && !names) phax_die("%s", phax_error());
     phax_st_writer *w = NULL;
-    if (oracle_run(pos[0], pos[1], NULL, 0, max_mib, &w) || phax_st_write(w, pos[2])) {
+    if (oracle_run(pos[0], pos[1], NULL, 0, max_mib, names, &w) || phax_st_write(w, pos[2])) {
         phax_st_writer_free(w);
+        phax_names_free(names);
         phax_die("%s", phax_error());
     }
     phax_st_writer_free(w);
+    phax_names_free(names);
     return 0;
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "phax/check.h"
+#include "phax/names.h"
 #include "phax/safetensors.h"
 
 typedef struct {
@@ -25,8 +26,9 @@ typedef struct phax_oracle_eval phax_oracle_eval;
 // pr, the op's straightforward baseline on the same inputs and upstream gradients. NULL with
 // the reason in phax_error() (one line) on any failure, including an op without a baseline.
 // max_mib > 0: the memory limit in MiB (`--max-memory`); otherwise the oracle's default.
+// names (NULL: none): `--names`, IN's tensors renamed to phax's before anything reads them.
 phax_oracle_eval *phax_oracle_eval_new(const char *op, const char *in_path, const phax_precision *pr,
-                                       double max_mib);
+                                       double max_mib, const phax_names *names);
 // The same on an image in memory (n bytes, as IN's file would hold them); label stands for
 // IN's path in messages.
 phax_oracle_eval *phax_oracle_eval_new_mem(const char *op, const void *in, size_t n, const char *label,

@@ -109,3 +109,75 @@ Test(names, apply_renames_a_file_and_refuses_collisions) {
     phax_names_free(m);
     tu_rm_rf(dir), free(dir), free(p);
 }
+
+// `phax oracle --names` and `phax check --names` end to end: a linear layer's IN under a
+// user's names gives the same numbers as under phax's, written back under the user's names;
+// phax check judges a THEIRS in the user's names and reports rows by them.
+static void rename_copy(const char *from, const char *to, const char *const *map2) {
+    phax_st_file f = {0};
+    cr_assert(!phax_st_read(&f, from), "%s", phax_error());
+    phax_st_writer *w = phax_st_writer_new();
+    cr_assert(w);
+    for (int i = 0; i < f.n; i++) {
+        const char *nm = f.t[i].name;
+        for (int j = 0; map2[j]; j += 2)
+            if (!strcmp(nm, map2[j])) nm = map2[j + 1];
+        double *x = malloc((f.t[i].numel ? f.t[i].numel : 1) * sizeof *x);
+        cr_assert(x && !phax_st_to_f64(&f.t[i], x));
+        cr_assert(!phax_st_add_f64(w, nm, x, f.t[i].ndim, f.t[i].shape), "%s", phax_error());
+        free(x);
+    }
+    for (int i = 0; i < f.nmeta; i++) cr_assert(!phax_st_add_meta(w, f.meta_key[i], f.meta_val[i]));
+    cr_assert(!phax_st_write(w, to), "%s", phax_error());
+    phax_st_writer_free(w);
+    phax_st_free(&f);
+}
+
+Test(names, oracle_and_check_take_a_map) {
+    char *dir = tu_tmpdir("phax_names");
+    char *in = tu_join(dir, "in.st"), *out = tu_join(dir, "out.st"), *in2 = tu_join(dir, "in2.st"),
+         *out2 = tu_join(dir, "out2.st"), *map = tu_join(dir, "map.json"), *o = tu_join(dir, "o"), *e = tu_join(dir, "e");
+    const char *json = "{\"input\": \"x\", \"proj.weight\": \"weight\", \"proj.bias\": \"bias\", \"output\": \"y\"}";
+    tu_write_file(map, json, strlen(json));
+    cr_assert(tu_phax(o, e, NULL, NULL, "oracle", "linear", "--example", in, NULL) == 0);
+    cr_assert(tu_phax(o, e, NULL, NULL, "oracle", "linear", in, out, NULL) == 0);
+    const char *const to_theirs[] = {"x", "input", "weight", "proj.weight", "bias", "proj.bias", "grad.y", "grad.output",
+                                     NULL};
+    rename_copy(in, in2, to_theirs);
+    int rc = tu_phax(o, e, NULL, NULL, "oracle", "--names", map, "linear", in2, out2, NULL);
+    cr_assert(rc == 0, "phax oracle --names: %s", tu_slurp(e, NULL));
+    phax_st_file a = {0}, b = {0};
+    cr_assert(!phax_st_read(&a, out) && !phax_st_read(&b, out2));
+    const char *pairs[] = {"y", "output", "grad.x", "grad.input", "grad.weight", "grad.proj.weight", "grad.bias",
+                           "grad.proj.bias", NULL};
+    for (int i = 0; pairs[i]; i += 2) {
+        const phax_st_tensor *ta = phax_st_find(&a, pairs[i]), *tb = phax_st_find(&b, pairs[i + 1]);
+        cr_assert(ta && tb, "%s / %s", pairs[i], pairs[i + 1]);
+        cr_expect(ta->nbytes == tb->nbytes && !memcmp(ta->data, tb->data, ta->nbytes), "%s differs", pairs[i + 1]);
+        cr_expect(!phax_st_find(&b, pairs[i]), "%s written under phax's name", pairs[i]);
+    }
+    phax_st_free(&a), phax_st_free(&b);
+    // phax check on the user's names: the truth itself PASSes, rows carry their names.
+    rc = tu_phax(o, e, NULL, NULL, "check", "--names", map, "linear", in2, out2, NULL);
+    char *txt = tu_slurp(o, NULL);
+    cr_expect(rc == 0 && strstr(txt, "grad.proj.weight") && strstr(txt, "PASS"), "check --names: rc %d\n%s", rc, txt);
+    free(txt);
+    // Without the map the user's names are refused, in one line naming the tensor.
+    rc = tu_phax(o, e, NULL, NULL, "oracle", "linear", in2, out2, NULL);
+    txt = tu_slurp(e, NULL);
+    cr_expect(rc != 0 && strstr(txt, "'input'") && strchr(txt, '\n') == txt + strlen(txt) - 1, "%s", txt);
+    free(txt);
+    // A bad map: one line naming it, nothing written.
+    tu_write_file(map, "{\"input\": 1}", 12);
+    char *out3 = tu_join(dir, "out3.st");
+    rc = tu_phax(o, e, NULL, NULL, "oracle", "--names", map, "linear", in2, out3, NULL);
+    txt = tu_slurp(e, NULL);
+    cr_expect(rc != 0 && strstr(txt, "map.json") && !tu_exists(out3), "%s", txt);
+    free(txt);
+    rc = tu_phax(o, e, NULL, NULL, "check", "--names", map, "linear", in2, out2, NULL);
+    txt = tu_slurp(e, NULL);
+    cr_expect(rc == 2 && strstr(txt, "map.json"), "rc %d: %s", rc, txt);
+    free(txt);
+    tu_rm_rf(dir);
+    free(dir), free(in), free(out), free(in2), free(out2), free(map), free(o), free(e), free(out3);
+}
