@@ -18,35 +18,58 @@ BUILD = sys.argv.pop(1) if len(sys.argv) > 1 else "build"
 
 
 class Archive(unittest.TestCase):
-    """A finished full-mode piece is recorded (results, piece.json, its runs' cmd.txt and
-    log.jsonl) and a fresh OUT gets it back, marked, without the checkpoints."""
+    """Each finished run and output is recorded at once (a run: cmd.txt, DONE, the log
+    compressed; never the checkpoint), a finished piece's results too, and a fresh OUT gets
+    them back: runs marked as restored, whole pieces marked, OUT's own files never replaced."""
 
     def test_round_trip(self):
+        import lzma
         from evals.phax_evals import archive
         with tempfile.TemporaryDirectory() as t:
             os.environ["PHAX_EVAL_ARCHIVE"] = os.path.join(t, "rec")
             try:
                 out = os.path.join(t, "out")
+                archive.enable(out)
                 run = os.path.join(out, "runs", "lm-x-s1")
                 os.makedirs(run)
                 os.makedirs(os.path.join(out, "lm"))
-                for fn, txt in [("cmd.txt", "phax train\n"), ("log.jsonl", "{}\n"), ("checkpoint.safetensors", "x")]:
+                for fn, txt in [("cmd.txt", "phax train\n"), ("log.jsonl", '{"step": 1}\n' * 50),
+                                ("checkpoint.safetensors", "x"), ("DONE", "")]:
                     open(os.path.join(run, fn), "w").write(txt)
+                archive.record_run(run)
+                test = os.path.join(out, "lm", "lm-x-s1.test.json")
+                open(test, "w").write('{"ppl": 80.0}')
+                archive.record(test)
+                rec = os.path.join(t, "rec")
+                self.assertTrue(os.path.exists(os.path.join(rec, "runs", "lm-x-s1", "log.jsonl.xz")))
+                self.assertFalse(os.path.exists(os.path.join(rec, "runs", "lm-x-s1", "checkpoint.safetensors")))
+                with lzma.open(os.path.join(rec, "runs", "lm-x-s1", "log.jsonl.xz"), "rt") as f:
+                    self.assertEqual(f.read(), '{"step": 1}\n' * 50)
+                # An unfinished piece: its runs and outputs come back, the piece is not whole.
+                fresh = os.path.join(t, "fresh")
+                self.assertEqual(archive.restore(fresh, ["lm", "iso"]), [])
+                self.assertTrue(os.path.exists(os.path.join(fresh, "runs", "lm-x-s1", "DONE")))
+                self.assertTrue(os.path.exists(os.path.join(fresh, "runs", "lm-x-s1", archive.MARK)))
+                self.assertEqual(open(os.path.join(fresh, "runs", "lm-x-s1", "log.jsonl")).read(), '{"step": 1}\n' * 50)
+                self.assertTrue(os.path.exists(os.path.join(fresh, "lm", "lm-x-s1.test.json")))
+                self.assertFalse(archive.restored(fresh, "lm"))
+                # The piece finishes: recorded whole; a second fresh OUT gets it marked.
                 json.dump({"runs": [{"run": run, "test_ppl": 80.0}]}, open(os.path.join(out, "lm", "results.json"), "w"))
                 self.assertTrue(archive.save_piece(out, "lm"))
-                rec = os.path.join(t, "rec")
-                self.assertTrue(os.path.exists(os.path.join(rec, "runs", "lm-x-s1", "log.jsonl")))
-                self.assertFalse(os.path.exists(os.path.join(rec, "runs", "lm-x-s1", "checkpoint.safetensors")))
-                fresh = os.path.join(t, "fresh")
-                self.assertEqual(archive.restore(fresh, ["lm", "iso"]), ["lm"])
-                self.assertTrue(archive.restored(fresh, "lm"))
-                self.assertFalse(archive.save_piece(fresh, "lm"))  # a restored piece is not recorded again
-                self.assertEqual(json.load(open(os.path.join(fresh, "lm", "results.json")))["runs"][0]["test_ppl"], 80.0)
-                gone = os.path.join(fresh, "runs", "lm-x-s1")
-                self.assertEqual(archive.run_file(gone, "cmd.txt"), os.path.join(rec, "runs", "lm-x-s1", "cmd.txt"))
-                self.assertEqual(archive.restore(fresh, ["lm"]), [])  # OUT's own results win
+                fresh2 = os.path.join(t, "fresh2")
+                self.assertEqual(archive.restore(fresh2, ["lm", "iso"]), ["lm"])
+                self.assertTrue(archive.restored(fresh2, "lm"))
+                self.assertFalse(archive.save_piece(fresh2, "lm"))  # a restored piece is not recorded again
+                # OUT's own run (with its checkpoint) is never overwritten by the record.
+                own = os.path.join(t, "own")
+                os.makedirs(os.path.join(own, "runs", "lm-x-s1"))
+                open(os.path.join(own, "runs", "lm-x-s1", "checkpoint.safetensors"), "w").write("mine")
+                archive.restore(own, ["lm"])
+                self.assertFalse(os.path.exists(os.path.join(own, "runs", "lm-x-s1", "DONE")))
+                self.assertFalse(os.path.exists(os.path.join(own, "runs", "lm-x-s1", archive.MARK)))
             finally:
                 del os.environ["PHAX_EVAL_ARCHIVE"]
+                archive.enable(None)
 
 
 class Verdicts(unittest.TestCase):

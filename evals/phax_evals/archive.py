@@ -1,102 +1,102 @@
-"""The committed record of finished full-mode pieces (evals/results/full/).
+"""The committed record of full-mode work (evals/results/full/), kept as it finishes.
 
-A piece's outputs live in evals/out/full (git-ignored, gone with the machine). When a
-piece finishes, what the report needs is copied here and committed: its results.json,
-piece.json (when and how long) and, per training run it used, cmd.txt and log.jsonl
-(every 10th step and every evaluation: tens of KB; checkpoints are not kept). On a fresh machine the job restores these
-into OUT, so the summary keeps every piece ever finished and a later piece that builds
-on an earlier one (iso on lm) finds its results; --force on a piece runs it again.
+Outputs live in evals/out/full (git-ignored, gone with the machine). So that neither a
+lost machine nor a session stopped in the middle of a piece loses finished work, each
+finished thing is copied here at once, under the same relative path, and committed:
+  runs/NAME/cmd.txt, DONE, log.jsonl.xz   a finished training run (no checkpoint)
+  PIECE/NAME.test.json, .csv, ...          each evaluation or benchmark output as made
+  PIECE/results.json, piece.json           a finished piece
+On a fresh machine the job copies the record back into OUT (restore): a finished run is
+reused without its checkpoint unless an output that needs the checkpoint is missing (then
+it is trained again), a finished piece is not run again unless --force names it.
 """
 import json
+import lzma
 import os
 import shutil
 
 DIR = os.path.join("evals", "results", "full")
-MARK = "RESTORED"  # in OUT/<piece>/: its results came from the record, not from this machine
+MARK = "RESTORED"  # in OUT/<piece>/ or OUT/runs/NAME/: it came from the record
+_on = {"out": None}  # recording is on for this OUT (main.py: full mode)
 
 
 def root():
     return os.environ.get("PHAX_EVAL_ARCHIVE", DIR)
 
 
-def _runs_of(res):
-    """Run folders (OUT/runs/NAME) a piece's results name."""
-    names = set()
-    for r in res.get("runs", []) if isinstance(res, dict) else []:
-        if isinstance(r, dict) and r.get("run"):
-            names.add(os.path.basename(r["run"].rstrip("/")))
-    return sorted(names)
+def enable(out):
+    _on["out"] = out
 
 
-THIN = 10  # a run's log.jsonl keeps every 10th training step (and every evaluation line)
-
-
-def thin_log(src, dst):
-    """log.jsonl with every THIN-th training step, the first and last, and every other line
-    (evaluations): a per-step log of a PHA run is ~240 KB, the record keeps ~30 KB."""
-    with open(src) as f:
-        lines = [l for l in f if l.strip()]
-    keep = []
-    for i, l in enumerate(lines):
-        try:
-            r = json.loads(l)
-        except ValueError:
-            continue
-        train = "loss" in r and "val_ppl" not in r and "val_loss" not in r
-        if not train or r.get("step", 0) % THIN == 0 or r.get("step") == 1 or i == len(lines) - 1:
-            keep.append(l if l.endswith("\n") else l + "\n")
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    with open(dst + ".tmp", "w") as f:
-        f.writelines(keep)
-    os.replace(dst + ".tmp", dst)
-
-
-def _copy(src, dst):
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
+def _atomic_copy(src, dst, compress=False, decompress=False):
+    os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
     tmp = dst + ".tmp"
-    shutil.copyfile(src, tmp)
+    opener = lzma.open if decompress else open
+    with opener(src, "rb") as f, (lzma.open(tmp, "wb", preset=9) if compress else open(tmp, "wb")) as g:
+        shutil.copyfileobj(f, g)
     os.replace(tmp, dst)
 
 
-def save_piece(out, piece, run_names=()):
-    """Copy a finished piece's record from OUT into the archive."""
+def record(path):
+    """Copy OUT/REL (a finished output) to the record's REL; log.jsonl is kept as log.jsonl.xz."""
+    out = _on["out"]
+    if not out or not os.path.exists(path):
+        return
+    rel = os.path.relpath(path, out)
+    if rel.startswith(".."):
+        return
+    if os.path.basename(rel) == "log.jsonl":
+        _atomic_copy(path, os.path.join(root(), rel + ".xz"), compress=True)
+    else:
+        _atomic_copy(path, os.path.join(root(), rel))
+
+
+def record_run(run_dir):
+    """A finished training run: its command, its log, DONE (not the checkpoints)."""
+    for fn in ("cmd.txt", "log.jsonl", "DONE"):
+        record(os.path.join(run_dir, fn))
+
+
+def save_piece(out, piece):
+    """A finished piece: piece.json, then results.json (its presence says the piece is whole)."""
     src = os.path.join(out, piece)
-    res_path = os.path.join(src, "results.json")
-    if not os.path.exists(res_path) or os.path.exists(os.path.join(src, MARK)):
+    if not _on["out"] or not os.path.exists(os.path.join(src, "results.json")) or \
+            os.path.exists(os.path.join(src, MARK)):
         return False
-    dst = os.path.join(root(), piece)
-    with open(res_path) as f:
-        res = json.load(f)
-    names = sorted(set(_runs_of(res)) | set(run_names))
-    for n in names:
-        p = os.path.join(out, "runs", n, "cmd.txt")
-        if os.path.exists(p):
-            _copy(p, os.path.join(root(), "runs", n, "cmd.txt"))
-        p = os.path.join(out, "runs", n, "log.jsonl")
-        if os.path.exists(p):
-            thin_log(p, os.path.join(root(), "runs", n, "log.jsonl"))
-    for fn in ("piece.json", "results.json"):  # results last: its presence says the piece is whole
-        p = os.path.join(src, fn)
-        if os.path.exists(p):
-            _copy(p, os.path.join(dst, fn))
+    for fn in ("piece.json", "results.json"):
+        record(os.path.join(src, fn))
     return True
 
 
 def restore(out, pieces):
-    """Copy archived pieces that OUT lacks into OUT (marked); returns their names."""
-    done = []
-    for piece in pieces:
-        a = os.path.join(root(), piece, "results.json")
-        d = os.path.join(out, piece)
-        if not os.path.exists(a) or os.path.exists(os.path.join(d, "results.json")):
-            continue
-        for fn in ("piece.json", "results.json"):
-            p = os.path.join(root(), piece, fn)
-            if os.path.exists(p):
-                _copy(p, os.path.join(d, fn))
-        open(os.path.join(d, MARK), "w").close()
-        done.append(piece)
-    return done
+    """Copy what the record holds and OUT lacks into OUT. Returns the pieces restored whole
+    (their results.json came back; they are marked)."""
+    rec = root()
+    whole = []
+    if not os.path.isdir(rec):
+        return whole
+    for piece in pieces:  # a piece OUT finished itself keeps OUT's results
+        if os.path.exists(os.path.join(rec, piece, "results.json")) and \
+                not os.path.exists(os.path.join(out, piece, "results.json")):
+            whole.append(piece)
+    for d, _, files in os.walk(rec):
+        for fn in files:
+            src = os.path.join(d, fn)
+            rel = os.path.relpath(src, rec)
+            top = rel.split(os.sep)[0]
+            if fn.endswith(".tmp") or (top in pieces and top not in whole and fn in ("results.json", "piece.json")):
+                continue
+            dst = os.path.join(out, rel[:-3] if fn == "log.jsonl.xz" else rel)
+            if os.path.exists(dst):
+                continue
+            if top == "runs" and os.path.exists(os.path.join(os.path.dirname(dst), "checkpoint.safetensors")):
+                continue  # OUT's own run (finished or being resumed) wins
+            _atomic_copy(src, dst, decompress=fn == "log.jsonl.xz")
+            if top == "runs":
+                open(os.path.join(os.path.dirname(dst), MARK), "w").close()
+    for piece in whole:
+        open(os.path.join(out, piece, MARK), "w").close()
+    return whole
 
 
 def restored(out, piece):
@@ -104,9 +104,5 @@ def restored(out, piece):
 
 
 def run_file(run_dir, fn):
-    """OUT/runs/NAME/FN, or the archived copy when this machine no longer has the run."""
-    p = os.path.join(run_dir, fn)
-    if os.path.exists(p):
-        return p
-    a = os.path.join(root(), "runs", os.path.basename(run_dir.rstrip("/")), fn)
-    return a if os.path.exists(a) else p
+    """OUT/runs/NAME/FN (the record restores it there)."""
+    return os.path.join(run_dir, fn)

@@ -77,7 +77,8 @@ class Job:
                  "--cache-dir", self.cache]
             if self.s["test_max"]:
                 a += ["--max-tokens", str(self.s["test_max"])]
-            run_logged(stage, a + list(extra) + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd")
+            run_logged(stage, a + list(extra) + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd",
+                       [prefix + ".json"])
         return load(prefix + ".json")["ppl"]
 
     def run_summary(self, run_dir):
@@ -125,8 +126,10 @@ class Job:
         for seed in s["lm_seeds"]:
             for m, (path, n) in cfgs.items():
                 name = f"lm-{corpus}-{m}-s{seed}"
-                d = self.r.train(exp, name, self.lm_train_args(corpus, path, seed, s["lm_steps"]))
-                ppl = self.test_ppl(exp, d, corpus, os.path.join(self.out, exp, name + ".test"))
+                prefix = os.path.join(self.out, exp, name + ".test")
+                d = self.r.train(exp, name, self.lm_train_args(corpus, path, seed, s["lm_steps"]),
+                                 needs=[prefix + ".json"])
+                ppl = self.test_ppl(exp, d, corpus, prefix)
                 rec = self.run_summary(d)
                 rec.update(test_ppl=ppl, corpus=corpus, seed=seed, model=m, run=d,
                            params=self.r.counts(d)[0])
@@ -157,8 +160,9 @@ class Job:
                     else f"abl-{corpus}-{m}-s{seed}"
                 if m == "pha" and name.startswith("lm-"):
                     path = write_config(self.cfg_dir, "pha", base)
-                d = self.r.train("ablation", name, self.lm_train_args(corpus, path, seed, s["abl_steps"]))
                 prefix = os.path.join(self.out, "lm" if name.startswith("lm-") else "ablation", name + ".test")
+                d = self.r.train("ablation", name, self.lm_train_args(corpus, path, seed, s["abl_steps"]),
+                                 needs=[prefix + ".json"])
                 ppl = self.test_ppl("ablation", d, corpus, prefix)
                 rec = self.run_summary(d)
                 rec.update(model=m, seed=seed, test_ppl=ppl, nonemb=n, run=d)
@@ -191,7 +195,7 @@ class Job:
         if not os.path.exists(prefix + ".csv"):
             a = [os.path.join(self.r.build_dir, "bench_model"), "--family", family, "--T", str(T),
                  "--config", cfg_path, "--steps", str(self.s["eff_steps"]), "--csv", prefix + ".csv"]
-            run_logged(stage, a, prefix + ".out", prefix + ".cmd")
+            run_logged(stage, a, prefix + ".out", prefix + ".cmd", [prefix + ".csv"])
         with open(prefix + ".csv") as f:
             row = next(csv.DictReader(f))
         return dict(tokens_per_s=float(row["tokens_per_s"]), peak_mb=float(row["peak_rss_mb"]),
@@ -201,7 +205,7 @@ class Job:
         if not os.path.exists(prefix + ".csv"):
             a = [os.path.join(self.r.build_dir, "bench_decode"), "--family", family, "--config", cfg_path,
                  "--contexts", ",".join(map(str, contexts)), "--csv", prefix + ".csv"]
-            run_logged(stage, a, prefix + ".out", prefix + ".cmd")
+            run_logged(stage, a, prefix + ".out", prefix + ".cmd", [prefix + ".csv"])
         with open(prefix + ".csv") as f:
             return {int(r["context"]): dict(prefill_tok_s=float(r["prefill_tok_s"]),
                                             step_tok_s=float(r["step_tok_s"]),
@@ -233,8 +237,10 @@ class Job:
             runs = []
             for seed in s["iso_seeds"]:
                 name = f"iso-{corpus}-transformer_d{dm}-s{seed}"
-                d = self.r.train("iso", name, self.lm_train_args(corpus, path, seed, s["lm_steps"]))
-                ppl = self.test_ppl("iso", d, corpus, os.path.join(self.out, "iso", name + ".test"))
+                prefix = os.path.join(self.out, "iso", name + ".test")
+                d = self.r.train("iso", name, self.lm_train_args(corpus, path, seed, s["lm_steps"]),
+                                 needs=[prefix + ".json"])
+                ppl = self.test_ppl("iso", d, corpus, prefix)
                 rec = self.run_summary(d)
                 rec.update(seed=seed, test_ppl=ppl, run=d)
                 runs.append(rec)
@@ -292,10 +298,11 @@ class Job:
         for model in s["recall_models"]:
             for seed in s["recall_seeds"]:
                 name = f"recall-{task}-{model}-s{seed}"
-                d = self.r.train(exp, name, self.recall_args(model, task, seed))
                 windows = [None]
                 if model == "short":
                     windows.append(s["recall_model"]["w_short"])  # also at its training window
+                needs = [os.path.join(self.out, exp, name + (f"-w{w}" if w else "")) + ".json" for w in windows]
+                d = self.r.train(exp, name, self.recall_args(model, task, seed), needs=needs)
                 for w in windows:
                     prefix = os.path.join(self.out, exp, name + (f"-w{w}" if w else ""))
                     if not os.path.exists(prefix + ".json"):
@@ -304,7 +311,8 @@ class Job:
                              "--pairs", str(t["pairs"]), "--seed", "0"]
                         if w:
                             a += ["--window", str(w)]
-                        run_logged(exp, a + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd")
+                        run_logged(exp, a + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd",
+                                   [prefix + ".json"])
                     cells = load(prefix + ".json")["cells"]
                     res["runs"].append(dict(task=task, model=model, seed=seed, window=w, cells=cells, run=d,
                                             val_loss=[l for l in self.r.log(d) if "val_loss" in l][-1:]))
@@ -337,15 +345,16 @@ class Job:
             path = write_config(self.cfg_dir, f"niah_{model}", cfg)
             for seed in s["niah_seeds"]:
                 name = f"niah-{corpus}-{model}-s{seed}"
-                d = self.r.train("niah", name, self.lm_train_args(corpus, path, seed, s["niah_steps"],
-                                                                  extra=["--niah-frac", str(s["niah_frac"])]))
                 prefix = os.path.join(self.out, "niah", name)
+                d = self.r.train("niah", name, self.lm_train_args(corpus, path, seed, s["niah_steps"],
+                                                                  extra=["--niah-frac", str(s["niah_frac"])]),
+                                 needs=[prefix + ".csv", prefix + ".test.json"])
                 if not os.path.exists(prefix + ".csv"):
                     a = [self.r.phax, "niah", d, "--data", self.corpora[corpus], "--lengths", ",".join(map(str, lengths)),
                          "--variants", s["niah_variants"], "--haystacks", s["niah_haystacks"],
                          "--n-depths", str(s["niah_depths"]), "--samples", str(s["niah_samples"]), "--seed", "0",
                          "--csv", prefix + ".csv"]
-                    run_logged("niah", a, prefix + ".out", prefix + ".cmd")
+                    run_logged("niah", a, prefix + ".out", prefix + ".cmd", [prefix + ".csv"])
                 ppl = self.test_ppl("niah", d, corpus, prefix + ".test")
                 with open(prefix + ".csv") as f:
                     cells = [dict(variant=r["variant"], haystack=r["haystack"], length=int(r["length"]),

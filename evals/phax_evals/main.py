@@ -103,9 +103,10 @@ def main(argv):
     # Finished full-mode pieces are committed (evals/results/full); a fresh machine gets them back.
     keep = st["mode"] == "full" and (not tiny or "PHAX_EVAL_ARCHIVE" in os.environ) and not a.out
     if keep:
+        archive.enable(out)
         back = archive.restore(out, [e for e in EXPERIMENTS if not (a.force and e in only)])
         if back:
-            note(f"restored from {archive.root()} (committed results of earlier runs): {', '.join(back)}")
+            note(f"restored from {archive.root()} (the committed record of earlier runs): pieces {', '.join(back)}")
     build = os.environ.get("BUILD_DIR", "build")
     runner = Runner(build, out)
     job = Job(runner, st, out, a.data, corpora)
@@ -119,7 +120,6 @@ def main(argv):
                 continue
             t = time.time()
             l0 = open("/proc/loadavg").read().split()[:3]
-            runner.used = []
             getattr(job, f"exp_{e}")()
             note(f"{e}: {time.time() - t:.0f} s")
             if os.path.exists(os.path.join(out, e, "results.json")):
@@ -128,7 +128,7 @@ def main(argv):
                 save(os.path.join(out, e, "piece.json"),
                      dict(seconds=round(time.time() - t), finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                           commit=commit, load_start=l0, load_end=open("/proc/loadavg").read().split()[:3]))
-                if keep and archive.save_piece(out, e, runner.used):
+                if keep and archive.save_piece(out, e):
                     note(f"{e}: recorded in {archive.root()}/{e} (commit it: the outputs in {out} are not)")
     say("report")
     report.write(out, st, corpora, dict(load_start=load0, seconds=time.time() - t0,

@@ -10,6 +10,8 @@ import shlex
 import shutil
 import subprocess
 
+from . import archive
+
 
 class JobError(Exception):
     """One line for the user; the job stops with it."""
@@ -36,8 +38,9 @@ def write_atomic(path, text):
     os.replace(tmp, path)
 
 
-def run_logged(stage, argv, log, cmdfile=None):
-    """Run argv with its output in log; a failure ends the job with its last line."""
+def run_logged(stage, argv, log, cmdfile=None, outputs=()):
+    """Run argv with its output in log; a failure ends the job with its last line. The
+    outputs it made (and cmdfile, log) go into the record (evals/results/full)."""
     os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
     if cmdfile:
         write_atomic(cmdfile, quote_cmd(argv) + "\n")
@@ -51,6 +54,8 @@ def run_logged(stage, argv, log, cmdfile=None):
             lines = [l.rstrip() for l in f if l.strip()]
             last = lines[-1] if lines else "(no output)"
         raise JobError(f"{stage}: {os.path.basename(argv[0])} failed: {last} (log: {log})")
+    for p in list(outputs) + [log] + ([cmdfile] if cmdfile else []):
+        archive.record(p)
 
 
 class Runner:
@@ -62,14 +67,16 @@ class Runner:
         self.runs = os.path.join(out, "runs")
         os.makedirs(self.runs, exist_ok=True)
         self._info = {}
-        self.used = []  # run names trained or reused since the last reset (the piece's record)
 
     # --- training -------------------------------------------------------------------------
-    def train(self, stage, name, args, desc=None):
+    def train(self, stage, name, args, desc=None, needs=()):
         """Train OUT/runs/NAME with `phax train ARGS --out DIR`, or reuse/resume it.
-        Returns the run folder."""
+        needs: outputs made from the run's checkpoint; a run restored from the record (no
+        checkpoint) is trained again when one of them is missing. Returns the run folder."""
         d = os.path.join(self.runs, name)
-        self.used.append(name)
+        if os.path.exists(os.path.join(d, archive.MARK)) and any(not os.path.exists(p) for p in needs):
+            note(f"{stage}: {name} is in the record without its checkpoint, which an output needs: training it again")
+            shutil.rmtree(d)
         argv = [self.phax, "train"] + list(args) + ["--out", d]
         line = quote_cmd(argv)
         if "--config" in args:  # the run is what the file says: its text is part of the identity
@@ -107,6 +114,7 @@ class Runner:
         if rc != 0:
             raise JobError(f"{stage}: training {name} failed: {last} (log: {d}/train.out)")
         open(os.path.join(d, "DONE"), "w").close()
+        archive.record_run(d)
         self._info.pop(d, None)
         return d
 
