@@ -90,8 +90,12 @@ int phax_check_main(int argc, char **argv) {
         cannot(phax_error());
     }
     int n = phax_oracle_eval_count(ev), nprob = 0, nrow = 0, nfail = 0;
-    char prob[64][512], b[128], s1[128], s2[128], pb[512];
-    row rows[64];
+    // One problem line per tensor of either file at most; one row per judged tensor (a model
+    // has a gradient per parameter: hundreds of tensors).
+    int maxprob = n + th.n + 1;
+    char (*prob)[512] = malloc((size_t)maxprob * sizeof *prob), b[128], s1[128], s2[128], pb[512];
+    row *rows = malloc((size_t)(n + 1) * sizeof *rows);
+    if (!prob || !rows) cannot("check: out of memory");
     // Names, dtypes and shapes first: every problem one line, by name.
     for (int i = 0; i < n; i++) {
         const phax_oracle_tensor *o = phax_oracle_eval_tensor(ev, i);
@@ -112,7 +116,7 @@ int phax_check_main(int argc, char **argv) {
             snprintf(prob[nprob++], 512, "shape: tensor '%s' is %s in %s, expected %s", o->name, s2, pos[2], s1);
         }
     }
-    for (int i = 0; i < th.n && nprob < 64; i++) {
+    for (int i = 0; i < th.n && nprob < maxprob; i++) {
         int known = 0;
         for (int j = 0; j < n; j++) known |= !strcmp(phax_oracle_eval_tensor(ev, j)->name, th.t[i].name);
         if (!known)
@@ -187,5 +191,6 @@ int phax_check_main(int argc, char **argv) {
     }
     phax_oracle_eval_free(ev);
     phax_st_free(&th);
+    free(prob), free(rows);
     return rc;
 }
