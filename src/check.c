@@ -173,10 +173,13 @@ int phax_check_main(int argc, char **argv) {
         printf("phax check %s at %s: PASS iff ||theirs - truth|| <= C*||baseline - truth|| + floor*||truth||, "
                "C = %g, floor = %.3g (errors relative to ||truth||)\n",
                pos[0], pr->name, PHAX_CHECK_C, PHAX_CHECK_FLOOR * pr->u);
-        printf("%-16s %11s %11s %11s %11s  %s\n", "tensor", "rel.err", "baseline", "ratio", "bound", "verdict");
+        int wn = 16;  // the name column: as wide as the longest name (a model's are ~30)
+        for (int i = 0; i < nrow; i++)
+            if ((int)strlen(rows[i].name) > wn) wn = (int)strlen(rows[i].name);
+        printf("%-*s %11s %11s %11s %11s  %s\n", wn, "tensor", "rel.err", "baseline", "ratio", "bound", "verdict");
         int worst = 0;
         for (int i = 0; i < nrow; i++) {
-            printf("%-16s %11.3e %11.3e %11.3g %11.3e  %s\n", rows[i].name, rows[i].rel, rows[i].base_rel,
+            printf("%-*s %11.3e %11.3e %11.3g %11.3e  %s\n", wn, rows[i].name, rows[i].rel, rows[i].base_rel,
                    rows[i].ratio, rows[i].bound_rel, rows[i].pass ? "PASS" : "FAIL");
             if (!(rows[i].ratio <= rows[worst].ratio)) worst = i;
         }
