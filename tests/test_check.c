@@ -560,7 +560,22 @@ Test(check, bad_files_one_line) {
     expect_error("attention", junk, th, "f32", "junk.safetensors");
     expect_error("attention", in, none, "f32", "none.safetensors");
     expect_error("attention", in, th, "fp8", "--precision");
-    expect_error("model", in, th, "f32", "no precision baseline");
+    {  // the one op left without a baseline: mlstm's recurrent form
+        char *rec = tu_join(g_dir, "recurrent.safetensors");
+        phax_rng r = phax_rng_new(3);
+        phax_st_writer *w = phax_st_writer_new();
+        int64_t qs[4] = {1, 3, 1, 2}, gs[3] = {1, 3, 1};
+        const char *names[5] = {"q", "k", "v", "igate", "fgate"};
+        for (int i = 0; i < 5; i++) {
+            double *x = normal(6, &r, 1.0);
+            add(w, names[i], x, i < 3 ? 4 : 3, i < 3 ? qs : gs);
+            free(x);
+        }
+        cr_assert(phax_st_add_meta(w, "form", "recurrent") == PHAX_OK);
+        write_free(w, rec);
+        expect_error("mlstm", rec, th, "f32", "precision baseline for form=parallel only");
+        free(rec);
+    }
     expect_error("attention", th, th, "f32", "is not an input of op 'attention'");  // IN and THEIRS swapped
     {  // too few arguments, and one too many: the usage line, exit 2
         char *o = tu_join(g_dir, "o"), *e = tu_join(g_dir, "e");

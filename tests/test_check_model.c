@@ -589,14 +589,19 @@ Test(check, model_gallery_transformer) {
 Test(check, model_gallery_serial) {
     mcase m = make_case(PHAX_FAMILY_SERIAL);
     bug_case(&m, BUG_WINDOW, 0);
-    bug_case(&m, BUG_LAYER_GRAD, 1);
+    bug_case(&m, BUG_LAYER_GRAD, 0);
+    bug_case(&m, BUG_LOSS_SUM, 1);
 }
 Test(check, model_gallery_swax) {
     mcase m = make_case(PHAX_FAMILY_SWAX);
     bug_case(&m, BUG_SWAX_RULE, 0);
     bug_case(&m, BUG_WINDOW, 0);
     bug_case(&m, BUG_TIED, 0);
-    bug_case(&m, BUG_SWAX_RULE, 1);
+    m.window = m.cfg.w_short;  // a step that drew the short window (2), run with w_long (4)
+    bug_case(&m, BUG_SWAX_RULE, 0);
+    // At bf16 the window bugs sit at ratios 3–15 here (T = 7: one key more or less of 2–4), too
+    // close to C to be caught every time: the bf16 case is the loss summed.
+    bug_case(&m, BUG_LOSS_SUM, 1);
 }
 Test(check, model_gallery_swa) {
     mcase m = make_case(PHAX_FAMILY_SWA);
