@@ -34,14 +34,12 @@ int phax_capi_check(const char *op, const void *in, size_t n, const void *theirs
     phax_st_file th = {0};
     if (phax_st_read_mem(&th, theirs, tn, THEIRS_LABEL)) return PHAX_ERR;
     phax_oracle_eval *ev = phax_oracle_eval_new_mem(op, in, n, IN_LABEL, pr, max_mib);
-    phax_check_report *r = ev ? malloc(sizeof *r) : NULL;
+    phax_check_report *r = ev ? phax_check_judge(ev, &th, op, IN_LABEL, THEIRS_LABEL, pr) : NULL;
     if (!r) {
-        if (ev) phax_fail("check: out of memory");
         phax_oracle_eval_free(ev);  // keeps the error
         phax_st_free(&th);
         return PHAX_ERR;
     }
-    phax_check_judge(ev, &th, op, IN_LABEL, THEIRS_LABEL, pr, r);
     phax_oracle_eval_free(ev);
     phax_st_free(&th);
     *out = r;
@@ -77,7 +75,7 @@ char *phax_capi_report_text(const phax_check_report *r, int json) {
     return s;
 }
 
-void phax_capi_report_free(phax_check_report *r) { free(r); }
+void phax_capi_report_free(phax_check_report *r) { phax_check_report_free(r); }
 
 int phax_capi_checkpoint(const char *path, unsigned char **out, size_t *out_len) {
     if (!path || !out || !out_len) return phax_fail("phax_capi_checkpoint: NULL argument");

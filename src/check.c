@@ -56,17 +56,28 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *s) {
     if (o < n) snprintf(buf + o, n - o, ")");
 }
 
-void phax_check_judge(const phax_oracle_eval *ev, const phax_st_file *th, const char *op, const char *in_label,
-                      const char *theirs_label, const phax_precision *pr, phax_check_report *r) {
-    memset(r, 0, sizeof *r);
+void phax_check_report_free(phax_check_report *r) {
+    if (!r) return;
+    free(r->row), free(r->prob), free(r);
+}
+
+phax_check_report *phax_check_judge(const phax_oracle_eval *ev, const phax_st_file *th, const char *op,
+                                    const char *in_label, const char *theirs_label, const phax_precision *pr) {
+    int n = phax_oracle_eval_count(ev);
+    phax_check_report *r = calloc(1, sizeof *r);
+    if (r) r->row = calloc((size_t)n + 1, sizeof *r->row), r->prob = calloc((size_t)n + (size_t)th->n + 1, 512);
+    if (!r || !r->row || !r->prob) {
+        phax_check_report_free(r);
+        phax_fail("check: out of memory");
+        return NULL;
+    }
     snprintf(r->op, sizeof r->op, "%s", op);
     snprintf(r->in_label, sizeof r->in_label, "%s", in_label);
     snprintf(r->theirs_label, sizeof r->theirs_label, "%s", theirs_label);
     r->pr = pr, r->C = PHAX_CHECK_C, r->floor = PHAX_CHECK_FLOOR * pr->u;
-    int n = phax_oracle_eval_count(ev);
     char b[128], s1[128], s2[128];
     // Names, dtypes and shapes first: every problem one line, by name.
-    for (int i = 0; i < n && r->nprob < PHAX_CHECK_MAX; i++) {
+    for (int i = 0; i < n; i++) {
         const phax_oracle_tensor *o = phax_oracle_eval_tensor(ev, i);
         if (o->upstream) continue;
         const phax_st_tensor *t = phax_st_find(th, o->name);
@@ -86,7 +97,7 @@ void phax_check_judge(const phax_oracle_eval *ev, const phax_st_file *th, const 
                      theirs_label, s1);
         }
     }
-    for (int i = 0; i < th->n && r->nprob < PHAX_CHECK_MAX; i++) {
+    for (int i = 0; i < th->n; i++) {
         int known = 0;
         for (int j = 0; j < n; j++) known |= !strcmp(phax_oracle_eval_tensor(ev, j)->name, th->t[i].name);
         if (!known)
@@ -117,6 +128,7 @@ void phax_check_judge(const phax_oracle_eval *ev, const phax_st_file *th, const 
             r->nfail += !w->pass;
         }
     r->verdict = r->nprob ? PHAX_VERDICT_MISMATCH : r->nfail || !r->nrow ? PHAX_VERDICT_FAIL : PHAX_VERDICT_PASS;
+    return r;
 }
 
 void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
@@ -149,11 +161,14 @@ void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
         fprintf(fp, "phax check %s at %s: PASS iff ||theirs - truth|| <= C*||baseline - truth|| + floor*||truth||, "
                     "C = %g, floor = %.3g (errors relative to ||truth||)\n",
                 op, pn, r->C, r->floor);
-        fprintf(fp, "%-16s %11s %11s %11s %11s  %s\n", "tensor", "rel.err", "baseline", "ratio", "bound", "verdict");
+        int wn = 16;  // the name column: as wide as the longest name (a model's are ~30)
+        for (int i = 0; i < r->nrow; i++)
+            if ((int)strlen(r->row[i].name) > wn) wn = (int)strlen(r->row[i].name);
+        fprintf(fp, "%-*s %11s %11s %11s %11s  %s\n", wn, "tensor", "rel.err", "baseline", "ratio", "bound", "verdict");
         int worst = 0;
         for (int i = 0; i < r->nrow; i++) {
             const phax_check_row *w = &r->row[i];
-            fprintf(fp, "%-16s %11.3e %11.3e %11.3g %11.3e  %s\n", w->name, w->rel, w->base_rel, w->ratio, w->bound,
+            fprintf(fp, "%-*s %11.3e %11.3e %11.3g %11.3e  %s\n", wn, w->name, w->rel, w->base_rel, w->ratio, w->bound,
                     w->pass ? "PASS" : "FAIL");
             if (!(w->ratio <= r->row[worst].ratio)) worst = i;
         }
@@ -206,13 +221,13 @@ int phax_check_main(int argc, char **argv) {
         phax_names_free(names);
         cannot(phax_error());
     }
-    phax_check_report *r = malloc(sizeof *r);
+    phax_check_report *r = phax_check_judge(ev, &th, pos[0], pos[1], pos[2], pr);
     if (!r) {
         phax_oracle_eval_free(ev);
         phax_st_free(&th);
+        phax_names_free(names);
         cannot("check: out of memory");
     }
-    phax_check_judge(ev, &th, pos[0], pos[1], pos[2], pr, r);
     for (int i = 0; names && i < r->nrow; i++) {  // rows under the user's names
         char theirs[PHAX_NAMES_MAX_LEN + 8];
         if (phax_names_to_theirs(names, r->row[i].name, theirs, sizeof theirs) == 1 &&
@@ -221,7 +236,7 @@ int phax_check_main(int argc, char **argv) {
     }
     phax_check_print(stdout, r, json);
     int rc = (int)r->verdict;
-    free(r);
+    phax_check_report_free(r);
     phax_oracle_eval_free(ev);
     phax_st_free(&th);
     phax_names_free(names);

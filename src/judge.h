@@ -8,8 +8,6 @@
 
 #include "oracle.h"
 
-#define PHAX_CHECK_MAX 64  // rows and problems: the oracle's outputs are at most MAXCOL (64)
-
 typedef enum { PHAX_VERDICT_PASS = 0, PHAX_VERDICT_FAIL = 1, PHAX_VERDICT_MISMATCH = 2 } phax_verdict;
 
 typedef struct {
@@ -24,13 +22,15 @@ typedef struct phax_check_report {
     double C, floor;  // the bound's constants; floor in units of ||truth|| (floor·u)
     phax_verdict verdict;  // also `phax check`'s exit status
     int nrow, nfail, nprob;
-    phax_check_row row[PHAX_CHECK_MAX];
-    char prob[PHAX_CHECK_MAX][512];  // MISMATCH: one line per problem, by name
+    phax_check_row *row;  // one per judged tensor (a model has one per parameter: hundreds)
+    char (*prob)[512];    // MISMATCH: one line per problem, by name (at most one per tensor of either file)
 } phax_check_report;
 
 // Judges theirs against the truth and baseline in ev (made at precision pr for op on IN).
-void phax_check_judge(const phax_oracle_eval *ev, const phax_st_file *theirs, const char *op, const char *in_label,
-                      const char *theirs_label, const phax_precision *pr, phax_check_report *r);
+// A new report (free with phax_check_report_free), or NULL when out of memory.
+phax_check_report *phax_check_judge(const phax_oracle_eval *ev, const phax_st_file *theirs, const char *op,
+                                    const char *in_label, const char *theirs_label, const phax_precision *pr);
+void phax_check_report_free(phax_check_report *r);
 // The report as `phax check` prints it (json: as with --json).
 void phax_check_print(FILE *fp, const phax_check_report *r, int json);
 

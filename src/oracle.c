@@ -19,8 +19,6 @@
 #include "phax/safetensors.h"
 #include "oracle.h"
 
-#define MAXALLOC 512
-#define MAXCOL 64
 
 // Limits on what an input may ask for (docs/oracle.md, "Limits").
 #define ORACLE_MAX_T 65536                  // dss_kernel's attribute T: the longest sequence phax trains on
@@ -34,13 +32,13 @@ typedef struct {
     phax_st_writer *out;
     phax_rng rng;  // random upstream gradients (metadata "seed", default 0)
     size_t limit;  // bytes an op may plan to allocate (see budget())
-    void *allocs[MAXALLOC];
-    int nallocs;
+    void **allocs;  // every allocation of the run, freed together (grows: a model has many tensors)
+    int nallocs, capallocs;
     // phax check: out is NULL, and every output, gradient and upstream gradient is kept in
     // col (its truth by put, its baseline at precision prec by put_base).
     const phax_precision *prec;
-    phax_oracle_tensor col[MAXCOL];
-    int ncol;
+    phax_oracle_tensor *col;
+    int ncol, capcol;
     const phax_names *names;  // --names: IN's tensors renamed to phax's, OUT's named back
 } octx;
 
@@ -69,8 +67,10 @@ static const char *shown(const char *s, char *buf, size_t n) {
 // gradients, upstream gradients, the ref kernels' scratch) plus the copy the
 // output writer keeps of each array written. An input whose plan exceeds the
 // limit is refused here, in one line, before any allocation or computation.
-static int budget(octx *c, size_t doubles) {
-    if (c->prec) doubles = smul(doubles, 2);  // phax check: the baseline holds as much again
+// phax check adds what the baseline holds (check_doubles); most ops' baselines hold as much
+// again as the truth (budget), the model's its own count (op_model).
+static int budget_check(octx *c, size_t doubles, size_t check_doubles) {
+    if (c->prec) doubles = sadd(doubles, check_doubles);
     size_t bytes = smul(doubles, sizeof(double));
     if (bytes <= c->limit) return PHAX_OK;
     if (bytes == SIZE_MAX)
@@ -81,12 +81,18 @@ static int budget(octx *c, size_t doubles) {
                      (double)c->limit / (1 << 20));
 }
 
+static int budget(octx *c, size_t doubles) { return budget_check(c, doubles, doubles); }
+
 static void *keep(octx *c, void *p) {
     if (!p) return NULL;
-    if (c->nallocs == MAXALLOC) {
-        free(p);
-        phax_fail("oracle: too many tensors");
-        return NULL;
+    if (c->nallocs == c->capallocs) {
+        int cap = c->capallocs ? 2 * c->capallocs : 64;
+        void **a = realloc(c->allocs, (size_t)cap * sizeof *a);
+        if (!a) {
+            free(p);
+            return NULL;
+        }
+        c->allocs = a, c->capallocs = cap;
     }
     return c->allocs[c->nallocs++] = p;
 }
@@ -196,7 +202,12 @@ static int put(octx *c, const char *name, const double *x, int ndim, const int64
         if (c->names && phax_names_to_theirs(c->names, name, theirs, sizeof theirs) < 0) return PHAX_ERR;
         return phax_st_add_f64(c->out, c->names ? theirs : name, x, ndim, shape);
     }
-    if (c->ncol == MAXCOL) return phax_fail("check: too many tensors");
+    if (c->ncol == c->capcol) {
+        int cap = c->capcol ? 2 * c->capcol : 16;
+        phax_oracle_tensor *a = realloc(c->col, (size_t)cap * sizeof *a);
+        if (!a) return phax_fail("check: out of memory");
+        c->col = a, c->capcol = cap;
+    }
     size_t n = numel(ndim, shape);
     double *t = dalloc(c, n);
     char *nm = keep(c, strdup(name));
@@ -907,7 +918,9 @@ static int op_model(octx *c) {
     size_t P = L.numel, nV = smul(smul((size_t)B, (size_t)T), (size_t)cfg.vocab_size);
     phax_layout_free(&L);
     if (rc) return rc;
-    TRY(budget(c, sadd(sadd(smul(3, P), smul(4, nV)), sadd(model_act_doubles(&cfg, B, T), (size_t)B * T))));
+    // phax check: the baseline's gradients, logits and loss, and what it holds meanwhile.
+    TRY(budget_check(c, sadd(sadd(smul(3, P), smul(4, nV)), sadd(model_act_doubles(&cfg, B, T), (size_t)B * T)),
+                     sadd(sadd(P, nV), sadd(phax_naive_model_doubles(&cfg, B, T), 1))));
     int32_t *tok = geti(c, "tokens", 2, ts), *tg = geti(c, "targets", 2, ts);
     TRYP(tok && tg);
     ref_model m;
@@ -929,6 +942,19 @@ static int op_model(octx *c) {
         char name[128];
         snprintf(name, sizeof name, "grad.%s", p->name);
         rc = put(c, name, m.grads + p->offset, p->ndim, p->shape);
+    }
+    if (!rc && c->prec) {  // phax check: the baseline on the same parameters, tokens and window
+        double *bl = dalloc(c, nV), *bloss = dalloc(c, 1), *bg = dalloc(c, m.layout.numel);
+        rc = bl && bloss && bg ? PHAX_OK : PHAX_ERR;
+        if (!rc)
+            rc = phax_naive_model(c->prec, bl, bloss, bg, &m.cfg, &m.layout, m.params, tok, tg, B, T, window, NULL);
+        if (!rc) rc = put_base(c, "logits", bl);
+        if (!rc) rc = put_base(c, "loss", bloss);
+        for (int i = 0; i < m.layout.n && !rc; i++) {
+            char name[128];
+            snprintf(name, sizeof name, "grad.%s", m.layout.p[i].name);
+            rc = put_base(c, name, bg + m.layout.p[i].offset);
+        }
     }
     if (rc && !strstr(phax_error(), c->path)) phax_fail("%s: %s", c->path, phax_error());
     ref_model_free(&m);
@@ -1163,7 +1189,8 @@ static void set_limit(octx *c, double max_mib) {
 
 // --- phax check's entry (src/oracle.h) ----------------------------------------------------------
 #define CHECKED_OPS \
-    "embedding linear rmsnorm layernorm headnorm gelu silu swiglu rope attention ssm_conv mlstm mix cross_entropy adamw dss_kernel ssm_recurrent"
+    "embedding linear rmsnorm layernorm headnorm gelu silu swiglu rope attention ssm_conv mlstm mix cross_entropy adamw " \
+    "dss_kernel ssm_recurrent model"
 
 struct phax_oracle_eval {
     octx c;
@@ -1174,7 +1201,9 @@ const char *phax_oracle_checked_ops(void) { return CHECKED_OPS; }
 static void ctx_free(octx *c) {
     phax_st_free(&c->in);
     for (int i = 0; i < c->nallocs; i++) free(c->allocs[i]);
-    c->nallocs = 0;
+    free(c->allocs), free(c->col);
+    c->allocs = NULL, c->col = NULL;
+    c->nallocs = c->capallocs = c->ncol = c->capcol = 0;
 }
 
 // IN from the file in_path (buf NULL) or from the image buf (n bytes; in_path its label).

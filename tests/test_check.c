@@ -656,7 +656,7 @@ Test(check, bad_files_one_line) {
     expect_error("attention", junk, th, "f32", "junk.safetensors");
     expect_error("attention", in, none, "f32", "none.safetensors");
     expect_error("attention", in, th, "fp8", "--precision");
-    expect_error("model", in, th, "f32", "no precision baseline");
+    expect_error("nonesuch", in, th, "f32", "unknown op 'nonesuch'");  // every op has a baseline now
     expect_error("attention", th, th, "f32", "is not an input of op 'attention'");  // IN and THEIRS swapped
     {  // too few arguments, and one too many: the usage line, exit 2
         char *o = tu_join(g_dir, "o"), *e = tu_join(g_dir, "e");

@@ -256,7 +256,7 @@ def part_errors(tmp):
     out = phax.oracle("linear", good)
     short = {k: v for k, v in out.items() if k != "grad.bias"}
     raises("check: tensor missing from theirs", lambda: phax.check("linear", good, short), "grad.bias", "missing")
-    raises("check: op without a baseline", lambda: phax.check("model", good, out), "no precision baseline")
+    raises("check: unknown op", lambda: phax.check("nonesuch", good, out), "unknown op 'nonesuch'")
     raises("checkpoint that is not there", lambda: phax.load_checkpoint(os.path.join(tmp, "nope")), "nope")
     raises("checkpoint that is not a checkpoint", lambda: phax.load_checkpoint(ex), ex)
     # After every error the library still answers.

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "phax/model.h"
 #include "phax/ops.h"
 
 typedef enum { PHAX_PREC_F32 = 0, PHAX_PREC_TF32, PHAX_PREC_BF16, PHAX_PREC_F16, PHAX_PREC_N } phax_prec_id;
@@ -94,5 +95,18 @@ int phax_naive_adamw(const phax_precision *pr, double *p, double *m, double *v, 
 int phax_naive_dss_kernel(const phax_precision *pr, double *k, double *dLre, double *dLim, double *dCre,
                           double *dCim, const double *dk, const double *Lre, const double *Lim, const double *Cre,
                           const double *Cim, int H, int N, int T);
+
+// The whole model (docs/spec.md §3; ref_model_forward/_backward's contract), forward and
+// backward, composed from the baselines above and glue rounded the same way (check/model.c):
+// logits (B, T, V), *loss (the mean cross-entropy), grads (layout order, L->numel) OVERWRITTEN
+// with the gradient of the loss. cfg resolved, L its layout, params in layout order; tokens
+// and targets (B, T) valid (ref checks them first); window: the call's (−1 = w_long; the plan
+// resolves it per family). *peak (may be NULL): the most doubles its own scratch held at once.
+int phax_naive_model(const phax_precision *pr, double *logits, double *loss, double *grads, const phax_model_cfg *cfg,
+                     const phax_layout *L, const double *params, const int32_t *tok, const int32_t *tg, int B, int T,
+                     int window, size_t *peak);
+// An upper bound on the doubles phax_naive_model holds at once (its scratch and its ops'),
+// from the shapes alone, for the oracle's memory plan; outputs and gradients not included.
+size_t phax_naive_model_doubles(const phax_model_cfg *cfg, int B, int T);
 
 #endif
