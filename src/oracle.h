@@ -16,7 +16,8 @@ typedef struct {
     int64_t shape[PHAX_ST_MAX_NDIM];
     size_t n;
     const double *truth;  // float64, as `phax oracle` writes it
-    const double *base;   // the precision baseline (NULL for an upstream gradient)
+    const double *base;   // the precision baseline (NULL for an upstream gradient), rounded to nearest
+    const double *base_sr[4];  // the same with stochastic rounding, four seeds (NULL: not made)
     int upstream;         // 1: grad.<output>, the upstream gradient (an input, not judged)
 } phax_oracle_tensor;
 

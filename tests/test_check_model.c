@@ -496,16 +496,14 @@ static outs their(const inputs *in, bug bg, int bf16w) {
 }
 
 // (b) The fast tier's outputs at f32 and at bf16, and a bf16 implementation's (bf16 weights and
-// outputs, float32 arithmetic) at bf16, on three fresh draws of the inputs. At bf16 the fast
-// tier PASSes with room (worst ratio ~1e-3: its float32 error is far below bf16's): asserted
-// on every draw. At f32 the whole verdict is recorded, not asserted: on the gradients the fast
-// tier's error is up to ~25× the naive baseline's (the GSS and mLSTM families; docs/oracle.md,
-// "model"), and a tensor of 1 to 4 elements (the loss, logscale, gss.d, a gate bias) has a
-// baseline error that is one random draw and can be arbitrarily small. What is asserted at
-// f32 is the logits' typical ratio: the median over the draws is at most C (measured over 24
-// draws per case: medians 0.7–1.2, the worst single draw 3.8, mLSTM). The bf16
-// implementation's verdict is recorded for the same reason (its loss, one element, FAILs
-// about one draw in ten).
+// outputs, float32 arithmetic) at bf16, on three fresh draws of the inputs: each must PASS.
+// With the baseline rounded once to nearest, the fast tier FAILed at f32 in 1–6 of 12 draws per
+// family — a tensor of 1 to 4 elements (the loss, logscale, gss.d, a gate bias) or a gradient
+// summed with cancellation has a baseline error that is one random draw and can be
+// arbitrarily small (worst ratios 8–25). phax check now takes the largest error of three
+// roundings of the baseline (nearest, two stochastic: docs/oracle.md, "The bound"); measured
+// after that change the fast tier's worst ratio over all families and draws was 1.7 at f32.
+// The logits' median ratio over the draws is also printed.
 #define DRAWS 3
 static void fast_case(const mcase *mc, const char *what) {
     double lq[DRAWS];
@@ -514,10 +512,10 @@ static void fast_case(const mcase *mc, const char *what) {
         outs f = their(&in, OK, 0), h = their(&in, OK, 1);
         char w[160];
         snprintf(w, sizeof w, "%s: fast tier (float32)", what);
-        lq[k] = judge(&in, &f, 0, "f32", 2, w);
+        lq[k] = judge(&in, &f, 0, "f32", 1, w);
         judge(&in, &f, 0, "bf16", 1, w);
         snprintf(w, sizeof w, "%s: bf16 weights and outputs, float32 arithmetic", what);
-        judge(&in, &h, 1, "bf16", 2, w);
+        judge(&in, &h, 1, "bf16", 1, w);
         outs_free(&f), outs_free(&h);
         inputs_free(&in);
     }

@@ -32,6 +32,11 @@ const phax_precision *phax_precision_get(phax_prec_id id);
 // `pr` (gradual underflow, overflow to ±inf). NaN and ±inf pass through.
 double phax_round_bits(double x, int p, int emin, int emax);
 double phax_round(const phax_precision *pr, double x);     // to pr->p bits
+// Every rounding of this thread from now on stochastic (up with probability equal to the
+// distance from the lower neighbour, in units of the spacing), drawn from a stream seeded
+// with seed; 0 turns it off (round to nearest, ties to even: the default). phax check runs
+// each baseline once to nearest and twice stochastically (docs/oracle.md, "The bound").
+void phax_round_stochastic(uint64_t seed);
 double phax_round_mm(const phax_precision *pr, double x);  // a dot product's operand: pr->p_mm bits
 
 // Attention (docs/spec.md; the contract of ref_attention_fwd/_bwd): y and every gradient
