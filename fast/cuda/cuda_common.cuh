@@ -34,11 +34,13 @@ static inline int fcuda_ok(cudaError_t e, const char *op) {
 }
 static inline cudaStream_t fcuda_stream(void *s) { return (cudaStream_t)s; }
 
-// Blocks of a grid-stride loop over n elements with `threads` per block (at most 4096 blocks:
-// each thread then takes several elements).
+// Blocks of a grid-stride loop over n elements with `threads` per block: at most 1024
+// (with 256 threads, about the resident threads of an H100/H200's 132 SMs); beyond that each
+// thread takes several elements.
+#define FCUDA_EW_MAX_BLOCKS 1024u
 static inline unsigned fcuda_ew_blocks(size_t n, unsigned threads) {
     size_t b = (n + threads - 1) / threads;
-    return (unsigned)(b < 1 ? 1 : b > 4096 ? 4096 : b);
+    return (unsigned)(b < 1 ? 1 : b > FCUDA_EW_MAX_BLOCKS ? FCUDA_EW_MAX_BLOCKS : b);
 }
 
 // Σ v over a warp by butterfly: every lane ends with the same bits (a + b = b + a).
