@@ -286,8 +286,7 @@ void fiber_main() {
 #endif
 #if defined(__x86_64__)
     if (!use_ucontext) {
-        void *dead;
-        phax_emu_switch(&dead, sched_sp);  // never resumed
+        phax_emu_switch(&f->sp, sched_sp);  // never resumed
         __builtin_unreachable();
     }
 #endif
@@ -496,6 +495,14 @@ void run_block(uint64_t *rng) {
         if (k < n) {
             int i = ord[k];
             switch_to(&fibers[i]);
+#ifdef PHAX_EMU_ASAN
+            // A finished fiber's last frames (fiber_main, the switch) never return, so ASan
+            // still holds their redzones: clear them before the stack is used again.
+            if (fibers[i].st == F_DONE && !use_ucontext) {
+                char *lo = static_cast<char *>(fibers[i].sp) - 256, *top = fibers[i].stack + STACK_BYTES;
+                __asan_unpoison_memory_region(lo, (size_t)(top - lo));
+            }
+#endif
             if (fibers[i].st == F_WARP && try_complete_warp(i)) {
                 int w0 = i & ~31;  // its lanes run again, the first of them before anyone later
                 for (int l = 0; l < 32; l++)
