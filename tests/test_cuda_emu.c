@@ -248,8 +248,8 @@ static void rmsnorm_case(size_t n, int d, double offset, phax_rng *r) {
     ref_rmsnorm_bwd(dxr, dgr, dyd, xd, gd, n, d, eps);
 
     float *dX = dnew(x, nd), *dG = dnew(g, d), *dDY = dnew(dy, nd);
-    size_t wsb = fcuda_emu_rmsnorm_bwd_ws(n, d);
-    float *dWS = dnew(NULL, wsb / sizeof(float) + 1);
+    size_t wsn = fcuda_emu_rmsnorm_bwd_ws(n, d) / sizeof(float) + 1;
+    float *dWS = dnew(NULL, wsn);
     float *y[NORDERS], *dx[NORDERS], *dg[NORDERS];
     float *dx1 = tu_fbuf(nd), *dg1 = tu_fbuf(d);
     for (int o = 0; o < NORDERS; o++) {
@@ -279,6 +279,9 @@ static void rmsnorm_case(size_t n, int d, double offset, phax_rng *r) {
     cr_expect(h_bound(label, "dx", H_F(dx[0]), H_F(dxn), dxr, H_F(px), NULL, nd, H_C_BWD), "%s dx", label);
     cr_expect(h_bound(label, "dg", H_F(dg[0]), H_F(dgn), dgr, H_F(pg), NULL, d, H_C_BWD), "%s dg", label);
     dget(x, dX, nd, "x"), dget(g, dG, d, "g"), dget(dy, dDY, nd, "dy");  // inputs: guards intact
+    float *wsh = malloc(wsn * sizeof *wsh);
+    dget(wsh, dWS, wsn, "workspace");
+    free(wsh);
     dfree(dX), dfree(dG), dfree(dDY), dfree(dWS);
     for (int o = 0; o < NORDERS; o++) tu_ffree(y[o]), tu_ffree(dx[o]), tu_ffree(dg[o]);
     cr_expect(tu_fintact(x) && tu_fintact(g) && tu_fintact(dy) && tu_fintact(yn) && tu_fintact(dxn) &&

@@ -127,6 +127,7 @@ size_t main_stack_size;
 
 cudaError_t last_error = cudaSuccess;
 char last_detail[512];
+cudaError_t detail_code = cudaSuccess;  // the code last_detail describes
 
 cudaError_t record(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 cudaError_t record(cudaError_t e, const char *fmt, ...) {
@@ -134,7 +135,7 @@ cudaError_t record(cudaError_t e, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(last_detail, sizeof last_detail, fmt, ap);
     va_end(ap);
-    last_error = e;
+    last_error = detail_code = e;
     fprintf(stderr, "cuda-emu: %s\n", last_detail);
     return e;
 }
@@ -655,7 +656,7 @@ const char *cudaGetErrorName(cudaError_t e) {
 const char *cudaGetErrorString(cudaError_t e) {
     if (e == cudaSuccess) return "no error";
     // The detail of the error last recorded (the emulator names kernel, block and thread).
-    return last_detail[0] ? last_detail : cudaGetErrorName(e);
+    return e == detail_code && last_detail[0] ? last_detail : cudaGetErrorName(e);
 }
 
 cudaError_t cudaGetDeviceCount(int *n) {
