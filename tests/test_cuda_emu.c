@@ -6,7 +6,8 @@
 //     stops one step early, a missing __syncthreads after the stores or inside the loop)
 //     give wrong sums; a __syncthreads or a shuffle not reached by every thread it names is
 //     reported, not hung and not passed; shared memory a block never wrote reads as the
-//     poison; the runtime refuses bad launch configurations and copies.
+//     poison; the runtime refuses bad launch configurations and copies; the same through
+//     glibc's ucontext switch (x86-64 uses the emulator's own by default).
 //   * The kernels (fast/cuda/norm.cu, activation.cu, as fcuda_emu_*) against ref (float64)
 //     with the harness's bound (tests/harness.h: ‖fast − ref‖ ≤ C·‖naive32 − ref‖ + floor,
 //     naive32 = tests/baseline_f32_basic.c), as tests/test_fcpu_basic.c judges fast/cpu:
@@ -164,6 +165,27 @@ Test(cuda_emu, divergent_barriers_reported) {
     // and a correct launch right after one that failed
     float out[64];
     cr_expect_eq(emu_config(64, out), 0, "%s", emu_error());
+}
+
+// The same scheduling through glibc's ucontext (the portable switch; x86-64 uses its own).
+Test(cuda_emu, ucontext_switch) {
+    cr_assert_eq(phax_cuda_emu_use_ucontext(1), 1);
+    phax_rng r = tu_rng("ucontext_switch");
+    const unsigned blocks[] = {1, 33, 256};
+    for (int o = 0; o < NORDERS; o++) {
+        set_order(o);
+        for (int i = 0; i < 3; i++) {
+            int w1 = wrong_sums(emu_tree_sum, EMU_OK, 3, blocks[i], &r);
+            int w2 = wrong_sums(emu_shfl_sum, EMU_OK, 3, blocks[i], &r);
+            cr_expect(w1 == 0 && w2 == 0, "ucontext, %s order, block %u: %d, %d wrong sums", ORDER_NAME[o],
+                      blocks[i], w1, w2);
+        }
+        cr_expect(wrong_sums(emu_tree_sum, EMU_BUG_NO_SYNC_STORE, 3, 256, &r) != 0 || o == 1,
+                  "ucontext, %s order: missing barrier not caught", ORDER_NAME[o]);
+        cr_expect(emu_broken(0, 64) != 0, "ucontext: divergent __syncthreads not reported");
+    }
+    set_order(0);
+    phax_cuda_emu_use_ucontext(0);
 }
 
 Test(cuda_emu, smem_poison) {

@@ -49,6 +49,10 @@ PHAX_FCUDA_DECLS(fcuda_emu_)
 enum { PHAX_CUDA_EMU_FORWARD = 0, PHAX_CUDA_EMU_REVERSE = 1, PHAX_CUDA_EMU_SHUFFLE = 2 };
 void phax_cuda_emu_set_order(int mode, uint64_t seed);
 int phax_cuda_emu_order(void);
+// Fiber switches by ucontext (on: 1) or, on x86-64, by the emulator's own register switch (0,
+// the default; PHAX_CUDA_EMU_SWITCH=ucontext sets 1). Returns the switch now in use (1:
+// ucontext), or -1 from inside a launch.
+int phax_cuda_emu_use_ucontext(int on);
 
 #ifdef __cplusplus
 }

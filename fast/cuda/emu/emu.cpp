@@ -733,6 +733,12 @@ extern "C" void phax_cuda_emu_set_order(int mode, uint64_t seed) {
     phax_emu::order_mode = mode;
     phax_emu::order_seed = seed;
 }
+extern "C" int phax_cuda_emu_use_ucontext(int on) {
+    phax_emu::read_switch_env();
+    if (phax_emu::in_launch) return -1;
+    phax_emu::use_ucontext = on || !phax_emu::have_fast_switch;
+    return phax_emu::use_ucontext;
+}
 extern "C" int phax_cuda_emu_order(void) {
     phax_emu::read_order_env();
     return phax_emu::order_mode;
