@@ -24,6 +24,12 @@ if ((${#missing[@]})); then
     $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# nvcc (fast/cuda): NVIDIA's packages install it under /usr/local/cuda/bin, which is often not
+# on PATH, and meson looks for it on PATH only. Found, the build compiles every .cu (docs/cuda.md).
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+    export PATH=/usr/local/cuda/bin:$PATH
+fi
+
 BUILD_DIR=${BUILD_DIR:-build}
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     # shellcheck disable=SC2086

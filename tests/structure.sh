@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The structure suite: fast/ must not depend on the oracle it is checked against.
-#   structure.sh no-ref-symbols LIB   LIB (the built fast/cpu static library) references no
-#                                     symbol of ref: no undefined symbol starts with ref_.
-#   structure.sh no-ref-includes ROOT no file under ROOT/fast/ and no ROOT/include/phax/fcpu*.h
-#                                     (nor phax/ops.h, phax/numerics.h, which fast/ builds on)
+#   structure.sh no-ref-symbols LIB [PREFIX]
+#                                     LIB (a built fast/ static library: fast/cpu, fast/cuda,
+#                                     the emulated fast/cuda) defines PREFIX functions (default
+#                                     fcpu_) and references no symbol of ref: no undefined
+#                                     symbol starts with ref_ (C++ names demangled).
+#   structure.sh no-ref-includes ROOT no file under ROOT/fast/ (.c .h .cu .cuh .cpp .in) and no
+#                                     ROOT/include/phax/fcpu*.h, fcuda*.h (nor phax/ops.h,
+#                                     phax/numerics.h, which fast/ builds on)
 #                                     includes phax/ref.h or phax/ref_model.h, or a ref/ file.
 #   structure.sh where-table ROOT FILE...
 #                                     the "Where things live" section of each FILE (relative to
@@ -27,22 +31,26 @@ NM=${NM:-nm}
 case "${1:-}" in
 no-ref-symbols)
     lib=$2
+    prefix=${3:-fcpu_}
     [ -f "$lib" ] || { echo "structure: no library at $lib" >&2; exit 1; }
     # The library must define something, or an empty nm output would pass vacuously.
-    defined=$("$NM" --defined-only "$lib" 2>/dev/null | grep -c ' T fcpu_' || true)
-    [ "$defined" -gt 0 ] || { echo "structure: $lib defines no fcpu_ function (wrong file?)" >&2; exit 1; }
-    bad=$("$NM" --undefined-only "$lib" | awk '$1 == "U" && $2 ~ /^ref_/ {print $2}' | sort -u)
+    defined=$("$NM" --defined-only "$lib" 2>/dev/null | grep -c " T $prefix" || true)
+    [ "$defined" -gt 0 ] || { echo "structure: $lib defines no $prefix function (wrong file?)" >&2; exit 1; }
+    # -C: a C++ reference to a ref function reads ref_...(args) once demangled.
+    bad=$("$NM" -C --undefined-only "$lib" | awk '$1 == "U" && $2 ~ /^ref_/ {print $2}' | sort -u)
     if [ -n "$bad" ]; then
         echo "structure: $lib references ref symbols (fast/ must not call the oracle):" >&2
         echo "$bad" >&2
         exit 1
     fi
-    echo "structure: $lib: $defined fcpu_ functions, no undefined ref_ symbol"
+    echo "structure: $lib: $defined $prefix functions, no undefined ref_ symbol"
     ;;
 no-ref-includes)
     root=$2
-    files=$(find "$root/fast" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \); \
-            ls "$root"/include/phax/fcpu*.h "$root/include/phax/ops.h" "$root/include/phax/numerics.h")
+    files=$(find "$root/fast" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
+                 -o -name '*.cpp' -o -name '*.in' \); \
+            ls "$root"/include/phax/fcpu*.h "$root"/include/phax/fcuda*.h "$root/include/phax/ops.h" \
+               "$root/include/phax/numerics.h")
     n=$(echo "$files" | wc -l)
     [ "$n" -gt 10 ] || { echo "structure: only $n files found under $root (wrong root?)" >&2; exit 1; }
     # shellcheck disable=SC2086
@@ -52,7 +60,7 @@ no-ref-includes)
         echo "$bad" >&2
         exit 1
     fi
-    echo "structure: $n files under fast/ and include/phax/{fcpu*,ops,numerics}.h include no ref header"
+    echo "structure: $n files under fast/ and include/phax/{fcpu*,fcuda*,ops,numerics}.h include no ref header"
     ;;
 where-table)
     root=$2

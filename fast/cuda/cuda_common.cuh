@@ -1,0 +1,64 @@
+// What every fast/cuda kernel file includes: the runtime (real, or the CPU emulation of
+// fast/cuda/emu/ when compiled as C++ with PHAX_CUDA_EMU), the launch macro, dynamic shared
+// memory, the entry points' names, launch checking and the block reductions.
+#ifndef PHAX_FAST_CUDA_COMMON_CUH
+#define PHAX_FAST_CUDA_COMMON_CUH
+
+#ifdef PHAX_CUDA_EMU
+#include "emu/cuda_emu.h"
+// fcuda_emu_<op>: the emulated library's entry points (phax/fcuda.h).
+#define FCUDA(name) fcuda_emu_##name
+#else
+#include <cuda_runtime.h>
+// PHAX_LAUNCH(kernel, grid, block, smem bytes, stream, args...): a kernel launch.
+#define PHAX_LAUNCH(k, grid, block, smem, stream, ...) k<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+// PHAX_DYN_SMEM(T, name): the launch's dynamic shared memory as T name[].
+#define PHAX_DYN_SMEM(T, name) extern __shared__ __align__(16) T name[]
+#define FCUDA(name) fcuda_##name
+#endif
+
+#include "phax/core.h"
+#include "phax/fcuda.h"
+
+// The error of the last launch (or of anything before it) as the library's one-line error.
+static inline int fcuda_check(const char *op) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return PHAX_OK;
+    return phax_fail("cuda %s: %s (%s)", op, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+// A CUDA call's result the same way.
+static inline int fcuda_ok(cudaError_t e, const char *op) {
+    if (e == cudaSuccess) return PHAX_OK;
+    cudaGetLastError();  // clear it, so the next check does not report it twice
+    return phax_fail("cuda %s: %s (%s)", op, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+static inline cudaStream_t fcuda_stream(void *s) { return (cudaStream_t)s; }
+
+// Blocks of a grid-stride loop over n elements with `threads` per block: at most 1024
+// (with 256 threads, about the resident threads of an H100/H200's 132 SMs); beyond that each
+// thread takes several elements.
+#define FCUDA_EW_MAX_BLOCKS 1024u
+static inline unsigned fcuda_ew_blocks(size_t n, unsigned threads) {
+    size_t b = (n + threads - 1) / threads;
+    return (unsigned)(b < 1 ? 1 : b > FCUDA_EW_MAX_BLOCKS ? FCUDA_EW_MAX_BLOCKS : b);
+}
+
+// Σ v over a warp by butterfly: every lane ends with the same bits (a + b = b + a).
+__device__ __forceinline__ float fcuda_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Σ v over the block, returned to every thread. blockDim.x a multiple of 32 (≤ 1024), every
+// thread of the block calls it; red: 32 floats of shared memory, free again on return.
+__device__ __forceinline__ float fcuda_block_sum(float v, float *red) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = fcuda_warp_sum(v);
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = fcuda_warp_sum(lane < nw ? red[lane] : 0.0f);  // every warp sums the partials: a broadcast
+    __syncthreads();                                   // before red is written again
+    return v;
+}
+
+#endif

@@ -1,0 +1,61 @@
+// fast/cuda: the float32 ops on an NVIDIA GPU (fast/cuda/<stem>.cu; semantics: ref/, the
+// contract of fast/cpu's phax/fcpu_<stem>.h; docs/cuda.md).
+//
+// Every op has fast/cpu's signature and contract (forward overwrites, backward ADDS into its
+// gradients, NULL skips a gradient, _ws sizes in bytes), with three differences:
+//   * every pointer, workspaces included, is DEVICE memory (fcuda_malloc);
+//   * a last argument `stream` (a cudaStream_t; NULL: the default stream);
+//   * an int result: PHAX_OK, or PHAX_ERR with phax_error() naming the op and the CUDA
+//     error (a failed launch, a kernel fault). Nothing exits.
+// Each entry point exists twice: fcuda_<op> in the real library (phax_cuda, built when
+// nvcc is found) and fcuda_emu_<op> in phax_cuda_emu (the same sources compiled as C++
+// for the CPU emulation of the CUDA model, fast/cuda/emu/; always built, for the tests).
+#ifndef PHAX_FCUDA_H
+#define PHAX_FCUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PHAX_FCUDA_DECLS(P)                                                                        \
+    /* device memory and copies (bytes); sync waits for the stream */                             \
+    int P##malloc(void **p, size_t bytes);                                                         \
+    int P##free(void *p);                                                                          \
+    int P##upload(void *dst, const void *src, size_t bytes, void *stream);                         \
+    int P##download(void *dst, const void *src, size_t bytes, void *stream);                       \
+    int P##sync(void *stream);                                                                     \
+    /* norm: rmsnorm over the last dim; x, y: (n, d), g: (d) */                                    \
+    int P##rmsnorm_fwd(float *y, const float *x, const float *g, size_t n, int d, double eps,      \
+                       void *stream);                                                              \
+    /* ws (device) only when dg is requested */                                                    \
+    size_t P##rmsnorm_bwd_ws(size_t n, int d);                                                     \
+    int P##rmsnorm_bwd(float *dx, float *dg, const float *dy, const float *x, const float *g,      \
+                       size_t n, int d, double eps, void *ws, void *stream);                       \
+    /* activation: elementwise, n elements; gelu the exact erf form x Φ(x) */                      \
+    int P##gelu_fwd(float *y, const float *x, size_t n, void *stream);                             \
+    int P##gelu_bwd(float *dx, const float *dy, const float *x, size_t n, void *stream);           \
+    int P##silu_fwd(float *y, const float *x, size_t n, void *stream);                             \
+    int P##silu_bwd(float *dx, const float *dy, const float *x, size_t n, void *stream);
+
+PHAX_FCUDA_DECLS(fcuda_)
+PHAX_FCUDA_DECLS(fcuda_emu_)
+
+// The emulator's scheduling order (fast/cuda/emu/emu.cpp): the order in which the runnable
+// threads of a block are resumed on each pass. The environment variable
+// PHAX_CUDA_EMU_ORDER=forward|reverse|shuffle[:seed] sets the initial one.
+enum { PHAX_CUDA_EMU_FORWARD = 0, PHAX_CUDA_EMU_REVERSE = 1, PHAX_CUDA_EMU_SHUFFLE = 2 };
+void phax_cuda_emu_set_order(int mode, uint64_t seed);
+int phax_cuda_emu_order(void);
+// Fiber switches by ucontext (on: 1) or, on x86-64, by the emulator's own register switch (0,
+// the default; PHAX_CUDA_EMU_SWITCH=ucontext sets 1). Returns the switch now in use (1:
+// ucontext), or -1 from inside a launch.
+int phax_cuda_emu_use_ucontext(int on);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
