@@ -38,7 +38,16 @@ extern "C" {
     int P##gelu_fwd(float *y, const float *x, size_t n, void *stream);                             \
     int P##gelu_bwd(float *dx, const float *dy, const float *x, size_t n, void *stream);           \
     int P##silu_fwd(float *y, const float *x, size_t n, void *stream);                             \
-    int P##silu_bwd(float *dx, const float *dy, const float *x, size_t n, void *stream);
+    int P##silu_bwd(float *dx, const float *dy, const float *x, size_t n, void *stream);          \
+    /* linear: y = x Wᵀ + b on cuBLAS; x (n, in), W (out, in), b (out) or NULL, y (n, out); */    \
+    /* backward dx += dy W, dW += dyᵀ x, db += column sums of dy (NULL skips) */                  \
+    int P##linear_fwd(float *y, const float *x, const float *W, const float *b, size_t n, int in,  \
+                      int out, void *stream);                                                      \
+    int P##linear_bwd(float *dx, float *dW, float *db, const float *dy, const float *x,            \
+                      const float *W, size_t n, int in, int out, void *stream);                    \
+    /* the compute type of every cuBLAS product: FP32 (0, the default) or TF32 (1, the */        \
+    /* tensor cores' 10-bit mantissa inputs); returns the previous setting */                     \
+    int P##gemm_tf32(int on);
 
 PHAX_FCUDA_DECLS(fcuda_)
 PHAX_FCUDA_DECLS(fcuda_emu_)
