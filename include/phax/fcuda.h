@@ -27,6 +27,13 @@ extern "C" {
     int P##upload(void *dst, const void *src, size_t bytes, void *stream);                         \
     int P##download(void *dst, const void *src, size_t bytes, void *stream);                       \
     int P##sync(void *stream);                                                                     \
+    /* embedding: x (n, d) = E[tok]; E (V, d); tok (n) int32 on the device. A token outside */    \
+    /* [0, V) fails before anything is written (the call syncs its stream to read the check). */  \
+    /* Backward dE += scatter of dx rows by atomicAdd (order of repeated tokens not fixed). */     \
+    int P##embedding_fwd(float *x, const float *E, const int32_t *tok, size_t n, int V, int d,     \
+                         void *stream);                                                            \
+    int P##embedding_bwd(float *dE, const float *dx, const int32_t *tok, size_t n, int d,          \
+                         void *stream);                                                            \
     /* norm: rmsnorm over the last dim; x, y: (n, d), g: (d) */                                    \
     int P##rmsnorm_fwd(float *y, const float *x, const float *g, size_t n, int d, double eps,      \
                        void *stream);                                                              \

@@ -66,8 +66,10 @@ size_t extent(int rows, int cols, int ld) {
 bool inside(const char *fn, const char *name, const float *p, size_t n, int rows, int cols, int ld,
             int batch, cublasStatus_t *st) {
     if (n == 0 || device_range(p, n * sizeof(float))) return true;
-    *st = fault("%s: %s (%d x %d, ld %d%s%d) at %p: its %zu floats are not inside one cudaMalloc allocation",
-                fn, name, rows, cols, ld, batch >= 0 ? ", batch " : "", batch >= 0 ? batch : 0, (const void *)p, n);
+    char b[32] = "";
+    if (batch >= 0) snprintf(b, sizeof b, ", batch %d", batch);
+    *st = fault("%s: %s (%d x %d, ld %d%s) at %p: its %zu floats are not inside one cudaMalloc allocation", fn,
+                name, rows, cols, ld, b, (const void *)p, n);
     return false;
 }
 

@@ -1,5 +1,6 @@
-// fast/cuda's linear (fast/cuda/linear.cu, on cuBLAS) and the cuBLAS emulation under it
-// (fast/cuda/emu/cublas.h), through the CPU emulation of the CUDA model (docs/cuda.md).
+// fast/cuda's basic ops on the CPU emulation of the CUDA model (docs/cuda.md): linear
+// (fast/cuda/linear.cu, on cuBLAS) and the cuBLAS emulation under it (fast/cuda/emu/cublas.h),
+// embedding (fast/cuda/embedding.cu).
 //
 //   * linear against ref (float64) with the harness's bound, as tests/test_fcpu_basic.c judges
 //     fast/cpu's linear: ‖fast − ref‖ ≤ C·‖naive32 − ref‖ + 4·2^-24·‖|ref| + mag‖ (naive32:
@@ -13,6 +14,9 @@
 //   * cuBLAS's argument validation: wrong leading dimensions, negative sizes, bad transpose
 //     flags, a destroyed handle, a matrix reaching outside its allocation, alpha in device
 //     memory: each an error status with a message, and C left as it was.
+//   * embedding: the gather exact; the scatter-add (atomicAdd) into a nonzero prior against ref
+//     with the bound, V 11 (tokens repeat) and 1000; a bad token fails before anything is
+//     written, with fast/cpu's message.
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -332,4 +336,89 @@ Test(cuda_emu, linear_errors) {
     // and the next call works
     cr_expect_eq(fcuda_emu_linear_fwd(dY, dX, dW, NULL, 3, 4, 3, NULL), PHAX_OK, "%s", phax_error());
     dfree(dX), dfree(dW), dfree(dY);
+}
+
+// --- embedding -----------------------------------------------------------------------------------
+
+// n int32 tokens on the device, GUARD ints after them.
+static int32_t *dtok(const int32_t *h, size_t n) {
+    void *p = NULL;
+    cr_assert_eq(fcuda_emu_malloc(&p, (n + GUARD) * sizeof(int32_t)), PHAX_OK, "%s", phax_error());
+    int32_t *t = malloc((n + GUARD) * sizeof *t);
+    memcpy(t, h, n * sizeof *t);
+    for (size_t i = n; i < n + GUARD; i++) t[i] = -7;
+    cr_assert_eq(fcuda_emu_upload(p, t, (n + GUARD) * sizeof(int32_t), NULL), PHAX_OK, "%s", phax_error());
+    free(t);
+    return p;
+}
+
+static void embedding_case(size_t n, int V, int d, phax_rng *r) {
+    char label[96];
+    snprintf(label, sizeof label, "cuda-emu embedding n=%zu V=%d d=%d", n, V, d);
+    size_t ne = (size_t)V * d, nx = n * d;
+    int32_t *tok = malloc(n * sizeof *tok);
+    for (size_t t = 0; t < n; t++) tok[t] = (int32_t)phax_rng_below(r, V);
+    float *E = h_frand(ne, r, 1.0), *dx = h_frand(nx, r, 1.0), *pE = h_frand(ne, r, 1.0);
+    float *x = tu_fbuf(nx), *dE = tu_fbuf(ne), *dEn = h_fcopy(pE, ne);
+    double *dxd = h_todbl(dx, nx), *dEr = h_todbl(pE, ne);
+    int32_t *dT = dtok(tok, n);
+    float *dEm = dnew(E, ne), *dX = dnew(NULL, nx), *dDX = dnew(dx, nx), *dDE = dnew(pE, ne);
+    cr_assert_eq(fcuda_emu_embedding_fwd(dX, dEm, dT, n, V, d, NULL), PHAX_OK, "%s: %s", label, phax_error());
+    dget(x, dX, nx, "x");
+    for (size_t t = 0; t < n; t++) cr_expect(h_fsame(&x[t * d], &E[(size_t)tok[t] * d], d), "%s: row %zu", label, t);
+    cr_assert_eq(fcuda_emu_embedding_bwd(dDE, dDX, dT, n, d, NULL), PHAX_OK, "%s: %s", label, phax_error());
+    dget(dE, dDE, ne, "dE");
+    for (size_t t = 0; t < n; t++)
+        for (int j = 0; j < d; j++) dEn[(size_t)tok[t] * d + j] += dx[t * d + j];
+    ref_embedding_bwd(dEr, dxd, tok, n, d);
+    // mag: Σ|dx| into each element, the floor of a sum that can cancel
+    double *mag = h_dzeros(ne);
+    for (size_t t = 0; t < n; t++)
+        for (int j = 0; j < d; j++) mag[(size_t)tok[t] * d + j] += fabs(dxd[t * d + j]);
+    cr_expect(bound_m(label, "dE", dE, dEn, dEr, pE, mag, ne, H_C_BWD), "%s dE", label);
+    // The emulator runs the atomics in token order, so here (not on a device) the bits are
+    // naive32's token-order sum.
+    cr_expect(h_fsame(dE, dEn, ne), "%s: dE differs from the token-order sum", label);
+    dget(E, dEm, ne, "E"), dget(dx, dDX, nx, "dx");
+    dfree(dT), dfree(dEm), dfree(dX), dfree(dDX), dfree(dDE);
+    cr_expect(tu_fintact(E) && tu_fintact(x) && tu_fintact(dx) && tu_fintact(dE) && tu_fintact(dEn));
+    tu_ffree(E), tu_ffree(dx), tu_ffree(pE), tu_ffree(x), tu_ffree(dE), tu_ffree(dEn);
+    tu_free(dxd), tu_free(dEr), free(mag), free(tok);
+}
+
+Test(cuda_emu, embedding) {
+    phax_rng r = tu_rng("cuda_emu/embedding");
+    const size_t ns[] = {1, 7, 33, 387};
+    const int Vs[] = {11, 1000}, ds[] = {1, 6, 10, 64};
+    for (int vi = 0; vi < 2; vi++)
+        for (int ni = 0; ni < 4; ni++)
+            for (int di = 0; di < 4; di++) embedding_case(ns[ni], Vs[vi], ds[di], &r);
+    h_report_worst("cuda-emu embedding");
+}
+
+// A token outside [0, V): PHAX_ERR with fast/cpu's message, and x not written.
+Test(cuda_emu, embedding_bad_tokens) {
+    int V = 11, d = 5;
+    float E[55], x[15];
+    for (int i = 0; i < V * d; i++) E[i] = (float)i;
+    float *dEm = dnew(E, V * d);
+    const int32_t bad[][3] = {{0, 11, 1}, {-1, 0, 0}, {3, 4, 2147483647}};
+    for (int k = 0; k < 3; k++) {
+        int32_t *dT = dtok(bad[k], 3);
+        float *dX = dnew(NULL, 3 * d);
+        cr_expect_eq(fcuda_emu_embedding_fwd(dX, dEm, dT, 3, V, d, NULL), PHAX_ERR, "case %d accepted", k);
+        printf("bad tokens %d: %s\n", k, phax_error());
+        cr_expect(strstr(phax_error(), "cuda embedding_fwd: token id") && strstr(phax_error(), "outside [0, 11)"),
+                  "message: %s", phax_error());
+        dget(x, dX, 3 * d, "x");
+        for (int i = 0; i < 3 * d; i++) cr_expect(isnan(x[i]), "case %d: x written on failure", k);
+        dfree(dT), dfree(dX);
+    }
+    // the lowest bad index is named
+    const int32_t two[4] = {0, 12, 3, -5};
+    int32_t *dT = dtok(two, 4);
+    float *dX = dnew(NULL, 4 * d);
+    cr_expect_eq(fcuda_emu_embedding_fwd(dX, dEm, dT, 4, V, d, NULL), PHAX_ERR);
+    cr_expect(strstr(phax_error(), "token id 12 at index 1 ") != NULL, "%s", phax_error());
+    dfree(dT), dfree(dX), dfree(dEm);
 }
