@@ -16,7 +16,7 @@
 //     must give the same bits in each (a race-free kernel does not depend on the order).
 //
 // Why not a `cuda-emu` row of h_backends[] yet: H_TEST registers every case of every
-// family for every backend, and this tier has two families so far; a partial row would
+// family for every backend, and this tier has a few families so far; a partial row would
 // need a per-op "not implemented" skip in every test body. The row comes with the ops.
 #include <criterion/criterion.h>
 #include <math.h>
