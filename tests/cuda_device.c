@@ -2,7 +2,7 @@
 // proves the link with cudart and cublas; run, it is the device check of linear: without a
 // device it says so in one line and is skipped (exit 77), with one it runs linear forward and
 // backward (FP32 and TF32) on 7 rows, 10 -> 5, against a double loop with the elementwise
-// worst-case bounds of tests/test_cuda_linear.c.
+// worst-case bounds of tests/test_cuda_basic.c.
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
