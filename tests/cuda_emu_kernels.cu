@@ -2,6 +2,11 @@
 // emulation (PHAX_CUDA_EMU), and by nvcc when it is found (built, not run).
 #include "../fast/cuda/cuda_common.cuh"
 #include "cuda_emu_kernels.h"
+#ifdef PHAX_CUDA_EMU
+#include "../fast/cuda/emu/cublas.h"
+#else
+#include <cublas_v2.h>
+#endif
 
 static const char *last_msg = "";
 
@@ -215,3 +220,35 @@ extern "C" int emu_malloc_poisoned(size_t n) {
 }
 
 extern "C" const char *emu_error(void) { return last_msg; }
+
+// --- cuBLAS --------------------------------------------------------------------------------------
+extern "C" int emu_blas(int which, int ta, int tb, int m, int n, int k, const float *A, int lda, const float *B,
+                        int ldb, float beta, float *C, int ldc, int batch, long long sA, long long sB, long long sC) {
+    cublasHandle_t h;
+    cublasStatus_t s = cublasCreate(&h);
+    if (s != CUBLAS_STATUS_SUCCESS) return (int)s;
+    float alpha = 1.0f;
+    const float *pa = &alpha;
+    cublasOperation_t oa = (cublasOperation_t)ta, ob = (cublasOperation_t)tb;
+    if (which == EMU_BLAS_DESTROYED) cublasDestroy(h);
+    if (which == EMU_BLAS_ALPHA_DEVICE) pa = A;
+    switch (which) {
+        case EMU_BLAS_GEMMEX:
+        case EMU_BLAS_GEMMEX_TF32:
+        case EMU_BLAS_GEMMEX_64F:
+            s = cublasGemmEx(h, oa, ob, m, n, k, pa, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, &beta, C, CUDA_R_32F, ldc,
+                             which == EMU_BLAS_GEMMEX        ? CUBLAS_COMPUTE_32F
+                             : which == EMU_BLAS_GEMMEX_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                             : (cublasComputeType_t)70,
+                             CUBLAS_GEMM_DEFAULT);
+            break;
+        case EMU_BLAS_STRIDED:
+            s = cublasSgemmStridedBatched(h, oa, ob, m, n, k, pa, A, lda, sA, B, ldb, sB, &beta, C, ldc, sC, batch);
+            break;
+        default: s = cublasSgemm(h, oa, ob, m, n, k, pa, A, lda, B, ldb, &beta, C, ldc); break;
+    }
+    last_msg = s == CUBLAS_STATUS_SUCCESS ? "" : cublasGetStatusString(s);
+    cudaGetLastError();
+    if (which != EMU_BLAS_DESTROYED) cublasDestroy(h);
+    return (int)s;
+}

@@ -46,6 +46,21 @@ int emu_malloc_poisoned(size_t n);
 // The emulator's message of the last error.
 const char *emu_error(void);
 
+// cuBLAS (the emulation, fast/cuda/emu/cublas.h) called as a kernel file calls it, on device
+// buffers the caller allocated: C = op(A)·op(B) + beta·C, column-major, alpha 1. Returns the
+// cublasStatus_t (0: success); emu_error() is cublasGetStatusString's message.
+enum {
+    EMU_BLAS_SGEMM = 0,          // cublasSgemm
+    EMU_BLAS_GEMMEX = 1,         // cublasGemmEx, FP32 data, CUBLAS_COMPUTE_32F
+    EMU_BLAS_GEMMEX_TF32 = 2,    // cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32
+    EMU_BLAS_STRIDED = 3,        // cublasSgemmStridedBatched (batch, strides sA, sB, sC)
+    EMU_BLAS_DESTROYED = 4,      // cublasSgemm on a destroyed handle
+    EMU_BLAS_ALPHA_DEVICE = 5,   // cublasSgemm with alpha in device memory (host pointer mode)
+    EMU_BLAS_GEMMEX_64F = 6,     // cublasGemmEx with an unsupported compute type
+};
+int emu_blas(int which, int ta, int tb, int m, int n, int k, const float *A, int lda, const float *B,
+             int ldb, float beta, float *C, int ldc, int batch, long long sA, long long sB, long long sC);
+
 #ifdef __cplusplus
 }
 #endif

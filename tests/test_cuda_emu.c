@@ -16,7 +16,7 @@
 //     must give the same bits in each (a race-free kernel does not depend on the order).
 //
 // Why not a `cuda-emu` row of h_backends[] yet: H_TEST registers every case of every
-// family for every backend, and this tier has two families so far; a partial row would
+// family for every backend, and this tier has a few families so far; a partial row would
 // need a per-op "not implemented" skip in every test body. The row comes with the ops.
 #include <criterion/criterion.h>
 #include <math.h>
@@ -26,6 +26,7 @@
 
 #include "baseline_f32.h"
 #include "cuda_emu_kernels.h"
+#include "cuda_emu_util.h"
 #include "harness.h"
 #include "phax/fcuda.h"
 #include "phax/ref.h"
@@ -216,37 +217,6 @@ Test(cuda_emu, runtime_checks) {
 // ============================================================================================
 // the kernels against ref
 // ============================================================================================
-
-#define GUARD 16  // floats after each device buffer, checked after every call
-#define GUARD_BITS 0x7fa5a5a5u
-
-// A device buffer of n floats (+ guard) holding h (or, h NULL, NaN).
-static float *dnew(const float *h, size_t n) {
-    void *p = NULL;
-    cr_assert_eq(fcuda_emu_malloc(&p, (n + GUARD) * sizeof(float)), PHAX_OK, "%s", phax_error());
-    float *t = malloc((n + GUARD) * sizeof *t);
-    for (size_t i = 0; i < n; i++) t[i] = h ? h[i] : NAN;
-    uint32_t gb = GUARD_BITS;
-    for (size_t i = n; i < n + GUARD; i++) memcpy(&t[i], &gb, sizeof gb);
-    cr_assert_eq(fcuda_emu_upload(p, t, (n + GUARD) * sizeof(float), NULL), PHAX_OK, "%s", phax_error());
-    free(t);
-    return p;
-}
-
-// Downloads n floats into h and checks the guard.
-static void dget(float *h, const float *d, size_t n, const char *what) {
-    float *t = malloc((n + GUARD) * sizeof *t);
-    cr_assert_eq(fcuda_emu_download(t, d, (n + GUARD) * sizeof(float), NULL), PHAX_OK, "%s", phax_error());
-    memcpy(h, t, n * sizeof *h);
-    for (size_t i = n; i < n + GUARD; i++) {
-        uint32_t b;
-        memcpy(&b, &t[i], sizeof b);
-        cr_expect(b == GUARD_BITS, "%s: guard float %zu after the buffer overwritten", what, i - n);
-    }
-    free(t);
-}
-
-static void dfree(void *d) { cr_expect_eq(fcuda_emu_free(d), PHAX_OK, "%s", phax_error()); }
 
 // --- rmsnorm -------------------------------------------------------------------------------------
 

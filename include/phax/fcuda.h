@@ -27,6 +27,13 @@ extern "C" {
     int P##upload(void *dst, const void *src, size_t bytes, void *stream);                         \
     int P##download(void *dst, const void *src, size_t bytes, void *stream);                       \
     int P##sync(void *stream);                                                                     \
+    /* embedding: x (n, d) = E[tok]; E (V, d); tok (n) int32 on the device. A token outside */    \
+    /* [0, V) fails before anything is written (the call syncs its stream to read the check). */  \
+    /* Backward dE += scatter of dx rows by atomicAdd (order of repeated tokens not fixed). */     \
+    int P##embedding_fwd(float *x, const float *E, const int32_t *tok, size_t n, int V, int d,     \
+                         void *stream);                                                            \
+    int P##embedding_bwd(float *dE, const float *dx, const int32_t *tok, size_t n, int d,          \
+                         void *stream);                                                            \
     /* norm: rmsnorm over the last dim; x, y: (n, d), g: (d) */                                    \
     int P##rmsnorm_fwd(float *y, const float *x, const float *g, size_t n, int d, double eps,      \
                        void *stream);                                                              \
@@ -38,7 +45,16 @@ extern "C" {
     int P##gelu_fwd(float *y, const float *x, size_t n, void *stream);                             \
     int P##gelu_bwd(float *dx, const float *dy, const float *x, size_t n, void *stream);           \
     int P##silu_fwd(float *y, const float *x, size_t n, void *stream);                             \
-    int P##silu_bwd(float *dx, const float *dy, const float *x, size_t n, void *stream);
+    int P##silu_bwd(float *dx, const float *dy, const float *x, size_t n, void *stream);          \
+    /* linear: y = x Wᵀ + b on cuBLAS; x (n, in), W (out, in), b (out) or NULL, y (n, out); */    \
+    /* backward dx += dy W, dW += dyᵀ x, db += column sums of dy (NULL skips) */                  \
+    int P##linear_fwd(float *y, const float *x, const float *W, const float *b, size_t n, int in,  \
+                      int out, void *stream);                                                      \
+    int P##linear_bwd(float *dx, float *dW, float *db, const float *dy, const float *x,            \
+                      const float *W, size_t n, int in, int out, void *stream);                    \
+    /* the compute type of every cuBLAS product: FP32 (0, the default) or TF32 (1, the */        \
+    /* tensor cores' 10-bit mantissa inputs); returns the previous setting */                     \
+    int P##gemm_tf32(int on);
 
 PHAX_FCUDA_DECLS(fcuda_)
 PHAX_FCUDA_DECLS(fcuda_emu_)

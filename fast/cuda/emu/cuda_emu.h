@@ -21,7 +21,7 @@
 //   * cudaMalloc'd memory is host memory, 0xFF-filled; cudaMemcpy checks that the device
 //     side of a copy lies inside one allocation and that the direction matches.
 //
-// cuBLAS and cuFFT emulation will sit beside this file (emu/cublas.h, emu/cufft.h).
+// cuBLAS is emulated beside this file (emu/cublas.h, on OpenBLAS); cuFFT will be (emu/cufft.h).
 #ifndef PHAX_CUDA_EMU_H
 #define PHAX_CUDA_EMU_H
 
@@ -96,6 +96,12 @@ cudaError_t cudaPeekAtLastError(void);
 const char *cudaGetErrorString(cudaError_t e);
 const char *cudaGetErrorName(cudaError_t e);
 cudaError_t cudaGetDeviceCount(int *n);
+
+// For the emulated libraries beside the runtime (emu/cublas.h): whether [p, p + bytes) lies
+// inside one cudaMalloc allocation, and recording an error as the runtime's last (its detail
+// becomes cudaGetErrorString's; printed to stderr).
+bool device_range(const void *p, size_t bytes);
+cudaError_t record_error(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 // --- the execution model -------------------------------------------------------------------------
 // The running thread's builtins (set by the scheduler on every switch).

@@ -569,6 +569,18 @@ cudaError_t check_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
 
 }  // namespace
 
+// --- for the emulated libraries ------------------------------------------------------------------
+bool device_range(const void *p, size_t bytes) { return p && on_device(p, bytes); }
+
+cudaError_t record_error(cudaError_t e, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return record(e, "%s", msg);
+}
+
 // --- runtime -------------------------------------------------------------------------------------
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     if (!p) return record(cudaErrorInvalidValue, "cudaMalloc: null result pointer");
