@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "phax/core.h"
+#include "phax/fast.h"  // phax_cuda_info
 #include "phax/fcuda.h"
 
 #define N 7

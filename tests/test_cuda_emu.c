@@ -222,7 +222,7 @@ Test(cuda_emu, runtime_checks) {
 
 // One rmsnorm case: forward and both gradients (plus the single-gradient calls) in every
 // order, judged in the first; later orders must give the same bits.
-static void rmsnorm_case(size_t n, int d, double offset, phax_rng *r) {
+static void rmsnorm_case(size_t n, int d, double offset, phax_rng *r, h_sums *pool) {
     double eps = PHAX_RMSNORM_EPS;
     size_t nd = n * (size_t)d;
     char label[96];
@@ -267,9 +267,15 @@ static void rmsnorm_case(size_t n, int d, double offset, phax_rng *r) {
                       "%s: %s order gives other bits than forward order (a race)", label, ORDER_NAME[o]);
     }
     set_order(0);
-    cr_expect(h_bound(label, "y", H_F(y[0]), H_F(yn), yr, H_ZERO, NULL, nd, H_C_FWD), "%s y", label);
-    cr_expect(h_bound(label, "dx", H_F(dx[0]), H_F(dxn), dxr, H_F(px), NULL, nd, H_C_BWD), "%s dx", label);
-    cr_expect(h_bound(label, "dg", H_F(dg[0]), H_F(dgn), dgr, H_F(pg), NULL, d, H_C_BWD), "%s dg", label);
+    if (pool) {  // pool[0..2]: y, dx, dg over the caller's draws
+        h_pool(&pool[0], H_F(y[0]), H_F(yn), yr, H_ZERO, NULL, NULL, nd);
+        h_pool(&pool[1], H_F(dx[0]), H_F(dxn), dxr, H_F(px), NULL, NULL, nd);
+        h_pool(&pool[2], H_F(dg[0]), H_F(dgn), dgr, H_F(pg), NULL, NULL, d);
+    } else {
+        cr_expect(h_bound(label, "y", H_F(y[0]), H_F(yn), yr, H_ZERO, NULL, nd, H_C_FWD), "%s y", label);
+        cr_expect(h_bound(label, "dx", H_F(dx[0]), H_F(dxn), dxr, H_F(px), NULL, nd, H_C_BWD), "%s dx", label);
+        cr_expect(h_bound(label, "dg", H_F(dg[0]), H_F(dgn), dgr, H_F(pg), NULL, d, H_C_BWD), "%s dg", label);
+    }
     dget(x, dX, nd, "x"), dget(g, dG, d, "g"), dget(dy, dDY, nd, "dy");  // inputs: guards intact
     float *wsh = malloc(wsn * sizeof *wsh);
     dget(wsh, dWS, wsn, "workspace");
@@ -288,10 +294,27 @@ Test(cuda_emu, rmsnorm) {
     const size_t rows[] = {1, 7};
     const int widths[] = {1, 6, 10, 33, 1000};
     for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 5; j++) rmsnorm_case(rows[i], widths[j], 0.0, &r);
-    rmsnorm_case(129, 257, 0.0, &r);   // more rows than one block's worth; odd width
-    rmsnorm_case(3, 2048, 0.0, &r);    // wider than a block: several elements per thread
-    rmsnorm_case(7, 64, 30.0, &r);     // a large common offset
+        for (int j = 0; j < 5; j++) {
+            // A case of a few elements (dg: d sums over the rows; dx at d = 1: an eps-sized
+            // result of cancellation) has a naive baseline whose error is one draw and can be
+            // nearly exact (seed 903513083: n 7, d 1, dg ratio 14.7 on one element; seed 4: n 1,
+            // d 1, dx 5.9): below a warp's width every output is judged pooled over 8 draws,
+            // as fast/cpu's tests pool theirs (tests/harness.h).
+            if (widths[j] >= 32) {
+                rmsnorm_case(rows[i], widths[j], 0.0, &r, NULL);
+                continue;
+            }
+            h_sums s[3] = {{0}, {0}, {0}};
+            for (int k = 0; k < 8; k++) rmsnorm_case(rows[i], widths[j], 0.0, &r, s);
+            char label[96];
+            snprintf(label, sizeof label, "cuda-emu rmsnorm n=%zu d=%d (8 draws)", rows[i], widths[j]);
+            cr_expect(h_judge(label, "y", &s[0], H_C_FWD, H_FLOOR), "%s y", label);
+            cr_expect(h_judge(label, "dx", &s[1], H_C_BWD, H_FLOOR), "%s dx", label);
+            cr_expect(h_judge(label, "dg", &s[2], H_C_BWD, H_FLOOR), "%s dg", label);
+        }
+    rmsnorm_case(129, 257, 0.0, &r, NULL);   // more rows than one block's worth; odd width
+    rmsnorm_case(3, 2048, 0.0, &r, NULL);    // wider than a block: several elements per thread
+    rmsnorm_case(7, 64, 30.0, &r, NULL);     // a large common offset
     h_report_worst("cuda-emu rmsnorm");
 }
 
