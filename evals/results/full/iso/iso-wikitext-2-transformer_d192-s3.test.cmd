@@ -1,0 +1,1 @@
+build/phax eval evals/out/full/runs/iso-wikitext-2-transformer_d192-s3 --data data/wikitext-2 --split test --cache-dir evals/out/full/cache --json evals/out/full/iso/iso-wikitext-2-transformer_d192-s3.test.json
