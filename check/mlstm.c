@@ -113,12 +113,11 @@ int phax_naive_mlstm_recurrent(const phax_precision *pr, double *h, double *dq, 
            *mt = malloc(T1 * sizeof *mt), *fp = malloc((size_t)T * sizeof *fp), *ip = malloc((size_t)T * sizeof *ip),
            *sv = malloc((size_t)T * sizeof *sv), *den = malloc((size_t)T * sizeof *den),
            *dC = malloc(cs * sizeof *dC), *dn = malloc((size_t)dqk * sizeof *dn), *qh = malloc((size_t)dqk * sizeof *qh),
-           *dqh = malloc((size_t)dqk * sizeof *dqh), *num = malloc((size_t)dvh * sizeof *num),
-           *dnum = malloc((size_t)dvh * sizeof *dnum);
+           *dqh = malloc((size_t)dqk * sizeof *dqh), *dnum = malloc((size_t)dvh * sizeof *dnum);
     char *fbr = malloc((size_t)T);  // 1: m_t took the forget branch φ_t + m_{t−1}
-    if (!Ct || !nt || !mt || !fp || !ip || !sv || !den || !dC || !dn || !qh || !dqh || !num || !dnum || !fbr) {
+    if (!Ct || !nt || !mt || !fp || !ip || !sv || !den || !dC || !dn || !qh || !dqh || !dnum || !fbr) {
         free(Ct), free(nt), free(mt), free(fp), free(ip), free(sv), free(den), free(dC), free(dn), free(qh);
-        free(dqh), free(num), free(dnum), free(fbr);
+        free(dqh), free(dnum), free(fbr);
         return phax_fail("check: out of memory (mlstm recurrent baseline)");
     }
     memset(dq, 0, nqk * sizeof *dq), memset(dk, 0, nqk * sizeof *dk), memset(dv, 0, nv * sizeof *dv);
@@ -213,6 +212,6 @@ int phax_naive_mlstm_recurrent(const phax_precision *pr, double *h, double *dq, 
         }
 #undef GI
     free(Ct), free(nt), free(mt), free(fp), free(ip), free(sv), free(den), free(dC), free(dn), free(qh);
-    free(dqh), free(num), free(dnum), free(fbr);
+    free(dqh), free(dnum), free(fbr);
     return PHAX_OK;
 }

@@ -31,7 +31,7 @@ const phax_precision *phax_precision_get(phax_prec_id id) {
 // Stochastic rounding (phax_round_stochastic): the state of this thread's draws, 0 = off.
 static _Thread_local uint64_t sr_state;
 
-void phax_round_stochastic(uint64_t seed) { sr_state = seed ? seed : 0; }
+void phax_round_stochastic(uint64_t seed) { sr_state = seed; }
 
 // x/spacing = f + frac (f an integer, frac in [0, 1), both exact): up with probability frac.
 static double sr_rint(double y) {

@@ -706,61 +706,29 @@ Test(check, rounding_matches_the_formats) {
 }
 
 // --- mLSTM --------------------------------------------------------------------------------------
-static void mlstm_case(bug bg, rnd R, const char *prec, int want_pass, const char *what) {
-    enum { B = 2, T = 16, H = 2, DK = 8, DV = 8 };
+// One mLSTM case, either form: parallel (T 16, dqk = dv = 8), or recurrent from m0 = 0.5 (an
+// attribute; T 21 odd, dqk 6 ≠ dv 5). "Their" outputs from the float implementation of that form.
+static void mlstm_case(int recurrent, bug bg, rnd R, const char *prec, int want_pass, const char *what) {
+    const int B = 2, H = 2, T = recurrent ? 21 : 16, DK = recurrent ? 6 : 8, DV = recurrent ? 5 : 8;
     char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
-    phax_rng rng = phax_rng_new(4321);
-    int64_t qs[4] = {B, T, H, DK}, vs[4] = {B, T, H, DV}, gs[3] = {B, T, H};
-    size_t nq = B * T * H * DK, nv = B * T * H * DV, ng = B * T * H;
-    double *q = normal(nq, &rng, 1), *k = normal(nq, &rng, 1), *v = normal(nv, &rng, 1), *gh = normal(nv, &rng, 1);
-    double *ig = normal(ng, &rng, 1.5), *fg = normal(ng, &rng, 1.5);
-    for (size_t i = 0; i < ng; i++) fg[i] = (double)(float)(fg[i] + 3);  // forget gates mostly open
-    phax_st_writer *w = phax_st_writer_new();
-    add(w, "q", q, 4, qs), add(w, "k", k, 4, qs), add(w, "v", v, 4, vs), add(w, "igate", ig, 3, gs);
-    add(w, "fgate", fg, 3, gs), add(w, "grad.h", gh, 4, vs);
-    write_free(w, in);
-    double *h = malloc(nv * 8), *dq = malloc(nq * 8), *dk = malloc(nq * 8), *dv = malloc(nv * 8), *di = malloc(ng * 8),
-           *df = malloc(ng * 8);
-    cr_assert(h && dq && dk && dv && di && df);
-    their_mlstm(B, T, H, DK, DV, bg, R, q, k, v, ig, fg, gh, h, dq, dk, dv, di, df);
-    w = phax_st_writer_new();
-    add(w, "h", h, 4, vs), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, qs), add(w, "grad.v", dv, 4, vs);
-    add(w, "grad.igate", di, 3, gs), add(w, "grad.fgate", df, 3, gs);
-    write_free(w, th);
-    run r = check("mlstm", in, th, prec, 0);
-    if (want_pass) expect_pass(&r, what);
-    else expect_fail(&r, what);
-    run_free(&r), free(in), free(th), free(q), free(k), free(v), free(gh), free(ig), free(fg), free(h), free(dq),
-        free(dk), free(dv), free(di), free(df);
-}
-Test(check, mlstm_f32_passes) { mlstm_case(OK, r_f32, "f32", 1, "mlstm, correct f32"); }
-Test(check, mlstm_bf16_passes) { mlstm_case(OK, r_bf16, "bf16", 1, "mlstm, correct bf16"); }
-Test(check, gallery_mlstm_stabiliser) { mlstm_case(BUG_STAB, r_f32, "f32", 0, "mLSTM stabiliser not subtracted in S"); }
-Test(check, gallery_mlstm_stabiliser_bf16) {
-    mlstm_case(BUG_STAB, r_bf16, "bf16", 0, "mLSTM stabiliser not subtracted in S (bf16)");
-}
-
-// The recurrent form from m0 = 0.5 (an attribute), T = 21 (odd), dqk 6 ≠ dv 5.
-static void mlstm_rec_case(bug bg, rnd R, const char *prec, int want_pass, const char *what) {
-    enum { B = 2, T = 21, H = 2, DK = 6, DV = 5 };
-    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
-    unsigned seed = 8765;
-    printf("mlstm recurrent case seed %u\n", seed);
+    unsigned seed = recurrent ? 8765 : 4321;
+    printf("mlstm %s case seed %u\n", recurrent ? "recurrent" : "parallel", seed);
     phax_rng rng = phax_rng_new(seed);
     int64_t qs[4] = {B, T, H, DK}, vs[4] = {B, T, H, DV}, gs[3] = {B, T, H};
-    size_t nq = B * T * H * DK, nv = B * T * H * DV, ng = B * T * H;
+    size_t nq = (size_t)B * T * H * DK, nv = (size_t)B * T * H * DV, ng = (size_t)B * T * H;
     double *q = normal(nq, &rng, 1), *k = normal(nq, &rng, 1), *v = normal(nv, &rng, 1), *gh = normal(nv, &rng, 1);
     double *ig = normal(ng, &rng, 1.5), *fg = normal(ng, &rng, 1.5);
     for (size_t i = 0; i < ng; i++) fg[i] = (double)(float)(fg[i] + 3);  // forget gates mostly open
     phax_st_writer *w = phax_st_writer_new();
     add(w, "q", q, 4, qs), add(w, "k", k, 4, qs), add(w, "v", v, 4, vs), add(w, "igate", ig, 3, gs);
     add(w, "fgate", fg, 3, gs), add(w, "grad.h", gh, 4, vs);
-    cr_assert(!phax_st_add_meta(w, "form", "recurrent") && !phax_st_add_meta(w, "m0", "0.5"));
+    if (recurrent) cr_assert(!phax_st_add_meta(w, "form", "recurrent") && !phax_st_add_meta(w, "m0", "0.5"));
     write_free(w, in);
     double *h = malloc(nv * 8), *dq = malloc(nq * 8), *dk = malloc(nq * 8), *dv = malloc(nv * 8), *di = malloc(ng * 8),
            *df = malloc(ng * 8);
     cr_assert(h && dq && dk && dv && di && df);
-    their_mlstm_rec(B, T, H, DK, DV, bg, R, 0.5f, q, k, v, ig, fg, gh, h, dq, dk, dv, di, df);
+    if (recurrent) their_mlstm_rec(B, T, H, DK, DV, bg, R, 0.5f, q, k, v, ig, fg, gh, h, dq, dk, dv, di, df);
+    else their_mlstm(B, T, H, DK, DV, bg, R, q, k, v, ig, fg, gh, h, dq, dk, dv, di, df);
     w = phax_st_writer_new();
     add(w, "h", h, 4, vs), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, qs), add(w, "grad.v", dv, 4, vs);
     add(w, "grad.igate", di, 3, gs), add(w, "grad.fgate", df, 3, gs);
@@ -771,16 +739,22 @@ static void mlstm_rec_case(bug bg, rnd R, const char *prec, int want_pass, const
     run_free(&r), free(in), free(th), free(q), free(k), free(v), free(gh), free(ig), free(fg), free(h), free(dq),
         free(dk), free(dv), free(di), free(df);
 }
-Test(check, mlstm_recurrent_f32_passes) { mlstm_rec_case(OK, r_f32, "f32", 1, "mlstm recurrent, correct f32"); }
-Test(check, mlstm_recurrent_bf16_passes) { mlstm_rec_case(OK, r_bf16, "bf16", 1, "mlstm recurrent, correct bf16"); }
+Test(check, mlstm_f32_passes) { mlstm_case(0, OK, r_f32, "f32", 1, "mlstm, correct f32"); }
+Test(check, mlstm_bf16_passes) { mlstm_case(0, OK, r_bf16, "bf16", 1, "mlstm, correct bf16"); }
+Test(check, gallery_mlstm_stabiliser) { mlstm_case(0, BUG_STAB, r_f32, "f32", 0, "mLSTM stabiliser not subtracted in S"); }
+Test(check, gallery_mlstm_stabiliser_bf16) {
+    mlstm_case(0, BUG_STAB, r_bf16, "bf16", 0, "mLSTM stabiliser not subtracted in S (bf16)");
+}
+Test(check, mlstm_recurrent_f32_passes) { mlstm_case(1, OK, r_f32, "f32", 1, "mlstm recurrent, correct f32"); }
+Test(check, mlstm_recurrent_bf16_passes) { mlstm_case(1, OK, r_bf16, "bf16", 1, "mlstm recurrent, correct bf16"); }
 Test(check, gallery_mlstm_recurrent_forget_stabiliser) {
-    mlstm_rec_case(BUG_FSTAB, r_f32, "f32", 0, "mLSTM recurrent: f' without the stabiliser shift");
+    mlstm_case(1, BUG_FSTAB, r_f32, "f32", 0, "mLSTM recurrent: f' without the stabiliser shift");
 }
 Test(check, gallery_mlstm_recurrent_input_stabiliser) {
-    mlstm_rec_case(BUG_ISTAB, r_f32, "f32", 0, "mLSTM recurrent: i' without -m");
+    mlstm_case(1, BUG_ISTAB, r_f32, "f32", 0, "mLSTM recurrent: i' without -m");
 }
 Test(check, gallery_mlstm_recurrent_input_stabiliser_bf16) {
-    mlstm_rec_case(BUG_ISTAB, r_bf16, "bf16", 0, "mLSTM recurrent: i' without -m (bf16)");
+    mlstm_case(1, BUG_ISTAB, r_bf16, "bf16", 0, "mLSTM recurrent: i' without -m (bf16)");
 }
 
 // A baseline must compute the truth's function: at 53 bits (every rounding the identity) it is
@@ -1197,7 +1171,7 @@ Test(check, small_ops_bugs_fail) {
 Test(check, f16_passes) {
     attention_case(&DOT, OK, r_f16, "f16", 1, "attention dot, correct f16");
     attention_case(&COS, OK, r_f16, "f16", 1, "attention cosine, correct f16");
-    mlstm_case(OK, r_f16, "f16", 1, "mlstm, correct f16");
+    mlstm_case(0, OK, r_f16, "f16", 1, "mlstm, correct f16");
     conv_case(0, r_f16, "f16", 1, "ssm_conv, correct f16");
     for (int i = 0; SMALL[i]; i++) small_case(SMALL[i], r_f16, "f16", 0, 1);
     attention_case(&DOT, BUG_GQA, r_f16, "f16", 0, "GQA h % G (f16)");
@@ -1206,7 +1180,7 @@ Test(check, f16_passes) {
 // tf32: a float32 computation is at least as accurate as TF32's (11-bit products) and PASSes.
 Test(check, f32_passes_at_tf32) {
     attention_case(&DOT, OK, r_f32, "tf32", 1, "attention dot, f32 at tf32");
-    mlstm_case(OK, r_f32, "tf32", 1, "mlstm, f32 at tf32");
+    mlstm_case(0, OK, r_f32, "tf32", 1, "mlstm, f32 at tf32");
 }
 
 // The upstream gradient (grad.y) may sit in THEIRS beside the results: it is an input, not
