@@ -101,8 +101,3 @@ def restore(out, pieces):
 
 def restored(out, piece):
     return os.path.exists(os.path.join(out, piece, MARK))
-
-
-def run_file(run_dir, fn):
-    """OUT/runs/NAME/FN (the record restores it there)."""
-    return os.path.join(run_dir, fn)

@@ -17,8 +17,6 @@ import statistics
 import subprocess
 import time
 
-from . import archive
-
 PAPER = {
     "pha_tr": "PHA reaches transformer perplexity (PHA paper: on par or better at 125-180 M)",
     "par_ser": "parallel beats serial stacking (PHA paper)",
@@ -201,7 +199,7 @@ def section_lm(out, st, P, claims):
             claims.setdefault("pha_tr", []).append((corpus, by["pha"], by["transformer"]))
         if "pha" in by and "serial" in by:
             claims.setdefault("par_ser", []).append((corpus, by["pha"], by["serial"]))
-    txt += cmds([archive.run_file(r["run"], "cmd.txt") for r in runs[:3]])
+    txt += cmds([os.path.join(r["run"], "cmd.txt") for r in runs[:3]])  # the record restores cmd.txt there
     return txt
 
 
