@@ -1,5 +1,7 @@
-// Name maps: see include/phax/names.h. Small: a flat array of entries, exact ones looked up
-// before patterns; maps hold a model's few hundred names, so linear search is fine.
+// Name maps: see include/phax/names.h. The map and the file are untrusted, so nothing is
+// quadratic: exact entries are found by binary search in two sorted views (their name → phax's,
+// phax's → theirs), patterns (at most PHAX_NAMES_MAX_PATTERNS) by a scan, and collisions by
+// sorting.
 #include "phax/names.h"
 
 #include <errno.h>
@@ -18,13 +20,24 @@ typedef struct {
 struct phax_names {
     entry *e;
     int n;
+    const entry **by[2];  // the exact entries sorted by from (to_phax) and by to (to_theirs)
+    int nx;
+    const entry **pat;    // the pattern entries, in the map's order
+    int np;
 };
 
 void phax_names_free(phax_names *m) {
     if (!m) return;
     for (int i = 0; i < m->n; i++) free(m->e[i].from), free(m->e[i].to);
-    free(m->e);
+    free(m->e), free(m->by[0]), free(m->by[1]), free(m->pat);
     free(m);
+}
+
+static int cmp_from(const void *a, const void *b) {
+    return strcmp((*(const entry *const *)a)->from, (*(const entry *const *)b)->from);
+}
+static int cmp_to(const void *a, const void *b) {
+    return strcmp((*(const entry *const *)a)->to, (*(const entry *const *)b)->to);
 }
 
 static int count_i(const char *s) {
@@ -89,12 +102,6 @@ phax_names *phax_names_parse(const char *text, size_t len, const char *label) {
                       label, shown(k, b1, sizeof b1));
             goto fail;
         }
-        for (int j = 0; j < m->n; j++)
-            if (!strcmp(m->e[j].to, to)) {
-                phax_fail("%s: name map gives two names the phax name '%s' ('%s' and '%s')", label,
-                          shown(to, b1, sizeof b1), shown(m->e[j].from, b2, sizeof b2), k);
-                goto fail;
-            }
         entry *e = &m->e[m->n];
         e->from = strdup(k), e->to = strdup(to), e->pat = ck;
         if (!e->from || !e->to) {
@@ -104,6 +111,37 @@ phax_names *phax_names_parse(const char *text, size_t len, const char *label) {
         }
         m->n++;
     }
+    // The views; two keys onto one phax name are refused (adjacent once sorted by it).
+    const entry **all = malloc((size_t)(m->n ? m->n : 1) * sizeof *all);
+    m->by[0] = malloc((size_t)(m->n ? m->n : 1) * sizeof *m->by[0]);
+    m->by[1] = malloc((size_t)(m->n ? m->n : 1) * sizeof *m->by[1]);
+    m->pat = malloc((size_t)(m->n ? m->n : 1) * sizeof *m->pat);
+    if (!all || !m->by[0] || !m->by[1] || !m->pat) {
+        free(all);
+        phax_fail("%s: out of memory", label);
+        goto fail;
+    }
+    for (int i = 0; i < m->n; i++) all[i] = &m->e[i];
+    qsort(all, (size_t)m->n, sizeof *all, cmp_to);
+    for (int i = 1; i < m->n; i++)
+        if (!strcmp(all[i]->to, all[i - 1]->to)) {
+            phax_fail("%s: name map gives two names the phax name '%s' ('%s' and '%s')", label,
+                      shown(all[i]->to, b1, sizeof b1), shown(all[i - 1]->from, b2, sizeof b2), all[i]->from);
+            free(all);
+            goto fail;
+        }
+    free(all);
+    for (int i = 0; i < m->n; i++) {
+        if (m->e[i].pat) m->pat[m->np++] = &m->e[i];
+        else m->by[0][m->nx] = m->by[1][m->nx] = &m->e[i], m->nx++;
+    }
+    if (m->np > PHAX_NAMES_MAX_PATTERNS) {
+        phax_fail("%s: name map has %d \"{i}\" patterns, more than the limit of %d", label, m->np,
+                  PHAX_NAMES_MAX_PATTERNS);
+        goto fail;
+    }
+    qsort(m->by[0], (size_t)m->nx, sizeof *m->by[0], cmp_from);
+    qsort(m->by[1], (size_t)m->nx, sizeof *m->by[1], cmp_to);
     goto done;
 fail:
     phax_names_free(m);
@@ -156,21 +194,21 @@ static int put(char *out, size_t n, const char *prefix, const char *a, size_t al
 }
 
 static int map_one(const phax_names *m, int dir, const char *name, char *out, size_t n) {
-    // exact entries first, then patterns
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < m->n; i++) {
-            const entry *e = &m->e[i];
-            const char *from = dir ? e->to : e->from, *to = dir ? e->from : e->to;
-            if (e->pat != pass) continue;
-            if (!pass) {
-                if (strcmp(from, name)) continue;
-                return put(out, n, "", to, strlen(to), "", 0, "") ? PHAX_ERR : 1;
-            }
-            size_t s, l;
-            if (!match(from, name, &s, &l)) continue;
-            const char *at = strstr(to, "{i}");
-            return put(out, n, "", to, (size_t)(at - to), name + s, l, at + 3) ? PHAX_ERR : 1;
-        }
+    // exact entries first (binary search), then patterns
+    entry key = {.from = (char *)name, .to = (char *)name};
+    const entry *kp = &key, **hit = bsearch(&kp, m->by[dir], (size_t)m->nx, sizeof *m->by[dir],
+                                            dir ? cmp_to : cmp_from);
+    if (hit) {
+        const char *to = dir ? (*hit)->from : (*hit)->to;
+        return put(out, n, "", to, strlen(to), "", 0, "") ? PHAX_ERR : 1;
+    }
+    for (int i = 0; i < m->np; i++) {
+        const char *from = dir ? m->pat[i]->to : m->pat[i]->from, *to = dir ? m->pat[i]->from : m->pat[i]->to;
+        size_t s, l;
+        if (!match(from, name, &s, &l)) continue;
+        const char *at = strstr(to, "{i}");
+        return put(out, n, "", to, (size_t)(at - to), name + s, l, at + 3) ? PHAX_ERR : 1;
+    }
     return 0;
 }
 
@@ -194,6 +232,15 @@ int phax_names_to_theirs(const phax_names *m, const char *name, char *out, size_
     return map_name(m, 1, name, out, n);
 }
 
+typedef struct {
+    const char *s;
+    int i;
+} named;
+static int cmp_named(const void *a, const void *b) {
+    int c = strcmp(((const named *)a)->s, ((const named *)b)->s);
+    return c ? c : ((const named *)a)->i - ((const named *)b)->i;
+}
+
 int phax_names_apply(const phax_names *m, phax_st_file *f) {
     if (!m || !f->n) return PHAX_OK;
     char **nn = calloc((size_t)f->n, sizeof *nn);
@@ -205,11 +252,20 @@ int phax_names_apply(const phax_names *m, phax_st_file *f) {
         if (r < 0) rc = phax_fail("%s: %s", f->path, phax_error());
         else if (!(nn[i] = strdup(buf))) rc = phax_fail("%s: out of memory", f->path);
     }
-    for (int i = 0; i < f->n && !rc; i++)
-        for (int j = 0; j < i && !rc; j++)
-            if (!strcmp(nn[i], nn[j]))
+    // Two tensors onto one name: adjacent once the new names are sorted (with their index).
+    named *srt = rc ? NULL : malloc((size_t)f->n * sizeof *srt);
+    if (!rc && !srt) rc = phax_fail("%s: out of memory", f->path);
+    if (!rc) {
+        for (int i = 0; i < f->n; i++) srt[i] = (named){nn[i], i};
+        qsort(srt, (size_t)f->n, sizeof *srt, cmp_named);
+        for (int i = 1; i < f->n && !rc; i++)
+            if (!strcmp(srt[i].s, srt[i - 1].s)) {
+                int a = srt[i - 1].i < srt[i].i ? srt[i - 1].i : srt[i].i, b = srt[i - 1].i ^ srt[i].i ^ a;
                 rc = phax_fail("%s: with the name map, tensors '%s' and '%s' would both be '%s'", f->path,
-                               shown(f->t[j].name, b1, sizeof b1), shown(f->t[i].name, b2, sizeof b2), nn[i]);
+                               shown(f->t[a].name, b1, sizeof b1), shown(f->t[b].name, b2, sizeof b2), srt[i].s);
+            }
+    }
+    free(srt);
     for (int i = 0; i < f->n; i++) {
         if (rc) {
             free(nn[i]);

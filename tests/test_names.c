@@ -1,6 +1,7 @@
 // Name maps (core/names.c): their names onto phax's and back, layer patterns, gradients,
 // and the refusals — each one line naming the map.
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "phax/core.h"
@@ -180,4 +181,34 @@ Test(names, oracle_and_check_take_a_map) {
     free(txt);
     tu_rm_rf(dir);
     free(dir), free(in), free(out), free(in2), free(out2), free(map), free(o), free(e), free(out3);
+}
+
+// The largest map allowed, every name looked up both ways, and a duplicate target among 65,536
+// entries found: all by sorting and binary search (the timeout guards against a quadratic scan,
+// ~2·10⁹ comparisons at this size).
+Test(names, largest_map, .timeout = 60) {
+    size_t cap = (size_t)PHAX_NAMES_MAX_ENTRIES * 48 + 16, o = 0;
+    char *json = malloc(cap);
+    cr_assert(json);
+    o += (size_t)snprintf(json + o, cap - o, "{");
+    for (int i = 0; i < PHAX_NAMES_MAX_ENTRIES; i++)
+        o += (size_t)snprintf(json + o, cap - o, "%s\"their.%d\": \"phax.%d\"", i ? ", " : "", i, (i * 7919) % 65536);
+    o += (size_t)snprintf(json + o, cap - o, "}");
+    phax_names *m = phax_names_parse(json, o, "map.json");
+    cr_assert(m, "%s", phax_error());
+    char name[64], want[64], out[300];
+    int bad = 0;
+    for (int i = 0; i < PHAX_NAMES_MAX_ENTRIES; i++) {
+        snprintf(name, sizeof name, "their.%d", i), snprintf(want, sizeof want, "phax.%d", (i * 7919) % 65536);
+        bad += phax_names_to_phax(m, name, out, sizeof out) != 1 || strcmp(out, want);
+        bad += phax_names_to_theirs(m, want, out, sizeof out) != 1 || strcmp(out, name);
+    }
+    cr_expect(bad == 0, "%d lookups wrong", bad);
+    phax_names_free(m);
+    // The same map with the last target repeated: refused, naming both keys.
+    char *last = strrchr(json, ':');
+    snprintf(last, cap - (size_t)(last - json), ": \"phax.0\"}");
+    cr_expect(!phax_names_parse(json, strlen(json), "map.json") && strstr(phax_error(), "two names the phax name 'phax.0'"),
+              "%s", phax_error());
+    free(json);
 }

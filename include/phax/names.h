@@ -8,7 +8,7 @@
 // "grad.<name>" follows <name>'s entry unless "grad.<name>" has its own. Names no entry
 // matches pass unchanged. Refused, one line naming MAP.json: not an object, a value that is
 // not a string, two keys giving the same phax name or the same key twice, a key or value over
-// 255 bytes, more than 65,536 entries, a file over 8 MiB.
+// 255 bytes, more than 65,536 entries or 1,024 patterns, a file over 8 MiB.
 #ifndef PHAX_NAMES_H
 #define PHAX_NAMES_H
 
@@ -21,6 +21,7 @@ typedef struct phax_names phax_names;
 #define PHAX_NAMES_MAX_LEN 255
 #define PHAX_NAMES_MAX_ENTRIES 65536
 #define PHAX_NAMES_MAX_BYTES ((size_t)8 << 20)
+#define PHAX_NAMES_MAX_PATTERNS 1024  // "{i}" entries (scanned per name; a layout has dozens)
 
 // Parse MAP.json (a file, or len bytes of text labelled `label` in messages). NULL on error.
 phax_names *phax_names_load(const char *path);
