@@ -222,5 +222,6 @@ static const h_backend cpu = {
         },
 };
 
-const h_backend *const h_backends[] = {&cpu};
+extern const h_backend h_backend_cuda_emu, h_backend_cuda;  // tests/backend_cuda.c
+const h_backend *const h_backends[] = {&cpu, &h_backend_cuda_emu, &h_backend_cuda};
 const int h_nbackends = (int)(sizeof h_backends / sizeof *h_backends);

@@ -11,7 +11,7 @@
 //     and the run's seed are printed with every verdict.
 //   * h_elem_worst: derived elementwise bounds (gemm's Higham bound, AdamW's):
 //     max |a − ref|/tol, NaN → +inf.
-//   * Backends: h_backends[] (cpu now; cuda goes there). H_TEST(family, name) defines
+//   * Backends: h_backends[] (cpu, cuda_emu, cuda). H_TEST(family, name) defines
 //     one test body and one Criterion test per backend, named <backend>_<family>/<name>;
 //     a backend that cannot run here makes its test skipped with the reason
 //     (cr_skip_test), never passed. Entry points take HOST pointers only: a
@@ -275,6 +275,10 @@ typedef struct {
     const char *name;  // "cpu"; the Criterion suites are <name>_<family>
     // NULL when the backend can run here, else why not (e.g. "no CUDA device").
     const char *(*unavailable)(void);
+    // The tests ("family/name") a backend still being built runs, NULL-terminated; the
+    // others are skipped with that reason (never passed). NULL: every test (all entries
+    // filled, checked by harness/backend_list).
+    const char *const *covers;
     // Sets the number of host threads a kernel may use (tests of thread-count
     // independence); NULL where that has no meaning.
     void (*set_threads)(int n);
@@ -298,7 +302,7 @@ const h_backend *h_backend_named(const char *name);
 // for backends listed in PHAX_TEST_UNAVAILABLE=name,...); meson then shows SKIP.
 void h_run(const char *backend, const char *test, void (*body)(const h_backend *));
 
-#define H_BACKENDS(X, fam, name) X(cpu, fam, name)
+#define H_BACKENDS(X, fam, name) X(cpu, fam, name) X(cuda_emu, fam, name) X(cuda, fam, name)
 #define H_TEST_ON(be, fam, name) \
     Test(be##_##fam, name) { h_run(#be, #be "_" #fam "/" #name, h_body_##fam##_##name); }
 // H_TEST(attention, cosine) { ... uses `be` ... }: one body, a Criterion test per backend.

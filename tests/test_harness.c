@@ -67,9 +67,11 @@ Test(harness, backend_list) {
     }
     cr_expect(i == h_nbackends, "meson lists %d backends, h_backends[] %d", i, h_nbackends);
     free(list);
-    // Every backend's entries are filled (an empty slot would crash a case, not skip it).
+    // Every backend's entries are filled (an empty slot would crash a case, not skip it),
+    // except in a backend still being built, which runs only the tests of its covers[].
     for (int b = 0; b < h_nbackends; b++) {
         const h_backend *be = h_backends[b];
+        if (be->covers) continue;
         cr_expect(be->unavailable && be->gemm.sgemm && be->attention.fwd && be->attention.bwd &&
                       be->basic.linear_fwd && be->basic.adamw_step && be->ssm.conv_bwd && be->mlstm.bwd && be->model.backward && be->decode.step,
                   "backend %s has empty entries", be->name);

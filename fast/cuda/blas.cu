@@ -38,3 +38,12 @@ int FCUDA(blas_gemm)(const char *op, cublasOperation_t ta, cublasOperation_t tb,
     if (s != CUBLAS_STATUS_SUCCESS) return blas_fail(s, op, "cublasGemmEx");
     return PHAX_OK;
 }
+
+// Row-major C (M × N, ldc) = alpha·op(A)·op(B) + beta·C, fast/cpu's fcpu_sgemm convention. In
+// cuBLAS's column-major terms that is Cᵀ = op(B)ᵀ·op(A)ᵀ, and a row-major matrix is already
+// its transpose there: op(B)ᵀ is B as stored when tb is 0 (CUBLAS_OP_N), its transpose otherwise.
+extern "C" int FCUDA(sgemm)(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                            const float *B, int ldb, float beta, float *C, int ldc, void *stream) {
+    return FCUDA(blas_gemm)("sgemm", tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, alpha, B,
+                            ldb, A, lda, beta, C, ldc, stream);
+}

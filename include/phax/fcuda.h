@@ -54,7 +54,27 @@ extern "C" {
                       const float *W, size_t n, int in, int out, void *stream);                    \
     /* the compute type of every cuBLAS product: FP32 (0, the default) or TF32 (1, the */        \
     /* tensor cores' 10-bit mantissa inputs); returns the previous setting */                     \
-    int P##gemm_tf32(int on);
+    int P##gemm_tf32(int on);                                                                      \
+    /* sgemm: row-major C (M, N) = alpha op(A) op(B) + beta C on cuBLAS, fcpu_sgemm's */          \
+    /* convention (ta/tb nonzero: transposed; lda/ldb/ldc row strides) */                         \
+    int P##sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,        \
+                 const float *B, int ldb, float beta, float *C, int ldc, void *stream);            \
+    /* rope: rotate-half RoPE on x, y (B, T, H, dh) (y may be x); cs: the (2, T, dh/2) cos/sin */  \
+    /* table of rope_table (device, rope_table_len floats) or NULL (evaluated per element, */      \
+    /* the same bits). Backward dx += Rᵀ dy. dh odd or a negative size: PHAX_ERR. */              \
+    size_t P##rope_table_len(int T, int dh);                                                       \
+    int P##rope_table(float *cs, int T, int dh, double base, long pos0, void *stream);              \
+    int P##rope_fwd(float *y, const float *x, int B, int T, int H, int dh, double base, long pos0, \
+                    const float *cs, void *stream);                                                \
+    int P##rope_bwd(float *dx, const float *dy, int B, int T, int H, int dh, double base,           \
+                    long pos0, const float *cs, void *stream);                                     \
+    /* mix: m (n) = Σ_i w_i b_i, w = softplus(p)/Σ softplus(p); b (nb, n), p (nb). Backward */   \
+    /* db += w dm, dp += σ(p)(dw − w·dw)/S, dw_i = Σ_e dm_e b_ie in double over fixed chunks */   \
+    /* (ws: mix_bwd_ws bytes, needed for dp) */                                                    \
+    int P##mix_fwd(float *m, const float *b, const float *p, int nb, size_t n, void *stream);      \
+    size_t P##mix_bwd_ws(int nb, size_t n);                                                        \
+    int P##mix_bwd(float *db, float *dp, const float *dm, const float *b, const float *p, int nb,  \
+                   size_t n, void *ws, void *stream);
 
 PHAX_FCUDA_DECLS(fcuda_)
 PHAX_FCUDA_DECLS(fcuda_emu_)

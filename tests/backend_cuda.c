@@ -1,0 +1,63 @@
+// The device backends of the equivalence tests (harness.h): fast/cuda through its CPU
+// emulation of the CUDA model (cuda_emu: always built and run), and on a real GPU (cuda:
+// when meson found nvcc and a device is present; skipped with the reason otherwise). The
+// entries (tests/backend_cuda_impl.h, one copy per library) copy host buffers to the device
+// and back around each fcuda_ call.
+//
+// fast/cuda is still being built: covers[] lists the H_TESTs whose entries both backends
+// fill. Every other test of these backends is skipped, with that reason, by h_run — never
+// passed — so meson's summary shows how much of the tier exists.
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "phax/fast.h"  // phax_cuda_info
+#include "phax/fcuda.h"
+
+#define CUDA_GUARD 16                // floats after every device buffer
+#define CUDA_GUARD_BITS 0x7fa5a5a5u  // a NaN pattern no kernel writes
+
+static const char *const cuda_covers[] = {
+    "gemm/every_transpose_and_split",
+    "basic/embedding",
+    "basic/embedding_bad_tokens",
+    "basic/linear",
+    "basic/rmsnorm",
+    "basic/gelu_silu",
+    "basic/rope",
+    "basic/mix",
+    NULL,
+};
+
+// --- cuda_emu: the kernels compiled by g++ against fast/cuda/emu ---------------------------------
+#define FC(op) fcuda_emu_##op
+#define N(x) emu_##x
+#include "backend_cuda_impl.h"
+static const char *emu_unavailable(void) { return NULL; }
+const h_backend h_backend_cuda_emu = N_BACKEND("cuda_emu", emu_unavailable);
+#undef FC
+#undef N
+#undef N_OK
+#undef N_BACKEND
+
+// --- cuda: the same kernels built by nvcc, on a device --------------------------------------------
+#ifdef PHAX_HAVE_CUDA
+#define FC(op) fcuda_##op
+#define N(x) dev_##x
+#include "backend_cuda_impl.h"
+static const char *dev_unavailable(void) {
+    static char why[300];
+    char info[256];
+    phax_cuda_info(info, sizeof info);
+    if (!strstr(info, "no device")) return NULL;
+    snprintf(why, sizeof why, "no CUDA device (%s)", info);
+    return why;
+}
+const h_backend h_backend_cuda = N_BACKEND("cuda", dev_unavailable);
+#else
+static const char *dev_unavailable(void) { return "fast/cuda is not built here (meson found no nvcc)"; }
+const h_backend h_backend_cuda = {.name = "cuda", .unavailable = dev_unavailable, .covers = cuda_covers};
+#endif

@@ -1,0 +1,216 @@
+// One copy of the device backend's entries (tests/backend_cuda.c includes this twice): FC(op)
+// is the library's entry (fcuda_emu_op: the CPU emulation; fcuda_op: a real device), N(x) this
+// copy's static names. Each entry takes HOST pointers (harness.h) and copies: every buffer
+// goes up whole — outputs too, so the tests' NaN poison and an accumulating gradient's prior
+// reach the kernel — with guard floats after it, and comes back (outputs) or is only checked
+// (inputs); a guard float overwritten on the device fails the test. Workspaces are the
+// entries' own device buffers. A failing call of a void entry fails the test with the error.
+
+// A device copy of h (n floats; h NULL: NaN) followed by CUDA_GUARD guard floats.
+static float *N(up)(const float *h, size_t n) {
+    void *p = NULL;
+    cr_assert_eq(FC(malloc)(&p, (n + CUDA_GUARD) * sizeof(float)), PHAX_OK, "%s", phax_error());
+    float *t = malloc((n + CUDA_GUARD) * sizeof *t);
+    cr_assert(t);
+    for (size_t i = 0; i < n; i++) t[i] = h ? h[i] : NAN;
+    for (size_t i = n; i < n + CUDA_GUARD; i++) memcpy(&t[i], &(uint32_t){CUDA_GUARD_BITS}, 4);
+    cr_assert_eq(FC(upload)(p, t, (n + CUDA_GUARD) * sizeof(float), NULL), PHAX_OK, "%s", phax_error());
+    free(t);
+    return p;
+}
+
+static int32_t *N(up_i32)(const int32_t *h, size_t n) {
+    void *p = NULL;
+    cr_assert_eq(FC(malloc)(&p, (n + CUDA_GUARD) * sizeof(int32_t)), PHAX_OK, "%s", phax_error());
+    int32_t *t = malloc((n + CUDA_GUARD) * sizeof *t);
+    cr_assert(t);
+    memcpy(t, h, n * sizeof *t);
+    for (size_t i = n; i < n + CUDA_GUARD; i++) t[i] = (int32_t)CUDA_GUARD_BITS;
+    cr_assert_eq(FC(upload)(p, t, (n + CUDA_GUARD) * sizeof(int32_t), NULL), PHAX_OK, "%s", phax_error());
+    free(t);
+    return p;
+}
+
+// Checks d's guard, copies its n floats into h (h NULL: an input, not copied) and frees d.
+static void N(down)(float *h, void *d, size_t n, const char *what) {
+    if (!d) return;
+    uint32_t *t = malloc((n + CUDA_GUARD) * 4);
+    cr_assert(t);
+    cr_assert_eq(FC(download)(t, d, (n + CUDA_GUARD) * 4, NULL), PHAX_OK, "%s", phax_error());
+    for (size_t i = n; i < n + CUDA_GUARD; i++)
+        cr_expect(t[i] == CUDA_GUARD_BITS, "%s: guard float %zu after the device buffer overwritten", what, i - n);
+    if (h) memcpy(h, t, n * 4);
+    free(t);
+    cr_expect_eq(FC(free)(d), PHAX_OK, "%s", phax_error());
+}
+
+static void *N(ws)(size_t bytes) {
+    void *p = NULL;
+    cr_assert_eq(FC(malloc)(&p, bytes ? bytes : 1), PHAX_OK, "%s", phax_error());
+    return p;
+}
+static void N(ws_free)(void *p) { cr_expect_eq(FC(free)(p), PHAX_OK, "%s", phax_error()); }
+
+#define N_OK(call, op) cr_assert_eq((call), PHAX_OK, "%s: %s", op, phax_error())
+
+// --- gemm ----------------------------------------------------------------------------------------
+static void N(sgemm)(bool ta, bool tb, int M, int N_, int K, float alpha, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc) {
+    size_t na = h_flen(A), nb = h_flen(B), nc = h_flen(C);  // the whole guarded payloads
+    float *dA = N(up)(A, na), *dB = N(up)(B, nb), *dC = N(up)(C, nc);
+    N_OK(FC(sgemm)(ta, tb, M, N_, K, alpha, dA, lda, dB, ldb, beta, dC, ldc, NULL), "sgemm");
+    N(down)(NULL, dA, na, "A"), N(down)(NULL, dB, nb, "B"), N(down)(C, dC, nc, "C");
+}
+
+// --- embedding, linear ---------------------------------------------------------------------------
+static int N(embedding_fwd)(float *x, const float *E, const int32_t *tok, size_t n, int V, int d) {
+    float *dX = N(up)(x, n * d), *dE = N(up)(E, (size_t)V * d);
+    int32_t *dT = N(up_i32)(tok, n);
+    int rc = FC(embedding_fwd)(dX, dE, dT, n, V, d, NULL);
+    char err[512];
+    snprintf(err, sizeof err, "%s", phax_error());
+    N(down)(x, dX, n * d, "x"), N(down)(NULL, dE, (size_t)V * d, "E"), N(down)(NULL, dT, n, "tok");
+    if (rc) phax_fail("%s", err);  // the call's error, not what the copies left
+    return rc;
+}
+
+static void N(embedding_bwd)(float *dE, const float *dx, const int32_t *tok, size_t n, int d) {
+    size_t ne = h_flen(dE);  // V·d: the table's whole payload
+    float *dDE = N(up)(dE, ne), *dDX = N(up)(dx, n * d);
+    int32_t *dT = N(up_i32)(tok, n);
+    N_OK(FC(embedding_bwd)(dDE, dDX, dT, n, d, NULL), "embedding_bwd");
+    N(down)(dE, dDE, ne, "dE"), N(down)(NULL, dDX, n * d, "dx"), N(down)(NULL, dT, n, "tok");
+}
+
+static void N(linear_fwd)(float *y, const float *x, const float *W, const float *b, size_t n, int in, int out) {
+    float *dY = N(up)(y, n * out), *dX = N(up)(x, n * in), *dW = N(up)(W, (size_t)out * in),
+          *dB = b ? N(up)(b, out) : NULL;
+    N_OK(FC(linear_fwd)(dY, dX, dW, dB, n, in, out, NULL), "linear_fwd");
+    N(down)(y, dY, n * out, "y"), N(down)(NULL, dX, n * in, "x"), N(down)(NULL, dW, (size_t)out * in, "W");
+    N(down)(NULL, dB, out, "b");
+}
+
+static void N(linear_bwd)(float *dx, float *dW, float *db, const float *dy, const float *x, const float *W, size_t n,
+                          int in, int out) {
+    float *dDX = dx ? N(up)(dx, n * in) : NULL, *dDW = dW ? N(up)(dW, (size_t)out * in) : NULL,
+          *dDB = db ? N(up)(db, out) : NULL;
+    float *dDY = N(up)(dy, n * out), *dX = N(up)(x, n * in), *dW_ = N(up)(W, (size_t)out * in);
+    N_OK(FC(linear_bwd)(dDX, dDW, dDB, dDY, dX, dW_, n, in, out, NULL), "linear_bwd");
+    N(down)(dx, dDX, n * in, "dx"), N(down)(dW, dDW, (size_t)out * in, "dW"), N(down)(db, dDB, out, "db");
+    N(down)(NULL, dDY, n * out, "dy"), N(down)(NULL, dX, n * in, "x"), N(down)(NULL, dW_, (size_t)out * in, "W");
+}
+
+// --- rmsnorm, activations ------------------------------------------------------------------------
+static void N(rmsnorm_fwd)(float *y, const float *x, const float *g, size_t n, int d, double eps) {
+    float *dY = N(up)(y, n * d), *dX = N(up)(x, n * d), *dG = N(up)(g, d);
+    N_OK(FC(rmsnorm_fwd)(dY, dX, dG, n, d, eps, NULL), "rmsnorm_fwd");
+    N(down)(y, dY, n * d, "y"), N(down)(NULL, dX, n * d, "x"), N(down)(NULL, dG, d, "g");
+}
+
+static size_t N(rmsnorm_bwd_ws)(size_t n, int d) { return FC(rmsnorm_bwd_ws)(n, d); }
+
+static void N(rmsnorm_bwd)(float *dx, float *dg, const float *dy, const float *x, const float *g, size_t n, int d,
+                           double eps, void *ws_host) {
+    (void)ws_host;  // the device's own workspace below
+    float *dDX = dx ? N(up)(dx, n * d) : NULL, *dDG = dg ? N(up)(dg, d) : NULL;
+    float *dDY = N(up)(dy, n * d), *dX = N(up)(x, n * d), *dG = N(up)(g, d);
+    void *ws = N(ws)(FC(rmsnorm_bwd_ws)(n, d));
+    N_OK(FC(rmsnorm_bwd)(dDX, dDG, dDY, dX, dG, n, d, eps, ws, NULL), "rmsnorm_bwd");
+    N(down)(dx, dDX, n * d, "dx"), N(down)(dg, dDG, d, "dg");
+    N(down)(NULL, dDY, n * d, "dy"), N(down)(NULL, dX, n * d, "x"), N(down)(NULL, dG, d, "g");
+    N(ws_free)(ws);
+}
+
+#define N_ACT(name)                                                                               \
+    static void N(name##_fwd)(float *y, const float *x, size_t n) {                               \
+        float *dY = N(up)(y, n), *dX = N(up)(x, n);                                               \
+        N_OK(FC(name##_fwd)(dY, dX, n, NULL), #name "_fwd");                                      \
+        N(down)(y, dY, n, "y"), N(down)(NULL, dX, n, "x");                                        \
+    }                                                                                             \
+    static void N(name##_bwd)(float *dx, const float *dy, const float *x, size_t n) {             \
+        float *dDX = N(up)(dx, n), *dDY = N(up)(dy, n), *dX = N(up)(x, n);                        \
+        N_OK(FC(name##_bwd)(dDX, dDY, dX, n, NULL), #name "_bwd");                                \
+        N(down)(dx, dDX, n, "dx"), N(down)(NULL, dDY, n, "dy"), N(down)(NULL, dX, n, "x");        \
+    }
+N_ACT(gelu)
+N_ACT(silu)
+#undef N_ACT
+
+// --- rope, mix -----------------------------------------------------------------------------------
+static size_t N(rope_table_len)(int T, int dh) { return FC(rope_table_len)(T, dh); }
+
+static int N(rope_table)(float *cs, int T, int dh, double base, long pos0) {
+    size_t n = FC(rope_table_len)(T, dh);
+    float *dCS = N(up)(cs, n);
+    int rc = FC(rope_table)(dCS, T, dh, base, pos0, NULL);
+    char err[512];
+    snprintf(err, sizeof err, "%s", phax_error());
+    N(down)(cs, dCS, n, "cs");
+    if (rc) phax_fail("%s", err);
+    return rc;
+}
+
+static int N(rope_run)(int bwd, float *y, const float *x, int B, int T, int H, int dh, double base, long pos0,
+                       const float *cs) {
+    size_t n = B > 0 && T > 0 && H > 0 && dh > 0 ? (size_t)B * T * H * dh : 0;
+    size_t ncs = cs ? FC(rope_table_len)(T, dh) : 0;
+    float *dY = N(up)(y, n), *dX = N(up)(x, n), *dCS = cs ? N(up)(cs, ncs) : NULL;
+    int rc = bwd ? FC(rope_bwd)(dY, dX, B, T, H, dh, base, pos0, dCS, NULL)
+                 : FC(rope_fwd)(dY, dX, B, T, H, dh, base, pos0, dCS, NULL);
+    char err[512];
+    snprintf(err, sizeof err, "%s", phax_error());
+    N(down)(y, dY, n, bwd ? "dx" : "y"), N(down)(NULL, dX, n, bwd ? "dy" : "x"), N(down)(NULL, dCS, ncs, "cs");
+    if (rc) phax_fail("%s", err);
+    return rc;
+}
+static int N(rope_fwd)(float *y, const float *x, int B, int T, int H, int dh, double base, long pos0,
+                       const float *cs) {
+    return N(rope_run)(0, y, x, B, T, H, dh, base, pos0, cs);
+}
+static int N(rope_bwd)(float *dx, const float *dy, int B, int T, int H, int dh, double base, long pos0,
+                       const float *cs) {
+    return N(rope_run)(1, dx, dy, B, T, H, dh, base, pos0, cs);
+}
+
+static void N(mix_fwd)(float *m, const float *b, const float *p, int nb, size_t n) {
+    size_t nbn = (size_t)(nb > 0 ? nb : 0) * n;
+    float *dM = N(up)(m, n), *dB = N(up)(b, nbn), *dP = N(up)(p, nb > 0 ? nb : 0);
+    N_OK(FC(mix_fwd)(dM, dB, dP, nb, n, NULL), "mix_fwd");
+    N(down)(m, dM, n, "m"), N(down)(NULL, dB, nbn, "b"), N(down)(NULL, dP, nb > 0 ? nb : 0, "p");
+}
+
+static void N(mix_bwd)(float *db, float *dp, const float *dm, const float *b, const float *p, int nb, size_t n) {
+    size_t nbn = (size_t)(nb > 0 ? nb : 0) * n, np = nb > 0 ? nb : 0;
+    float *dDB = db ? N(up)(db, nbn) : NULL, *dDP = dp ? N(up)(dp, np) : NULL;
+    float *dDM = N(up)(dm, n), *dB = N(up)(b, nbn), *dP = N(up)(p, np);
+    void *ws = N(ws)(FC(mix_bwd_ws)(nb, n));
+    N_OK(FC(mix_bwd)(dDB, dDP, dDM, dB, dP, nb, n, ws, NULL), "mix_bwd");
+    N(down)(db, dDB, nbn, "db"), N(down)(dp, dDP, np, "dp");
+    N(down)(NULL, dDM, n, "dm"), N(down)(NULL, dB, nbn, "b"), N(down)(NULL, dP, np, "p");
+    N(ws_free)(ws);
+}
+
+// The entries above as a backend (name and availability from the including file).
+#define N_BACKEND(nm, why)                                                                        \
+    {                                                                                             \
+        .name = nm, .unavailable = why, .covers = cuda_covers, .gemm = {.sgemm = N(sgemm)},       \
+        .basic = {                                                                                \
+            .embedding_fwd = N(embedding_fwd),                                                    \
+            .embedding_bwd = N(embedding_bwd),                                                    \
+            .linear_fwd = N(linear_fwd),                                                          \
+            .linear_bwd = N(linear_bwd),                                                          \
+            .rmsnorm_fwd = N(rmsnorm_fwd),                                                        \
+            .rmsnorm_bwd_ws = N(rmsnorm_bwd_ws),                                                  \
+            .rmsnorm_bwd = N(rmsnorm_bwd),                                                        \
+            .gelu_fwd = N(gelu_fwd),                                                              \
+            .gelu_bwd = N(gelu_bwd),                                                              \
+            .silu_fwd = N(silu_fwd),                                                              \
+            .silu_bwd = N(silu_bwd),                                                              \
+            .rope_table_len = N(rope_table_len),                                                  \
+            .rope_table = N(rope_table),                                                          \
+            .rope_fwd = N(rope_fwd),                                                              \
+            .rope_bwd = N(rope_bwd),                                                              \
+            .mix_fwd = N(mix_fwd),                                                                \
+            .mix_bwd = N(mix_bwd),                                                                \
+        },                                                                                        \
+    }
