@@ -26,6 +26,8 @@ static const char *const cuda_covers[] = {
     "basic/embedding_bad_tokens",
     "basic/linear",
     "basic/rmsnorm",
+    "basic/layernorm",
+    "basic/headnorm",
     "basic/gelu_silu",
     "basic/rope",
     "basic/mix",

@@ -121,6 +121,48 @@ static void N(rmsnorm_bwd)(float *dx, float *dg, const float *dy, const float *x
     N(ws_free)(ws);
 }
 
+static void N(layernorm_fwd)(float *y, const float *x, const float *g, const float *b, size_t n, int d, double eps) {
+    float *dY = N(up)(y, n * d), *dX = N(up)(x, n * d), *dG = N(up)(g, d), *dB = b ? N(up)(b, d) : NULL;
+    N_OK(FC(layernorm_fwd)(dY, dX, dG, dB, n, d, eps, NULL), "layernorm_fwd");
+    N(down)(y, dY, n * d, "y"), N(down)(NULL, dX, n * d, "x"), N(down)(NULL, dG, d, "g"), N(down)(NULL, dB, d, "b");
+}
+
+static size_t N(layernorm_bwd_ws)(size_t n, int d) { return FC(layernorm_bwd_ws)(n, d); }
+
+static void N(layernorm_bwd)(float *dx, float *dg, float *db, const float *dy, const float *x, const float *g,
+                             size_t n, int d, double eps, void *ws_host) {
+    (void)ws_host;
+    float *dDX = dx ? N(up)(dx, n * d) : NULL, *dDG = dg ? N(up)(dg, d) : NULL, *dDB = db ? N(up)(db, d) : NULL;
+    float *dDY = N(up)(dy, n * d), *dX = N(up)(x, n * d), *dG = N(up)(g, d);
+    void *ws = N(ws)(FC(layernorm_bwd_ws)(n, d));
+    N_OK(FC(layernorm_bwd)(dDX, dDG, dDB, dDY, dX, dG, n, d, eps, ws, NULL), "layernorm_bwd");
+    N(down)(dx, dDX, n * d, "dx"), N(down)(dg, dDG, d, "dg"), N(down)(db, dDB, d, "db");
+    N(down)(NULL, dDY, n * d, "dy"), N(down)(NULL, dX, n * d, "x"), N(down)(NULL, dG, d, "g");
+    N(ws_free)(ws);
+}
+
+static void N(headnorm_fwd)(float *y, const float *x, const float *g, size_t n, int H, int dh, double eps) {
+    size_t w = (size_t)H * dh;
+    float *dY = N(up)(y, n * w), *dX = N(up)(x, n * w), *dG = N(up)(g, w);
+    N_OK(FC(headnorm_fwd)(dY, dX, dG, n, H, dh, eps, NULL), "headnorm_fwd");
+    N(down)(y, dY, n * w, "y"), N(down)(NULL, dX, n * w, "x"), N(down)(NULL, dG, w, "g");
+}
+
+static size_t N(headnorm_bwd_ws)(size_t n, int H, int dh) { return FC(headnorm_bwd_ws)(n, H, dh); }
+
+static void N(headnorm_bwd)(float *dx, float *dg, const float *dy, const float *x, const float *g, size_t n, int H,
+                            int dh, double eps, void *ws_host) {
+    (void)ws_host;
+    size_t w = (size_t)H * dh;
+    float *dDX = dx ? N(up)(dx, n * w) : NULL, *dDG = dg ? N(up)(dg, w) : NULL;
+    float *dDY = N(up)(dy, n * w), *dX = N(up)(x, n * w), *dG = N(up)(g, w);
+    void *ws = N(ws)(FC(headnorm_bwd_ws)(n, H, dh));
+    N_OK(FC(headnorm_bwd)(dDX, dDG, dDY, dX, dG, n, H, dh, eps, ws, NULL), "headnorm_bwd");
+    N(down)(dx, dDX, n * w, "dx"), N(down)(dg, dDG, w, "dg");
+    N(down)(NULL, dDY, n * w, "dy"), N(down)(NULL, dX, n * w, "x"), N(down)(NULL, dG, w, "g");
+    N(ws_free)(ws);
+}
+
 #define N_ACT(name)                                                                               \
     static void N(name##_fwd)(float *y, const float *x, size_t n) {                               \
         float *dY = N(up)(y, n), *dX = N(up)(x, n);                                               \
@@ -202,6 +244,12 @@ static void N(mix_bwd)(float *db, float *dp, const float *dm, const float *b, co
             .rmsnorm_fwd = N(rmsnorm_fwd),                                                        \
             .rmsnorm_bwd_ws = N(rmsnorm_bwd_ws),                                                  \
             .rmsnorm_bwd = N(rmsnorm_bwd),                                                        \
+            .layernorm_fwd = N(layernorm_fwd),                                                    \
+            .layernorm_bwd_ws = N(layernorm_bwd_ws),                                              \
+            .layernorm_bwd = N(layernorm_bwd),                                                    \
+            .headnorm_fwd = N(headnorm_fwd),                                                      \
+            .headnorm_bwd_ws = N(headnorm_bwd_ws),                                                \
+            .headnorm_bwd = N(headnorm_bwd),                                                      \
             .gelu_fwd = N(gelu_fwd),                                                              \
             .gelu_bwd = N(gelu_bwd),                                                              \
             .silu_fwd = N(silu_fwd),                                                              \

@@ -61,4 +61,17 @@ __device__ __forceinline__ float fcuda_block_sum(float v, float *red) {
     return v;
 }
 
+// The same in double (a warp's butterfly, then the warps' partials in order): for statistics
+// that must not lose the 2^-24 of a float sum. red: 32 doubles of shared memory.
+__device__ __forceinline__ double fcuda_block_sum_d(double v, double *red) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = 0;
+    for (int k = 0; k < nw; k++) v += red[k];  // every thread, the same order: the same bits
+    __syncthreads();                            // before red is written again
+    return v;
+}
+
 #endif

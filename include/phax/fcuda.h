@@ -41,6 +41,18 @@ extern "C" {
     size_t P##rmsnorm_bwd_ws(size_t n, int d);                                                     \
     int P##rmsnorm_bwd(float *dx, float *dg, const float *dy, const float *x, const float *g,      \
                        size_t n, int d, double eps, void *ws, void *stream);                       \
+    /* layernorm over the last dim (bias b may be NULL); headnorm: a LayerNorm without bias of */ \
+    /* each head's slice of x (n, H·dh), g (H·dh). ws (device) only when dg or db is requested */ \
+    int P##layernorm_fwd(float *y, const float *x, const float *g, const float *b, size_t n, int d, \
+                         double eps, void *stream);                                                \
+    size_t P##layernorm_bwd_ws(size_t n, int d);                                                   \
+    int P##layernorm_bwd(float *dx, float *dg, float *db, const float *dy, const float *x,         \
+                         const float *g, size_t n, int d, double eps, void *ws, void *stream);     \
+    int P##headnorm_fwd(float *y, const float *x, const float *g, size_t n, int H, int dh,         \
+                        double eps, void *stream);                                                 \
+    size_t P##headnorm_bwd_ws(size_t n, int H, int dh);                                            \
+    int P##headnorm_bwd(float *dx, float *dg, const float *dy, const float *x, const float *g,     \
+                        size_t n, int H, int dh, double eps, void *ws, void *stream);              \
     /* activation: elementwise, n elements; gelu the exact erf form x Φ(x) */                      \
     int P##gelu_fwd(float *y, const float *x, size_t n, void *stream);                             \
     int P##gelu_bwd(float *dx, const float *dy, const float *x, size_t n, void *stream);           \
