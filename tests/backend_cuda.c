@@ -31,6 +31,8 @@ static const char *const cuda_covers[] = {
     "basic/gelu_silu",
     "basic/rope",
     "basic/mix",
+    "basic/adamw",
+    "basic/adamw_bad",
     NULL,
 };
 

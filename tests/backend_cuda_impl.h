@@ -232,6 +232,25 @@ static void N(mix_bwd)(float *db, float *dp, const float *dm, const float *b, co
     N(ws_free)(ws);
 }
 
+static int N(adamw_step)(h_adamw_param *ps, int np, const ref_adamw_cfg *c, long step, double *gnorm) {
+    fcuda_adamw_param *dp = calloc(np > 0 ? np : 1, sizeof *dp);
+    cr_assert(dp);
+    for (int j = 0; j < np; j++)
+        dp[j] = (fcuda_adamw_param){N(up)(ps[j].p, ps[j].n), N(up)(ps[j].g, ps[j].n), N(up)(ps[j].m, ps[j].n),
+                                    N(up)(ps[j].v, ps[j].n), ps[j].n, ps[j].decay};
+    void *ws = N(ws)(FC(adamw_ws)(np));
+    int rc = FC(adamw_step)(dp, np, c, step, gnorm, ws, NULL);
+    char err[512];
+    snprintf(err, sizeof err, "%s", phax_error());
+    for (int j = 0; j < np; j++) {
+        N(down)(ps[j].p, dp[j].p, ps[j].n, "p"), N(down)(NULL, (void *)dp[j].g, ps[j].n, "g");
+        N(down)(ps[j].m, dp[j].m, ps[j].n, "m"), N(down)(ps[j].v, dp[j].v, ps[j].n, "v");
+    }
+    N(ws_free)(ws), free(dp);
+    if (rc) phax_fail("%s", err);
+    return rc;
+}
+
 // The entries above as a backend (name and availability from the including file).
 #define N_BACKEND(nm, why)                                                                        \
     {                                                                                             \
@@ -260,5 +279,6 @@ static void N(mix_bwd)(float *db, float *dp, const float *dm, const float *b, co
             .rope_bwd = N(rope_bwd),                                                              \
             .mix_fwd = N(mix_fwd),                                                                \
             .mix_bwd = N(mix_bwd),                                                                \
+            .adamw_step = N(adamw_step),                                                          \
         },                                                                                        \
     }

@@ -16,9 +16,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "phax/ops.h"  // phax_adamw_cfg
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+// One tensor of fcuda_adamw_step (device pointers in a host array; fcpu_adamw_param's fields).
+typedef struct {
+    float *p;        // parameter (updated in place)
+    const float *g;  // its gradient (not modified)
+    float *m, *v;    // moments (updated in place, zero at start)
+    size_t n;
+    int decay;  // 1: weight decay on this tensor
+} fcuda_adamw_param;
 
 #define PHAX_FCUDA_DECLS(P)                                                                        \
     /* device memory and copies (bytes); sync waits for the stream */                             \
@@ -86,7 +97,13 @@ extern "C" {
     int P##mix_fwd(float *m, const float *b, const float *p, int nb, size_t n, void *stream);      \
     size_t P##mix_bwd_ws(int nb, size_t n);                                                        \
     int P##mix_bwd(float *db, float *dp, const float *dm, const float *b, const float *p, int nb,  \
-                   size_t n, void *ws, void *stream);
+                   size_t n, void *ws, void *stream);                                              \
+    /* adamw: one step of AdamW with global-norm clipping over every tensor of ps (fcpu's */      \
+    /* rules); the norm comes back to *gnorm (a stream sync); NaN/inf norm: PHAX_ERR, nothing */  \
+    /* written. ws: adamw_ws(nparams) bytes of device memory */                                   \
+    size_t P##adamw_ws(int nparams);                                                               \
+    int P##adamw_step(const fcuda_adamw_param *ps, int nparams, const phax_adamw_cfg *c,           \
+                      long step, double *gnorm, void *ws, void *stream);
 
 PHAX_FCUDA_DECLS(fcuda_)
 PHAX_FCUDA_DECLS(fcuda_emu_)
