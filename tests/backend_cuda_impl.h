@@ -232,6 +232,52 @@ static void N(mix_bwd)(float *db, float *dp, const float *dm, const float *b, co
     N(ws_free)(ws);
 }
 
+// The cross-entropy entries: targets and a loss word on the device; the workspace the entry's own.
+static int N(ce_call)(int fwd, int bwd, float *loss, float *dl, float dloss, const float *L, const int32_t *t,
+                      size_t n, int V) {
+    size_t nl = n * (size_t)(V > 0 ? V : 0);
+    float *dLoss = loss ? N(up)(loss, 1) : NULL, *dDL = dl ? N(up)(dl, nl) : NULL, *dL = N(up)(L, nl);
+    int32_t *dT = N(up_i32)(t, n);
+    void *ws = N(ws)(FC(cross_entropy_ws)());
+    int rc = fwd && bwd ? FC(cross_entropy_fwd_bwd)(dLoss, dDL, dloss, dL, dT, n, V, ws, NULL)
+             : fwd      ? FC(cross_entropy_fwd)(dLoss, dL, dT, n, V, ws, NULL)
+                        : FC(cross_entropy_bwd)(dDL, dloss, dL, dT, n, V, ws, NULL);
+    char err[512];
+    snprintf(err, sizeof err, "%s", phax_error());
+    N(down)(loss, dLoss, 1, "loss"), N(down)(dl, dDL, nl, "dlogits"), N(down)(NULL, dL, nl, "logits");
+    N(down)(NULL, dT, n, "targets"), N(ws_free)(ws);
+    if (rc) phax_fail("%s", err);
+    return rc;
+}
+static int N(cross_entropy_fwd)(float *loss, const float *L, const int32_t *t, size_t n, int V) {
+    return N(ce_call)(1, 0, loss, NULL, 0.0f, L, t, n, V);
+}
+static int N(cross_entropy_bwd)(float *dl, float dloss, const float *L, const int32_t *t, size_t n, int V) {
+    return N(ce_call)(0, 1, NULL, dl, dloss, L, t, n, V);
+}
+static int N(cross_entropy_fwd_bwd)(float *loss, float *dl, float dloss, const float *L, const int32_t *t, size_t n,
+                                    int V) {
+    return N(ce_call)(1, 1, loss, dl, dloss, L, t, n, V);
+}
+static size_t N(lce_tile_rows)(int V) { return FC(lce_tile_rows)(V); }
+static size_t N(linear_cross_entropy_ws)(size_t n, int d, int V) { return FC(linear_cross_entropy_ws)(n, d, V); }
+static int N(linear_cross_entropy)(float *loss, float *dx, float *dW, float dloss, const float *x, const float *W,
+                                   const int32_t *t, size_t n, int d, int V, void *ws_host) {
+    (void)ws_host;
+    size_t nx = n * (size_t)(d > 0 ? d : 0), nw = (size_t)(V > 0 ? V : 0) * (size_t)(d > 0 ? d : 0);
+    float *dLoss = loss ? N(up)(loss, 1) : NULL, *dDX = dx ? N(up)(dx, nx) : NULL, *dDW = dW ? N(up)(dW, nw) : NULL;
+    float *dX = N(up)(x, nx), *dW_ = N(up)(W, nw);
+    int32_t *dT = N(up_i32)(t, n);
+    void *ws = N(ws)(FC(linear_cross_entropy_ws)(n, d, V));
+    int rc = FC(linear_cross_entropy)(dLoss, dDX, dDW, dloss, dX, dW_, dT, n, d, V, ws, NULL);
+    char err[512];
+    snprintf(err, sizeof err, "%s", phax_error());
+    N(down)(loss, dLoss, 1, "loss"), N(down)(dx, dDX, nx, "dx"), N(down)(dW, dDW, nw, "dW");
+    N(down)(NULL, dX, nx, "x"), N(down)(NULL, dW_, nw, "W"), N(down)(NULL, dT, n, "targets"), N(ws_free)(ws);
+    if (rc) phax_fail("%s", err);
+    return rc;
+}
+
 static int N(adamw_step)(h_adamw_param *ps, int np, const ref_adamw_cfg *c, long step, double *gnorm) {
     fcuda_adamw_param *dp = calloc(np > 0 ? np : 1, sizeof *dp);
     cr_assert(dp);
@@ -279,6 +325,12 @@ static int N(adamw_step)(h_adamw_param *ps, int np, const ref_adamw_cfg *c, long
             .rope_bwd = N(rope_bwd),                                                              \
             .mix_fwd = N(mix_fwd),                                                                \
             .mix_bwd = N(mix_bwd),                                                                \
+            .cross_entropy_fwd = N(cross_entropy_fwd),                                            \
+            .cross_entropy_bwd = N(cross_entropy_bwd),                                            \
+            .cross_entropy_fwd_bwd = N(cross_entropy_fwd_bwd),                                    \
+            .lce_tile_rows = N(lce_tile_rows),                                                    \
+            .linear_cross_entropy_ws = N(linear_cross_entropy_ws),                                \
+            .linear_cross_entropy = N(linear_cross_entropy),                                      \
             .adamw_step = N(adamw_step),                                                          \
         },                                                                                        \
     }

@@ -74,4 +74,16 @@ __device__ __forceinline__ double fcuda_block_sum_d(double v, double *red) {
     return v;
 }
 
+// max v over the block, returned to every thread (as fcuda_block_sum; NaN-blind like fmaxf).
+__device__ __forceinline__ float fcuda_block_max(float v, float *red) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = -INFINITY;
+    for (int k = 0; k < nw; k++) v = fmaxf(v, red[k]);
+    __syncthreads();
+    return v;
+}
+
 #endif

@@ -98,6 +98,23 @@ typedef struct {
     size_t P##mix_bwd_ws(int nb, size_t n);                                                        \
     int P##mix_bwd(float *db, float *dp, const float *dm, const float *b, const float *p, int nb,  \
                    size_t n, void *ws, void *stream);                                              \
+    /* cross_entropy (target −1 ignored; a target outside [−1, V) or only ignored rows: */        \
+    /* PHAX_ERR, nothing written; the targets are checked first, a 16-byte read back): loss a */  \
+    /* device float; dlogits += dloss (softmax − onehot)/count; ws: cross_entropy_ws() bytes */   \
+    size_t P##cross_entropy_ws(void);                                                              \
+    int P##cross_entropy_fwd(float *loss, const float *logits, const int32_t *targets, size_t n,   \
+                             int V, void *ws, void *stream);                                       \
+    int P##cross_entropy_bwd(float *dlogits, float dloss, const float *logits,                     \
+                             const int32_t *targets, size_t n, int V, void *ws, void *stream);     \
+    int P##cross_entropy_fwd_bwd(float *loss, float *dlogits, float dloss, const float *logits,    \
+                                 const int32_t *targets, size_t n, int V, void *ws, void *stream); \
+    /* linear_cross_entropy: logits = x Wᵀ never formed whole: lce_tile_rows(V) rows at a */     \
+    /* time in ws (linear_cross_entropy_ws bytes); loss (device), dx += G W, dW += Gᵀ x */         \
+    size_t P##lce_tile_rows(int V);                                                                \
+    size_t P##linear_cross_entropy_ws(size_t n, int d, int V);                                     \
+    int P##linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, const float *x,     \
+                                const float *W, const int32_t *targets, size_t n, int d, int V,    \
+                                void *ws, void *stream);                                           \
     /* adamw: one step of AdamW with global-norm clipping over every tensor of ps (fcpu's */      \
     /* rules); the norm comes back to *gnorm (a stream sync); NaN/inf norm: PHAX_ERR, nothing */  \
     /* written. ws: adamw_ws(nparams) bytes of device memory */                                   \
