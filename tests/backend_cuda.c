@@ -29,6 +29,7 @@ static const char *const cuda_covers[] = {
     "basic/layernorm",
     "basic/headnorm",
     "basic/gelu_silu",
+    "basic/swiglu",
     "basic/rope",
     "basic/mix",
     "basic/cross_entropy",

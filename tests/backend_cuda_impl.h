@@ -232,6 +232,77 @@ static void N(mix_bwd)(float *db, float *dp, const float *dm, const float *b, co
     N(ws_free)(ws);
 }
 
+// --- swiglu --------------------------------------------------------------------------------------
+// The weights and activations each go up whole; ws/keep are device buffers of the same sizes
+// (keep comes back: the kept backward reads the host copy the test hands it).
+typedef struct {
+    float *x, *Wg, *Wu, *Wd;
+    size_t nx, nh;  // n·d, hid·d
+} N(ffn_in);
+static N(ffn_in) N(ffn_up)(const float *x, const float *Wg, const float *Wu, const float *Wd, size_t n, int d,
+                           int hid) {
+    size_t nx = n * (size_t)(d > 0 ? d : 0), nh = (size_t)(hid > 0 ? hid : 0) * (size_t)(d > 0 ? d : 0);
+    return (N(ffn_in)){N(up)(x, nx), N(up)(Wg, nh), N(up)(Wu, nh), N(up)(Wd, nh), nx, nh};
+}
+static void N(ffn_down)(N(ffn_in) *f) {
+    N(down)(NULL, f->x, f->nx, "x"), N(down)(NULL, f->Wg, f->nh, "Wg"), N(down)(NULL, f->Wu, f->nh, "Wu");
+    N(down)(NULL, f->Wd, f->nh, "Wd");
+}
+static size_t N(swiglu_fwd_ws)(size_t n, int d, int hid) { return FC(swiglu_fwd_ws)(n, d, hid); }
+static size_t N(swiglu_bwd_ws)(size_t n, int d, int hid) { return FC(swiglu_bwd_ws)(n, d, hid); }
+static size_t N(swiglu_keep_len)(size_t n, int hid) { return FC(swiglu_keep_len)(n, hid); }
+static size_t N(swiglu_bwd_kept_ws)(size_t n, int d, int hid) { return FC(swiglu_bwd_kept_ws)(n, d, hid); }
+
+static int N(swiglu_fwd_keep)(float *y, float *keep, const float *x, const float *Wg, const float *Wu,
+                              const float *Wd, size_t n, int d, int hid) {
+    N(ffn_in) f = N(ffn_up)(x, Wg, Wu, Wd, n, d, hid);
+    size_t nk = FC(swiglu_keep_len)(n, hid);
+    float *dY = N(up)(y, f.nx), *dK = N(up)(keep, nk);
+    N_OK(FC(swiglu_fwd_keep)(dY, dK, f.x, f.Wg, f.Wu, f.Wd, n, d, hid, NULL), "swiglu_fwd_keep");
+    N(down)(y, dY, f.nx, "y"), N(down)(keep, dK, nk, "keep"), N(ffn_down)(&f);
+    return PHAX_OK;
+}
+static int N(swiglu_fwd)(float *y, const float *x, const float *Wg, const float *Wu, const float *Wd, size_t n, int d,
+                         int hid, void *ws_host) {
+    (void)ws_host;
+    N(ffn_in) f = N(ffn_up)(x, Wg, Wu, Wd, n, d, hid);
+    float *dY = N(up)(y, f.nx);
+    void *ws = N(ws)(FC(swiglu_fwd_ws)(n, d, hid));
+    N_OK(FC(swiglu_fwd)(dY, f.x, f.Wg, f.Wu, f.Wd, n, d, hid, ws, NULL), "swiglu_fwd");
+    N(down)(y, dY, f.nx, "y"), N(ffn_down)(&f), N(ws_free)(ws);
+    return PHAX_OK;
+}
+static int N(swiglu_bwd_any)(const float *keep, float *dx, float *dWg, float *dWu, float *dWd, const float *dy,
+                             const float *x, const float *Wg, const float *Wu, const float *Wd, size_t n, int d,
+                             int hid) {
+    N(ffn_in) f = N(ffn_up)(x, Wg, Wu, Wd, n, d, hid);
+    float *dDX = dx ? N(up)(dx, f.nx) : NULL, *dDG = dWg ? N(up)(dWg, f.nh) : NULL,
+          *dDU = dWu ? N(up)(dWu, f.nh) : NULL, *dDD = dWd ? N(up)(dWd, f.nh) : NULL, *dDY = N(up)(dy, f.nx);
+    size_t nk = FC(swiglu_keep_len)(n, hid);
+    float *dK = keep ? N(up)(keep, nk) : NULL;
+    void *ws = N(ws)(keep ? FC(swiglu_bwd_kept_ws)(n, d, hid) : FC(swiglu_bwd_ws)(n, d, hid));
+    if (keep)
+        N_OK(FC(swiglu_bwd_kept)(dDX, dDG, dDU, dDD, dDY, f.x, f.Wg, f.Wu, f.Wd, n, d, hid, dK, ws, NULL),
+             "swiglu_bwd_kept");
+    else
+        N_OK(FC(swiglu_bwd)(dDX, dDG, dDU, dDD, dDY, f.x, f.Wg, f.Wu, f.Wd, n, d, hid, ws, NULL), "swiglu_bwd");
+    N(down)(dx, dDX, f.nx, "dx"), N(down)(dWg, dDG, f.nh, "dWg"), N(down)(dWu, dDU, f.nh, "dWu");
+    N(down)(dWd, dDD, f.nh, "dWd"), N(down)(NULL, dDY, f.nx, "dy"), N(down)(NULL, dK, nk, "keep");
+    N(ffn_down)(&f), N(ws_free)(ws);
+    return PHAX_OK;
+}
+static int N(swiglu_bwd)(float *dx, float *dWg, float *dWu, float *dWd, const float *dy, const float *x,
+                         const float *Wg, const float *Wu, const float *Wd, size_t n, int d, int hid, void *ws_host) {
+    (void)ws_host;
+    return N(swiglu_bwd_any)(NULL, dx, dWg, dWu, dWd, dy, x, Wg, Wu, Wd, n, d, hid);
+}
+static int N(swiglu_bwd_kept)(float *dx, float *dWg, float *dWu, float *dWd, const float *dy, const float *x,
+                              const float *Wg, const float *Wu, const float *Wd, size_t n, int d, int hid,
+                              const float *keep, void *ws_host) {
+    (void)ws_host;
+    return N(swiglu_bwd_any)(keep, dx, dWg, dWu, dWd, dy, x, Wg, Wu, Wd, n, d, hid);
+}
+
 // The cross-entropy entries: targets and a loss word on the device; the workspace the entry's own.
 static int N(ce_call)(int fwd, int bwd, float *loss, float *dl, float dloss, const float *L, const int32_t *t,
                       size_t n, int V) {
@@ -319,6 +390,14 @@ static int N(adamw_step)(h_adamw_param *ps, int np, const ref_adamw_cfg *c, long
             .gelu_bwd = N(gelu_bwd),                                                              \
             .silu_fwd = N(silu_fwd),                                                              \
             .silu_bwd = N(silu_bwd),                                                              \
+            .swiglu_fwd_ws = N(swiglu_fwd_ws),                                                    \
+            .swiglu_fwd = N(swiglu_fwd),                                                          \
+            .swiglu_bwd_ws = N(swiglu_bwd_ws),                                                    \
+            .swiglu_bwd = N(swiglu_bwd),                                                          \
+            .swiglu_keep_len = N(swiglu_keep_len),                                                \
+            .swiglu_fwd_keep = N(swiglu_fwd_keep),                                                \
+            .swiglu_bwd_kept_ws = N(swiglu_bwd_kept_ws),                                          \
+            .swiglu_bwd_kept = N(swiglu_bwd_kept),                                                \
             .rope_table_len = N(rope_table_len),                                                  \
             .rope_table = N(rope_table),                                                          \
             .rope_fwd = N(rope_fwd),                                                              \

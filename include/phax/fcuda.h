@@ -98,6 +98,23 @@ typedef struct {
     size_t P##mix_bwd_ws(int nb, size_t n);                                                        \
     int P##mix_bwd(float *db, float *dp, const float *dm, const float *b, const float *p, int nb,  \
                    size_t n, void *ws, void *stream);                                              \
+    /* swiglu: y = Wd(SiLU(Wg x) ⊙ Wu x) (fcpu_ffn.h's shapes and pairs): products on cuBLAS; */ \
+    /* the kept form stores (a, b, h) in keep (swiglu_keep_len floats) for its backward */        \
+    size_t P##swiglu_fwd_ws(size_t n, int d, int hid);                                             \
+    int P##swiglu_fwd(float *y, const float *x, const float *Wg, const float *Wu, const float *Wd, \
+                      size_t n, int d, int hid, void *ws, void *stream);                           \
+    size_t P##swiglu_bwd_ws(size_t n, int d, int hid);                                             \
+    int P##swiglu_bwd(float *dx, float *dWg, float *dWu, float *dWd, const float *dy,              \
+                      const float *x, const float *Wg, const float *Wu, const float *Wd, size_t n, \
+                      int d, int hid, void *ws, void *stream);                                     \
+    size_t P##swiglu_keep_len(size_t n, int hid);                                                  \
+    int P##swiglu_fwd_keep(float *y, float *keep, const float *x, const float *Wg,                 \
+                           const float *Wu, const float *Wd, size_t n, int d, int hid,             \
+                           void *stream);                                                          \
+    size_t P##swiglu_bwd_kept_ws(size_t n, int d, int hid);                                        \
+    int P##swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const float *dy,         \
+                           const float *x, const float *Wg, const float *Wu, const float *Wd,      \
+                           size_t n, int d, int hid, const float *keep, void *ws, void *stream);   \
     /* cross_entropy (target −1 ignored; a target outside [−1, V) or only ignored rows: */        \
     /* PHAX_ERR, nothing written; the targets are checked first, a 16-byte read back): loss a */  \
     /* device float; dlogits += dloss (softmax − onehot)/count; ws: cross_entropy_ws() bytes */   \
