@@ -11,6 +11,9 @@
 
 #define MIX_THREADS 256u
 #define MIX_CHUNKS 64
+// The weights sit in dynamic shared memory (48 KiB without opt-in) and the partials' grid has
+// one row per branch (gridDim.y <= 65535): a model mixes a handful of branches.
+#define MIX_MAX_BRANCHES 4096
 
 static size_t mix_chunks(size_t n) { return n < MIX_CHUNKS ? n : MIX_CHUNKS; }
 
@@ -89,6 +92,7 @@ static __global__ void mix_bwd_dp_k(float *__restrict__ dp, const double *__rest
 
 extern "C" int FCUDA(mix_fwd)(float *m, const float *b, const float *p, int nb, size_t n, void *stream) {
     if (n == 0) return PHAX_OK;
+    if (nb > MIX_MAX_BRANCHES) return phax_fail("cuda mix_fwd: %d branches (at most %d)", nb, MIX_MAX_BRANCHES);
     cudaStream_t s = fcuda_stream(stream);
     if (nb <= 0) {
         PHAX_LAUNCH(fill0_k, fcuda_ew_blocks(n, MIX_THREADS), MIX_THREADS, 0, s, m, n);
@@ -104,7 +108,7 @@ extern "C" int FCUDA(mix_bwd)(float *db, float *dp, const float *dm, const float
                               void *ws, void *stream) {
     if (nb <= 0 || (!db && !dp)) return PHAX_OK;
     if (dp && n > 0 && !ws) return phax_fail("cuda mix_bwd: dp requested without a workspace");
-    if (nb > 65535) return phax_fail("cuda mix_bwd: %d branches (at most 65535)", nb);
+    if (nb > MIX_MAX_BRANCHES) return phax_fail("cuda mix_bwd: %d branches (at most %d)", nb, MIX_MAX_BRANCHES);
     cudaStream_t s = fcuda_stream(stream);
     if (db && n > 0) {
         PHAX_LAUNCH(mix_bwd_db_k, fcuda_ew_blocks(n, MIX_THREADS), MIX_THREADS, (size_t)nb * sizeof(float), s, db, dm,

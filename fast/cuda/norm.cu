@@ -8,13 +8,14 @@
 //     device or the scheduling.
 #include "cuda_common.cuh"
 
-// Threads per row block: a multiple of 32 covering d, at most 1024.
+// Threads per row block: a multiple of 32 covering d, at most 1024 (the row kernels are
+// compiled for 1024-thread blocks: __launch_bounds__).
 static unsigned row_threads(int d) {
     unsigned t = ((unsigned)d + 31u) / 32u * 32u;
     return t < 32 ? 32 : t > 1024 ? 1024 : t;
 }
 
-static __global__ void rmsnorm_fwd_k(float *__restrict__ y, const float *__restrict__ x,
+static __global__ void __launch_bounds__(1024) rmsnorm_fwd_k(float *__restrict__ y, const float *__restrict__ x,
                                      const float *__restrict__ g, int d, double eps) {
     __shared__ float red[32];
     size_t row = blockIdx.x;
@@ -28,7 +29,7 @@ static __global__ void rmsnorm_fwd_k(float *__restrict__ y, const float *__restr
 }
 
 // dx (may be NULL) += r dy g − c x; rr (may be NULL) [row] = r.
-static __global__ void rmsnorm_bwd_rows_k(float *__restrict__ dx, float *__restrict__ rr,
+static __global__ void __launch_bounds__(1024) rmsnorm_bwd_rows_k(float *__restrict__ dx, float *__restrict__ rr,
                                           const float *__restrict__ dy, const float *__restrict__ x,
                                           const float *__restrict__ g, int d, double eps) {
     __shared__ float red[32];
@@ -129,7 +130,7 @@ __device__ __forceinline__ void ln_stats(double *mu, double *r, const float *xv,
     *r = 1.0 / sqrt(var + eps);
 }
 
-static __global__ void ln_fwd_k(float *__restrict__ y, const float *__restrict__ x, const float *__restrict__ g,
+static __global__ void __launch_bounds__(1024) ln_fwd_k(float *__restrict__ y, const float *__restrict__ x, const float *__restrict__ g,
                                 const float *__restrict__ b, int H, int dh, double eps) {
     __shared__ double red[32];
     size_t v = blockIdx.x;
@@ -144,7 +145,7 @@ static __global__ void ln_fwd_k(float *__restrict__ y, const float *__restrict__
 }
 
 // dx (may be NULL) += ...; st (may be NULL) [2v], [2v + 1] = μ, r.
-static __global__ void ln_bwd_rows_k(float *__restrict__ dx, double *__restrict__ st, const float *__restrict__ dy,
+static __global__ void __launch_bounds__(1024) ln_bwd_rows_k(float *__restrict__ dx, double *__restrict__ st, const float *__restrict__ dy,
                                      const float *__restrict__ x, const float *__restrict__ g, int H, int dh,
                                      double eps) {
     __shared__ double red[32];
@@ -209,6 +210,7 @@ static int ln_bwd(const char *op, float *dx, float *dg, float *db, const float *
     if ((!dx && !dg && !db) || nv == 0 || dh <= 0) return PHAX_OK;
     if (nv > 0x7fffffffu) return phax_fail("cuda %s: %zu vectors (at most 2^31 - 1)", op, nv);
     if ((dg || db) && !ws) return phax_fail("cuda %s: dg or db requested without a workspace", op);
+    if (w > 0x7fffffffu) return phax_fail("cuda %s: width H·dh = %zu (at most 2^31 - 1)", op, w);
     cudaStream_t s = fcuda_stream(stream);
     double *st = (dg || db) ? static_cast<double *>(ws) : nullptr;
     PHAX_LAUNCH(ln_bwd_rows_k, (unsigned)nv, row_threads(dh), 0, s, dx, st, dy, x, g, H, dh, eps);
