@@ -37,6 +37,8 @@ static const char *const cuda_covers[] = {
     "basic/linear_cross_entropy",
     "basic/adamw",
     "basic/adamw_bad",
+    "ssm/kernel_vs_ref",
+    "ssm/kernel_long",
     NULL,
 };
 

@@ -368,10 +368,42 @@ static int N(adamw_step)(h_adamw_param *ps, int np, const ref_adamw_cfg *c, long
     return rc;
 }
 
+// --- ssm: the DSS kernel ---------------------------------------------------------------------------
+static size_t N(dss_fwd_ws)(int H, int N_, int T) { return FC(dss_kernel_fwd_ws)(H, N_, T); }
+static size_t N(dss_bwd_ws)(int H, int N_, int T) { return FC(dss_kernel_bwd_ws)(H, N_, T); }
+static void N(dss_fwd)(float *K, const float *Lre, const float *Lim, const float *Cre, const float *Cim, int H, int N_,
+                       int T, void *ws_host) {
+    (void)ws_host;
+    size_t hn = (size_t)H * N_, ht = (size_t)H * T;
+    float *dK = N(up)(K, ht), *dLr = N(up)(Lre, N_), *dLi = N(up)(Lim, N_), *dCr = N(up)(Cre, hn), *dCi = N(up)(Cim, hn);
+    void *ws = N(ws)(FC(dss_kernel_fwd_ws)(H, N_, T));
+    N_OK(FC(dss_kernel_fwd)(dK, dLr, dLi, dCr, dCi, H, N_, T, ws, NULL), "dss_kernel_fwd");
+    N(down)(K, dK, ht, "K"), N(down)(NULL, dLr, N_, "Lre"), N(down)(NULL, dLi, N_, "Lim");
+    N(down)(NULL, dCr, hn, "Cre"), N(down)(NULL, dCi, hn, "Cim"), N(ws_free)(ws);
+}
+static void N(dss_bwd)(float *dLre, float *dLim, float *dCre, float *dCim, const float *dK, const float *Lre,
+                       const float *Lim, const float *Cre, const float *Cim, int H, int N_, int T, void *ws_host) {
+    (void)ws_host;
+    size_t hn = (size_t)H * N_, ht = (size_t)H * T;
+    float *gLr = dLre ? N(up)(dLre, N_) : NULL, *gLi = dLim ? N(up)(dLim, N_) : NULL;
+    float *gCr = dCre ? N(up)(dCre, hn) : NULL, *gCi = dCim ? N(up)(dCim, hn) : NULL;
+    float *dDK = N(up)(dK, ht), *dLr = N(up)(Lre, N_), *dLi = N(up)(Lim, N_), *dCr = N(up)(Cre, hn),
+          *dCi = N(up)(Cim, hn);
+    void *ws = N(ws)(FC(dss_kernel_bwd_ws)(H, N_, T));
+    N_OK(FC(dss_kernel_bwd)(gLr, gLi, gCr, gCi, dDK, dLr, dLi, dCr, dCi, H, N_, T, ws, NULL), "dss_kernel_bwd");
+    N(down)(dLre, gLr, N_, "dLre"), N(down)(dLim, gLi, N_, "dLim"), N(down)(dCre, gCr, hn, "dCre");
+    N(down)(dCim, gCi, hn, "dCim"), N(down)(NULL, dDK, ht, "dK"), N(down)(NULL, dLr, N_, "Lre");
+    N(down)(NULL, dLi, N_, "Lim"), N(down)(NULL, dCr, hn, "Cre"), N(down)(NULL, dCi, hn, "Cim"), N(ws_free)(ws);
+}
+
 // The entries above as a backend (name and availability from the including file).
 #define N_BACKEND(nm, why)                                                                        \
     {                                                                                             \
         .name = nm, .unavailable = why, .covers = cuda_covers, .gemm = {.sgemm = N(sgemm)},       \
+        .ssm = {.kernel_fwd_ws = N(dss_fwd_ws),                                                   \
+                .kernel_fwd = N(dss_fwd),                                                         \
+                .kernel_bwd_ws = N(dss_bwd_ws),                                                   \
+                .kernel_bwd = N(dss_bwd)},                                                        \
         .basic = {                                                                                \
             .embedding_fwd = N(embedding_fwd),                                                    \
             .embedding_bwd = N(embedding_bwd),                                                    \

@@ -132,6 +132,15 @@ typedef struct {
     int P##linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, const float *x,     \
                                 const float *W, const int32_t *targets, size_t n, int d, int V,    \
                                 void *ws, void *stream);                                           \
+    /* dss kernel (the GSS layer's K = dss(Λ, C)): Lre, Lim (N); Cre, Cim (H, N); K (H, T); */    \
+    /* backward adds into dLre, dLim, dCre, dCim (any may be NULL); ws: _ws bytes */             \
+    size_t P##dss_kernel_fwd_ws(int H, int N, int T);                                              \
+    int P##dss_kernel_fwd(float *K, const float *Lre, const float *Lim, const float *Cre,          \
+                          const float *Cim, int H, int N, int T, void *ws, void *stream);          \
+    size_t P##dss_kernel_bwd_ws(int H, int N, int T);                                              \
+    int P##dss_kernel_bwd(float *dLre, float *dLim, float *dCre, float *dCim, const float *dK,     \
+                          const float *Lre, const float *Lim, const float *Cre, const float *Cim,  \
+                          int H, int N, int T, void *ws, void *stream);                            \
     /* adamw: one step of AdamW with global-norm clipping over every tensor of ps (fcpu's */      \
     /* rules); the norm comes back to *gnorm (a stream sync); NaN/inf norm: PHAX_ERR, nothing */  \
     /* written. ws: adamw_ws(nparams) bytes of device memory */                                   \
