@@ -1,0 +1,1 @@
+build/bench_model --family transformer --T 8192 --config evals/out/full/configs/transformer_d160.json --steps 5 --csv evals/out/full/iso/bench_d160_T8192.csv

@@ -1,0 +1,1 @@
+build/bench_decode --family transformer --config evals/out/full/configs/transformer_d96.json --contexts 2048,8192,16384 --csv evals/out/full/iso/decode_d96.csv
