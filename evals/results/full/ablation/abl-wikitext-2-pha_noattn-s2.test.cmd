@@ -1,0 +1,1 @@
+build/phax eval evals/out/full/runs/abl-wikitext-2-pha_noattn-s2 --data data/wikitext-2 --split test --cache-dir evals/out/full/cache --json evals/out/full/ablation/abl-wikitext-2-pha_noattn-s2.test.json
