@@ -6,13 +6,6 @@
 #define INV_SQRT_2PI 0.39894228040143267794f
 #define EW_THREADS 256u
 
-// σ(z) and σ(−z) without overflow (exp of −|z| only).
-__device__ __forceinline__ void sigmoid2(float z, float *s, float *sneg) {
-    float e = expf(-fabsf(z)), q = 1.0f / (1.0f + e);
-    *s = z >= 0 ? q : e * q;
-    *sneg = z >= 0 ? e * q : q;
-}
-
 #define GRID_STRIDE(i, n) \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
@@ -32,7 +25,7 @@ static __global__ void gelu_bwd_k(float *__restrict__ dx, const float *__restric
 static __global__ void silu_fwd_k(float *__restrict__ y, const float *__restrict__ x, size_t n) {
     GRID_STRIDE(i, n) {
         float s, sn;
-        sigmoid2(x[i], &s, &sn);
+        fcuda_sigmoid2(x[i], &s, &sn);
         y[i] = x[i] * s;
     }
 }
@@ -41,7 +34,7 @@ static __global__ void silu_bwd_k(float *__restrict__ dx, const float *__restric
                                   const float *__restrict__ x, size_t n) {
     GRID_STRIDE(i, n) {
         float s, sn;
-        sigmoid2(x[i], &s, &sn);
+        fcuda_sigmoid2(x[i], &s, &sn);
         dx[i] += dy[i] * (s * (1.0f + x[i] * sn));
     }
 }

@@ -43,6 +43,23 @@ static inline unsigned fcuda_ew_blocks(size_t n, unsigned threads) {
     return (unsigned)(b < 1 ? 1 : b > FCUDA_EW_MAX_BLOCKS ? FCUDA_EW_MAX_BLOCKS : b);
 }
 
+// A size in bytes rounded up to 16, for workspaces carved into several arrays.
+static inline size_t fcuda_align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
+
+// cuBLAS takes int dimensions: a row count over INT_MAX is refused with the op's one-line error.
+static inline int fcuda_rows_fit(size_t n, const char *op) {
+    if (n <= 0x7fffffffu) return PHAX_OK;
+    return phax_fail("cuda %s: %zu rows: cuBLAS takes at most 2147483647", op, n);
+}
+
+// σ(z) and σ(−z) without overflow (exp of −|z| only): SiLU and its derivative (activation.cu,
+// ffn.cu), the formulas of fast/cpu's sigmoid2.
+__device__ __forceinline__ void fcuda_sigmoid2(float z, float *s, float *sneg) {
+    float e = expf(-fabsf(z)), q = 1.0f / (1.0f + e);
+    *s = z >= 0 ? q : e * q;
+    *sneg = z >= 0 ? e * q : q;
+}
+
 // Σ v over a warp by butterfly: every lane ends with the same bits (a + b = b + a).
 __device__ __forceinline__ float fcuda_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

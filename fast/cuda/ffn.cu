@@ -7,18 +7,11 @@
 
 #define FFN_THREADS 256u
 
-// σ(z) and σ(−z) without overflow (as activation.cu).
-__device__ __forceinline__ void ffn_sigmoid2(float z, float *s, float *sneg) {
-    float e = expf(-fabsf(z)), q = 1.0f / (1.0f + e);
-    *s = z >= 0 ? q : e * q;
-    *sneg = z >= 0 ? e * q : q;
-}
-
 static __global__ void swiglu_gate_k(float *__restrict__ h, const float *__restrict__ a, const float *__restrict__ b,
                                      size_t m) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < m; i += (size_t)gridDim.x * blockDim.x) {
         float s, sn;
-        ffn_sigmoid2(a[i], &s, &sn);
+        fcuda_sigmoid2(a[i], &s, &sn);
         h[i] = (a[i] * s) * b[i];
     }
 }
@@ -28,7 +21,7 @@ static __global__ void swiglu_gate_bwd_k(float *__restrict__ da, float *__restri
                                          const float *__restrict__ b, size_t m) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < m; i += (size_t)gridDim.x * blockDim.x) {
         float av = a[i], bv = b[i], g = da[i], s, sn;
-        ffn_sigmoid2(av, &s, &sn);
+        fcuda_sigmoid2(av, &s, &sn);
         db[i] = g * (av * s);
         da[i] = (g * bv) * (s * (1.0f + av * sn));
     }
@@ -47,11 +40,6 @@ extern "C" size_t FCUDA(swiglu_bwd_ws)(size_t n, int d, int hid) {
     return FCUDA(swiglu_fwd_ws)(n, d, hid) + FCUDA(swiglu_bwd_kept_ws)(n, d, hid);
 }
 
-static int rows_ok(size_t n, const char *op) {
-    if (n <= 0x7fffffffu) return PHAX_OK;
-    return phax_fail("cuda %s: %zu rows: cuBLAS takes at most 2^31 - 1", op, n);
-}
-
 // keep = (a, b, h).
 static int swiglu_hidden(float *keep, const float *x, const float *Wg, const float *Wu, size_t n, int d, int hid,
                          void *stream) {
@@ -67,7 +55,7 @@ static int swiglu_hidden(float *keep, const float *x, const float *Wg, const flo
 extern "C" int FCUDA(swiglu_fwd_keep)(float *y, float *keep, const float *x, const float *Wg, const float *Wu,
                                       const float *Wd, size_t n, int d, int hid, void *stream) {
     if (n == 0 || d <= 0) return PHAX_OK;
-    if (rows_ok(n, "swiglu_fwd")) return PHAX_ERR;
+    if (fcuda_rows_fit(n, "swiglu_fwd")) return PHAX_ERR;
     if (hid <= 0)
         return fcuda_ok(cudaMemsetAsync(y, 0, n * (size_t)d * sizeof(float), fcuda_stream(stream)), "swiglu_fwd");
     if (!keep) return phax_fail("cuda swiglu_fwd: no room for the activations (keep or ws is NULL)");
@@ -80,7 +68,7 @@ extern "C" int FCUDA(swiglu_bwd_kept)(float *dx, float *dWg, float *dWu, float *
                                       const float *Wg, const float *Wu, const float *Wd, size_t n, int d, int hid,
                                       const float *keep, void *ws, void *stream) {
     if (n == 0 || d <= 0 || hid <= 0 || (!dx && !dWg && !dWu && !dWd)) return PHAX_OK;
-    if (rows_ok(n, "swiglu_bwd")) return PHAX_ERR;
+    if (fcuda_rows_fit(n, "swiglu_bwd")) return PHAX_ERR;
     if (!ws) return phax_fail("cuda swiglu_bwd: ws is NULL (need swiglu_bwd_kept_ws)");
     size_t m = n * (size_t)hid;
     const float *a = keep, *b = a + m, *h = b + m;
@@ -110,7 +98,7 @@ extern "C" int FCUDA(swiglu_bwd)(float *dx, float *dWg, float *dWu, float *dWd, 
                                  const float *Wg, const float *Wu, const float *Wd, size_t n, int d, int hid, void *ws,
                                  void *stream) {
     if (n == 0 || d <= 0 || hid <= 0 || (!dx && !dWg && !dWu && !dWd)) return PHAX_OK;
-    if (rows_ok(n, "swiglu_bwd")) return PHAX_ERR;
+    if (fcuda_rows_fit(n, "swiglu_bwd")) return PHAX_ERR;
     if (!ws) return phax_fail("cuda swiglu_bwd: ws is NULL (need swiglu_bwd_ws)");
     float *keep = static_cast<float *>(ws);
     if (swiglu_hidden(keep, x, Wg, Wu, n, d, hid, stream)) return PHAX_ERR;  // recompute a, b, h

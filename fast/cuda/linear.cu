@@ -6,8 +6,6 @@
 //   y = x Wᵀ       ⇔  yᵀ (out × n)  = W  · xᵀ   : A = W  (stored in × out: op T), B = x  (op N)
 //   dx += dy W     ⇔  dxᵀ (in × n)  += Wᵀ · dyᵀ : A = W  (stored in × out: op N), B = dy (op N)
 //   dW += dyᵀ x    ⇔  dWᵀ (in × out) += xᵀ · dy : A = x  (stored in × n: op N),   B = dy (op T)
-#include <climits>
-
 #include "blas.cuh"
 
 #define LIN_THREADS 256u
@@ -28,15 +26,10 @@ static __global__ void colsum_add_k(float *__restrict__ db, const float *__restr
     db[o] = (float)((double)db[o] + acc);
 }
 
-static int rows_fit(size_t n, const char *op) {
-    if (n <= (size_t)INT_MAX) return PHAX_OK;
-    return phax_fail("cuda %s: %zu rows: cuBLAS takes at most %d", op, n, INT_MAX);
-}
-
 extern "C" int FCUDA(linear_fwd)(float *y, const float *x, const float *W, const float *b, size_t n, int in, int out,
                                  void *stream) {
     if (n == 0 || out <= 0) return PHAX_OK;
-    if (rows_fit(n, "linear_fwd")) return PHAX_ERR;
+    if (fcuda_rows_fit(n, "linear_fwd")) return PHAX_ERR;
     cudaStream_t s = fcuda_stream(stream);
     size_t total = n * (size_t)out;
     if (b || in <= 0) {  // y starts as the bias rows (or 0 for an empty product); the GEMM adds
@@ -51,7 +44,7 @@ extern "C" int FCUDA(linear_fwd)(float *y, const float *x, const float *W, const
 extern "C" int FCUDA(linear_bwd)(float *dx, float *dW, float *db, const float *dy, const float *x, const float *W,
                                  size_t n, int in, int out, void *stream) {
     if (n == 0 || out <= 0) return PHAX_OK;
-    if (rows_fit(n, "linear_bwd")) return PHAX_ERR;
+    if (fcuda_rows_fit(n, "linear_bwd")) return PHAX_ERR;
     if (db) {
         unsigned blocks = (unsigned)((out + LIN_THREADS - 1) / LIN_THREADS);
         PHAX_LAUNCH(colsum_add_k, blocks, LIN_THREADS, 0, fcuda_stream(stream), db, dy, n, out);

@@ -18,12 +18,11 @@
 #define CE_THREADS 256u
 #define NO_BAD 0xffffffffffffffffull
 
-// Workspace head: [0] lowest bad row (NO_BAD if none), [1] scored rows; then CE_BLOCKS doubles.
+// Workspace: the head ([0] lowest bad row, NO_BAD if none; [1] scored rows), then CE_BLOCKS
+// partials and the running total over tiles (doubles).
 typedef struct {
     unsigned long long bad, count;
 } ce_head;
-
-static size_t ce_scratch_bytes(void) { return sizeof(ce_head) + CE_BLOCKS * sizeof(double); }
 
 static __global__ void ce_head_init_k(ce_head *h) {
     h->bad = NO_BAD;
@@ -115,7 +114,6 @@ static __global__ void ce_total_k(double *__restrict__ run, const double *__rest
     if (loss) *loss = (float)(s / count);
 }
 
-// Workspace after the head: CE_BLOCKS partials, then the running total over tiles.
 static int ce_run(const char *op, float *loss, float *dl, float g, float *L, const int32_t *targets, size_t n, int V,
                   int mode, int grad, void *ws, int first, double count, cudaStream_t s) {
     unsigned nb = (unsigned)(n < CE_BLOCKS ? n : CE_BLOCKS);
@@ -128,7 +126,7 @@ static int ce_run(const char *op, float *loss, float *dl, float g, float *L, con
     return fcuda_check(op);
 }
 
-extern "C" size_t FCUDA(cross_entropy_ws)(void) { return ce_scratch_bytes() + sizeof(double); }
+extern "C" size_t FCUDA(cross_entropy_ws)(void) { return sizeof(ce_head) + (CE_BLOCKS + 1) * sizeof(double); }
 
 extern "C" int FCUDA(cross_entropy_fwd)(float *loss, const float *logits, const int32_t *targets, size_t n, int V,
                                         void *ws, void *stream) {
@@ -157,11 +155,15 @@ extern "C" size_t FCUDA(lce_tile_rows)(int V) {
     return r < 256 ? 256 : r > 1024 ? 1024 : r;
 }
 
+// The workspace: one tile of logits (rows × V floats, 16-byte aligned), then cross_entropy's.
+static size_t lce_tile_bytes(size_t n, int V) {
+    size_t tile = FCUDA(lce_tile_rows)(V), rows = n < tile ? n : tile;
+    return fcuda_align16(rows * (size_t)(V > 0 ? V : 0) * sizeof(float));
+}
+
 extern "C" size_t FCUDA(linear_cross_entropy_ws)(size_t n, int d, int V) {
     (void)d;
-    size_t tile = FCUDA(lce_tile_rows)(V), rows = n < tile ? n : tile;
-    size_t L = (rows * (size_t)(V > 0 ? V : 0) * sizeof(float) + 15) / 16 * 16;
-    return L + FCUDA(cross_entropy_ws)();
+    return lce_tile_bytes(n, V) + FCUDA(cross_entropy_ws)();
 }
 
 extern "C" int FCUDA(linear_cross_entropy)(float *loss, float *dx, float *dW, float dloss, const float *x,
@@ -169,9 +171,9 @@ extern "C" int FCUDA(linear_cross_entropy)(float *loss, float *dx, float *dW, fl
                                            void *stream) {
     cudaStream_t s = fcuda_stream(stream);
     if (!ws) return phax_fail("cuda linear_cross_entropy: no workspace");
-    size_t tile = FCUDA(lce_tile_rows)(V), rows = n < tile ? n : tile;
+    size_t tile = FCUDA(lce_tile_rows)(V);
     float *L = static_cast<float *>(ws);
-    void *cws = static_cast<char *>(ws) + (rows * (size_t)(V > 0 ? V : 0) * sizeof(float) + 15) / 16 * 16;
+    void *cws = static_cast<char *>(ws) + lce_tile_bytes(n, V);
     size_t count;
     if (ce_prepare("linear_cross_entropy", &count, targets, n, V, cws, s)) return PHAX_ERR;
     float g = (float)((double)dloss / (double)count);

@@ -55,7 +55,7 @@ static __global__ void __launch_bounds__(1024) rmsnorm_bwd_rows_k(float *__restr
 // workspace, then the partials added in chunk order into dg.
 #define DG_CHUNKS 64
 static size_t dg_chunks(size_t n) { return n < DG_CHUNKS ? n : DG_CHUNKS; }
-static size_t r_bytes(size_t n) { return (n * sizeof(float) + 15) / 16 * 16; }
+static size_t r_bytes(size_t n) { return fcuda_align16(n * sizeof(float)); }
 
 static __global__ void rmsnorm_bwd_dg_part_k(double *__restrict__ part, const float *__restrict__ dy,
                                              const float *__restrict__ x, const float *__restrict__ rr,

@@ -124,11 +124,9 @@ static __global__ void dss_bwd_lam_k(float *__restrict__ dLre, float *__restrict
     if (dLim) dLim[n] = (float)((double)dLim[n] + -g.im * exp((double)Lim[n]));
 }
 
-static size_t al16(size_t b) { return (b + 15) / 16 * 16; }
-
 extern "C" size_t FCUDA(dss_kernel_fwd_ws)(int H, int N, int T) {
     if (H <= 0 || N <= 0 || T <= 0) return 0;
-    return al16((size_t)T * N * sizeof(cd)) + al16((size_t)H * N * sizeof(cd));
+    return fcuda_align16((size_t)T * N * sizeof(cd)) + fcuda_align16((size_t)H * N * sizeof(cd));
 }
 
 static int dss_args(const char *op, int H, int N, int T, void *ws) {
@@ -144,7 +142,7 @@ extern "C" int FCUDA(dss_kernel_fwd)(float *K, const float *Lre, const float *Li
     cudaStream_t s = fcuda_stream(stream);
     if (N == 0) return fcuda_ok(cudaMemsetAsync(K, 0, (size_t)H * T * sizeof(float), s), "dss_kernel_fwd");
     cd *E = static_cast<cd *>(ws);
-    cd *Ct = reinterpret_cast<cd *>(static_cast<char *>(ws) + al16((size_t)T * N * sizeof(cd)));
+    cd *Ct = reinterpret_cast<cd *>(static_cast<char *>(ws) + fcuda_align16((size_t)T * N * sizeof(cd)));
     size_t ne = (size_t)T * N, nc = (size_t)H * N, nk = (size_t)H * T;
     PHAX_LAUNCH(dss_powers_k, fcuda_ew_blocks(ne, SSM_THREADS), SSM_THREADS, 0, s, E, Lre, Lim, N, T);
     if (fcuda_check("dss_kernel_fwd")) return PHAX_ERR;
@@ -165,7 +163,7 @@ extern "C" int FCUDA(dss_kernel_bwd)(float *dLre, float *dLim, float *dCre, floa
     cudaStream_t s = fcuda_stream(stream);
     int need_lam = dLre || dLim;
     cd *E = static_cast<cd *>(ws);
-    cd *gl = reinterpret_cast<cd *>(static_cast<char *>(ws) + al16((size_t)T * N * sizeof(cd)));
+    cd *gl = reinterpret_cast<cd *>(static_cast<char *>(ws) + fcuda_align16((size_t)T * N * sizeof(cd)));
     size_t ne = (size_t)T * N, nc = (size_t)H * N;
     PHAX_LAUNCH(dss_powers_k, fcuda_ew_blocks(ne, SSM_THREADS), SSM_THREADS, 0, s, E, Lre, Lim, N, T);
     if (fcuda_check("dss_kernel_bwd")) return PHAX_ERR;
