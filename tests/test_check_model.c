@@ -526,7 +526,7 @@ static outs their(const inputs *in, bug bg, int bf16w) {
 // not a region where the fast tier is worse (a bug fails at every neighbouring point: the
 // gallery in (c) FAILs at ratios of 56 and more). So a draw that FAILs is judged again on a
 // neighbouring draw (nudge), which must PASS; the FAIL is printed with its ratio. Rate of a
-// FAIL per draw here ~1/500, of two in a row ~1/250,000.
+// FAIL per draw here: about 1 in several hundred; of two in a row, the square of that.
 #define DRAWS 3
 static double fast_draw(const inputs *in, const char *what, int want) {
     outs f = their(in, OK, 0), h = their(in, OK, 1);
