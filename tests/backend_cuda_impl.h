@@ -380,10 +380,67 @@ static void N(dss_bwd)(float *dLre, float *dLim, float *dCre, float *dCim, const
     N(down)(NULL, dLi, N_, "Lim"), N(down)(NULL, dCr, hn, "Cre"), N(down)(NULL, dCi, hn, "Cim"), N(ws_free)(ws);
 }
 
+// --- attention -------------------------------------------------------------------------------------
+// Sizes from the config (the op's contract); optional buffers stay NULL on the device.
+static size_t N(attention_fwd_ws)(int B, int T, const ref_attn_cfg *c, int nthreads) {
+    (void)nthreads;
+    return FC(attention_fwd_ws)(B, T, c);
+}
+static size_t N(attention_bwd_ws)(int B, int T, const ref_attn_cfg *c, int nthreads) {
+    (void)nthreads;
+    return FC(attention_bwd_ws)(B, T, c);
+}
+
+typedef struct {
+    size_t nq, nk, nv, no, nl;
+} N(at_sizes);
+static N(at_sizes) N(at_sizes_of)(int B, int T, const ref_attn_cfg *c) {
+    size_t bt = (size_t)(B > 0 ? B : 0) * (size_t)(T > 0 ? T : 0);
+    return (N(at_sizes)){bt * c->Hq * c->dh, bt * c->Hkv * c->dh, bt * c->Hkv * c->dv, bt * c->Hq * c->dv, bt * c->Hq};
+}
+#define N_UP_OPT(h, n) ((h) ? N(up)((h), (n)) : NULL)
+
+static int N(attention_fwd)(float *o, float *lse, float *st, const float *q, const float *k, const float *v,
+                            const float *ls, int B, int T, const ref_attn_cfg *c, void *ws_host) {
+    (void)ws_host;
+    N(at_sizes) z = N(at_sizes_of)(B, T, c);
+    float *dO = N(up)(o, z.no), *dL = N_UP_OPT(lse, z.nl), *dS = N_UP_OPT(st, 2 * z.nl);
+    float *dQ = N(up)(q, z.nq), *dK = N(up)(k, z.nk), *dV = N(up)(v, z.nv), *dLS = N_UP_OPT(ls, (size_t)c->Hq);
+    void *ws = N(ws)(FC(attention_fwd_ws)(B, T, c));
+    int rc = FC(attention_fwd)(dO, dL, dS, dQ, dK, dV, dLS, B, T, c, ws, NULL);
+    N(down)(o, dO, z.no, "o"), N(down)(lse, dL, z.nl, "lse"), N(down)(st, dS, 2 * z.nl, "stats");
+    N(down)(NULL, dQ, z.nq, "q"), N(down)(NULL, dK, z.nk, "k"), N(down)(NULL, dV, z.nv, "v");
+    N(down)(NULL, dLS, (size_t)c->Hq, "logscale"), N(ws_free)(ws);
+    return rc;
+}
+
+static int N(attention_bwd)(float *dq, float *dk, float *dv, float *dls, const float *dout, const float *o,
+                            const float *st, const float *q, const float *k, const float *v, const float *ls, int B,
+                            int T, const ref_attn_cfg *c, void *ws_host) {
+    (void)ws_host;
+    N(at_sizes) z = N(at_sizes_of)(B, T, c);
+    float *gQ = N_UP_OPT(dq, z.nq), *gK = N_UP_OPT(dk, z.nk), *gV = N_UP_OPT(dv, z.nv),
+          *gL = N_UP_OPT(dls, (size_t)c->Hq);
+    float *dDO = N(up)(dout, z.no), *dO = N_UP_OPT(o, z.no), *dS = N_UP_OPT(st, 2 * z.nl);
+    float *dQ = N(up)(q, z.nq), *dK = N(up)(k, z.nk), *dV = N(up)(v, z.nv), *dLS = N_UP_OPT(ls, (size_t)c->Hq);
+    void *ws = N(ws)(FC(attention_bwd_ws)(B, T, c));
+    int rc = FC(attention_bwd)(gQ, gK, gV, gL, dDO, dO, dS, dQ, dK, dV, dLS, B, T, c, ws, NULL);
+    N(down)(dq, gQ, z.nq, "dq"), N(down)(dk, gK, z.nk, "dk"), N(down)(dv, gV, z.nv, "dv");
+    N(down)(dls, gL, (size_t)c->Hq, "dlogscale"), N(down)(NULL, dDO, z.no, "dout"), N(down)(NULL, dO, z.no, "o");
+    N(down)(NULL, dS, 2 * z.nl, "stats"), N(down)(NULL, dQ, z.nq, "q"), N(down)(NULL, dK, z.nk, "k");
+    N(down)(NULL, dV, z.nv, "v"), N(down)(NULL, dLS, (size_t)c->Hq, "logscale"), N(ws_free)(ws);
+    return rc;
+}
+#undef N_UP_OPT
+
 // The entries above as a backend (name and availability from the including file).
 #define N_BACKEND(nm, why)                                                                        \
     {                                                                                             \
         .name = nm, .unavailable = why, .covers = cuda_covers, .gemm = {.sgemm = N(sgemm)},       \
+        .attention = {.fwd_ws = N(attention_fwd_ws),                                              \
+                      .bwd_ws = N(attention_bwd_ws),                                              \
+                      .fwd = N(attention_fwd),                                                    \
+                      .bwd = N(attention_bwd)},                                                   \
         .ssm = {.kernel_fwd_ws = N(dss_fwd_ws),                                                   \
                 .kernel_fwd = N(dss_fwd),                                                         \
                 .kernel_bwd_ws = N(dss_bwd_ws),                                                   \

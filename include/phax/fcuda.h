@@ -141,6 +141,18 @@ typedef struct {
     int P##dss_kernel_bwd(float *dLre, float *dLim, float *dCre, float *dCim, const float *dK,     \
                           const float *Lre, const float *Lim, const float *Cre, const float *Cim,  \
                           int H, int N, int T, void *ws, void *stream);                            \
+    /* attention: fcpu_attention's contract (phax/fcpu_attention.h; q, o (B, T, Hq, dh|dv), */ \
+    /* k, v (B, T, Hkv, dh|dv), stats (B, Hq, T, 2)); head dims up to 256 whose tiles fit 48 KiB */ \
+    /* of shared memory; ws: _ws(B, T, c) bytes */                                                 \
+    size_t P##attention_fwd_ws(int B, int T, const phax_attn_cfg *c);                              \
+    size_t P##attention_bwd_ws(int B, int T, const phax_attn_cfg *c);                              \
+    int P##attention_fwd(float *o, float *lse, float *stats, const float *q, const float *k,       \
+                         const float *v, const float *logscale, int B, int T,                      \
+                         const phax_attn_cfg *c, void *ws, void *stream);                          \
+    int P##attention_bwd(float *dq, float *dk, float *dv, float *dlogscale, const float *dout,     \
+                         const float *o, const float *stats, const float *q, const float *k,       \
+                         const float *v, const float *logscale, int B, int T,                      \
+                         const phax_attn_cfg *c, void *ws, void *stream);                          \
     /* adamw: one step of AdamW with global-norm clipping over every tensor of ps (fcpu's */      \
     /* rules); the norm comes back to *gnorm (a stream sync); NaN/inf norm: PHAX_ERR, nothing */  \
     /* written. ws: adamw_ws(nparams) bytes of device memory */                                   \
