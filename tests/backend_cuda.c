@@ -20,6 +20,10 @@
 #define CUDA_GUARD 16                // floats after every device buffer
 #define CUDA_GUARD_BITS 0x7fa5a5a5u  // a NaN pattern no kernel writes
 
+_Static_assert((int)H_SSM_FFT == (int)FCUDA_SSM_FFT && (int)H_SSM_DIRECT == (int)FCUDA_SSM_DIRECT &&
+                   (int)H_SSM_AUTO == (int)FCUDA_SSM_AUTO,
+               "ssm methods");
+
 static const char *const cuda_covers[] = {
     "gemm/every_transpose_and_split",
     "basic/embedding",
@@ -45,6 +49,11 @@ static const char *const cuda_covers[] = {
     "attention/errors_and_workspace",
     "ssm/kernel_vs_ref",
     "ssm/kernel_long",
+    "ssm/conv_vs_ref",
+    "ssm/plan_mismatch",
+    "ssm/cross_form",
+    "ssm/long_T",
+    "ssm/determinism",
     NULL,
 };
 

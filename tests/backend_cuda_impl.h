@@ -380,6 +380,46 @@ static void N(dss_bwd)(float *dLre, float *dLim, float *dCre, float *dCim, const
     N(down)(NULL, dLi, N_, "Lim"), N(down)(NULL, dCr, hn, "Cre"), N(down)(NULL, dCi, hn, "Cim"), N(ws_free)(ws);
 }
 
+// --- ssm conv: the plan is the library's host object; ws mirrors the host pointer's alignment --
+static void *N(ssm_plan_new)(int B, int T, int H, int method) { return FC(ssm_plan_new)(B, T, H, method); }
+static void N(ssm_plan_free)(void *p) { FC(ssm_plan_free)((fcuda_ssm_plan *)p); }
+static int N(ssm_plan_method)(const void *p) { return FC(ssm_plan_method)((const fcuda_ssm_plan *)p); }
+static int N(ssm_plan_fft_len)(const void *p) { return FC(ssm_plan_fft_len)((const fcuda_ssm_plan *)p); }
+static size_t N(ssm_conv_fwd_ws)(const void *p) { return FC(ssm_conv_fwd_ws)((const fcuda_ssm_plan *)p); }
+static size_t N(ssm_conv_bwd_ws)(const void *p) { return FC(ssm_conv_bwd_ws)((const fcuda_ssm_plan *)p); }
+
+// A device workspace of `bytes` at the same offset from a 64-byte boundary as the test's host
+// pointer (a deliberately misaligned host workspace stays misaligned on the device).
+static void *N(ws_like)(const void *host, size_t bytes, void **base) {
+    size_t off = (uintptr_t)host % 64;
+    *base = N(ws)(bytes + off);
+    return (char *)*base + off;
+}
+
+static int N(ssm_conv_fwd)(float *y, const float *u, const float *K, const float *D, int B, int T, int H,
+                           const void *plan, void *ws_host) {
+    size_t bth = (size_t)(B > 0 ? B : 0) * (T > 0 ? T : 0) * (H > 0 ? H : 0), ht = (size_t)(H > 0 ? H : 0) * (T > 0 ? T : 0);
+    float *dY = N(up)(y, bth), *dU = N(up)(u, bth), *dK = N(up)(K, ht), *dD = N(up)(D, H > 0 ? H : 0);
+    void *base, *ws = N(ws_like)(ws_host, FC(ssm_conv_fwd_ws)((const fcuda_ssm_plan *)plan), &base);
+    int rc = FC(ssm_conv_fwd)(dY, dU, dK, dD, B, T, H, (const fcuda_ssm_plan *)plan, ws, NULL);
+    N(down)(y, dY, bth, "y"), N(down)(NULL, dU, bth, "u"), N(down)(NULL, dK, ht, "K"), N(down)(NULL, dD, H, "D");
+    N(ws_free)(base);
+    return rc;
+}
+
+static int N(ssm_conv_bwd)(float *du, float *dK, float *dD, const float *dy, const float *u, const float *K,
+                           const float *D, int B, int T, int H, const void *plan, void *ws_host) {
+    size_t bth = (size_t)(B > 0 ? B : 0) * (T > 0 ? T : 0) * (H > 0 ? H : 0), ht = (size_t)(H > 0 ? H : 0) * (T > 0 ? T : 0);
+    float *gU = du ? N(up)(du, bth) : NULL, *gK = dK ? N(up)(dK, ht) : NULL, *gD = dD ? N(up)(dD, H) : NULL;
+    float *dY = N(up)(dy, bth), *dU = N(up)(u, bth), *dKk = N(up)(K, ht), *dDd = N(up)(D, H);
+    void *base, *ws = N(ws_like)(ws_host, FC(ssm_conv_bwd_ws)((const fcuda_ssm_plan *)plan), &base);
+    int rc = FC(ssm_conv_bwd)(gU, gK, gD, dY, dU, dKk, dDd, B, T, H, (const fcuda_ssm_plan *)plan, ws, NULL);
+    N(down)(du, gU, bth, "du"), N(down)(dK, gK, ht, "dK"), N(down)(dD, gD, H, "dD");
+    N(down)(NULL, dY, bth, "dy"), N(down)(NULL, dU, bth, "u"), N(down)(NULL, dKk, ht, "K"), N(down)(NULL, dDd, H, "D");
+    N(ws_free)(base);
+    return rc;
+}
+
 // --- attention -------------------------------------------------------------------------------------
 // Sizes from the config (the op's contract); optional buffers stay NULL on the device.
 static size_t N(attention_fwd_ws)(int B, int T, const ref_attn_cfg *c, int nthreads) {
@@ -444,7 +484,15 @@ static int N(attention_bwd)(float *dq, float *dk, float *dv, float *dls, const f
         .ssm = {.kernel_fwd_ws = N(dss_fwd_ws),                                                   \
                 .kernel_fwd = N(dss_fwd),                                                         \
                 .kernel_bwd_ws = N(dss_bwd_ws),                                                   \
-                .kernel_bwd = N(dss_bwd)},                                                        \
+                .kernel_bwd = N(dss_bwd),                                                         \
+                .plan_new = N(ssm_plan_new),                                                      \
+                .plan_free = N(ssm_plan_free),                                                    \
+                .plan_method = N(ssm_plan_method),                                                \
+                .plan_fft_len = N(ssm_plan_fft_len),                                              \
+                .conv_fwd_ws = N(ssm_conv_fwd_ws),                                                \
+                .conv_bwd_ws = N(ssm_conv_bwd_ws),                                                \
+                .conv_fwd = N(ssm_conv_fwd),                                                      \
+                .conv_bwd = N(ssm_conv_bwd)},                                                        \
         .basic = {                                                                                \
             .embedding_fwd = N(embedding_fwd),                                                    \
             .embedding_bwd = N(embedding_bwd),                                                    \

@@ -1,6 +1,6 @@
 // fast/cuda GSS state-space layer, float32 storage (phax/fcuda.h; semantics: ref/ssm.c;
-// contract: phax/fcpu_ssm.h). So far the DSS kernel K = dss(Λ, C); the convolution comes
-// with the cuFFT path.
+// contract: phax/fcpu_ssm.h): the DSS kernel K = dss(Λ, C) and the causal convolution
+// y = K ∗ u + D u, by cuFFT or, for short T, directly (the second half of the file).
 //
 // Complex numbers as pairs of doubles (no C99 complex under nvcc); ref's conventions: a
 // backward carries ḡ_w with δL = Re(ḡ_w δw), so for w = x + i y, dL/dx = Re ḡ_w and
@@ -12,8 +12,16 @@
 //     summing l in order; dC from A G, dΛ from Σ_h C (A' G + A G') (one thread per n, h in
 //     order). The same bits whatever the device. O(H·N·T) work in double: a direct form,
 //     not yet fast/cpu's blocked GEMM.
+#include <stdlib.h>
+#include <string.h>
+
 #include "cuda_common.cuh"
 #include "phax/numerics.h"
+#ifdef PHAX_CUDA_EMU
+#include "emu/cufft.h"
+#else
+#include <cufft.h>
+#endif
 
 #define SSM_THREADS 256u
 
@@ -173,4 +181,317 @@ extern "C" int FCUDA(dss_kernel_bwd)(float *dLre, float *dLim, float *dCre, floa
     if (!need_lam) return PHAX_OK;
     PHAX_LAUNCH(dss_bwd_lam_k, (unsigned)((N + 255) / 256), 256u, 0, s, dLre, dLim, (const cd *)gl, Lre, Lim, H, N);
     return fcuda_check("dss_kernel_bwd");
+}
+
+// --- the convolution -----------------------------------------------------------------------------
+// y[b,t,h] = Σ_{s≤t} K[h,t−s] u[b,s,h] + D[h] u[b,t,h]; u, y (B, T, H) channels last, K (H, T).
+//   FFT: every (b, h) row zero-padded to n ≥ 2T − 1 (the smallest n of the form 2^a, 3·2^a or
+//     5·2^a, as fast/cpu's: no circular wrap) in the workspace, batched R2C transforms
+//     (cuFFT, unnormalised), spectra multiplied, one C2R, 1/n and D u on the way out. The
+//     backward's correlations are products with the conjugate: du from DY·conj(K̂), dK from
+//     Σ_b DY·conj(Û) (summed over b in order, in double), dD = Σ dy·u in double directly.
+//   direct (T ≤ FCUDA_SSM_DIRECT_MAX_T): a thread per output summing in order in double.
+// The crossover on a device is not measured yet (no GPU so far): fast/cpu's 128 is used.
+#define FCUDA_SSM_DIRECT_MAX_T 128
+
+struct fcuda_ssm_plan {
+    int B, T, H, method, n;
+    cufftHandle fu, iu, fk, ik;  // R2C over B·H rows, C2R over B·H, R2C over H, C2R over H
+    int have[4];
+};
+
+static int ssm_fft_len(int T) {
+    int need = 2 * T - 1 > 2 ? 2 * T - 1 : 2, best = 0;
+    for (int m = 1; m <= 5; m += 2)
+        for (long c = m; c < 2L * need + 8; c *= 2)
+            if (c >= need && c % 2 == 0 && (!best || c < best)) best = (int)c;
+    return best;
+}
+
+static int cufft_ok(cufftResult r, const char *op, const char *call) {
+    if (r == CUFFT_SUCCESS) return PHAX_OK;
+    return phax_fail("cuda %s: %s failed (cufftResult %d)", op, call, (int)r);
+}
+
+extern "C" void FCUDA(ssm_plan_free)(fcuda_ssm_plan *p) {
+    if (!p) return;
+    cufftHandle h[4] = {p->fu, p->iu, p->fk, p->ik};
+    for (int i = 0; i < 4; i++)
+        if (p->have[i]) cufftDestroy(h[i]);
+    free(p);
+}
+
+extern "C" fcuda_ssm_plan *FCUDA(ssm_plan_new)(int B, int T, int H, int method) {
+    if (B < 1 || T < 1 || H < 1) {
+        phax_fail("cuda ssm_plan_new: B %d, T %d, H %d must be >= 1", B, T, H);
+        return NULL;
+    }
+    if (method < FCUDA_SSM_AUTO || method > FCUDA_SSM_DIRECT) {
+        phax_fail("cuda ssm_plan_new: unknown method %d", method);
+        return NULL;
+    }
+    fcuda_ssm_plan *p = (fcuda_ssm_plan *)calloc(1, sizeof *p);
+    if (!p) {
+        phax_fail("cuda ssm_plan_new: out of memory");
+        return NULL;
+    }
+    p->B = B, p->T = T, p->H = H;
+    p->method = method == FCUDA_SSM_AUTO ? (T <= FCUDA_SSM_DIRECT_MAX_T ? FCUDA_SSM_DIRECT : FCUDA_SSM_FFT) : method;
+    if (p->method == FCUDA_SSM_DIRECT) return p;
+    p->n = ssm_fft_len(T);
+    if ((size_t)B * H > 0x7fffffffu) {
+        phax_fail("cuda ssm_plan_new: B·H = %zu rows: cuFFT takes at most 2147483647", (size_t)B * H);
+        FCUDA(ssm_plan_free)(p);
+        return NULL;
+    }
+    cufftHandle *h[4] = {&p->fu, &p->iu, &p->fk, &p->ik};
+    cufftType ty[4] = {CUFFT_R2C, CUFFT_C2R, CUFFT_R2C, CUFFT_C2R};
+    int batch[4] = {B * H, B * H, H, H};
+    for (int i = 0; i < 4; i++) {
+        if (cufft_ok(cufftPlan1d(h[i], p->n, ty[i], batch[i]), "ssm_plan_new", "cufftPlan1d")) {
+            FCUDA(ssm_plan_free)(p);
+            return NULL;
+        }
+        p->have[i] = 1;
+    }
+    return p;
+}
+
+extern "C" int FCUDA(ssm_plan_method)(const fcuda_ssm_plan *p) { return p->method; }
+extern "C" int FCUDA(ssm_plan_fft_len)(const fcuda_ssm_plan *p) { return p->method == FCUDA_SSM_FFT ? p->n : 0; }
+
+// Workspace: real rows R (n floats) and complex rows C (n/2 + 1 pairs) for u, dy, K and the
+// products: forward ur, uc, kr, kc; backward also dyr, dyc, zr, zc, dkr, dkc.
+typedef struct {
+    size_t ur, uc, kr, kc, dyr, dyc, zr, zc, dkr, dkc, total;
+} ssm_ws;
+
+static ssm_ws ssm_layout(const fcuda_ssm_plan *p, int bwd) {
+    ssm_ws w;
+    memset(&w, 0, sizeof w);
+    if (p->method != FCUDA_SSM_FFT) return w;
+    size_t BH = (size_t)p->B * p->H, nr = (size_t)p->n * sizeof(float), nc = (size_t)(p->n / 2 + 1) * sizeof(cufftComplex);
+    size_t o = 0;
+    w.ur = o, o += fcuda_align16(BH * nr);
+    w.uc = o, o += fcuda_align16(BH * nc);
+    w.kr = o, o += fcuda_align16((size_t)p->H * nr);
+    w.kc = o, o += fcuda_align16((size_t)p->H * nc);
+    if (bwd) {
+        w.dyr = o, o += fcuda_align16(BH * nr);
+        w.dyc = o, o += fcuda_align16(BH * nc);
+        w.zr = o, o += fcuda_align16(BH * nr);
+        w.zc = o, o += fcuda_align16(BH * nc);
+        w.dkr = o, o += fcuda_align16((size_t)p->H * nr);
+        w.dkc = o, o += fcuda_align16((size_t)p->H * nc);
+    }
+    w.total = o;
+    return w;
+}
+
+extern "C" size_t FCUDA(ssm_conv_fwd_ws)(const fcuda_ssm_plan *p) { return ssm_layout(p, 0).total; }
+extern "C" size_t FCUDA(ssm_conv_bwd_ws)(const fcuda_ssm_plan *p) { return ssm_layout(p, 1).total; }
+
+#define EW_LOOP(e, n) for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < (n); e += (size_t)gridDim.x * blockDim.x)
+
+// x (B, T, H) → rows (B·H, n), zero past T.
+static __global__ void pad_bth_k(float *r, const float *x, int B, int T, int H, int n) {
+    EW_LOOP(e, (size_t)B * H * n) {
+        size_t row = e / n;
+        int t = (int)(e % n), b = (int)(row / H), h = (int)(row % H);
+        r[e] = t < T ? x[((size_t)b * T + t) * H + h] : 0.0f;
+    }
+}
+// K (H, T) → rows (H, n), zero past T.
+static __global__ void pad_ht_k(float *r, const float *K, int H, int T, int n) {
+    EW_LOOP(e, (size_t)H * n) {
+        int t = (int)(e % n);
+        r[e] = t < T ? K[(e / n) * T + t] : 0.0f;
+    }
+}
+// z[row, f] = a[row, f]·(conj ? conj(k[row % H, f]) : k[row % H, f]) over rows (B·H, nc).
+static __global__ void spec_mul_k(cufftComplex *z, const cufftComplex *a, const cufftComplex *k, size_t rows, int H,
+                                  int nc, int conj) {
+    EW_LOOP(e, rows * nc) {
+        size_t row = e / nc;
+        cufftComplex x = a[e], y = k[(row % H) * nc + e % nc];
+        float yi = conj ? -y.y : y.y;
+        z[e].x = x.x * y.x - x.y * yi, z[e].y = x.x * yi + x.y * y.x;
+    }
+}
+// dkc[h, f] = Σ_b dyc[b·H + h, f]·conj(uc[b·H + h, f]), b in order, in double.
+static __global__ void spec_dk_k(cufftComplex *dkc, const cufftComplex *dyc, const cufftComplex *uc, int B, int H,
+                                 int nc) {
+    EW_LOOP(e, (size_t)H * nc) {
+        double re = 0, im = 0;
+        for (int b = 0; b < B; b++) {
+            cufftComplex x = dyc[(size_t)b * H * nc + e], y = uc[(size_t)b * H * nc + e];
+            re += (double)x.x * y.x + (double)x.y * y.y, im += (double)x.y * y.x - (double)x.x * y.y;
+        }
+        dkc[e].x = (float)re, dkc[e].y = (float)im;
+    }
+}
+// y[b,t,h] = zr[b·H + h, t]/n + D[h] u[b,t,h] (acc: y += that).
+static __global__ void unpad_bth_k(float *y, const float *zr, const float *u, const float *D, int B, int T, int H,
+                                   int n, int acc) {
+    EW_LOOP(e, (size_t)B * T * H) {
+        int h = (int)(e % H);
+        size_t bt = e / H;
+        int b = (int)(bt / T), t = (int)(bt % T);
+        float v = zr[((size_t)b * H + h) * n + t] / (float)n + D[h] * u[e];
+        y[e] = acc ? y[e] + v : v;
+    }
+}
+// dK[h, l] += dkr[h, l]/n, l < T.
+static __global__ void unpad_ht_add_k(float *dK, const float *dkr, int H, int T, int n) {
+    EW_LOOP(e, (size_t)H * T) dK[e] += dkr[(e / T) * n + e % T] / (float)n;
+}
+// dD[h] += Σ_b Σ_t dy·u, in order, in double.
+static __global__ void conv_dD_k(float *dD, const float *dy, const float *u, int B, int T, int H) {
+    int h = blockIdx.x * blockDim.x + threadIdx.x;
+    if (h >= H) return;
+    double s = 0;
+    for (size_t bt = 0; bt < (size_t)B * T; bt++) s += (double)dy[bt * H + h] * u[bt * H + h];
+    dD[h] = (float)((double)dD[h] + s);
+}
+// Direct forms, in double, in order: y; du (+= Σ_{t≥s} K[t−s] dy[t] + D dy[s]); dK (+= Σ_b Σ_t dy u).
+static __global__ void direct_fwd_k(float *y, const float *u, const float *K, const float *D, int B, int T, int H) {
+    EW_LOOP(e, (size_t)B * T * H) {
+        int h = (int)(e % H);
+        size_t bt = e / H;
+        int t = (int)(bt % T);
+        const float *ub = u + (bt - t) * H + h;  // row b, channel h: ub[s·H]
+        double s = 0;
+        for (int j = 0; j <= t; j++) s += (double)K[(size_t)h * T + j] * ub[(size_t)(t - j) * H];
+        y[e] = (float)(s + (double)D[h] * u[e]);
+    }
+}
+static __global__ void direct_du_k(float *du, const float *dy, const float *K, const float *D, int B, int T, int H) {
+    EW_LOOP(e, (size_t)B * T * H) {
+        int h = (int)(e % H);
+        size_t bt = e / H;
+        int s0 = (int)(bt % T);
+        const float *db = dy + (bt - s0) * H + h;
+        double s = 0;
+        for (int t = s0; t < T; t++) s += (double)K[(size_t)h * T + (t - s0)] * db[(size_t)t * H];
+        du[e] = (float)((double)du[e] + (s + (double)D[h] * dy[e]));
+    }
+}
+static __global__ void direct_dK_k(float *dK, const float *dy, const float *u, int B, int T, int H) {
+    EW_LOOP(e, (size_t)H * T) {
+        int h = (int)(e / T), l = (int)(e % T);
+        double s = 0;
+        for (int b = 0; b < B; b++)
+            for (int t = l; t < T; t++) s += (double)dy[((size_t)b * T + t) * H + h] * u[((size_t)b * T + t - l) * H + h];
+        dK[e] = (float)((double)dK[e] + s);
+    }
+}
+static __global__ void fill_nan_k(float *x, size_t n) {
+    EW_LOOP(e, n) x[e] = NAN;
+}
+
+// The call against its plan, and the workspace's alignment (16 bytes: cuFFT's complex rows).
+static int ssm_shape_ok(const fcuda_ssm_plan *p, int B, int T, int H, const void *ws, const char *op) {
+    if (!p) return phax_fail("cuda %s: no plan", op);
+    if ((uintptr_t)ws % 16) return phax_fail("cuda %s: workspace %p is not 16-byte aligned (plan's rows)", op, ws);
+    if (B == p->B && T == p->T && H == p->H) return PHAX_OK;
+    return phax_fail("cuda %s: shape (B %d, T %d, H %d) is not the plan's (B %d, T %d, H %d)", op, B, T, H, p->B, p->T,
+                     p->H);
+}
+
+#define SSM_LAUNCH(k, n, ...)                                                         \
+    do {                                                                              \
+        PHAX_LAUNCH(k, fcuda_ew_blocks((n), SSM_THREADS), SSM_THREADS, 0, s, __VA_ARGS__); \
+        if (fcuda_check(op)) return PHAX_ERR;                                         \
+    } while (0)
+
+
+extern "C" int FCUDA(ssm_conv_fwd)(float *y, const float *u, const float *K, const float *D, int B, int T, int H,
+                                   const fcuda_ssm_plan *p, void *ws, void *stream) {
+    const char *op = "ssm_conv_fwd";
+    cudaStream_t s = fcuda_stream(stream);
+    if (ssm_shape_ok(p, B, T, H, ws, op)) {
+        if (B > 0 && T > 0 && H > 0) {
+            PHAX_LAUNCH(fill_nan_k, fcuda_ew_blocks((size_t)B * T * H, SSM_THREADS), SSM_THREADS, 0, s, y,
+                        (size_t)B * T * H);
+        }
+        return PHAX_ERR;
+    }
+    size_t BTH = (size_t)B * T * H, BH = (size_t)B * H;
+    if (p->method == FCUDA_SSM_DIRECT) {
+        SSM_LAUNCH(direct_fwd_k, BTH, y, u, K, D, B, T, H);
+        return PHAX_OK;
+    }
+    if (!ws) return phax_fail("cuda %s: no workspace", op);
+    ssm_ws L = ssm_layout(p, 0);
+    char *w = static_cast<char *>(ws);
+    int n = p->n, nc = n / 2 + 1;
+    float *ur = (float *)(w + L.ur), *kr = (float *)(w + L.kr);
+    cufftComplex *uc = (cufftComplex *)(w + L.uc), *kc = (cufftComplex *)(w + L.kc);
+    SSM_LAUNCH(pad_bth_k, BH * n, ur, u, B, T, H, n);
+    SSM_LAUNCH(pad_ht_k, (size_t)H * n, kr, K, H, T, n);
+    if (cufft_ok(cufftSetStream(p->fu, s), op, "cufftSetStream") || cufft_ok(cufftSetStream(p->fk, s), op, "cufftSetStream") ||
+        cufft_ok(cufftSetStream(p->iu, s), op, "cufftSetStream") ||
+        cufft_ok(cufftExecR2C(p->fu, ur, uc), op, "cufftExecR2C") ||
+        cufft_ok(cufftExecR2C(p->fk, kr, kc), op, "cufftExecR2C"))
+        return PHAX_ERR;
+    SSM_LAUNCH(spec_mul_k, BH * nc, uc, (const cufftComplex *)uc, (const cufftComplex *)kc, BH, H, nc, 0);
+    if (cufft_ok(cufftExecC2R(p->iu, uc, ur), op, "cufftExecC2R")) return PHAX_ERR;
+    SSM_LAUNCH(unpad_bth_k, BTH, y, (const float *)ur, u, D, B, T, H, n, 0);
+    return PHAX_OK;
+}
+
+extern "C" int FCUDA(ssm_conv_bwd)(float *du, float *dK, float *dD, const float *dy, const float *u, const float *K,
+                                   const float *D, int B, int T, int H, const fcuda_ssm_plan *p, void *ws,
+                                   void *stream) {
+    const char *op = "ssm_conv_bwd";
+    cudaStream_t s = fcuda_stream(stream);
+    if (ssm_shape_ok(p, B, T, H, ws, op)) {  // NaN added to what was asked for
+        size_t nn[3] = {(size_t)B * T * H, (size_t)H * T, (size_t)H};
+        float *g[3] = {du, dK, dD};
+        for (int i = 0; i < 3; i++)
+            if (g[i] && B > 0 && T > 0 && H > 0)
+                PHAX_LAUNCH(fill_nan_k, fcuda_ew_blocks(nn[i], SSM_THREADS), SSM_THREADS, 0, s, g[i], nn[i]);
+        return PHAX_ERR;
+    }
+    size_t BTH = (size_t)B * T * H, BH = (size_t)B * H;
+    if (dD) {
+        PHAX_LAUNCH(conv_dD_k, (unsigned)((H + 127) / 128), 128u, 0, s, dD, dy, u, B, T, H);
+        if (fcuda_check(op)) return PHAX_ERR;
+    }
+    if (!du && !dK) return PHAX_OK;
+    if (p->method == FCUDA_SSM_DIRECT) {
+        if (du) SSM_LAUNCH(direct_du_k, BTH, du, dy, K, D, B, T, H);
+        if (dK) SSM_LAUNCH(direct_dK_k, (size_t)H * T, dK, dy, u, B, T, H);
+        return PHAX_OK;
+    }
+    if (!ws) return phax_fail("cuda %s: no workspace", op);
+    ssm_ws L = ssm_layout(p, 1);
+    char *w = static_cast<char *>(ws);
+    int n = p->n, nc = n / 2 + 1;
+    float *dyr = (float *)(w + L.dyr), *zr = (float *)(w + L.zr);
+    cufftComplex *dyc = (cufftComplex *)(w + L.dyc), *zc = (cufftComplex *)(w + L.zc);
+    cufftHandle hs[4] = {p->fu, p->iu, p->fk, p->ik};
+    for (int i = 0; i < 4; i++)
+        if (cufft_ok(cufftSetStream(hs[i], s), op, "cufftSetStream")) return PHAX_ERR;
+    SSM_LAUNCH(pad_bth_k, BH * n, dyr, dy, B, T, H, n);
+    if (cufft_ok(cufftExecR2C(p->fu, dyr, dyc), op, "cufftExecR2C")) return PHAX_ERR;
+    if (du) {
+        float *kr = (float *)(w + L.kr);
+        cufftComplex *kc = (cufftComplex *)(w + L.kc);
+        SSM_LAUNCH(pad_ht_k, (size_t)H * n, kr, K, H, T, n);
+        if (cufft_ok(cufftExecR2C(p->fk, kr, kc), op, "cufftExecR2C")) return PHAX_ERR;
+        SSM_LAUNCH(spec_mul_k, BH * nc, zc, (const cufftComplex *)dyc, (const cufftComplex *)kc, BH, H, nc, 1);
+        if (cufft_ok(cufftExecC2R(p->iu, zc, zr), op, "cufftExecC2R")) return PHAX_ERR;
+        SSM_LAUNCH(unpad_bth_k, BTH, du, (const float *)zr, dy, D, B, T, H, n, 1);
+    }
+    if (dK) {
+        float *ur = (float *)(w + L.ur), *dkr = (float *)(w + L.dkr);
+        cufftComplex *uc = (cufftComplex *)(w + L.uc), *dkc = (cufftComplex *)(w + L.dkc);
+        SSM_LAUNCH(pad_bth_k, BH * n, ur, u, B, T, H, n);
+        if (cufft_ok(cufftExecR2C(p->fu, ur, uc), op, "cufftExecR2C")) return PHAX_ERR;
+        SSM_LAUNCH(spec_dk_k, (size_t)H * nc, dkc, (const cufftComplex *)dyc, (const cufftComplex *)uc, B, H, nc);
+        if (cufft_ok(cufftExecC2R(p->ik, dkc, dkr), op, "cufftExecC2R")) return PHAX_ERR;
+        SSM_LAUNCH(unpad_ht_add_k, (size_t)H * T, dK, (const float *)dkr, H, T, n);
+    }
+    return PHAX_OK;
 }

@@ -31,6 +31,10 @@ typedef struct {
     int decay;  // 1: weight decay on this tensor
 } fcuda_adamw_param;
 
+// The SSM convolution's plan (fast/cuda/ssm.cu): (B, T, H), the method and cuFFT's plans.
+typedef struct fcuda_ssm_plan fcuda_ssm_plan;
+enum { FCUDA_SSM_AUTO = 0, FCUDA_SSM_FFT = 1, FCUDA_SSM_DIRECT = 2 };  // fcpu's FCPU_SSM_* values
+
 #define PHAX_FCUDA_DECLS(P)                                                                        \
     /* device memory and copies (bytes); sync waits for the stream */                             \
     int P##malloc(void **p, size_t bytes);                                                         \
@@ -153,6 +157,20 @@ typedef struct {
                          const float *o, const float *stats, const float *q, const float *k,       \
                          const float *v, const float *logscale, int B, int T,                      \
                          const phax_attn_cfg *c, void *ws, void *stream);                          \
+    /* ssm conv: fcpu_ssm_conv's contract (phax/fcpu_ssm.h): y, u (B, T, H), K (H, T), D (H); */  \
+    /* a plan per (B, T, H) (host object; NULL with phax_error() on bad shapes); ws: _ws(plan) */ \
+    /* bytes, 16-byte aligned. A call off its plan's shape fails, writing (adding) NaN */          \
+    fcuda_ssm_plan *P##ssm_plan_new(int B, int T, int H, int method);                              \
+    void P##ssm_plan_free(fcuda_ssm_plan *p);                                                      \
+    int P##ssm_plan_method(const fcuda_ssm_plan *p);                                               \
+    int P##ssm_plan_fft_len(const fcuda_ssm_plan *p);                                              \
+    size_t P##ssm_conv_fwd_ws(const fcuda_ssm_plan *p);                                            \
+    size_t P##ssm_conv_bwd_ws(const fcuda_ssm_plan *p);                                            \
+    int P##ssm_conv_fwd(float *y, const float *u, const float *K, const float *D, int B, int T,    \
+                        int H, const fcuda_ssm_plan *p, void *ws, void *stream);                   \
+    int P##ssm_conv_bwd(float *du, float *dK, float *dD, const float *dy, const float *u,          \
+                        const float *K, const float *D, int B, int T, int H,                       \
+                        const fcuda_ssm_plan *p, void *ws, void *stream);                          \
     /* adamw: one step of AdamW with global-norm clipping over every tensor of ps (fcpu's */      \
     /* rules); the norm comes back to *gnorm (a stream sync); NaN/inf norm: PHAX_ERR, nothing */  \
     /* written. ws: adamw_ws(nparams) bytes of device memory */                                   \
