@@ -2,19 +2,36 @@
 // through the table of the backend that made the model or decoder.
 #include "phax/backend.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "phax/core.h"
+#include "phax/fast.h"  // phax_cuda_info
 
 // The backends of this build, in the order --help lists them.
 static const phax_backend_ops *const built[] = {&phax_backend_ref, &phax_backend_cpu};
 #define N_BUILT ((int)(sizeof built / sizeof *built))
 
-// Backends phax knows of but this build lacks, and why.
+// Backends phax knows of but this build lacks, and why. For cuda the why depends on the build
+// and the machine (phax_cuda_info: fast/cuda not compiled, compiled but no device, or a device).
+static const char *cuda_why(void) {
+    static char why[400];
+    char info[256];
+    phax_cuda_info(info, sizeof info);
+    if (strstr(info, "not built"))
+        snprintf(why, sizeof why, "not built into this phax (meson found no nvcc; use cpu)");
+    else if (strstr(info, "no device"))
+        snprintf(why, sizeof why, "no CUDA device is present (%s); use cpu", info);
+    else
+        snprintf(why, sizeof why, "fast/cuda's kernels are built (%s) but the CUDA model runner is not "
+                 "yet (docs/cuda.md); use cpu", info);
+    return why;
+}
 static const struct {
-    const char *name, *why;
+    const char *name;
+    const char *(*why)(void);
 } missing[] = {
-    {"cuda", "not built into this phax (no CUDA backend yet; use cpu)"},
+    {"cuda", cuda_why},
 };
 
 int phax_backend_count(void) { return N_BUILT; }
@@ -34,7 +51,7 @@ const phax_backend_ops *phax_backend_find(const char *name) {
         if (!strcmp(name, built[i]->name)) return built[i];
     for (size_t i = 0; i < sizeof missing / sizeof *missing; i++)
         if (!strcmp(name, missing[i].name)) {
-            phax_fail("%s: %s", name, missing[i].why);
+            phax_fail("%s: %s", name, missing[i].why());
             return NULL;
         }
     phax_fail("'%s' is not a backend (%s)", name, phax_backend_names());

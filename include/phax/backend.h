@@ -5,7 +5,8 @@
 //   ref   float64 oracle (ref/ref_model_*): slow, readable; its decoder is naive (the
 //         whole-sequence forward over every token so far, for each set of logits)
 //   cpu   float32 fast tier (fast/cpu: fcpu_model_*, fcpu_decoder_*)
-//   cuda  listed, not built yet: a CUDA implementation fills the same table
+//   cuda  listed, not built yet: fast/cuda has kernels (docs/cuda.md); a CUDA runner will
+//         fill the same table
 //
 // A backend is a table of functions (phax_backend_ops). A model on a backend
 // (phax_bmodel) and a decoder (phax_bdecoder) carry the table they were made
@@ -36,7 +37,9 @@ typedef struct phax_bdecoder phax_bdecoder;
 
 // The backend named `name` ("ref", "cpu"), or NULL with a one-line message in
 // phax_error(): "'NAME' is not a backend (ref, cpu)" for an unknown name,
-// "cuda: not built into this phax (...)" for a known one this build lacks.
+// for cuda, why it cannot run here: "cuda: not built into this phax (...)" without nvcc,
+// "cuda: no CUDA device is present (...)" on a machine without a GPU, or that the CUDA model
+// runner is not there yet (fast/cuda has kernels, no backend over them).
 const phax_backend_ops *phax_backend_find(const char *name);
 // The backends this build has, in order (ref, cpu, ...): i in [0, phax_backend_count()).
 int phax_backend_count(void);
