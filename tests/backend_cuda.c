@@ -15,7 +15,9 @@
 
 #include "harness.h"
 #include "phax/fast.h"  // phax_cuda_info
+#include "phax/fcpu_model.h"  // the shared runner over fast/cuda's op table
 #include "phax/fcuda.h"
+#include "phax/fcpu_mlstm.h"  // FCPU_MLSTM_STATE_LEN
 
 #define CUDA_GUARD 16                // floats after every device buffer
 #define CUDA_GUARD_BITS 0x7fa5a5a5u  // a NaN pattern no kernel writes
@@ -47,8 +49,26 @@ static const char *const cuda_covers[] = {
     "attention/shapes_and_positions",
     "attention/determinism_threads_accumulate",
     "attention/errors_and_workspace",
+    "model/pha",
+    "model/transformer_serial",
+    "model/swax_family",
+    "model/mlstm_norm_eps",
+    "model/accumulate_deterministic",
     "ssm/kernel_vs_ref",
     "ssm/kernel_long",
+    "mlstm/vs_ref_std_gates",
+    "mlstm/vs_ref_igate_bias_m10",
+    "mlstm/vs_ref_small_f",
+    "mlstm/vs_ref_dim64_chunks",
+    "mlstm/vs_ref_big_eps",
+    "mlstm/eps0_equals_recurrent",
+    "mlstm/state_in_m0_is_recurrent",
+    "mlstm/default_eps_vs_recurrent_bound",
+    "mlstm/long_run_equals_chunked_runs",
+    "mlstm/deterministic",
+    "mlstm/null_grads",
+    "mlstm/backward_adds",
+    "mlstm/sizes_and_errors",
     "ssm/conv_vs_ref",
     "ssm/plan_mismatch",
     "ssm/cross_form",

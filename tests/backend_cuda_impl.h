@@ -473,14 +473,163 @@ static int N(attention_bwd)(float *dq, float *dk, float *dv, float *dls, const f
 }
 #undef N_UP_OPT
 
+// --- mlstm -----------------------------------------------------------------------------------------
+// Sizes from the arguments (0 for invalid ones: the call refuses them); NULL gradients and states
+// stay NULL on the device.
+typedef struct {
+    size_t nk, nv, ng, ns;
+} N(ml_sizes);
+static N(ml_sizes) N(ml_sizes_of)(int B, int T, int H, int dqk, int dv) {
+    size_t bh = B > 0 && H > 0 ? (size_t)B * H : 0, bth = T > 0 ? bh * T : 0;
+    size_t k = dqk > 0 ? (size_t)dqk : 0, v = dv > 0 ? (size_t)dv : 0;
+    return (N(ml_sizes)){bth * k, bth * v, bth, bh * FCPU_MLSTM_STATE_LEN(k, v)};
+}
+#define N_ML_UP(h, n) ((h) ? N(up)((h), (n)) : NULL)
+static size_t N(mlstm_state_len)(int dqk, int dv) { return FCPU_MLSTM_STATE_LEN(dqk, dv); }
+static size_t N(mlstm_fwd_ws)(int B, int T, int H, int dqk, int dv, int chunk) {
+    return FC(mlstm_fwd_ws)(B, T, H, dqk, dv, chunk);
+}
+static size_t N(mlstm_bwd_ws)(int B, int T, int H, int dqk, int dv, int chunk) {
+    return FC(mlstm_bwd_ws)(B, T, H, dqk, dv, chunk);
+}
+
+static int N(mlstm_fwd)(float *h, const float *q, const float *k, const float *v, const float *ig, const float *fg,
+                        int B, int T, int H, int dqk, int dv, float eps, int chunk, const float *sin, float *sout,
+                        void *ws_host) {
+    (void)ws_host;
+    N(ml_sizes) z = N(ml_sizes_of)(B, T, H, dqk, dv);
+    float *dH = N(up)(h, z.nv), *dQ = N(up)(q, z.nk), *dK = N(up)(k, z.nk), *dV = N(up)(v, z.nv);
+    float *dI = N(up)(ig, z.ng), *dF = N(up)(fg, z.ng), *dSI = N_ML_UP(sin, z.ns), *dSO = N_ML_UP(sout, z.ns);
+    void *ws = N(ws)(FC(mlstm_fwd_ws)(B, T, H, dqk, dv, chunk));
+    int rc = FC(mlstm_fwd)(dH, dQ, dK, dV, dI, dF, B, T, H, dqk, dv, eps, chunk, dSI, dSO, ws, NULL);
+    N(down)(h, dH, z.nv, "h"), N(down)(sout, dSO, z.ns, "state_out"), N(down)(NULL, dSI, z.ns, "state_in");
+    N(down)(NULL, dQ, z.nk, "q"), N(down)(NULL, dK, z.nk, "k"), N(down)(NULL, dV, z.nv, "v");
+    N(down)(NULL, dI, z.ng, "igate"), N(down)(NULL, dF, z.ng, "fgate"), N(ws_free)(ws);
+    return rc;
+}
+
+static int N(mlstm_bwd)(float *dq, float *dk, float *dv_, float *dig, float *dfg, const float *dh, const float *q,
+                        const float *k, const float *v, const float *ig, const float *fg, int B, int T, int H, int dqk,
+                        int dv, float eps, int chunk, void *ws_host) {
+    (void)ws_host;
+    N(ml_sizes) z = N(ml_sizes_of)(B, T, H, dqk, dv);
+    float *gQ = N_ML_UP(dq, z.nk), *gK = N_ML_UP(dk, z.nk), *gV = N_ML_UP(dv_, z.nv), *gI = N_ML_UP(dig, z.ng),
+          *gF = N_ML_UP(dfg, z.ng);
+    float *dDH = N(up)(dh, z.nv), *dQ = N(up)(q, z.nk), *dK = N(up)(k, z.nk), *dV = N(up)(v, z.nv);
+    float *dI = N(up)(ig, z.ng), *dF = N(up)(fg, z.ng);
+    void *ws = N(ws)(FC(mlstm_bwd_ws)(B, T, H, dqk, dv, chunk));
+    int rc = FC(mlstm_bwd)(gQ, gK, gV, gI, gF, dDH, dQ, dK, dV, dI, dF, B, T, H, dqk, dv, eps, chunk, ws, NULL);
+    N(down)(dq, gQ, z.nk, "dq"), N(down)(dk, gK, z.nk, "dk"), N(down)(dv_, gV, z.nv, "dv");
+    N(down)(dig, gI, z.ng, "digate"), N(down)(dfg, gF, z.ng, "dfgate"), N(down)(NULL, dDH, z.nv, "dh");
+    N(down)(NULL, dQ, z.nk, "q"), N(down)(NULL, dK, z.nk, "k"), N(down)(NULL, dV, z.nv, "v");
+    N(down)(NULL, dI, z.ng, "igate"), N(down)(NULL, dF, z.ng, "fgate"), N(ws_free)(ws);
+    return rc;
+}
+#undef N_ML_UP
+
+// --- whole models: fast/cpu's runner over fast/cuda's op table (fcpu_model_new_ops) -------------
+// Parameters, gradients, logits and per-row losses live on the device and cross by copies;
+// tokens and targets go as host arrays (the table uploads them). A void entry's failure
+// (FC(ops_error)) fails the call.
+static void *N(model_new)(const phax_model_cfg *cfg, uint64_t seed) {
+    fcpu_model *m = calloc(1, sizeof *m);
+    cr_assert(m);
+    if (fcpu_model_new_ops(m, cfg, seed, FC(f32_ops)()) || FC(ops_error)()) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+static void N(model_free)(void *m) {
+    if (!m) return;
+    fcpu_model_free(m);
+    N_OK(FC(ops_error)(), "model_free");
+    free(m);
+}
+static size_t N(model_numel)(const void *m) { return ((const fcpu_model *)m)->layout.numel; }
+static void N(model_set_f64)(void *m, const double *p) {
+    fcpu_model_set_params_f64(m, p);
+    N_OK(FC(ops_error)(), "set_params_f64");
+}
+static void N(model_get)(const void *m, float *out) {
+    const fcpu_model *f = m;
+    N_OK(FC(download)(out, f->params, f->layout.numel * sizeof(float), NULL), "get_params");
+}
+static void N(model_set)(void *m, const float *in) {
+    fcpu_model *f = m;
+    N_OK(FC(upload)(f->params, in, f->layout.numel * sizeof(float), NULL), "set_params");
+}
+static void N(model_grads)(const void *m, float *out) {
+    const fcpu_model *f = m;
+    N_OK(FC(download)(out, f->grads, f->layout.numel * sizeof(float), NULL), "get_grads");
+}
+static void N(model_zero)(void *m) {
+    fcpu_model_zero_grad(m);
+    N_OK(FC(ops_error)(), "zero_grad");
+}
+static void *N(model_ws_new)(const void *m, int B, int T) {
+    fcpu_model_ws *w = fcpu_model_ws_new(m, B, T);
+    if (w && FC(ops_error)()) {
+        fcpu_model_ws_free(w);
+        return NULL;
+    }
+    return w;
+}
+static void N(model_ws_free)(void *w) {
+    fcpu_model_ws_free(w);
+    N_OK(FC(ops_error)(), "ws_free");
+}
+static int N(model_forward)(const void *m, void *ws, const int32_t *tok, const int32_t *tg, int window, float *logits,
+                            double *loss) {
+    const fcpu_model *f = m;
+    size_t nv = (size_t)fcpu_model_ws_B(ws) * fcpu_model_ws_T(ws) * f->cfg.vocab_size;
+    float *dl = logits ? N(up)(logits, nv) : NULL;
+    int rc = fcpu_model_forward(f, ws, tok, tg, window, dl, loss);
+    if (!rc) rc = FC(ops_error)();
+    N(down)(logits, dl, nv, "logits");
+    return rc;
+}
+static int N(model_token_losses)(const void *m, void *ws, const int32_t *tok, const int32_t *tg, int window,
+                                 float *rows) {
+    size_t n = (size_t)fcpu_model_ws_B(ws) * fcpu_model_ws_T(ws);
+    float *dr = N(up)(rows, n);
+    int rc = fcpu_model_token_losses(m, ws, tok, tg, window, dr);
+    if (!rc) rc = FC(ops_error)();
+    N(down)(rows, dr, n, "rows");
+    return rc;
+}
+static int N(model_backward)(void *m, void *ws, const int32_t *tok, const int32_t *tg, int window, double *loss) {
+    int rc = fcpu_model_backward(m, ws, tok, tg, window, loss);
+    if (!rc) rc = FC(ops_error)();
+    return rc;
+}
+
 // The entries above as a backend (name and availability from the including file).
 #define N_BACKEND(nm, why)                                                                        \
     {                                                                                             \
         .name = nm, .unavailable = why, .covers = cuda_covers, .gemm = {.sgemm = N(sgemm)},       \
+        .model = {.new_model = N(model_new),                                                      \
+                  .free_model = N(model_free),                                                    \
+                  .numel = N(model_numel),                                                        \
+                  .set_params_f64 = N(model_set_f64),                                             \
+                  .get_params = N(model_get),                                                     \
+                  .set_params = N(model_set),                                                     \
+                  .get_grads = N(model_grads),                                                    \
+                  .zero_grad = N(model_zero),                                                     \
+                  .ws_new = N(model_ws_new),                                                      \
+                  .ws_free = N(model_ws_free),                                                    \
+                  .forward = N(model_forward),                                                    \
+                  .token_losses = N(model_token_losses),                                          \
+                  .backward = N(model_backward)},                                                 \
         .attention = {.fwd_ws = N(attention_fwd_ws),                                              \
                       .bwd_ws = N(attention_bwd_ws),                                              \
                       .fwd = N(attention_fwd),                                                    \
                       .bwd = N(attention_bwd)},                                                   \
+        .mlstm = {.state_len = N(mlstm_state_len),                                                \
+                  .fwd_ws = N(mlstm_fwd_ws),                                                      \
+                  .fwd = N(mlstm_fwd),                                                            \
+                  .bwd_ws = N(mlstm_bwd_ws),                                                      \
+                  .bwd = N(mlstm_bwd)},                                                           \
         .ssm = {.kernel_fwd_ws = N(dss_fwd_ws),                                                   \
                 .kernel_fwd = N(dss_fwd),                                                         \
                 .kernel_bwd_ws = N(dss_bwd_ws),                                                   \

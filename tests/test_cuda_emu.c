@@ -304,7 +304,8 @@ Test(cuda_emu, rmsnorm) {
                 rmsnorm_case(rows[i], widths[j], 0.0, &r, NULL);
                 continue;
             }
-            h_sums s[3] = {{0}, {0}, {0}};
+            h_sums s[3];
+            memset(s, 0, sizeof s);
             for (int k = 0; k < 8; k++) rmsnorm_case(rows[i], widths[j], 0.0, &r, s);
             char label[96];
             snprintf(label, sizeof label, "cuda-emu rmsnorm n=%zu d=%d (8 draws)", rows[i], widths[j]);

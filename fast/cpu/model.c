@@ -19,15 +19,23 @@
 static const phax_f32_ops *ops_of(const fcpu_model *m) { return m->ops ? m->ops : fcpu_f32_ops(); }
 
 int fcpu_model_new(fcpu_model *m, const phax_model_cfg *cfg, uint64_t seed) {
+    return fcpu_model_new_ops(m, cfg, seed, fcpu_f32_ops());
+}
+
+// Parameters and gradients in the table's memory: host memory for fast/cpu's table, the
+// table's arena allocator for another tier's (device memory for fast/cuda's).
+static int foreign(const phax_f32_ops *ops) { return ops && ops != fcpu_f32_ops(); }
+
+int fcpu_model_new_ops(fcpu_model *m, const phax_model_cfg *cfg, uint64_t seed, const struct phax_f32_ops *ops) {
     memset(m, 0, sizeof *m);
-    m->ops = fcpu_f32_ops();
+    m->ops = ops ? ops : fcpu_f32_ops();
     m->cfg = *cfg;
     if (phax_model_cfg_resolve(&m->cfg)) return PHAX_ERR;
     if (phax_layout_build(&m->layout, &m->cfg)) return PHAX_ERR;
     size_t n = m->layout.numel;
     double *p64 = phax_alloc(n * sizeof(double));
-    m->params = phax_alloc(n * sizeof(float));
-    m->grads = phax_alloc(n * sizeof(float));
+    m->params = foreign(m->ops) ? m->ops->alloc_ws(n * sizeof(float)) : phax_alloc(n * sizeof(float));
+    m->grads = foreign(m->ops) ? m->ops->alloc_ws(n * sizeof(float)) : phax_alloc(n * sizeof(float));
     int rc = PHAX_ERR;
     // Initialise in float64 exactly as ref does, then round once.
     if (p64 && m->params && m->grads && !phax_model_init(p64, &m->layout, &m->cfg, seed)) {
@@ -40,8 +48,13 @@ int fcpu_model_new(fcpu_model *m, const phax_model_cfg *cfg, uint64_t seed) {
 }
 
 void fcpu_model_free(fcpu_model *m) {
-    phax_free(m->params);
-    phax_free(m->grads);
+    if (foreign(m->ops)) {
+        m->ops->free_ws(m->params);
+        m->ops->free_ws(m->grads);
+    } else {
+        phax_free(m->params);
+        phax_free(m->grads);
+    }
     phax_layout_free(&m->layout);
     memset(m, 0, sizeof *m);
 }

@@ -198,3 +198,63 @@ extern "C" int FCUDA(linear_cross_entropy)(float *loss, float *dx, float *dW, fl
     }
     return PHAX_OK;
 }
+
+// Per-row losses of the fused projection (evaluation by position): row_loss[r] = lse − x_t in
+// the row's float, 0 where t = −1. A block per row of the tile; max, Σ e^(x − max) in double.
+static __global__ void ce_row_loss_k(float *__restrict__ out, const float *__restrict__ L,
+                                     const int32_t *__restrict__ targets, int V) {
+    __shared__ float redf[32];
+    __shared__ double redd[32];
+    size_t r = blockIdx.x;
+    const float *x = L + r * (size_t)V;
+    int t = targets[r];
+    if (t < 0) {  // uniform over the block
+        if (threadIdx.x == 0) out[r] = 0.0f;
+        return;
+    }
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, x[j]);
+    mx = fcuda_block_max(mx, redf);
+    double se = 0;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) se += expf(x[j] - mx);
+    se = fcuda_block_sum_d(se, redd);
+    if (threadIdx.x == 0) out[r] = (float)((double)mx + log(se) - (double)x[t]);
+}
+
+extern "C" int FCUDA(linear_cross_entropy_rows)(float *row_loss, const float *x, const float *W,
+                                                const int32_t *targets, size_t n, int d, int V, void *ws,
+                                                void *stream) {
+    const char *op = "linear_cross_entropy_rows";
+    cudaStream_t s = fcuda_stream(stream);
+    if (!ws) return phax_fail("cuda %s: no workspace", op);
+    size_t tile = FCUDA(lce_tile_rows)(V);
+    float *L = static_cast<float *>(ws);
+    void *cws = static_cast<char *>(ws) + lce_tile_bytes(n, V);
+    // The targets checked first (nothing written on a bad one); rows of −1 only are fine here.
+    ce_head *h = static_cast<ce_head *>(cws), hh;
+    PHAX_LAUNCH(ce_head_init_k, 1u, 1u, 0, s, h);
+    if (fcuda_check(op)) return PHAX_ERR;
+    if (n > 0) {
+        PHAX_LAUNCH(ce_check_k, fcuda_ew_blocks(n, CE_THREADS), CE_THREADS, 0, s, h, targets, n, V);
+        if (fcuda_check(op)) return PHAX_ERR;
+    }
+    if (FCUDA(download)(&hh, h, sizeof hh, s)) return PHAX_ERR;
+    if (hh.bad != NO_BAD) {
+        int32_t t = 0;
+        if (FCUDA(download)(&t, targets + hh.bad, sizeof t, s)) return PHAX_ERR;
+        return phax_fail("cross_entropy: target %d at row %llu is outside [0, %d) (or -1 to ignore)", (int)t,
+                         hh.bad, V);
+    }
+    for (size_t r0 = 0; r0 < n; r0 += tile) {
+        size_t R = n - r0 < tile ? n - r0 : tile;
+        if (d > 0) {
+            if (FCUDA(sgemm)(0, 1, (int)R, V, d, 1.0f, x + r0 * (size_t)d, d, W, d, 0.0f, L, V, stream))
+                return PHAX_ERR;
+        } else if (fcuda_ok(cudaMemsetAsync(L, 0, R * (size_t)V * sizeof(float), s), op)) {
+            return PHAX_ERR;
+        }
+        PHAX_LAUNCH(ce_row_loss_k, (unsigned)R, CE_THREADS, 0, s, row_loss + r0, (const float *)L, targets + r0, V);
+        if (fcuda_check(op)) return PHAX_ERR;
+    }
+    return PHAX_OK;
+}

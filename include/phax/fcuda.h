@@ -35,7 +35,14 @@ typedef struct {
 typedef struct fcuda_ssm_plan fcuda_ssm_plan;
 enum { FCUDA_SSM_AUTO = 0, FCUDA_SSM_FFT = 1, FCUDA_SSM_DIRECT = 2 };  // fcpu's FCPU_SSM_* values
 
+struct phax_f32_ops;  // phax/f32_ops.h
+
 #define PHAX_FCUDA_DECLS(P)                                                                        \
+    /* the op table of the shared fast model runner (fast/cuda/f32_ops.cu): device arrays; */      \
+    /* tokens, targets and scalar losses on the host. ops_error: the first failure of a void */   \
+    /* entry since the last call (PHAX_ERR with its message), then cleared */                       \
+    const struct phax_f32_ops *P##f32_ops(void);                                                   \
+    int P##ops_error(void);                                                                        \
     /* device memory and copies (bytes); sync waits for the stream */                             \
     int P##malloc(void **p, size_t bytes);                                                         \
     int P##free(void *p);                                                                          \
@@ -133,6 +140,10 @@ enum { FCUDA_SSM_AUTO = 0, FCUDA_SSM_FFT = 1, FCUDA_SSM_DIRECT = 2 };  // fcpu's
     /* time in ws (linear_cross_entropy_ws bytes); loss (device), dx += G W, dW += Gᵀ x */         \
     size_t P##lce_tile_rows(int V);                                                                \
     size_t P##linear_cross_entropy_ws(size_t n, int d, int V);                                     \
+    /* per-row losses (row_loss (n), device; 0 where the target is −1), the same ws */             \
+    int P##linear_cross_entropy_rows(float *row_loss, const float *x, const float *W,              \
+                                     const int32_t *targets, size_t n, int d, int V, void *ws,     \
+                                     void *stream);                                                \
     int P##linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, const float *x,     \
                                 const float *W, const int32_t *targets, size_t n, int d, int V,    \
                                 void *ws, void *stream);                                           \
@@ -157,6 +168,17 @@ enum { FCUDA_SSM_AUTO = 0, FCUDA_SSM_FFT = 1, FCUDA_SSM_DIRECT = 2 };  // fcpu's
                          const float *o, const float *stats, const float *q, const float *k,       \
                          const float *v, const float *logscale, int B, int T,                      \
                          const phax_attn_cfg *c, void *ws, void *stream);                          \
+    /* mlstm: fcpu_mlstm_chunkwise_*'s contract (phax/fcpu_mlstm.h): q, k (B, T, H, dqk), v, */   \
+    /* h (B, T, H, dv), gates (B, T, H), state records (B, H, FCPU_MLSTM_STATE_LEN); ws: _ws */  \
+    size_t P##mlstm_fwd_ws(int B, int T, int H, int dqk, int dv, int chunk);                       \
+    int P##mlstm_fwd(float *h, const float *q, const float *k, const float *v, const float *igate, \
+                     const float *fgate, int B, int T, int H, int dqk, int dv, float eps,          \
+                     int chunk, const float *state_in, float *state_out, void *ws, void *stream);  \
+    size_t P##mlstm_bwd_ws(int B, int T, int H, int dqk, int dv, int chunk);                       \
+    int P##mlstm_bwd(float *dq, float *dk, float *dv_, float *digate, float *dfgate,               \
+                     const float *dh, const float *q, const float *k, const float *v,              \
+                     const float *igate, const float *fgate, int B, int T, int H, int dqk, int dv, \
+                     float eps, int chunk, void *ws, void *stream);                                \
     /* ssm conv: fcpu_ssm_conv's contract (phax/fcpu_ssm.h): y, u (B, T, H), K (H, T), D (H); */  \
     /* a plan per (B, T, H) (host object; NULL with phax_error() on bad shapes); ws: _ws(plan) */ \
     /* bytes, 16-byte aligned. A call off its plan's shape fails, writing (adding) NaN */          \
