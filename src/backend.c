@@ -9,7 +9,7 @@
 #include "phax/fast.h"  // phax_cuda_info
 
 // The backends of this build, in the order --help lists them.
-static const phax_backend_ops *const built[] = {&phax_backend_ref, &phax_backend_cpu};
+static const phax_backend_ops *const built[] = {&phax_backend_ref, &phax_backend_cpu, &phax_backend_cuda_emu};
 #define N_BUILT ((int)(sizeof built / sizeof *built))
 
 // Backends phax knows of but this build lacks, and why. For cuda the why depends on the build
@@ -23,9 +23,18 @@ static const char *cuda_why(void) {
     else if (strstr(info, "no device"))
         snprintf(why, sizeof why, "no CUDA device is present (%s); use cpu", info);
     else
-        snprintf(why, sizeof why, "fast/cuda's kernels are built (%s) but the CUDA model runner is not "
-                 "yet (docs/cuda.md); use cpu", info);
+        snprintf(why, sizeof why, "%s", info);
     return why;
+}
+
+// The cuda backend when this build has it and a device is present, else NULL.
+static const phax_backend_ops *cuda_here(void) {
+#ifdef PHAX_HAVE_CUDA
+    char info[256];
+    phax_cuda_info(info, sizeof info);
+    if (!strstr(info, "not built") && !strstr(info, "no device")) return &phax_backend_cuda;
+#endif
+    return NULL;
 }
 static const struct {
     const char *name;
@@ -38,7 +47,7 @@ int phax_backend_count(void) { return N_BUILT; }
 
 const phax_backend_ops *phax_backend_at(int i) { return i >= 0 && i < N_BUILT ? built[i] : NULL; }
 
-const char *phax_backend_names(void) { return "ref, cpu"; }
+const char *phax_backend_names(void) { return "ref, cpu, cuda, cuda_emu"; }
 
 const char *phax_backend_name(const phax_backend_ops *be) { return be->name; }
 
@@ -49,6 +58,7 @@ int phax_backend_has_decoder(const phax_backend_ops *be) { return be->decoder_ne
 const phax_backend_ops *phax_backend_find(const char *name) {
     for (int i = 0; i < N_BUILT; i++)
         if (!strcmp(name, built[i]->name)) return built[i];
+    if (!strcmp(name, "cuda") && cuda_here()) return cuda_here();
     for (size_t i = 0; i < sizeof missing / sizeof *missing; i++)
         if (!strcmp(name, missing[i].name)) {
             phax_fail("%s: %s", name, missing[i].why());

@@ -5,8 +5,9 @@
 //   ref   float64 oracle (ref/ref_model_*): slow, readable; its decoder is naive (the
 //         whole-sequence forward over every token so far, for each set of logits)
 //   cpu   float32 fast tier (fast/cpu: fcpu_model_*, fcpu_decoder_*)
-//   cuda  listed, not built yet: fast/cuda has kernels (docs/cuda.md); a CUDA runner will
-//         fill the same table
+//   cuda  float32 on an NVIDIA GPU: fast/cuda's kernels under the shared fast model runner
+//         (src/backend_cuda.c); found only in a build with nvcc on a machine with a device
+//   cuda_emu  the same, on the CPU emulation of the CUDA model (tests; slow)
 //
 // A backend is a table of functions (phax_backend_ops). A model on a backend
 // (phax_bmodel) and a decoder (phax_bdecoder) carry the table they were made
@@ -38,8 +39,7 @@ typedef struct phax_bdecoder phax_bdecoder;
 // The backend named `name` ("ref", "cpu"), or NULL with a one-line message in
 // phax_error(): "'NAME' is not a backend (ref, cpu)" for an unknown name,
 // for cuda, why it cannot run here: "cuda: not built into this phax (...)" without nvcc,
-// "cuda: no CUDA device is present (...)" on a machine without a GPU, or that the CUDA model
-// runner is not there yet (fast/cuda has kernels, no backend over them).
+// "cuda: no CUDA device is present (...)" on a machine without a GPU.
 const phax_backend_ops *phax_backend_find(const char *name);
 // The backends this build has, in order (ref, cpu, ...): i in [0, phax_backend_count()).
 int phax_backend_count(void);
@@ -159,8 +159,11 @@ struct phax_backend_ops {
     size_t (*decoder_state_bytes)(const phax_bdecoder *d);
 };
 
-// The tables of src/backend_ref.c and src/backend_cpu.c.
+// The tables of src/backend_ref.c, src/backend_cpu.c and src/backend_cuda.c (cuda: only in a
+// build with nvcc).
 extern const phax_backend_ops phax_backend_ref;
 extern const phax_backend_ops phax_backend_cpu;
+extern const phax_backend_ops phax_backend_cuda_emu;
+extern const phax_backend_ops phax_backend_cuda;
 
 #endif
