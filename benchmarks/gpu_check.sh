@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The prepared GPU check (issue 15, section 3): run it on a machine with an NVIDIA GPU, from a
 # build made beforehand (no network there): the device's facts, every CUDA test on the real
-# device (suite cuda), the emulated tier for comparison (suite cuda_emu), and a short table
-# last. Today the CUDA tier has linear (FP32 and TF32), rmsnorm, gelu/silu and embedding;
-# GPU benchmarks (GFLOP/s beside cuBLAS, model tokens/s vs T) come with the kernels that
-# need them. Exit status: non-zero if any test failed.
+# device (suite cuda: every covered row of the per-op harness and the model rows), the emulated
+# tier for comparison (suite cuda_emu), the GPU benchmarks (bench_cuda: SGEMM FP32/TF32 and copy
+# ceilings, fused attention GFLOP/s, training tokens/s and peak device memory vs T for every
+# family through the cuda backend), and a short table last. Exit status: non-zero if any test
+# failed. Sized to finish in under 8 minutes on an H200 (the benchmark is cut at 5).
 #   benchmarks/gpu_check.sh [BUILD_DIR]      (default build; the device must be visible)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,9 +22,15 @@ dev_rc=${PIPESTATUS[0]}
 echo "== the same kernels on the CPU emulation (suite cuda_emu)"
 meson test -C "$B" --no-rebuild --suite cuda_emu --print-errorlogs 2>&1 | tail -8
 emu_rc=${PIPESTATUS[0]}
+echo "== GPU benchmarks (bench_cuda)"
+timeout 300 "$B/bench_cuda" --steps 3 --csv /tmp/gpu_check_bench.$$.csv 2>&1 | tee /tmp/gpu_check_bench.$$ | tail -60
+bench_rc=${PIPESTATUS[0]}
 echo "== summary ($((SECONDS - t0)) s)"
 printf '%-28s %s\n' "suite cuda (device)" "$([ "$dev_rc" = 0 ] && echo pass || echo "FAIL (rc $dev_rc)")"
 grep -E 'skipped|SKIP' /tmp/gpu_check_cuda.$$ | head -3
 printf '%-28s %s\n' "suite cuda_emu (emulated)" "$([ "$emu_rc" = 0 ] && echo pass || echo "FAIL (rc $emu_rc)")"
-rm -f /tmp/gpu_check_cuda.$$
+printf '%-28s %s\n' "bench_cuda" "$([ "$bench_rc" = 0 ] && echo done || echo "FAIL or cut (rc $bench_rc)")"
+grep -E '^ceilings' /tmp/gpu_check_bench.$$ || true
+[ -f /tmp/gpu_check_bench.$$.csv ] && cp /tmp/gpu_check_bench.$$.csv "${OUT:-.}/gpu_check_bench.csv" 2>/dev/null
+rm -f /tmp/gpu_check_cuda.$$ /tmp/gpu_check_bench.$$ /tmp/gpu_check_bench.$$.csv
 exit $((dev_rc || emu_rc))

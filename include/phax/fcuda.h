@@ -49,6 +49,11 @@ struct phax_f32_ops;  // phax/f32_ops.h
     int P##upload(void *dst, const void *src, size_t bytes, void *stream);                         \
     int P##download(void *dst, const void *src, size_t bytes, void *stream);                       \
     int P##sync(void *stream);                                                                     \
+    int P##copy(void *dst, const void *src, size_t bytes, void *stream); /* device to device */    \
+    /* bytes allocated by P##malloc now and at the peak since the last reset (not cuBLAS's or */   \
+    /* cuFFT's own workspaces) */                                                                  \
+    void P##mem_stats(size_t *now, size_t *peak);                                                  \
+    void P##mem_reset_peak(void);                                                                  \
     /* embedding: x (n, d) = E[tok]; E (V, d); tok (n) int32 on the device. A token outside */    \
     /* [0, V) fails before anything is written (the call syncs its stream to read the check). */  \
     /* Backward dE += scatter of dx rows by atomicAdd (order of repeated tokens not fixed). */     \

@@ -1,0 +1,244 @@
+// bench_cuda: the GPU benchmarks of benchmarks/gpu_check.sh — each rate beside the device's own
+// ceiling measured in the same run.
+//
+// usage: bench_cuda [--backend cuda|cuda_emu] [--families pha,transformer,...] [--Ts 512,2048,...]
+//                   [--attn-Ts 2048,8192] [--steps N] [--csv FILE]
+//
+//   ceilings    FP32 SGEMM and TF32 GEMM (cuBLAS, 4096³ on a device) in GFLOP/s, device-to-device
+//               copy bandwidth (GB/s, read + write counted);
+//   attention   fast/cuda's fused attention forward + backward (B 1, 8 query / 2 kv heads of
+//               head_dim 32 — the bench config's — full causal, cosine scores): GFLOP/s of the
+//               visible scores (12·T·Tvis·dh·Hq) and the fraction of the TF32 ceiling;
+//   models      a training step through the cuda backend (zero_grad, forward + backward, AdamW)
+//               on bench_model's "bench" config (d 256, 4 layers, vocab 8192): tokens/s at each T
+//               and the peak device memory the step's allocations reach (fcuda_mem_stats: model,
+//               moments, workspace; cuBLAS's and cuFFT's own workspaces are not in it).
+// Decode is not benchmarked: the cuda backend's decoder is still the naive one (the whole
+// forward per token), whose rate says nothing about a device decoder.
+// Medians of `steps` timed repeats after one warm-up; each call synchronises the device.
+// With --backend cuda_emu (the CPU emulation) it is a smoke test of this driver, not a rate.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "phax/backend.h"
+#include "phax/core.h"
+#include "phax/fast.h"
+#include "phax/fcuda.h"
+#include "phax/model_plan.h"
+
+typedef struct {
+    int emu;  // 1: fcuda_emu_* and the cuda_emu backend
+    const char *families;
+    int Ts[16], nT, aTs[16], naT, steps;
+    const char *csv;
+} opts_t;
+
+#define F(o, name) ((o)->emu ? fcuda_emu_##name : fcuda_##name)
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(double *t, int n) {
+    qsort(t, (size_t)n, sizeof *t, cmp_d);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static void *dalloc(const opts_t *o, size_t bytes) {
+    void *p = NULL;
+    if (F(o, malloc)(&p, bytes ? bytes : 1)) {
+        fprintf(stderr, "bench_cuda: %s\n", phax_error());
+        exit(1);
+    }
+    return p;
+}
+static void dfill(const opts_t *o, float *d, size_t n, float scale) {
+    float *h = malloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = scale * (float)((int)(i * 2654435761u % 2001) - 1000) / 1000.0f;
+    F(o, upload)(d, h, n * sizeof *h, NULL);
+    free(h);
+}
+#define CHECK(call)                                                          \
+    do {                                                                     \
+        if ((call) != PHAX_OK) {                                             \
+            fprintf(stderr, "bench_cuda: %s: %s\n", #call, phax_error()); \
+            exit(1);                                                         \
+        }                                                                    \
+    } while (0)
+
+// --- ceilings -------------------------------------------------------------------------------------
+static double gemm_gflops(const opts_t *o, int n, int tf32) {
+    float *A = dalloc(o, (size_t)n * n * 4), *B = dalloc(o, (size_t)n * n * 4), *C = dalloc(o, (size_t)n * n * 4);
+    dfill(o, A, (size_t)n * n, 1), dfill(o, B, (size_t)n * n, 1);
+    int was = F(o, gemm_tf32)(tf32);
+    double t[16];
+    int reps = o->steps;
+    for (int r = -1; r < reps; r++) {
+        double t0 = now();
+        CHECK(F(o, sgemm)(0, 0, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n, NULL));
+        CHECK(F(o, sync)(NULL));
+        if (r >= 0) t[r] = now() - t0;
+    }
+    F(o, gemm_tf32)(was);
+    F(o, free)(A), F(o, free)(B), F(o, free)(C);
+    return 2.0 * n * n * (double)n / median(t, reps) / 1e9;
+}
+
+static double copy_gbs(const opts_t *o, size_t bytes) {
+    void *a = dalloc(o, bytes), *b = dalloc(o, bytes);
+    double t[16];
+    for (int r = -1; r < o->steps; r++) {
+        double t0 = now();
+        CHECK(F(o, copy)(b, a, bytes, NULL));
+        CHECK(F(o, sync)(NULL));
+        if (r >= 0) t[r] = now() - t0;
+    }
+    F(o, free)(a), F(o, free)(b);
+    return 2.0 * bytes / median(t, o->steps) / 1e9;
+}
+
+// --- attention ------------------------------------------------------------------------------------
+static double attention_gflops(const opts_t *o, int T, double *ms) {
+    phax_attn_cfg c = phax_attn_cfg_default(8, 2, 32);
+    c.score = PHAX_SCORE_COSINE;
+    size_t nq = (size_t)T * 8 * 32, nk = (size_t)T * 2 * 32;
+    float *q = dalloc(o, nq * 4), *k = dalloc(o, nk * 4), *v = dalloc(o, nk * 4), *out = dalloc(o, nq * 4);
+    float *dout = dalloc(o, nq * 4), *dq = dalloc(o, nq * 4), *dk = dalloc(o, nk * 4), *dv = dalloc(o, nk * 4);
+    float *st = dalloc(o, (size_t)T * 8 * 2 * 4), *ls = dalloc(o, 8 * 4), *dls = dalloc(o, 8 * 4);
+    dfill(o, q, nq, 1), dfill(o, k, nk, 1), dfill(o, v, nk, 1), dfill(o, dout, nq, 1), dfill(o, ls, 8, 2);
+    size_t wf = F(o, attention_fwd_ws)(1, T, &c), wb = F(o, attention_bwd_ws)(1, T, &c);
+    void *ws = dalloc(o, wf > wb ? wf : wb);
+    double t[16];
+    for (int r = -1; r < o->steps; r++) {
+        double t0 = now();
+        CHECK(F(o, attention_fwd)(out, NULL, st, q, k, v, ls, 1, T, &c, ws, NULL));
+        CHECK(F(o, attention_bwd)(dq, dk, dv, dls, dout, out, st, q, k, v, ls, 1, T, &c, ws, NULL));
+        CHECK(F(o, sync)(NULL));
+        if (r >= 0) t[r] = now() - t0;
+    }
+    void *all[] = {q, k, v, out, dout, dq, dk, dv, st, ls, dls, ws};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) F(o, free)(all[i]);
+    *ms = median(t, o->steps) * 1e3;
+    return 12.0 * T * ((T + 1) / 2.0) * 32 * 8 / (*ms / 1e3) / 1e9;
+}
+
+// --- models ---------------------------------------------------------------------------------------
+static int model_step(const opts_t *o, const char *family, int T, double *tok_s, double *peak_mb) {
+    phax_family f;
+    if (phax_family_parse(family, &f)) return PHAX_ERR;
+    phax_model_cfg c = phax_model_cfg_default(f);
+    c.vocab_size = 8192, c.d_model = 256, c.n_layers = 4;  // bench_model's "bench" config
+    c.n_heads = 8, c.n_kv_heads = 2, c.head_dim = 32, c.ffn_hidden = 683;
+    c.tie_embeddings = 0, c.train_len = T;
+    if (phax_model_cfg_resolve(&c)) return PHAX_ERR;
+    const phax_backend_ops *be = phax_backend_find(o->emu ? "cuda_emu" : "cuda");
+    if (!be) return PHAX_ERR;
+    F(o, mem_reset_peak)();
+    size_t base;
+    F(o, mem_stats)(&base, NULL);
+    phax_bmodel *m = phax_bmodel_new(be, &c, 1, NULL);
+    if (!m) return PHAX_ERR;
+    const phax_layout *L = phax_bmodel_layout(m);
+    unsigned char *decay = malloc((size_t)L->n);
+    for (int i = 0; i < L->n; i++) decay[i] = L->p[i].ndim >= 2;
+    int32_t *tok = malloc((size_t)T * 4), *tg = malloc((size_t)T * 4);
+    for (int i = 0; i < T; i++) tok[i] = (int32_t)((i * 7919u) % 8192), tg[i] = (int32_t)(((i + 1) * 7919u) % 8192);
+    phax_adamw_cfg a = phax_adamw_cfg_default();
+    int rc = phax_bmodel_adamw_init(m, decay);
+    double t[16], gn;
+    for (int r = -1; !rc && r < o->steps; r++) {
+        double t0 = now();
+        phax_bmodel_zero_grad(m);
+        rc = phax_bmodel_backward(m, tok, tg, 1, T, -1, NULL);
+        if (!rc) rc = phax_bmodel_adamw_step(m, &a, r + 2, &gn);  // its norm read back: a sync
+        if (r >= 0) t[r] = now() - t0;
+    }
+    size_t peak;
+    F(o, mem_stats)(NULL, &peak);
+    phax_bmodel_free(m);
+    free(decay), free(tok), free(tg);
+    if (rc) return PHAX_ERR;
+    *tok_s = T / median(t, o->steps);
+    *peak_mb = (peak - base) / 1e6;
+    return PHAX_OK;
+}
+
+static int parse_ints(const char *s, int *out, int max) {
+    int n = 0;
+    for (const char *p = s; *p && n < max;) {
+        out[n++] = atoi(p);
+        const char *c = strchr(p, ',');
+        if (!c) break;
+        p = c + 1;
+    }
+    return n;
+}
+
+int main(int argc, char **argv) {
+    opts_t o = {.emu = 0, .families = "pha,transformer,serial,swax,swa,mlstm", .steps = 5};
+    o.nT = parse_ints("512,2048,8192,32768", o.Ts, 16);
+    o.naT = parse_ints("2048,8192,32768", o.aTs, 16);
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(argv[i], "--backend")) o.emu = !strcmp(v, "cuda_emu"), i++;
+        else if (!strcmp(argv[i], "--families")) o.families = v, i++;
+        else if (!strcmp(argv[i], "--Ts")) o.nT = parse_ints(v, o.Ts, 16), i++;
+        else if (!strcmp(argv[i], "--attn-Ts")) o.naT = parse_ints(v, o.aTs, 16), i++;
+        else if (!strcmp(argv[i], "--steps")) o.steps = atoi(v), i++;
+        else if (!strcmp(argv[i], "--csv")) o.csv = v, i++;
+        else {
+            fprintf(stderr, "usage: bench_cuda [--backend cuda|cuda_emu] [--families a,b] [--Ts 512,...] "
+                            "[--attn-Ts 2048,...] [--steps N] [--csv FILE]\n");
+            return 2;
+        }
+    }
+    if (o.steps < 1 || o.steps > 16) o.steps = 5;
+    char info[256];
+    phax_cuda_info(info, sizeof info);
+    printf("bench_cuda: %s%s\n", o.emu ? "CPU emulation (a smoke test, not a rate); " : "", info);
+    if (!o.emu && (strstr(info, "not built") || strstr(info, "no device"))) {
+        printf("bench_cuda: skipped: no CUDA device\n");
+        return 0;
+    }
+    FILE *csv = o.csv ? fopen(o.csv, "w") : NULL;
+    if (csv) fprintf(csv, "what,T,value,unit,extra\n");
+    int gn = o.emu ? 256 : 4096;
+    double fp32 = gemm_gflops(&o, gn, 0), tf32 = gemm_gflops(&o, gn, 1);
+    double bw = copy_gbs(&o, o.emu ? ((size_t)16 << 20) : ((size_t)1 << 30));
+    printf("ceilings: SGEMM FP32 %.0f GFLOP/s, TF32 %.0f GFLOP/s (%d^3); device copy %.0f GB/s\n", fp32, tf32, gn,
+           bw);
+    if (csv) fprintf(csv, "sgemm_fp32,%d,%.1f,GFLOP/s,\nsgemm_tf32,%d,%.1f,GFLOP/s,\ncopy,0,%.1f,GB/s,\n", gn, fp32, gn,
+                     tf32, bw);
+    printf("\n%-10s %8s %10s %10s %12s\n", "attention", "T", "ms", "GFLOP/s", "of TF32 peak");
+    for (int i = 0; i < o.naT; i++) {
+        double ms, g = attention_gflops(&o, o.aTs[i], &ms);
+        printf("%-10s %8d %10.2f %10.0f %11.1f%%\n", "fwd+bwd", o.aTs[i], ms, g, 100 * g / tf32);
+        if (csv) fprintf(csv, "attention,%d,%.1f,GFLOP/s,%.3f ms\n", o.aTs[i], g, ms);
+    }
+    printf("\n%-12s %8s %12s %14s\n", "model", "T", "tokens/s", "peak dev MB");
+    char fam[256];
+    int bad = 0;
+    snprintf(fam, sizeof fam, "%s", o.families);
+    for (char *f = strtok(fam, ","); f; f = strtok(NULL, ","))
+        for (int i = 0; i < o.nT; i++) {
+            double ts, mb;
+            if (model_step(&o, f, o.Ts[i], &ts, &mb)) {
+                printf("%-12s %8d   failed: %s\n", f, o.Ts[i], phax_error());
+                bad = 1;
+                continue;
+            }
+            printf("%-12s %8d %12.0f %14.1f\n", f, o.Ts[i], ts, mb);
+            if (csv) fprintf(csv, "train_%s,%d,%.1f,tokens/s,%.1f MB\n", f, o.Ts[i], ts, mb);
+        }
+    if (csv) fclose(csv);
+    return bad;
+}
