@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_naive.h"
 #include "phax/backend.h"
 #include "phax/core.h"
 #include "phax/f32_ops.h"  // the table's zero, for the moments

@@ -3,8 +3,8 @@
 // model), N(x) this copy's names. Models are fast/cpu's runner over fast/cuda's op table
 // (fcpu_model_new_ops): parameters, gradients, moments and the workspace on the device; the
 // batch (tokens, targets) and the outputs (logits, per-token losses) cross by copies.
-// The decoder is the naive one (as ref's): it keeps the tokens and runs the whole forward
-// over them for each set of logits; a device decoder step is still to come.
+// The decoder is the naive one (src/backend_naive.c, as ref's): it keeps the tokens and runs
+// the whole forward over them for each set of logits; a device decoder step is still to come.
 
 typedef struct {
     phax_bmodel base;
@@ -175,100 +175,6 @@ static int N(moments_set)(phax_bmodel *m, const void *mom1, const void *mom2) {
     return FC(upload)(c->mom1, mom1, bytes, NULL) || FC(upload)(c->mom2, mom2, bytes, NULL) ? PHAX_ERR : PHAX_OK;
 }
 
-// --- the naive decoder -------------------------------------------------------------------------
-typedef struct {
-    phax_bdecoder base;
-    phax_bmodel *m;
-    int window;
-    int32_t *tok;  // every token stepped so far
-    int n, cap;
-    float *logits;  // (n, V) of the last forward (host)
-    size_t logits_cap;
-} N(decoder);
-
-static N(decoder) *N(dd)(phax_bdecoder *d) { return (N(decoder) *)d; }
-
-static phax_bdecoder *N(decoder_new)(phax_bmodel *m, int max_len, int window) {
-    if (max_len < 1) {
-        phax_fail("decoder: max_len %d < 1", max_len);
-        return NULL;
-    }
-    if (window < -1) {
-        phax_fail("decoder: window %d < -1", window);
-        return NULL;
-    }
-    N(decoder) *d = calloc(1, sizeof *d);
-    if (!d) {
-        phax_fail("out of memory");
-        return NULL;
-    }
-    d->base.be = m->be;
-    d->m = m, d->window = window;
-    return &d->base;
-}
-
-static void N(decoder_free)(phax_bdecoder *d) {
-    free(N(dd)(d)->tok);
-    free(N(dd)(d)->logits);
-    free(d);
-}
-
-static void N(decoder_reset)(phax_bdecoder *d) { N(dd)(d)->n = 0; }
-
-static int N(append)(N(decoder) *d, const int32_t *tokens, int n) {
-    int V = d->m->cfg->vocab_size;
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= V) return phax_fail("decoder: token %d outside [0, %d)", tokens[i], V);
-    if (n > INT32_MAX - d->n) return phax_fail("decoder: too many tokens");
-    if (d->n + n > d->cap) {
-        int cap = d->cap ? d->cap : 64;
-        while (cap < d->n + n) cap = cap > INT32_MAX / 2 ? d->n + n : 2 * cap;
-        int32_t *t = realloc(d->tok, (size_t)cap * sizeof *t);
-        if (!t) return phax_fail("out of memory");
-        d->tok = t, d->cap = cap;
-    }
-    memcpy(d->tok + d->n, tokens, (size_t)n * sizeof *tokens);
-    d->n += n;
-    return PHAX_OK;
-}
-
-static int N(prefill_rows)(phax_bdecoder *dd, const int32_t *tokens, int n, float *logits, int all) {
-    N(decoder) *d = N(dd)(dd);
-    if (n < 0) return phax_fail("decoder: n %d < 0", n);
-    int first = d->n;
-    if (N(append)(d, tokens, n)) return PHAX_ERR;
-    if (!logits || n == 0) return PHAX_OK;
-    size_t V = (size_t)d->m->cfg->vocab_size, need = (size_t)d->n * V;
-    if (need > d->logits_cap) {
-        float *l = realloc(d->logits, need * sizeof *l);
-        if (!l) {
-            d->n = first;
-            return phax_fail("out of memory");
-        }
-        d->logits = l, d->logits_cap = need;
-    }
-    if (N(forward)(d->m, d->tok, NULL, 1, d->n, d->window, d->logits, NULL)) {
-        d->n = first;  // the state unchanged
-        return PHAX_ERR;
-    }
-    if (all) memcpy(logits, d->logits + (size_t)first * V, (size_t)n * V * sizeof *logits);
-    else memcpy(logits, d->logits + (size_t)(d->n - 1) * V, V * sizeof *logits);
-    return PHAX_OK;
-}
-
-static int N(decoder_step)(phax_bdecoder *d, int32_t token, float *logits) {
-    return N(prefill_rows)(d, &token, 1, logits, 0);
-}
-static int N(decoder_prefill)(phax_bdecoder *d, const int32_t *tokens, int n, float *logits) {
-    return N(prefill_rows)(d, tokens, n, logits, 0);
-}
-static int N(decoder_prefill_all)(phax_bdecoder *d, const int32_t *tokens, int n, float *logits) {
-    return N(prefill_rows)(d, tokens, n, logits, 1);
-}
-static size_t N(decoder_state_bytes)(const phax_bdecoder *d) {
-    return (size_t)((const N(decoder) *)d)->n * sizeof(int32_t);
-}
-
 #define N_BACKEND_OPS(nm, sum)                                                                    \
     {                                                                                             \
         .name = nm, .summary = sum, .dtype = PHAX_DT_F32, .model_new = N(model_new),              \
@@ -276,8 +182,5 @@ static size_t N(decoder_state_bytes)(const phax_bdecoder *d) {
         .zero_grad = N(zero_grad), .backward = N(backward), .adamw_init = N(adamw_init),          \
         .adamw_step = N(adamw_step), .params_get = N(params_get), .params_set = N(params_set),    \
         .moments_get = N(moments_get), .moments_set = N(moments_set),                             \
-        .decoder_new = N(decoder_new), .decoder_free = N(decoder_free),                           \
-        .decoder_reset = N(decoder_reset), .decoder_step = N(decoder_step),                       \
-        .decoder_prefill = N(decoder_prefill), .decoder_prefill_all = N(decoder_prefill_all),     \
-        .decoder_state_bytes = N(decoder_state_bytes),                                            \
+        PHAX_NAIVE_DECODER_OPS,                                                                   \
     }

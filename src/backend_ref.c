@@ -1,5 +1,5 @@
 // The ref backend: the float64 oracle's models (ref_model_*, ref_adamw_step)
-// behind phax/backend.h. Its decoder is the naive one: it keeps the tokens and
+// behind phax/backend.h. Its decoder is the naive one (src/backend_naive.c): it keeps the tokens and
 // runs the whole-sequence forward over all of them for every set of logits asked
 // for (O(length) forwards of O(length) each), which by definition gives the
 // logits ref_model_forward gives at each position — what fcpu_decoder_* must match.
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_naive.h"
 #include "phax/backend.h"
 #include "phax/core.h"
 #include "phax/ref.h"
@@ -143,115 +144,6 @@ static int moments_set(phax_bmodel *m, const void *mom1, const void *mom2) {
     return PHAX_OK;
 }
 
-// --- the naive decoder ----------------------------------------------------------------------
-
-typedef struct {
-    phax_bdecoder base;
-    ref_bmodel *m;
-    int window;
-    int32_t *tok;          // every token stepped so far
-    int n, cap;
-    double *logits;        // (n, V) of the last forward
-    size_t logits_cap;
-} ref_decoder;
-
-static ref_decoder *rd(phax_bdecoder *d) { return (ref_decoder *)d; }
-
-static phax_bdecoder *decoder_new(phax_bmodel *m, int max_len, int window) {
-    if (max_len < 1) {
-        phax_fail("decoder: max_len %d < 1", max_len);
-        return NULL;
-    }
-    if (window < -1) {
-        phax_fail("decoder: window %d < -1", window);
-        return NULL;
-    }
-    ref_decoder *d = calloc(1, sizeof *d);
-    if (!d) {
-        phax_fail("out of memory");
-        return NULL;
-    }
-    d->base.be = m->be;
-    d->m = rb(m), d->window = window;
-    return &d->base;
-}
-
-static void decoder_free(phax_bdecoder *d) {
-    free(rd(d)->tok);
-    phax_free(rd(d)->logits);
-    free(d);
-}
-
-static void decoder_reset(phax_bdecoder *d) { rd(d)->n = 0; }
-
-// Append n tokens (all checked first: nothing is appended on an error).
-static int append(ref_decoder *d, const int32_t *tokens, int n) {
-    int V = d->m->rm.cfg.vocab_size;
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= V) return phax_fail("decoder: token %d outside [0, %d)", tokens[i], V);
-    if (n > INT32_MAX - d->n) return phax_fail("decoder: too many tokens");
-    if (d->n + n > d->cap) {
-        int cap = d->cap ? d->cap : 64;
-        while (cap < d->n + n) cap = cap > INT32_MAX / 2 ? d->n + n : 2 * cap;
-        int32_t *t = realloc(d->tok, (size_t)cap * sizeof *t);
-        if (!t) return phax_fail("out of memory");
-        d->tok = t, d->cap = cap;
-    }
-    memcpy(d->tok + d->n, tokens, (size_t)n * sizeof *tokens);
-    d->n += n;
-    return PHAX_OK;
-}
-
-// The forward over every token held: logits (n, V) in d->logits.
-static int run_all(ref_decoder *d) {
-    size_t need = (size_t)d->n * (size_t)d->m->rm.cfg.vocab_size;
-    if (need > d->logits_cap) {
-        phax_free(d->logits);
-        d->logits_cap = 0;
-        if (!(d->logits = phax_alloc(need * sizeof(double)))) return PHAX_ERR;
-        d->logits_cap = need;
-    }
-    return ref_model_forward(&d->m->rm, d->tok, NULL, 1, d->n, d->window, d->logits, NULL);
-}
-
-// Rows [first, first + n) of the last forward, rounded to float.
-static void rows_out(const ref_decoder *d, int first, int n, float *out) {
-    size_t V = (size_t)d->m->rm.cfg.vocab_size;
-    for (size_t i = 0; i < (size_t)n * V; i++) out[i] = (float)d->logits[(size_t)first * V + i];
-}
-
-static int decoder_prefill_rows(phax_bdecoder *dd, const int32_t *tokens, int n, float *logits, int all) {
-    ref_decoder *d = rd(dd);
-    if (n < 0) return phax_fail("decoder: n %d < 0", n);
-    int first = d->n;
-    if (append(d, tokens, n)) return PHAX_ERR;
-    if (!logits || n == 0) return PHAX_OK;
-    if (run_all(d)) {
-        d->n = first;  // the state unchanged
-        return PHAX_ERR;
-    }
-    if (all) rows_out(d, first, n, logits);
-    else rows_out(d, d->n - 1, 1, logits);
-    return PHAX_OK;
-}
-
-static int decoder_step(phax_bdecoder *d, int32_t token, float *logits) {
-    return decoder_prefill_rows(d, &token, 1, logits, 0);
-}
-
-static int decoder_prefill(phax_bdecoder *d, const int32_t *tokens, int n, float *logits) {
-    return decoder_prefill_rows(d, tokens, n, logits, 0);
-}
-
-static int decoder_prefill_all(phax_bdecoder *d, const int32_t *tokens, int n, float *logits) {
-    return decoder_prefill_rows(d, tokens, n, logits, 1);
-}
-
-// The state carried from one token to the next: the tokens themselves.
-static size_t decoder_state_bytes(const phax_bdecoder *d) {
-    return (size_t)((const ref_decoder *)d)->n * sizeof(int32_t);
-}
-
 const phax_backend_ops phax_backend_ref = {
     .name = "ref",
     .summary = "float64 oracle (ref/: scalar, readable, slow; a naive decoder)",
@@ -268,11 +160,5 @@ const phax_backend_ops phax_backend_ref = {
     .params_set = params_set,
     .moments_get = moments_get,
     .moments_set = moments_set,
-    .decoder_new = decoder_new,
-    .decoder_free = decoder_free,
-    .decoder_reset = decoder_reset,
-    .decoder_step = decoder_step,
-    .decoder_prefill = decoder_prefill,
-    .decoder_prefill_all = decoder_prefill_all,
-    .decoder_state_bytes = decoder_state_bytes,
+    PHAX_NAIVE_DECODER_OPS,
 };

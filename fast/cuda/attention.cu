@@ -124,28 +124,39 @@ static __global__ void at_table_k(double *cs, int T, int dh, double base, long p
     }
 }
 
+// Row e of the row kernels (prep, post): (b, t) and head r of Hq query heads then Hkv kv heads;
+// xo: the row's offset in q or k (B, T, H, dh), so: in the scored layout (B, H, T, dh), f: the
+// logit scale (q rows) or 1, c: the rotation's table row.
+typedef struct {
+    bool is_q;
+    size_t xo, so;
+    double f;
+    const double *c;
+} at_row;
+
+__device__ static at_row at_row_of(const at_geom &G, size_t e, const float *logscale, const double *cs) {
+    int nh = G.Hq + G.Hkv, r = (int)(e % nh);
+    size_t bt = e / nh;
+    int b = (int)(bt / G.T), t = (int)(bt % G.T);
+    at_row w;
+    w.is_q = r < G.Hq;
+    int h = w.is_q ? r : r - G.Hq, H = w.is_q ? G.Hq : G.Hkv;
+    w.xo = (bt * H + h) * G.dh, w.so = (((size_t)b * H + h) * G.T + t) * G.dh;
+    w.f = w.is_q ? at_scale(G, logscale, h) : 1.0;
+    w.c = G.rope ? cs + (size_t)t * G.dh : NULL;
+    return w;
+}
+
 // The scored rows: q̂ = s_h·N(R q) into qh (B, Hq, T, dh), k̂ = N(R k) into kh (B, Hkv, T, dh).
 static __global__ void at_prep_k(float *qh, float *kh, const float *q, const float *k, const float *logscale,
                                  const double *cs, at_geom G) {
-    int nh = G.Hq + G.Hkv;
-    size_t n = (size_t)G.B * G.T * nh;
+    size_t n = (size_t)G.B * G.T * (G.Hq + G.Hkv);
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
-        int r = (int)(e % nh);
-        size_t bt = e / nh;
-        int b = (int)(bt / G.T), t = (int)(bt % G.T);
-        const double *c = G.rope ? cs + (size_t)t * G.dh : NULL;
-        const float *x;
-        float *y;
-        double f;
-        if (r < G.Hq) {
-            x = q + (bt * G.Hq + r) * G.dh, y = qh + (((size_t)b * G.Hq + r) * G.T + t) * G.dh;
-            f = at_scale(G, logscale, r);
-        } else {
-            int j = r - G.Hq;
-            x = k + (bt * G.Hkv + j) * G.dh, y = kh + (((size_t)b * G.Hkv + j) * G.T + t) * G.dh;
-            f = 1.0;
-        }
-        f /= at_norm(G, x, c);
+        at_row w = at_row_of(G, e, logscale, cs);
+        const float *x = (w.is_q ? q : k) + w.xo;
+        float *y = (w.is_q ? qh : kh) + w.so;
+        const double *c = w.c;
+        double f = w.f / at_norm(G, x, c);
         for (int i = 0; i < G.dh; i++) y[i] = (float)(at_rot(G, x, c, i) * f);
     }
 }
@@ -362,26 +373,16 @@ static __global__ void __launch_bounds__(AT_THREADS)
 // (dy/ε where the norm is clamped); dx += Rᵀ dy (the rotation by −angle), each element rounded once.
 static __global__ void at_post_k(float *dq, float *dk, const float *q, const float *k, const float *dqh,
                                  const float *dkh, const float *logscale, const double *cs, at_geom G) {
-    int nh = G.Hq + G.Hkv, H = G.half;
-    size_t n = (size_t)G.B * G.T * nh;
+    int H = G.half;
+    size_t n = (size_t)G.B * G.T * (G.Hq + G.Hkv);
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
-        int r = (int)(e % nh);
-        size_t bt = e / nh;
-        int b = (int)(bt / G.T), t = (int)(bt % G.T);
-        const double *c = G.rope ? cs + (size_t)t * G.dh : NULL;
-        const float *x, *gr;
-        float *dx;
-        double f;
-        if (r < G.Hq) {
-            if (!dq) continue;
-            x = q + (bt * G.Hq + r) * G.dh, dx = dq + (bt * G.Hq + r) * G.dh;
-            gr = dqh + (((size_t)b * G.Hq + r) * G.T + t) * G.dh, f = at_scale(G, logscale, r);
-        } else {
-            if (!dk) continue;
-            int j = r - G.Hq;
-            x = k + (bt * G.Hkv + j) * G.dh, dx = dk + (bt * G.Hkv + j) * G.dh;
-            gr = dkh + (((size_t)b * G.Hkv + j) * G.T + t) * G.dh, f = 1.0;
-        }
+        at_row w = at_row_of(G, e, logscale, cs);
+        float *dx = w.is_q ? dq : dk;
+        if (!dx) continue;
+        dx += w.xo;
+        const float *x = (w.is_q ? q : k) + w.xo, *gr = (w.is_q ? dqh : dkh) + w.so;
+        const double *c = w.c;
+        double f = w.f;
         double nrm = at_norm(G, x, c), inv = 1.0 / nrm, d = 0;
         bool proj = G.cosine && nrm > PHAX_COSINE_NORM_EPS;
         if (proj)

@@ -36,10 +36,10 @@ static __global__ void ce_check_k(ce_head *h, const int32_t *__restrict__ t, siz
     }
 }
 
-// Checks the targets; *count = the scored rows. PHAX_ERR (nothing written) on a bad target or
-// when every target is −1, with fast/cpu's message.
-static int ce_prepare(const char *op, size_t *count, const int32_t *targets, size_t n, int V, void *ws,
-                      cudaStream_t s) {
+// Checks the targets; *count = the scored rows. PHAX_ERR (nothing written) on a bad target,
+// with fast/cpu's message.
+static int ce_check(const char *op, size_t *count, const int32_t *targets, size_t n, int V, void *ws,
+                    cudaStream_t s) {
     if (!ws) return phax_fail("cuda %s: no workspace", op);
     ce_head *h = static_cast<ce_head *>(ws), hh;
     PHAX_LAUNCH(ce_head_init_k, 1u, 1u, 0, s, h);
@@ -55,8 +55,15 @@ static int ce_prepare(const char *op, size_t *count, const int32_t *targets, siz
         return phax_fail("cross_entropy: target %d at row %llu is outside [0, %d) (or -1 to ignore)", (int)t,
                          hh.bad, V);
     }
-    if (hh.count == 0) return phax_fail("cross_entropy: all %zu targets are ignored (-1)", n);
     *count = (size_t)hh.count;
+    return PHAX_OK;
+}
+
+// ce_check, and a batch of only ignored rows is an error too (a mean over no rows).
+static int ce_prepare(const char *op, size_t *count, const int32_t *targets, size_t n, int V, void *ws,
+                      cudaStream_t s) {
+    if (ce_check(op, count, targets, n, V, ws, s)) return PHAX_ERR;
+    if (*count == 0) return phax_fail("cross_entropy: all %zu targets are ignored (-1)", n);
     return PHAX_OK;
 }
 
@@ -231,20 +238,8 @@ extern "C" int FCUDA(linear_cross_entropy_rows)(float *row_loss, const float *x,
     float *L = static_cast<float *>(ws);
     void *cws = static_cast<char *>(ws) + lce_tile_bytes(n, V);
     // The targets checked first (nothing written on a bad one); rows of −1 only are fine here.
-    ce_head *h = static_cast<ce_head *>(cws), hh;
-    PHAX_LAUNCH(ce_head_init_k, 1u, 1u, 0, s, h);
-    if (fcuda_check(op)) return PHAX_ERR;
-    if (n > 0) {
-        PHAX_LAUNCH(ce_check_k, fcuda_ew_blocks(n, CE_THREADS), CE_THREADS, 0, s, h, targets, n, V);
-        if (fcuda_check(op)) return PHAX_ERR;
-    }
-    if (FCUDA(download)(&hh, h, sizeof hh, s)) return PHAX_ERR;
-    if (hh.bad != NO_BAD) {
-        int32_t t = 0;
-        if (FCUDA(download)(&t, targets + hh.bad, sizeof t, s)) return PHAX_ERR;
-        return phax_fail("cross_entropy: target %d at row %llu is outside [0, %d) (or -1 to ignore)", (int)t,
-                         hh.bad, V);
-    }
+    size_t count;
+    if (ce_check(op, &count, targets, n, V, cws, s)) return PHAX_ERR;
     for (size_t r0 = 0; r0 < n; r0 += tile) {
         size_t R = n - r0 < tile ? n - r0 : tile;
         if (d > 0) {
