@@ -23,17 +23,20 @@ static const char *cuda_why(void) {
     else if (strstr(info, "no device"))
         snprintf(why, sizeof why, "no CUDA device is present (%s); use cpu", info);
     else
-        snprintf(why, sizeof why, "%s", info);
+        snprintf(why, sizeof why, "this phax does not load the CUDA libraries (cuBLAS and cuFFT cost every "
+                 "command ~0.5 s and ~220 MB); run phax-cuda, built beside it (%s)", info);
     return why;
 }
 
-// The cuda backend when this build has it and a device is present, else NULL.
+// The device table (src/backend_cuda_dev.c) where this program links it: phax-cuda and
+// bench_cuda do, phax does not (a weak reference: NULL there).
+extern const phax_backend_ops phax_backend_cuda __attribute__((weak));
+
+// The cuda backend when this program has it and a device is present, else NULL.
 static const phax_backend_ops *cuda_here(void) {
-#ifdef PHAX_HAVE_CUDA
     char info[256];
     phax_cuda_info(info, sizeof info);
-    if (!strstr(info, "not built") && !strstr(info, "no device")) return &phax_backend_cuda;
-#endif
+    if (&phax_backend_cuda && !strstr(info, "not built") && !strstr(info, "no device")) return &phax_backend_cuda;
     return NULL;
 }
 static const struct {

@@ -1,10 +1,8 @@
-// The cuda backends behind phax/backend.h: fast/cuda's float32 kernels driving the shared fast
-// model runner (src/backend_cuda_impl.h, compiled once per library):
-//   cuda      fast/cuda built by nvcc, on a device (when meson found nvcc; listed as built only
-//             when a device is present, else --backend cuda says why not: src/backend.c)
-//   cuda_emu  the same kernel sources compiled as C++ for the CPU emulation of the CUDA model
-//             (fast/cuda/emu/): for testing the backend end to end on a machine without a GPU;
-//             slow (every thread of every block a fiber), small models only.
+// The cuda_emu backend behind phax/backend.h: fast/cuda's float32 kernels driving the shared fast
+// model runner (src/backend_cuda_impl.h), compiled as C++ for the CPU emulation of the CUDA
+// model (fast/cuda/emu/): the cuda backend's code, tested end to end on a machine without a
+// GPU; slow (every thread of every block a fiber), small models only. The device's own table,
+// `cuda`, is src/backend_cuda_dev.c (linked into phax-cuda, bench_cuda and the tests only).
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,14 +19,3 @@
 #include "backend_cuda_impl.h"
 const phax_backend_ops phax_backend_cuda_emu =
     N_BACKEND_OPS("cuda_emu", "float32 fast/cuda on the CPU emulation of the CUDA model (tests; slow; a naive decoder)");
-#undef FC
-#undef N
-#undef N_BACKEND_OPS
-
-#ifdef PHAX_HAVE_CUDA
-#define FC(op) fcuda_##op
-#define N(x) dev_##x
-#include "backend_cuda_impl.h"
-const phax_backend_ops phax_backend_cuda =
-    N_BACKEND_OPS("cuda", "float32 fast tier on an NVIDIA GPU (fast/cuda: cuBLAS, cuFFT; a naive decoder)");
-#endif

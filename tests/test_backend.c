@@ -56,13 +56,14 @@ Test(backend, registry_lists_ref_and_cpu) {
 }
 
 // What --backend cuda must say on this build and machine: without nvcc "not built"; built but
-// without a GPU "no CUDA device"; with a device, that the runner is still missing.
+// without a GPU "no CUDA device"; with a device, to run phax-cuda (phax does not link the
+// device backend: src/backend_cuda_dev.c).
 static const char *cuda_frag(void) {
     char info[256];
     phax_cuda_info(info, sizeof info);
     return strstr(info, "not built")   ? "cuda: not built"
            : strstr(info, "no device") ? "cuda: no CUDA device is present"
-                                       : "cuda: fast/cuda's kernels are built";
+                                       : "cuda: this phax does not load the CUDA libraries";
 }
 
 Test(backend, unknown_and_unbuilt_names_fail_with_one_message) {
