@@ -36,7 +36,12 @@ typedef struct {
     const char *csv;
 } opts_t;
 
+// fast/cuda's entry: the device library's (built only with nvcc) or the emulator's.
+#ifdef PHAX_HAVE_CUDA
 #define F(o, name) ((o)->emu ? fcuda_emu_##name : fcuda_##name)
+#else
+#define F(o, name) ((void)(o), fcuda_emu_##name)
+#endif
 
 static double now(void) {
     struct timespec t;
