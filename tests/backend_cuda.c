@@ -77,6 +77,16 @@ static const char *const cuda_covers[] = {
     NULL,
 };
 
+// Rows that test host threads, not an op: they do not apply to a device backend.
+static const char *const cuda_not_applicable[] = {
+    "gemm/inside_a_parallel_region",
+    "not a device backend's test: fcpu_sgemm called from inside an OpenMP parallel region",
+    "basic/deterministic",
+    "not a device backend's test: the same bits for 1 and N OpenMP threads (on a device the embedding's "
+    "backward adds repeated tokens by atomicAdd, in a varying order: docs/cuda.md)",
+    NULL,
+};
+
 // --- cuda_emu: the kernels compiled by g++ against fast/cuda/emu ---------------------------------
 #define FC(op) fcuda_emu_##op
 #define N(x) emu_##x
@@ -104,5 +114,6 @@ static const char *dev_unavailable(void) {
 const h_backend h_backend_cuda = N_BACKEND("cuda", dev_unavailable);
 #else
 static const char *dev_unavailable(void) { return "fast/cuda is not built here (meson found no nvcc)"; }
-const h_backend h_backend_cuda = {.name = "cuda", .unavailable = dev_unavailable, .covers = cuda_covers};
+const h_backend h_backend_cuda = {.name = "cuda", .unavailable = dev_unavailable, .covers = cuda_covers,
+                                  .not_applicable = cuda_not_applicable};
 #endif

@@ -607,7 +607,8 @@ static int N(model_backward)(void *m, void *ws, const int32_t *tok, const int32_
 // The entries above as a backend (name and availability from the including file).
 #define N_BACKEND(nm, why)                                                                        \
     {                                                                                             \
-        .name = nm, .unavailable = why, .covers = cuda_covers, .gemm = {.sgemm = N(sgemm)},       \
+        .name = nm, .unavailable = why, .covers = cuda_covers, .not_applicable = cuda_not_applicable,       \
+        .gemm = {.sgemm = N(sgemm)},       \
         .model = {.new_model = N(model_new),                                                      \
                   .free_model = N(model_free),                                                    \
                   .numel = N(model_numel),                                                        \

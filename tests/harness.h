@@ -279,6 +279,9 @@ typedef struct {
     // others are skipped with that reason (never passed). NULL: every test (all entries
     // filled, checked by harness/backend_list).
     const char *const *covers;
+    // Tests ("family/name") that do not apply to this backend, each followed by why, NULL-
+    // terminated pairs (e.g. an OpenMP thread-count test on a device): skipped with that reason.
+    const char *const *not_applicable;
     // Sets the number of host threads a kernel may use (tests of thread-count
     // independence); NULL where that has no meaning.
     void (*set_threads)(int n);
