@@ -609,10 +609,10 @@ def section_efficiency(out, st, P, claims):
             "decoded token, state bytes (0 = flat, 1 = linear growth).\n\n")
     rows, d_train, d_dec = [], "", ""
     for fam, v in ef["families"].items():
-        Ts = [int(t) for t in v["train"]]
+        Ts = sorted(int(t) for t in v["train"])  # numeric order: the json's keys are strings, sorted as such
         tps = [v["train"][str(t)]["tokens_per_s"] for t in Ts]
         mem = [v["train"][str(t)]["peak_mb"] for t in Ts]
-        Cs = [int(c) for c in v["decode"]]
+        Cs = sorted(int(c) for c in v["decode"])
         dec = [v["decode"][str(c)]["step_tok_s"] for c in Cs]
         stt = [v["decode"][str(c)]["state_bytes"] for c in Cs]
         pre = [v["decode"][str(c)]["prefill_tok_s"] for c in Cs]
