@@ -61,7 +61,8 @@ int phax_backend_has_decoder(const phax_backend_ops *be) { return be->decoder_ne
 const phax_backend_ops *phax_backend_find(const char *name) {
     for (int i = 0; i < N_BUILT; i++)
         if (!strcmp(name, built[i]->name)) return built[i];
-    if (!strcmp(name, "cuda") && cuda_here()) return cuda_here();
+    const phax_backend_ops *cuda = strcmp(name, "cuda") ? NULL : cuda_here();
+    if (cuda) return cuda;
     for (size_t i = 0; i < sizeof missing / sizeof *missing; i++)
         if (!strcmp(name, missing[i].name)) {
             phax_fail("%s: %s", name, missing[i].why());
