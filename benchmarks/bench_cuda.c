@@ -2,7 +2,7 @@
 // ceiling measured in the same run.
 //
 // usage: bench_cuda [--backend cuda|cuda_emu] [--families pha,transformer,...] [--Ts 512,2048,...]
-//                   [--attn-Ts 2048,8192] [--steps N] [--csv FILE]
+//                   [--attn-Ts 2048,8192] [--decode-Ts 1024,4096] [--steps N] [--csv FILE]
 //
 //   ceilings    FP32 SGEMM and TF32 GEMM (cuBLAS, 4096³ on a device) in GFLOP/s, device-to-device
 //               copy bandwidth (GB/s, read + write counted);
@@ -13,8 +13,10 @@
 //               on bench_model's "bench" config (d 256, 4 layers, vocab 8192): tokens/s at each T
 //               and the peak device memory the step's allocations reach (fcuda_mem_stats: model,
 //               moments, workspace; cuBLAS's and cuFFT's own workspaces are not in it).
-// Decode is not benchmarked: the cuda backend's decoder is still the naive one (the whole
-// forward per token), whose rate says nothing about a device decoder.
+//   decode      the device decoder (fast/cuda/decode.cu) on the same config: a prompt of C tokens
+//               prefilled (tokens/s), then `steps` single-token steps with their logits at context
+//               C (tokens/s, the median step), and the carried state's bytes (KV cache at C for
+//               full attention, the ring / recurrent state otherwise).
 // Medians of `steps` timed repeats after one warm-up; each call synchronises the device.
 // With --backend cuda_emu (the CPU emulation) it is a smoke test of this driver, not a rate.
 #include <math.h>
@@ -32,7 +34,7 @@
 typedef struct {
     int emu;  // 1: fcuda_emu_* and the cuda_emu backend
     const char *families;
-    int Ts[16], nT, aTs[16], naT, steps;
+    int Ts[16], nT, aTs[16], naT, dTs[16], ndT, steps;
     const char *csv;
 } opts_t;
 
@@ -137,14 +139,20 @@ static double attention_gflops(const opts_t *o, int T, double *ms) {
 }
 
 // --- models ---------------------------------------------------------------------------------------
-static int model_step(const opts_t *o, const char *family, int T, double *tok_s, double *peak_mb) {
+// bench_model's "bench" config of a family at training length T.
+static int bench_cfg(const char *family, int T, phax_model_cfg *c) {
     phax_family f;
     if (phax_family_parse(family, &f)) return PHAX_ERR;
-    phax_model_cfg c = phax_model_cfg_default(f);
-    c.vocab_size = 8192, c.d_model = 256, c.n_layers = 4;  // bench_model's "bench" config
-    c.n_heads = 8, c.n_kv_heads = 2, c.head_dim = 32, c.ffn_hidden = 683;
-    c.tie_embeddings = 0, c.train_len = T;
-    if (phax_model_cfg_resolve(&c)) return PHAX_ERR;
+    *c = phax_model_cfg_default(f);
+    c->vocab_size = 8192, c->d_model = 256, c->n_layers = 4;
+    c->n_heads = 8, c->n_kv_heads = 2, c->head_dim = 32, c->ffn_hidden = 683;
+    c->tie_embeddings = 0, c->train_len = T;
+    return phax_model_cfg_resolve(c);
+}
+
+static int model_step(const opts_t *o, const char *family, int T, double *tok_s, double *peak_mb) {
+    phax_model_cfg c;
+    if (bench_cfg(family, T, &c)) return PHAX_ERR;
     const phax_backend_ops *be = phax_backend_find(o->emu ? "cuda_emu" : "cuda");
     if (!be) return PHAX_ERR;
     F(o, mem_reset_peak)();
@@ -177,6 +185,37 @@ static int model_step(const opts_t *o, const char *family, int T, double *tok_s,
     return PHAX_OK;
 }
 
+// The decoder at context C: prefill tokens/s, then the median of `steps` single steps (logits
+// downloaded, so each is synchronised) as tokens/s; the state's bytes after them.
+static int decode_at(const opts_t *o, const char *family, int C, double *prefill_s, double *step_s, double *state_mb) {
+    phax_model_cfg c;
+    if (bench_cfg(family, 512, &c)) return PHAX_ERR;
+    const phax_backend_ops *be = phax_backend_find(o->emu ? "cuda_emu" : "cuda");
+    if (!be) return PHAX_ERR;
+    phax_bmodel *m = phax_bmodel_new(be, &c, 1, NULL);
+    if (!m) return PHAX_ERR;
+    phax_bdecoder *d = phax_bdecoder_new(m, C + o->steps + 1, -1);
+    int32_t *tok = malloc((size_t)C * 4);
+    float *logits = malloc((size_t)c.vocab_size * sizeof *logits);
+    int rc = PHAX_OK;
+    if (!d) rc = PHAX_ERR;
+    else if (!tok || !logits) rc = phax_fail("out of memory");
+    for (int i = 0; i < C && tok; i++) tok[i] = (int32_t)((i * 7919u) % 8192);
+    double t0 = now(), t[16];
+    if (!rc) rc = phax_bdecoder_prefill(d, tok, C, logits);  // the last row's logits: a sync
+    *prefill_s = C / (now() - t0);
+    for (int r = 0; !rc && r < o->steps; r++) {
+        t0 = now();
+        rc = phax_bdecoder_step(d, (int32_t)((r * 31u) % 8192), logits);
+        t[r] = now() - t0;
+    }
+    if (!rc) *step_s = 1 / median(t, o->steps), *state_mb = phax_bdecoder_state_bytes(d) / 1e6;
+    phax_bdecoder_free(d);
+    phax_bmodel_free(m);
+    free(tok), free(logits);
+    return rc;
+}
+
 static int parse_ints(const char *s, int *out, int max) {
     int n = 0;
     for (const char *p = s; *p && n < max;) {
@@ -192,17 +231,19 @@ int main(int argc, char **argv) {
     opts_t o = {.emu = 0, .families = "pha,transformer,serial,swax,swa,mlstm", .steps = 5};
     o.nT = parse_ints("512,2048,8192,32768", o.Ts, 16);
     o.naT = parse_ints("2048,8192,32768", o.aTs, 16);
+    o.ndT = parse_ints("1024,4096,16384", o.dTs, 16);
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(argv[i], "--backend")) o.emu = !strcmp(v, "cuda_emu"), i++;
         else if (!strcmp(argv[i], "--families")) o.families = v, i++;
         else if (!strcmp(argv[i], "--Ts")) o.nT = parse_ints(v, o.Ts, 16), i++;
         else if (!strcmp(argv[i], "--attn-Ts")) o.naT = parse_ints(v, o.aTs, 16), i++;
+        else if (!strcmp(argv[i], "--decode-Ts")) o.ndT = parse_ints(v, o.dTs, 16), i++;
         else if (!strcmp(argv[i], "--steps")) o.steps = atoi(v), i++;
         else if (!strcmp(argv[i], "--csv")) o.csv = v, i++;
         else {
             fprintf(stderr, "usage: bench_cuda [--backend cuda|cuda_emu] [--families a,b] [--Ts 512,...] "
-                            "[--attn-Ts 2048,...] [--steps N] [--csv FILE]\n");
+                            "[--attn-Ts 2048,...] [--decode-Ts 1024,...] [--steps N] [--csv FILE]\n");
             return 2;
         }
     }
@@ -243,6 +284,21 @@ int main(int argc, char **argv) {
             }
             printf("%-12s %8d %12.0f %14.1f\n", f, o.Ts[i], ts, mb);
             if (csv) fprintf(csv, "train_%s,%d,%.1f,tokens/s,%.1f MB\n", f, o.Ts[i], ts, mb);
+        }
+    printf("\n%-12s %8s %14s %14s %12s\n", "decode", "context", "prefill tok/s", "step tok/s", "state MB");
+    snprintf(fam, sizeof fam, "%s", o.families);
+    for (char *f = strtok(fam, ","); f; f = strtok(NULL, ","))
+        for (int i = 0; i < o.ndT; i++) {
+            double ps, ss, mb;
+            if (decode_at(&o, f, o.dTs[i], &ps, &ss, &mb)) {
+                printf("%-12s %8d   failed: %s\n", f, o.dTs[i], phax_error());
+                bad = 1;
+                continue;
+            }
+            printf("%-12s %8d %14.0f %14.1f %12.2f\n", f, o.dTs[i], ps, ss, mb);
+            if (csv)
+                fprintf(csv, "prefill_%s,%d,%.1f,tokens/s,\ndecode_%s,%d,%.2f,tokens/s,%.3f MB state\n", f, o.dTs[i],
+                        ps, f, o.dTs[i], ss, mb);
         }
     if (csv) fclose(csv);
     return bad;

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The prepared GPU check (issue 15, section 3): run it on a machine with an NVIDIA GPU, from a
 # build made beforehand (no network there): the device's facts, every CUDA test on the real
-# device (suite cuda: every covered row of the per-op harness and the model rows), the emulated
+# device (suite cuda: every row of the per-op harness, the model and decoder rows), the emulated
 # tier for comparison (suite cuda_emu), the GPU benchmarks (bench_cuda: SGEMM FP32/TF32 and copy
 # ceilings, fused attention GFLOP/s, training tokens/s and peak device memory vs T for every
-# family through the cuda backend), and a short table last. Exit status: non-zero if any test
+# family through the cuda backend; the device decoder's prefill and step tokens/s at 1k, 4k, 16k),
+# and a short table last. Exit status: non-zero if any test
 # failed. Sized to finish in under 8 minutes on an H200 (the benchmark is cut at 5).
 #   benchmarks/gpu_check.sh [BUILD_DIR]      (default build; the device must be visible)
 set -uo pipefail
@@ -23,7 +24,7 @@ echo "== the same kernels on the CPU emulation (suite cuda_emu)"
 meson test -C "$B" --no-rebuild --suite cuda_emu --print-errorlogs 2>&1 | tail -8
 emu_rc=${PIPESTATUS[0]}
 echo "== GPU benchmarks (bench_cuda)"
-timeout 300 "$B/bench_cuda" --steps 3 --csv /tmp/gpu_check_bench.$$.csv 2>&1 | tee /tmp/gpu_check_bench.$$ | tail -60
+timeout 300 "$B/bench_cuda" --steps 3 --csv /tmp/gpu_check_bench.$$.csv 2>&1 | tee /tmp/gpu_check_bench.$$ | tail -80
 bench_rc=${PIPESTATUS[0]}
 echo "== summary ($((SECONDS - t0)) s)"
 printf '%-28s %s\n' "suite cuda (device)" "$([ "$dev_rc" = 0 ] && echo pass || echo "FAIL (rc $dev_rc)")"

@@ -7,15 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_naive.h"
 #include "phax/backend.h"
 #include "phax/core.h"
 #include "phax/f32_ops.h"  // the table's zero, for the moments
 #include "phax/fcpu_model.h"
 #include "phax/fcuda.h"
+#include "phax/fcuda_decode.h"
 
 #define FC(op) fcuda_emu_##op
 #define N(x) emu_##x
 #include "backend_cuda_impl.h"
 const phax_backend_ops phax_backend_cuda_emu =
-    N_BACKEND_OPS("cuda_emu", "float32 fast/cuda on the CPU emulation of the CUDA model (tests; slow; a naive decoder)");
+    N_BACKEND_OPS("cuda_emu", "float32 fast/cuda on the CPU emulation of the CUDA model (tests; slow)");

@@ -7,15 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_naive.h"
 #include "phax/backend.h"
 #include "phax/core.h"
 #include "phax/f32_ops.h"
 #include "phax/fcpu_model.h"
 #include "phax/fcuda.h"
+#include "phax/fcuda_decode.h"
 
 #define FC(op) fcuda_##op
 #define N(x) dev_##x
 #include "backend_cuda_impl.h"
 const phax_backend_ops phax_backend_cuda =
-    N_BACKEND_OPS("cuda", "float32 fast tier on an NVIDIA GPU (fast/cuda: cuBLAS, cuFFT; a naive decoder)");
+    N_BACKEND_OPS("cuda", "float32 fast tier on an NVIDIA GPU (fast/cuda: cuBLAS, cuFFT)");

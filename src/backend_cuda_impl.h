@@ -3,8 +3,8 @@
 // model), N(x) this copy's names. Models are fast/cpu's runner over fast/cuda's op table
 // (fcpu_model_new_ops): parameters, gradients, moments and the workspace on the device; the
 // batch (tokens, targets) and the outputs (logits, per-token losses) cross by copies.
-// The decoder is the naive one (src/backend_naive.c, as ref's): it keeps the tokens and runs
-// the whole forward over them for each set of logits; a device decoder step is still to come.
+// The decoder is fast/cuda's (fast/cuda/decode.cu): its state on the device, tokens and logits
+// crossing by copies.
 
 typedef struct {
     phax_bmodel base;
@@ -175,6 +175,53 @@ static int N(moments_set)(phax_bmodel *m, const void *mom1, const void *mom2) {
     return FC(upload)(c->mom1, mom1, bytes, NULL) || FC(upload)(c->mom2, mom2, bytes, NULL) ? PHAX_ERR : PHAX_OK;
 }
 
+// --- decoders: fast/cuda/decode.cu -------------------------------------------------------------
+typedef struct {
+    phax_bdecoder base;
+    fcuda_decoder *d;
+} N(decoder);
+
+static fcuda_decoder *N(cd)(phax_bdecoder *d) { return ((N(decoder) *)d)->d; }
+
+static phax_bdecoder *N(decoder_new)(phax_bmodel *m, int max_len, int window) {
+    N(decoder) *d = calloc(1, sizeof *d);
+    if (!d) {
+        phax_fail("out of memory");
+        return NULL;
+    }
+    d->base.be = m->be;
+    const fcpu_model *f = &N(cm)(m)->fm;
+    if (!(d->d = FC(decoder_new)(&f->cfg, &f->layout, f->params, max_len, window, FCUDA_PREFILL_CHUNK))) {
+        free(d);
+        return NULL;
+    }
+    return &d->base;
+}
+
+static void N(decoder_free)(phax_bdecoder *d) {
+    FC(decoder_free)(N(cd)(d));
+    free(d);
+}
+
+// A failed reset leaves the decoder refusing every call with that reason (fcuda_decoder_reset).
+static void N(decoder_reset)(phax_bdecoder *d) { (void)FC(decoder_reset)(N(cd)(d)); }
+
+static int N(decoder_step)(phax_bdecoder *d, int32_t token, float *logits) {
+    return FC(decoder_step)(N(cd)(d), token, logits);
+}
+
+static int N(decoder_prefill)(phax_bdecoder *d, const int32_t *tokens, int n, float *logits) {
+    return FC(decoder_prefill)(N(cd)(d), tokens, n, logits);
+}
+
+static int N(decoder_prefill_all)(phax_bdecoder *d, const int32_t *tokens, int n, float *logits) {
+    return FC(decoder_prefill_all)(N(cd)(d), tokens, n, logits);
+}
+
+static size_t N(decoder_state_bytes)(const phax_bdecoder *d) {
+    return FC(decoder_state_bytes)(((const N(decoder) *)d)->d);
+}
+
 #define N_BACKEND_OPS(nm, sum)                                                                    \
     {                                                                                             \
         .name = nm, .summary = sum, .dtype = PHAX_DT_F32, .model_new = N(model_new),              \
@@ -182,5 +229,8 @@ static int N(moments_set)(phax_bmodel *m, const void *mom1, const void *mom2) {
         .zero_grad = N(zero_grad), .backward = N(backward), .adamw_init = N(adamw_init),          \
         .adamw_step = N(adamw_step), .params_get = N(params_get), .params_set = N(params_set),    \
         .moments_get = N(moments_get), .moments_set = N(moments_set),                             \
-        PHAX_NAIVE_DECODER_OPS,                                                                   \
+        .decoder_new = N(decoder_new), .decoder_free = N(decoder_free),                           \
+        .decoder_reset = N(decoder_reset), .decoder_step = N(decoder_step),                       \
+        .decoder_prefill = N(decoder_prefill), .decoder_prefill_all = N(decoder_prefill_all),     \
+        .decoder_state_bytes = N(decoder_state_bytes),                                            \
     }

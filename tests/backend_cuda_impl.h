@@ -604,11 +604,40 @@ static int N(model_backward)(void *m, void *ws, const int32_t *tok, const int32_
     return rc;
 }
 
+// --- decoders: fast/cuda/decode.cu (tokens and logits cross on the host) ----------------------
+static void *N(decoder_new_chunked)(const void *m, int max_len, int window, int chunk) {
+    const fcpu_model *f = m;
+    if (!f) return FC(decoder_new)(NULL, NULL, NULL, max_len, window, chunk);  // its own "no model"
+    return FC(decoder_new)(&f->cfg, &f->layout, f->params, max_len, window, chunk);
+}
+static void *N(decoder_new)(const void *m, int max_len, int window) {
+    return N(decoder_new_chunked)(m, max_len, window, FCUDA_PREFILL_CHUNK);
+}
+static void N(decoder_free)(void *d) { FC(decoder_free)(d); }
+static void N(decoder_reset)(void *d) { N_OK(FC(decoder_reset)(d), "decoder_reset"); }
+static int N(decoder_pos)(const void *d) { return FC(decoder_pos)(d); }
+static int N(decoder_step)(void *d, int32_t token, float *logits) { return FC(decoder_step)(d, token, logits); }
+static int N(decoder_prefill)(void *d, const int32_t *tokens, int n, float *logits) {
+    return FC(decoder_prefill)(d, tokens, n, logits);
+}
+static int N(decoder_prefill_all)(void *d, const int32_t *tokens, int n, float *logits) {
+    return FC(decoder_prefill_all)(d, tokens, n, logits);
+}
+
 // The entries above as a backend (name and availability from the including file).
 #define N_BACKEND(nm, why)                                                                        \
     {                                                                                             \
-        .name = nm, .unavailable = why, .covers = cuda_covers, .not_applicable = cuda_not_applicable,       \
+        .name = nm, .unavailable = why, .not_applicable = cuda_not_applicable,       \
         .gemm = {.sgemm = N(sgemm)},       \
+        .decode = {.new_decoder = N(decoder_new),                                                 \
+                   .new_chunked = N(decoder_new_chunked),                                         \
+                   .free_decoder = N(decoder_free),                                               \
+                   .reset = N(decoder_reset),                                                     \
+                   .pos = N(decoder_pos),                                                         \
+                   .step = N(decoder_step),                                                       \
+                   .prefill = N(decoder_prefill),                                                 \
+                   .prefill_all = N(decoder_prefill_all),                                         \
+                   .chunk_max = FCUDA_PREFILL_CHUNK_MAX},                                         \
         .model = {.new_model = N(model_new),                                                      \
                   .free_model = N(model_free),                                                    \
                   .numel = N(model_numel),                                                        \

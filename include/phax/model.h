@@ -9,6 +9,10 @@
 
 #include "phax/core.h"
 
+#ifdef __cplusplus
+extern "C" {  // read by fast/cuda (C++ and CUDA) too
+#endif
+
 typedef enum {
     PHAX_FAMILY_PHA = 0,      // parallel hybrid: GSS ∥ attention ∥ dual FFN, softplus mix, DeepNorm
     PHAX_FAMILY_TRANSFORMER,  // pre-norm attention + SwiGLU
@@ -143,5 +147,9 @@ int phax_model_cfg_json_set(char **json, const char *const *sets, int n);
 // Serialise a config (every field, resolved values, stable key order); caller frees with free().
 char *phax_model_cfg_to_json(const phax_model_cfg *c);
 int phax_model_cfg_write_json_file(const phax_model_cfg *c, const char *path);  // atomic: temp file + rename; no partial file on failure
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

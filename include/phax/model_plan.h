@@ -12,6 +12,10 @@
 #include "phax/model.h"
 #include "phax/ops.h"  // phax_attn_cfg: the tier-neutral attention config
 
+#ifdef __cplusplus
+extern "C" {  // fast/cuda (C++ and CUDA) reads the plan too
+#endif
+
 // Sub-layer kinds, with the parameter groups of docs/spec.md §3.6 they own.
 typedef enum {      // the order of FCPU_PART_* (phax/fcpu_model.h)
     PHAX_SUB_GSS,     // GSS(x)                      gss
@@ -85,5 +89,9 @@ int phax_plan_full_attention(const phax_model_cfg *c, int window);
 // n_kv_heads, dh = dv = head_dim, the config's score mode, RoPE with rope_base, pos0 = 0, and
 // `window` as given (resolved: 0 = full or w > 0; see phax_plan_window).
 phax_attn_cfg phax_plan_attn_cfg(const phax_model_cfg *c, int window);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

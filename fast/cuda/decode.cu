@@ -1,0 +1,770 @@
+// fast/cuda per-token decoding and prefill (phax/fcuda_decode.h): the models of ref/model.c and
+// ref/model_branches.c evaluated a pass of R tokens at a time on the device, carrying their
+// state — fast/cpu/decode.c's structure, layer by layer, with the device's kernels:
+//   * the products (projections, FFNs, the head) on cuBLAS through FCUDA(linear_fwd) — R rows
+//     read each weight once;
+//   * norms, activations, RoPE and the mix through the tier's own entries;
+//   * attend_k: attention of one (query head, row) over its visible keys, an online softmax
+//     in double (tiles of ATT_THREADS keys: scores, the tile's max and sum, the output
+//     rescaled), deterministic (fixed reduction order, no atomics);
+//   * gss_scan_k / mlstm_scan_k: the recurrences token by token inside the pass, one block per
+//     GSS channel / mLSTM head, states in double.
+// Positions and windows are fast/cpu's: row r of a pass is at pos0 + r and sees keys
+// max(0, pos − w + 1) … pos; keys before the pass come from the ring (slot p % cap), the
+// pass's own from its buffers, and the pass's last min(R, cap) keys enter the ring afterwards.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_common.cuh"
+#include "phax/fcuda_decode.h"
+#include "phax/model_plan.h"
+#include "phax/numerics.h"
+
+#define MAX_SUB PHAX_PLAN_MAX_SUB
+#define ATT_THREADS 32  // keys per tile of attend_k, and its block: a warp (the test rows, T ≤ 61, cross tiles)
+#define ATT_MAX_DH 2048  // q and the output accumulators of one head sit in shared memory
+#define REC_THREADS 128  // mlstm_scan_k's block
+#define EW_THREADS 256
+
+// --- kernels -----------------------------------------------------------------------------------
+
+// max over the block in double (as fcuda_block_max), returned to every thread.
+__device__ __forceinline__ double block_max_d(double v, double *red) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = -INFINITY;
+    for (int k = 0; k < nw; k++) v = fmax(v, red[k]);
+    __syncthreads();
+    return v;
+}
+
+// Each row of x (rows, w) scaled to unit norm, the norm clamped below (§2.7); a 32-thread block
+// per row, the norm in double.
+static __global__ void unit_rows_k(float *__restrict__ x, int w) {
+    __shared__ double red[32];
+    float *v = x + (size_t)blockIdx.x * w;
+    double s = 0;
+    for (int i = threadIdx.x; i < w; i += blockDim.x) s += (double)v[i] * v[i];
+    s = fcuda_block_sum_d(s, red);
+    const double nrm = fmax(sqrt(s), PHAX_COSINE_NORM_EPS);
+    for (int i = threadIdx.x; i < w; i += blockDim.x) v[i] = (float)(v[i] / nrm);
+}
+
+// The key (or value) row of position p for kv head j: the pass's row p − pos0 when p ≥ pos0,
+// else the ring's slot p % cap.
+__device__ __forceinline__ const float *kv_row(const float *pass, const float *ring, long p, long pos0, int j,
+                                               int kd, int dh, int cap) {
+    if (p >= pos0) return pass + (size_t)(p - pos0) * kd + (size_t)j * dh;
+    return ring + ((size_t)j * cap + (size_t)(p % cap)) * dh;
+}
+
+// o (R, Hq·dh): row r = blockIdx.y, query head h = blockIdx.x attends to positions first … pos
+// (pos = pos0 + r) with weights softmax(scale·q̃·k̃), in double. Shared: q (dh), the output
+// accumulators (dh), the tile's weights (blockDim), 32 for the reductions.
+static __global__ void attend_k(float *__restrict__ o, const float *__restrict__ q, const float *__restrict__ kp,
+                                const float *__restrict__ vp, const float *__restrict__ kc,
+                                const float *__restrict__ vc, const float *__restrict__ logscale, int Hq, int Hkv,
+                                int dh, int cap, long pos0, int window) {
+    PHAX_DYN_SMEM(double, sm);
+    double *qs = sm, *acc = sm + dh, *p = acc + dh, *red = p + blockDim.x;
+    const int h = blockIdx.x, r = blockIdx.y, j = h / (Hq / Hkv);
+    const int qd = Hq * dh, kd = Hkv * dh;
+    const long pos = pos0 + r, first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    const double scale =
+        logscale ? exp(fmin((double)logscale[h], PHAX_COSINE_MAX_LOGSCALE)) : 1.0 / sqrt((double)dh);
+    for (int e = threadIdx.x; e < dh; e += blockDim.x) qs[e] = q[(size_t)r * qd + (size_t)h * dh + e], acc[e] = 0;
+    __syncthreads();
+    double mrun = -INFINITY, lrun = 0;
+    for (long t0 = first; t0 <= pos; t0 += blockDim.x) {
+        const int n = pos - t0 + 1 < (long)blockDim.x ? (int)(pos - t0 + 1) : (int)blockDim.x;
+        double s = -INFINITY;
+        if ((int)threadIdx.x < n) {
+            const float *kr = kv_row(kp, kc, t0 + threadIdx.x, pos0, j, kd, dh, cap);
+            double dot = 0;
+            for (int e = 0; e < dh; e++) dot += qs[e] * kr[e];
+            s = scale * dot;
+        }
+        // The tile has at least one key (t0 ≤ pos), so mnew is finite; exp(−∞) = 0 drops the
+        // empty start.
+        const double mnew = fmax(mrun, block_max_d(s, red));
+        const double a = exp(mrun - mnew), pe = (int)threadIdx.x < n ? exp(s - mnew) : 0.0;
+        p[threadIdx.x] = pe;
+        lrun = lrun * a + fcuda_block_sum_d(pe, red);  // its barriers publish p
+        mrun = mnew;
+        for (int e = threadIdx.x; e < dh; e += blockDim.x) {
+            double ae = acc[e] * a;
+            for (int i = 0; i < n; i++) ae += p[i] * kv_row(vp, vc, t0 + i, pos0, j, kd, dh, cap)[e];
+            acc[e] = ae;
+        }
+        __syncthreads();  // p is rewritten by the next tile
+    }
+    for (int e = threadIdx.x; e < dh; e += blockDim.x) o[(size_t)r * qd + (size_t)h * dh + e] = (float)(acc[e] / lrun);
+}
+
+// The pass's rows r0 … R − 1 (keys kp, values vp: (R, Hkv·dh)) into ring slots (pos0 + r) % cap.
+static __global__ void ring_store_k(float *__restrict__ kc, float *__restrict__ vc, const float *__restrict__ kp,
+                                    const float *__restrict__ vp, int R, int r0, int Hkv, int dh, int cap,
+                                    long pos0) {
+    const size_t kd = (size_t)Hkv * dh, n = (size_t)(R - r0) * kd;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = r0 + i / kd, rem = i % kd, jj = rem / dh, e = rem % dh;
+        const size_t slot = (size_t)((pos0 + (long)r) % cap), dst = (jj * cap + slot) * dh + e;
+        kc[dst] = kp[r * kd + rem], vc[dst] = vp[r * kd + rem];
+    }
+}
+
+// GSS modes of channel h = blockIdx.x, token by token over the pass: z_hn ← e^{λ_n} z_hn + ū_h,
+// ys_h = Re Σ_n C̃_hn z_hn + D_h ū_h. z, ct: (Hs, N, 2), ea: (N, 2) double; ub, ys: (R, Hs).
+static __global__ void gss_scan_k(float *__restrict__ ys, const float *__restrict__ ub, double *__restrict__ z,
+                                  const double *__restrict__ ea, const double *__restrict__ ct,
+                                  const float *__restrict__ D, int R, int Hs, int N) {
+    __shared__ double red[32];
+    const int h = blockIdx.x;
+    double *zh = z + (size_t)h * N * 2;
+    const double *ch = ct + (size_t)h * N * 2;
+    for (int r = 0; r < R; r++) {
+        const double uh = ub[(size_t)r * Hs + h];
+        double acc = 0;
+        for (int n = threadIdx.x; n < N; n += blockDim.x) {
+            const double zr = zh[2 * n], zi = zh[2 * n + 1];
+            const double nr = ea[2 * n] * zr - ea[2 * n + 1] * zi + uh, ni = ea[2 * n] * zi + ea[2 * n + 1] * zr;
+            zh[2 * n] = nr, zh[2 * n + 1] = ni;
+            acc += ch[2 * n] * nr - ch[2 * n + 1] * ni;
+        }
+        acc = fcuda_block_sum_d(acc, red);
+        if (threadIdx.x == 0) ys[(size_t)r * Hs + h] = (float)(acc + D[h] * uh);
+    }
+}
+
+// mLSTM cell of head hh = blockIdx.x, token by token over the pass (docs/spec.md §2.9):
+//   ĩ = cap(w_i·x̄ + b_i), f̃ = cap(w_f·x̄ + b_f), m' = max(logσ(f̃) + m, ĩ),
+//   C ← f' C + i' k vᵀ, n ← f' n + i' k, h̃ = Cᵀ q̂ / (max(|nᵀ q̂|, e^{−m'}) + eps).
+// x (R, d); q, k (R, d/2) (head hh at hh·dqk); v, hc (R, d) (head hh at hh·dv). A thread owns
+// columns j of C (and rows i of n): no two threads write one state element.
+static __global__ void mlstm_scan_k(float *__restrict__ hc, const float *__restrict__ x, const float *__restrict__ q,
+                                    const float *__restrict__ k, const float *__restrict__ v,
+                                    const float *__restrict__ wi, const float *__restrict__ bi,
+                                    const float *__restrict__ wf, const float *__restrict__ bf, double *__restrict__ C,
+                                    double *__restrict__ nn, double *__restrict__ mm, int R, int d, int dqk,
+                                    int dv) {
+    __shared__ double red[32];
+    const int hh = blockIdx.x, dk = d / 2;
+    const double qsc = 1.0 / sqrt((double)dqk);
+    double *Ch = C + (size_t)hh * dqk * dv, *nh = nn + (size_t)hh * dqk;
+    const float *wih = wi + (size_t)hh * d, *wfh = wf + (size_t)hh * d;
+    for (int r = 0; r < R; r++) {
+        const float *xr = x + (size_t)r * d;
+        double si = 0, sf = 0;
+        for (int i = threadIdx.x; i < d; i += blockDim.x) si += (double)wih[i] * xr[i], sf += (double)wfh[i] * xr[i];
+        si = fcuda_block_sum_d(si, red);
+        sf = fcuda_block_sum_d(sf, red);
+        const double ig = phax_gate_cap(si + bi[hh]), fg = phax_gate_cap(sf + bf[hh]);
+        const double a = phax_logsigmoid(fg) + mm[hh];  // −∞ at the start
+        const double mt = fmax(a, ig), fp = exp(a - mt), ip = exp(ig - mt);
+        const float *kh = k + (size_t)r * dk + (size_t)hh * dqk, *qh = q + (size_t)r * dk + (size_t)hh * dqk;
+        const float *vh = v + (size_t)r * d + (size_t)hh * dv;
+        double s = 0;
+        for (int i = threadIdx.x; i < dqk; i += blockDim.x) {
+            nh[i] = fp * nh[i] + ip * kh[i];
+            s += nh[i] * (qh[i] * qsc);
+        }
+        s = fcuda_block_sum_d(s, red);  // every thread has read mm[hh] before these barriers
+        if (threadIdx.x == 0) mm[hh] = mt;
+        const double den = fmax(fabs(s), exp(-mt)) + PHAX_MLSTM_EPS;
+        for (int jj = threadIdx.x; jj < dv; jj += blockDim.x) {
+            double num = 0;
+            for (int i = 0; i < dqk; i++) {
+                double *c = Ch + (size_t)i * dv + jj;
+                const double cij = fp * *c + ip * kh[i] * vh[jj];
+                *c = cij;
+                num += cij * (qh[i] * qsc);
+            }
+            hc[(size_t)r * d + (size_t)hh * dv + jj] = (float)(num / den);
+        }
+        __syncthreads();  // mm[hh] written before the next row reads it
+    }
+}
+
+// Elementwise: y = a ⊙ b (y may be a); y = σ(z) ⊙ b; y = α x + y2; x += y.
+static __global__ void mul_k(float *y, const float *a, const float *b, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = a[i] * b[i];
+}
+static __global__ void sigmoid_mul_k(float *__restrict__ y, const float *__restrict__ z, const float *__restrict__ b,
+                                     size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = (float)phax_sigmoid(z[i]) * b[i];
+}
+static __global__ void scale_add_k(float *__restrict__ y, float alpha, const float *__restrict__ x,
+                                   const float *__restrict__ y2, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = alpha * x[i] + y2[i];
+}
+static __global__ void add_into_k(float *__restrict__ x, const float *__restrict__ y, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] += y[i];
+}
+static __global__ void fill_d_k(double *p, double value, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = value;
+}
+
+// --- the decoder -------------------------------------------------------------------------------
+
+typedef struct {
+    const float *wq, *wk, *wv, *wo, *logscale;  // logscale: (Hq), cosine mode only
+    float *k_cache, *v_cache;                   // (Hkv, cap, dh) each
+} attn_layer;
+
+typedef struct {
+    const float *wv, *wu, *ln_w, *ln_b, *D, *wc, *wo;
+    const float *lre, *lim, *cre, *cim;  // read once, at creation
+    double *ea;                          // e^{λ_n}: (N, 2)
+    double *ct;                          // C̃_hn: (Hs, N, 2)
+    double *z;                           // modal state: (Hs, N, 2)
+} gss_layer;
+
+typedef struct {
+    const float *wq, *wk, *wv, *wog, *wi, *bi, *wf, *bf, *hnorm, *wout;
+    double *C, *n, *m;  // (NH, dqk, dv), (NH, dqk), (NH)
+} mlstm_layer;
+
+typedef struct {
+    int nsub;
+    phax_sub_kind sub[MAX_SUB];
+    const float *norm[MAX_SUB];
+    const float *mix_p, *norm_res;
+    attn_layer attn;
+    gss_layer gss;
+    const float *ffn_wg, *ffn_wu, *ffn_wd, *aux_w3, *aux_w4;
+    mlstm_layer mlstm;
+} layer;
+
+struct fcuda_decoder {
+    phax_model_cfg c;
+    int max_len, window, cap, limited, pos, chunk, parallel, broken;
+    float alpha;
+    layer *L;
+    const float *embed, *norm_emb, *norm_f, *head;
+    float *zero_p;  // (MAX_SUB) zeros: a frozen mix's logits
+    // Scratch (device), R = chunk rows.
+    int32_t *tok;                          // (R)
+    float *x, *e, *h, *y, *t;              // (R, d)
+    float *br, *bn;                        // (MAX_SUB, R, d)
+    float *q, *q_raw, *o;                  // (R, Hq·dh)
+    float *k_raw, *k_rot, *v_new;          // (R, Hkv·dh)
+    float *rope;                           // the pass's cos/sin table
+    float *f1, *f2, *f3;                   // (R, max(hid, F, ha))
+    float *s1, *s2, *s3, *s4;              // (R, Hs)
+    float *mq, *mk, *mv, *mo, *mh, *mhn;   // (R, ·): d/2, d/2, d, d, d, d
+    float *logits;                         // (R, V)
+    void *arena;
+    size_t state_bytes;
+};
+
+#define TRY(call)                                \
+    do {                                         \
+        if ((call) != PHAX_OK) return PHAX_ERR;  \
+    } while (0)
+
+static int ew_launch_check(const char *what) { return fcuda_check(what); }
+
+// Y: (R, out) = X Wᵀ on cuBLAS.
+static int lin(float *Y, const float *W, const float *X, int R, int out, int in) {
+    return FCUDA(linear_fwd)(Y, X, W, NULL, (size_t)R, in, out, NULL);
+}
+
+static int rms(float *y, const float *x, const float *g, int R, int d) {
+    return FCUDA(rmsnorm_fwd)(y, x, g, (size_t)R, d, PHAX_RMSNORM_EPS, NULL);
+}
+
+static int attn_rows(fcuda_decoder *dc, attn_layer *A, float *y, const float *x, int R) {
+    const phax_model_cfg *c = &dc->c;
+    const int d = c->d_model, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
+    const int qd = Hq * dh, kd = Hkv * dh;
+    const long pos0 = dc->pos;
+    TRY(lin(dc->q_raw, A->wq, x, R, qd, d));
+    TRY(lin(dc->k_raw, A->wk, x, R, kd, d));
+    TRY(lin(dc->v_new, A->wv, x, R, kd, d));
+    TRY(FCUDA(rope_fwd)(dc->q, dc->q_raw, 1, R, Hq, dh, c->rope_base, pos0, dc->rope, NULL));
+    TRY(FCUDA(rope_fwd)(dc->k_rot, dc->k_raw, 1, R, Hkv, dh, c->rope_base, pos0, dc->rope, NULL));
+    if (c->score_cosine) {
+        PHAX_LAUNCH(unit_rows_k, (unsigned)(R * Hq), 32, 0, NULL, dc->q, dh);
+        PHAX_LAUNCH(unit_rows_k, (unsigned)(R * Hkv), 32, 0, NULL, dc->k_rot, dh);
+        TRY(ew_launch_check("decoder unit_rows"));
+    }
+    const size_t smem = (2 * (size_t)dh + ATT_THREADS + 32) * sizeof(double);
+    PHAX_LAUNCH(attend_k, dim3((unsigned)Hq, (unsigned)R), ATT_THREADS, smem, NULL, dc->o, dc->q, dc->k_rot,
+                dc->v_new, A->k_cache, A->v_cache, c->score_cosine ? A->logscale : NULL, Hq, Hkv, dh, dc->cap, pos0,
+                dc->window);
+    TRY(ew_launch_check("decoder attend"));
+    const int r0 = R > dc->cap ? R - dc->cap : 0;  // earlier rows' slots are overwritten within the pass
+    const size_t n = (size_t)(R - r0) * kd;
+    PHAX_LAUNCH(ring_store_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, A->k_cache, A->v_cache, dc->k_rot,
+                dc->v_new, R, r0, Hkv, dh, dc->cap, pos0);
+    TRY(ew_launch_check("decoder ring_store"));
+    return lin(y, A->wo, dc->o, R, d, qd);
+}
+
+static int gss_rows(fcuda_decoder *dc, gss_layer *G, float *y, const float *x, int R) {
+    const phax_model_cfg *c = &dc->c;
+    const int d = c->d_model, F = c->gss_expand, Hs = c->gss_hidden, N = c->gss_state;
+    float *xv = dc->f1, *v = dc->f2, *gt = dc->f3;
+    float *xu = dc->s1, *u = dc->s2, *ub = dc->s3, *ys = dc->s4;
+    TRY(lin(xv, G->wv, x, R, F, d));
+    TRY(FCUDA(gelu_fwd)(v, xv, (size_t)R * F, NULL));
+    TRY(lin(xu, G->wu, x, R, Hs, d));
+    TRY(FCUDA(gelu_fwd)(u, xu, (size_t)R * Hs, NULL));
+    TRY(FCUDA(layernorm_fwd)(ub, u, G->ln_w, G->ln_b, (size_t)R, Hs, PHAX_LAYERNORM_EPS, NULL));
+    const unsigned th = N >= 128 ? 128u : (unsigned)((N + 31) / 32 * 32);
+    PHAX_LAUNCH(gss_scan_k, (unsigned)Hs, th, 0, NULL, ys, ub, G->z, G->ea, G->ct, G->D, R, Hs, N);
+    TRY(ew_launch_check("decoder gss_scan"));
+    TRY(lin(xv, G->wc, ys, R, F, Hs));
+    const size_t n = (size_t)R * F;
+    PHAX_LAUNCH(mul_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, gt, xv, v, n);
+    TRY(ew_launch_check("decoder gss gate"));
+    return lin(y, G->wo, gt, R, d, F);
+}
+
+static int swiglu_rows(fcuda_decoder *dc, const layer *ly, float *y, const float *x, int R) {
+    const int d = dc->c.d_model, hid = dc->c.ffn_hidden;
+    const size_t n = (size_t)R * hid;
+    TRY(lin(dc->f1, ly->ffn_wg, x, R, hid, d));
+    TRY(lin(dc->f2, ly->ffn_wu, x, R, hid, d));
+    TRY(FCUDA(silu_fwd)(dc->f3, dc->f1, n, NULL));
+    PHAX_LAUNCH(mul_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, dc->f3, dc->f3, dc->f2, n);
+    TRY(ew_launch_check("decoder swiglu"));
+    return lin(y, ly->ffn_wd, dc->f3, R, d, hid);
+}
+
+static int aux_rows(fcuda_decoder *dc, const layer *ly, float *y, const float *x, int R) {
+    const int d = dc->c.d_model, ha = dc->c.ffn_aux_hidden;
+    TRY(lin(dc->f1, ly->aux_w3, x, R, ha, d));
+    TRY(FCUDA(gelu_fwd)(dc->f2, dc->f1, (size_t)R * ha, NULL));
+    return lin(y, ly->aux_w4, dc->f2, R, d, ha);
+}
+
+static int mlstm_rows(fcuda_decoder *dc, mlstm_layer *M, float *y, const float *x, int R) {
+    const int d = dc->c.d_model, NH = dc->c.mlstm_heads, dk = d / 2;
+    const int dqk = dk / NH, dv = d / NH;
+    TRY(lin(dc->mq, M->wq, x, R, dk, d));
+    TRY(lin(dc->mk, M->wk, x, R, dk, d));
+    TRY(lin(dc->mv, M->wv, x, R, d, d));
+    TRY(lin(dc->mo, M->wog, x, R, d, d));
+    PHAX_LAUNCH(mlstm_scan_k, (unsigned)NH, REC_THREADS, 0, NULL, dc->mh, x, dc->mq, dc->mk, dc->mv, M->wi, M->bi,
+                M->wf, M->bf, M->C, M->n, M->m, R, d, dqk, dv);
+    TRY(ew_launch_check("decoder mlstm_scan"));
+    TRY(FCUDA(headnorm_fwd)(dc->mhn, dc->mh, M->hnorm, (size_t)R, NH, dv, dc->c.mlstm_norm_eps, NULL));
+    const size_t n = (size_t)R * d;
+    PHAX_LAUNCH(sigmoid_mul_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, dc->mh, dc->mo, dc->mhn, n);
+    TRY(ew_launch_check("decoder mlstm gate"));
+    return lin(y, M->wout, dc->mh, R, d, d);
+}
+
+static int sub_rows(fcuda_decoder *dc, layer *ly, phax_sub_kind k, float *y, const float *x, int R) {
+    switch (k) {
+    case PHAX_SUB_GSS: return gss_rows(dc, &ly->gss, y, x, R);
+    case PHAX_SUB_ATTN: return attn_rows(dc, &ly->attn, y, x, R);
+    case PHAX_SUB_SWIGLU: return swiglu_rows(dc, ly, y, x, R);
+    case PHAX_SUB_AUX: return aux_rows(dc, ly, y, x, R);
+    case PHAX_SUB_DUAL: {
+        TRY(swiglu_rows(dc, ly, y, x, R));
+        TRY(aux_rows(dc, ly, dc->t, x, R));
+        const size_t n = (size_t)R * dc->c.d_model;
+        PHAX_LAUNCH(add_into_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, y, dc->t, n);
+        return ew_launch_check("decoder dual ffn");
+    }
+    case PHAX_SUB_MLSTM: return mlstm_rows(dc, &ly->mlstm, y, x, R);
+    }
+    return phax_fail("fcuda decoder: unknown sub-layer kind %d", (int)k);
+}
+
+// PHA block on x (R, d), in place: b_i = RMSNorm_i(branch_i(x)); x ← RMSNorm_res(α x + mix(p; b)).
+static int parallel_block(fcuda_decoder *dc, layer *ly, float *x, int R) {
+    const int d = dc->c.d_model;
+    const size_t n = (size_t)R * d;
+    for (int i = 0; i < ly->nsub; i++) {
+        float *r = dc->br + i * n, *b = dc->bn + i * n;
+        TRY(sub_rows(dc, ly, ly->sub[i], r, x, R));
+        TRY(rms(b, r, ly->norm[i], R, d));
+    }
+    TRY(FCUDA(mix_fwd)(dc->y, dc->bn, ly->mix_p, ly->nsub, n, NULL));
+    PHAX_LAUNCH(scale_add_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, dc->t, dc->alpha, x, dc->y, n);
+    TRY(ew_launch_check("decoder residual"));
+    return rms(x, dc->t, ly->norm_res, R, d);
+}
+
+// Pre-norm block on x (R, d), in place: for each sub-layer, x ← x + F(RMSNorm x).
+static int prenorm_block(fcuda_decoder *dc, layer *ly, float *x, int R) {
+    const int d = dc->c.d_model;
+    const size_t n = (size_t)R * d;
+    for (int i = 0; i < ly->nsub; i++) {
+        TRY(rms(dc->h, x, ly->norm[i], R, d));
+        TRY(sub_rows(dc, ly, ly->sub[i], dc->y, dc->h, R));
+        PHAX_LAUNCH(add_into_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, x, dc->y, n);
+        TRY(ew_launch_check("decoder residual"));
+    }
+    return PHAX_OK;
+}
+
+// R (≤ chunk) tokens through every layer; logits (host): (V) of the last token, (R, V) of every
+// token when all, or NULL. The position advances only when the pass succeeds; a failed pass
+// leaves the state part-advanced, so the decoder refuses further calls until a reset.
+static int pass(fcuda_decoder *dc, const int32_t *tok, int R, float *logits, int all) {
+    const phax_model_cfg *c = &dc->c;
+    const int d = c->d_model, V = c->vocab_size;
+    dc->broken = 1;
+    TRY(FCUDA(upload)(dc->tok, tok, (size_t)R * sizeof *tok, NULL));
+    if (dc->cap > 0) TRY(FCUDA(rope_table)(dc->rope, R, c->head_dim, c->rope_base, dc->pos, NULL));
+    float *x = dc->x;
+    if (dc->parallel) {  // x_1 = RMSNorm_emb(E[tok])
+        TRY(FCUDA(embedding_fwd)(dc->e, dc->embed, dc->tok, (size_t)R, V, d, NULL));
+        TRY(rms(x, dc->e, dc->norm_emb, R, d));
+    } else {
+        TRY(FCUDA(embedding_fwd)(x, dc->embed, dc->tok, (size_t)R, V, d, NULL));
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        TRY(dc->parallel ? parallel_block(dc, &dc->L[l], x, R) : prenorm_block(dc, &dc->L[l], x, R));
+    if (logits) {
+        const int rows = all ? R : 1;
+        const float *xf = all ? x : x + (size_t)(R - 1) * d;  // PHA: normalised already
+        if (dc->norm_f) {
+            TRY(rms(dc->e, xf, dc->norm_f, rows, d));
+            xf = dc->e;
+        }
+        TRY(lin(dc->logits, dc->head, xf, rows, V, d));
+        TRY(FCUDA(download)(logits, dc->logits, (size_t)rows * V * sizeof(float), NULL));
+    } else {
+        TRY(FCUDA(sync)(NULL));  // a fault of this pass is reported by this call
+    }
+    dc->pos += R;
+    dc->broken = 0;
+    return PHAX_OK;
+}
+
+// --- creation ------------------------------------------------------------------------------------
+
+typedef struct {
+    char *base;
+    size_t off, state, kv;
+} arena;
+
+static void *take(arena *a, size_t bytes) {
+    void *p = a->base ? a->base + a->off : NULL;
+    a->off += (bytes + 63) / 64 * 64;
+    return p;
+}
+static void *take_state(arena *a, size_t bytes) {
+    a->state += bytes;
+    return take(a, bytes);
+}
+
+static int layer_has(const layer *ly, phax_sub_kind k) {
+    for (int i = 0; i < ly->nsub; i++)
+        if (ly->sub[i] == k || (ly->sub[i] == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX)))
+            return 1;
+    return 0;
+}
+
+static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+static void carve(fcuda_decoder *dc, arena *a) {
+    const phax_model_cfg *c = &dc->c;
+    const size_t d = c->d_model, qd = (size_t)c->n_heads * c->head_dim;
+    const size_t kd = (size_t)c->n_kv_heads * c->head_dim;
+    const size_t Hs = c->gss_hidden, N = c->gss_state, NH = c->mlstm_heads;
+    const size_t dqk = d / 2 / NH, dv = d / NH;
+    const size_t wide = max3(c->ffn_hidden, c->gss_expand, c->ffn_aux_hidden);
+    const size_t R = (size_t)dc->chunk;
+    dc->zero_p = (float *)take(a, MAX_SUB * sizeof(float));
+    dc->tok = (int32_t *)take(a, R * sizeof(int32_t));
+    float **vd[] = {&dc->x, &dc->e, &dc->h, &dc->y, &dc->t, &dc->mv, &dc->mo, &dc->mh, &dc->mhn};
+    for (size_t i = 0; i < sizeof vd / sizeof *vd; i++) *vd[i] = (float *)take(a, R * d * sizeof(float));
+    dc->mq = (float *)take(a, R * (d / 2) * sizeof(float));
+    dc->mk = (float *)take(a, R * (d / 2) * sizeof(float));
+    dc->br = (float *)take(a, MAX_SUB * R * d * sizeof(float));
+    dc->bn = (float *)take(a, MAX_SUB * R * d * sizeof(float));
+    dc->q = (float *)take(a, R * qd * sizeof(float));
+    dc->q_raw = (float *)take(a, R * qd * sizeof(float));
+    dc->o = (float *)take(a, R * qd * sizeof(float));
+    dc->k_raw = (float *)take(a, R * kd * sizeof(float));
+    dc->k_rot = (float *)take(a, R * kd * sizeof(float));
+    dc->v_new = (float *)take(a, R * kd * sizeof(float));
+    dc->rope = (float *)take(a, FCUDA(rope_table_len)((int)R, c->head_dim) * sizeof(float));
+    dc->f1 = (float *)take(a, R * wide * sizeof(float));
+    dc->f2 = (float *)take(a, R * wide * sizeof(float));
+    dc->f3 = (float *)take(a, R * wide * sizeof(float));
+    float **vs[] = {&dc->s1, &dc->s2, &dc->s3, &dc->s4};
+    for (int i = 0; i < 4; i++) *vs[i] = (float *)take(a, R * Hs * sizeof(float));
+    dc->logits = (float *)take(a, R * (size_t)c->vocab_size * sizeof(float));
+    for (int l = 0; l < c->n_layers; l++) {
+        layer *ly = &dc->L[l];
+        if (layer_has(ly, PHAX_SUB_ATTN)) {
+            a->kv += 2 * (size_t)dc->cap * kd * sizeof(float);
+            ly->attn.k_cache = (float *)take_state(a, (size_t)dc->cap * kd * sizeof(float));
+            ly->attn.v_cache = (float *)take_state(a, (size_t)dc->cap * kd * sizeof(float));
+        }
+        if (layer_has(ly, PHAX_SUB_GSS)) {
+            ly->gss.ea = (double *)take(a, 2 * N * sizeof(double));
+            ly->gss.ct = (double *)take(a, 2 * Hs * N * sizeof(double));
+            ly->gss.z = (double *)take_state(a, 2 * Hs * N * sizeof(double));
+        }
+        if (layer_has(ly, PHAX_SUB_MLSTM)) {
+            ly->mlstm.C = (double *)take_state(a, NH * dqk * dv * sizeof(double));
+            ly->mlstm.n = (double *)take_state(a, NH * dqk * sizeof(double));
+            ly->mlstm.m = (double *)take_state(a, NH * sizeof(double));
+        }
+    }
+}
+
+typedef struct {
+    const phax_layout *L;
+    const float *params;
+    int l, missing;
+} lookup;
+
+static const float *P(lookup *lk, const char *suffix) {
+    char name[112];
+    if (lk->l >= 0) snprintf(name, sizeof name, "blocks.%d.%s", lk->l, suffix);
+    else snprintf(name, sizeof name, "%s", suffix);
+    const int i = phax_layout_find(lk->L, name);
+    if (i < 0 && !lk->missing) lk->missing = 1, phax_fail("fcuda_decoder_new: the model has no %s", name);
+    return i < 0 ? NULL : lk->params + lk->L->p[i].offset;
+}
+
+static int bind_layer(fcuda_decoder *dc, const phax_layout *L, const float *params, layer *ly, int l) {
+    const phax_model_cfg *c = &dc->c;
+    phax_block_plan bp;
+    lookup lk = {L, params, l, 0};
+    int has[PHAX_SUB_COUNT] = {0};
+    phax_plan_block(c, l, &bp);
+    ly->nsub = bp.nsub;
+    for (int i = 0; i < ly->nsub; i++)
+        ly->sub[i] = bp.sub[i].kind, has[ly->sub[i]] = 1, ly->norm[i] = P(&lk, bp.sub[i].norm);
+    if (bp.rule == PHAX_RULE_PARALLEL) {
+        ly->mix_p = bp.mix ? P(&lk, bp.mix) : NULL;  // NULL: the decoder's zeros, set after carving
+        ly->norm_res = P(&lk, bp.norm_res);
+    }
+    if (has[PHAX_SUB_ATTN]) {
+        attn_layer *A = &ly->attn;
+        A->wq = P(&lk, "attn.wq.weight"), A->wk = P(&lk, "attn.wk.weight");
+        A->wv = P(&lk, "attn.wv.weight"), A->wo = P(&lk, "attn.wo.weight");
+        if (c->score_cosine) A->logscale = P(&lk, "attn.logscale");
+    }
+    if (has[PHAX_SUB_SWIGLU] || has[PHAX_SUB_DUAL]) {
+        ly->ffn_wg = P(&lk, "ffn.w_gate.weight"), ly->ffn_wu = P(&lk, "ffn.w_up.weight");
+        ly->ffn_wd = P(&lk, "ffn.w_down.weight");
+    }
+    if (has[PHAX_SUB_AUX] || has[PHAX_SUB_DUAL])
+        ly->aux_w3 = P(&lk, "ffn_aux.w3.weight"), ly->aux_w4 = P(&lk, "ffn_aux.w4.weight");
+    if (has[PHAX_SUB_MLSTM]) {
+        mlstm_layer *M = &ly->mlstm;
+        M->wq = P(&lk, "mlstm.wq.weight"), M->wk = P(&lk, "mlstm.wk.weight");
+        M->wv = P(&lk, "mlstm.wv.weight"), M->wog = P(&lk, "mlstm.ogate.weight");
+        M->wi = P(&lk, "mlstm.igate.weight"), M->bi = P(&lk, "mlstm.igate.bias");
+        M->wf = P(&lk, "mlstm.fgate.weight"), M->bf = P(&lk, "mlstm.fgate.bias");
+        M->hnorm = P(&lk, "mlstm.headnorm.weight"), M->wout = P(&lk, "mlstm.out.weight");
+    }
+    if (has[PHAX_SUB_GSS]) {
+        gss_layer *G = &ly->gss;
+        G->wv = P(&lk, "gss.wv.weight"), G->wu = P(&lk, "gss.wu.weight");
+        G->ln_w = P(&lk, "gss.ln.weight"), G->ln_b = P(&lk, "gss.ln.bias");
+        G->D = P(&lk, "gss.d"), G->wc = P(&lk, "gss.wc.weight"), G->wo = P(&lk, "gss.wo.weight");
+        G->lre = P(&lk, "gss.lambda_re"), G->lim = P(&lk, "gss.lambda_im");
+        G->cre = P(&lk, "gss.c_re"), G->cim = P(&lk, "gss.c_im");
+    }
+    return lk.missing ? PHAX_ERR : PHAX_OK;
+}
+
+// e^{λ_n} and C̃_hn = C_hn (e^{λ_n} − 1)/λ_n of one GSS layer, in double on the host from the
+// parameters downloaded once (fast/cpu's gss_modes), then uploaded.
+static int gss_modes(gss_layer *G, int Hs, int N) {
+    const size_t nh = (size_t)Hs * N;
+    float *lre = (float *)malloc((2 * N + 2 * nh) * sizeof(float));
+    double *ea = (double *)malloc((2 * N + 2 * nh) * sizeof(double));
+    int rc = PHAX_ERR;
+    if (!lre || !ea) {
+        phax_fail("fcuda_decoder_new: out of memory");
+        goto done;
+    }
+    {
+        float *lim = lre + N, *cre = lim + N, *cim = cre + nh;
+        double *ct = ea + 2 * N;
+        if (FCUDA(download)(lre, G->lre, N * sizeof(float), NULL) ||
+            FCUDA(download)(lim, G->lim, N * sizeof(float), NULL) ||
+            FCUDA(download)(cre, G->cre, nh * sizeof(float), NULL) ||
+            FCUDA(download)(cim, G->cim, nh * sizeof(float), NULL))
+            goto done;
+        for (int n = 0; n < N; n++) {
+            double Ar, Ai;
+            phax_zoh(-exp((double)lre[n]), exp((double)lim[n]), &Ar, &Ai);
+            const double r = exp(-exp((double)lre[n])), th = exp((double)lim[n]);
+            ea[2 * n] = r * cos(th), ea[2 * n + 1] = r * sin(th);
+            for (int h = 0; h < Hs; h++) {
+                const double cr = cre[(size_t)h * N + n], ci = cim[(size_t)h * N + n];
+                double *c = ct + ((size_t)h * N + n) * 2;
+                c[0] = cr * Ar - ci * Ai, c[1] = cr * Ai + ci * Ar;
+            }
+        }
+        if (FCUDA(upload)(G->ea, ea, 2 * N * sizeof(double), NULL) ||
+            FCUDA(upload)(G->ct, ct, 2 * nh * sizeof(double), NULL))
+            goto done;
+        rc = PHAX_OK;
+    }
+done:
+    free(lre);
+    free(ea);
+    return rc;
+}
+
+extern "C" void FCUDA(decoder_free)(fcuda_decoder *dc) {
+    if (!dc) return;
+    if (dc->arena) FCUDA(free)(dc->arena);
+    free(dc->L);
+    free(dc);
+}
+
+extern "C" fcuda_decoder *FCUDA(decoder_new)(const phax_model_cfg *cfg, const phax_layout *L, const float *params,
+                                             int max_len, int window, int chunk) {
+    if (chunk < 1 || chunk > FCUDA_PREFILL_CHUNK_MAX) {
+        phax_fail("fcuda_decoder_new: prefill chunk %d must be in [1, %d]", chunk, FCUDA_PREFILL_CHUNK_MAX);
+        return NULL;
+    }
+    if (!cfg || !L || !params) {
+        phax_fail("fcuda_decoder_new: no model");
+        return NULL;
+    }
+    if (max_len < 1) {
+        phax_fail("fcuda_decoder_new: max_len %d must be at least 1", max_len);
+        return NULL;
+    }
+    if (window < -1) {
+        phax_fail("fcuda_decoder_new: window %d must be -1 (w_long), 0 (full) or positive", window);
+        return NULL;
+    }
+    if (cfg->head_dim > ATT_MAX_DH) {
+        phax_fail("fcuda_decoder_new: head_dim %d is over the decoder's %d (one head's query and output "
+                  "sit in shared memory)",
+                  cfg->head_dim, ATT_MAX_DH);
+        return NULL;
+    }
+    fcuda_decoder *dc = (fcuda_decoder *)calloc(1, sizeof *dc);
+    if (!dc) {
+        phax_fail("fcuda_decoder_new: out of memory");
+        return NULL;
+    }
+    const phax_model_cfg *c = &dc->c;
+    dc->c = *cfg, dc->max_len = max_len, dc->chunk = chunk;
+    dc->window = phax_plan_window(c, window);
+    if (phax_plan_has(c, PHAX_SUB_ATTN)) {
+        dc->cap = dc->window > 0 ? dc->window : max_len;
+        dc->limited = dc->window == 0;
+    }
+    dc->parallel = phax_plan_rule(c) == PHAX_RULE_PARALLEL;
+    dc->alpha = (float)phax_plan_alpha(c);
+    lookup top = {L, params, -1, 0};
+    dc->embed = P(&top, "embed.weight");
+    dc->head = P(&top, c->tie_embeddings ? "embed.weight" : "lm_head.weight");
+    if (dc->parallel) dc->norm_emb = P(&top, "norm_emb.weight");
+    else dc->norm_f = P(&top, "norm_f.weight");
+    if (top.missing) goto fail;
+    if (!(dc->L = (layer *)calloc((size_t)c->n_layers, sizeof(layer)))) {
+        phax_fail("fcuda_decoder_new: out of memory");
+        goto fail;
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        if (bind_layer(dc, L, params, &dc->L[l], l)) goto fail;
+    {
+        arena a = {NULL, 0, 0, 0};
+        carve(dc, &a);  // sizing pass
+        void *base = NULL;
+        if (FCUDA(malloc)(&base, a.off)) goto fail;
+        dc->arena = base;
+        if (fcuda_ok(cudaMemset(base, 0, a.off), "memset")) goto fail;
+        a.base = (char *)base, a.off = a.state = a.kv = 0;
+        carve(dc, &a);
+        dc->state_bytes = a.state;
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        layer *ly = &dc->L[l];
+        if (dc->parallel && !ly->mix_p) ly->mix_p = dc->zero_p;
+        if (layer_has(ly, PHAX_SUB_GSS) && gss_modes(&ly->gss, c->gss_hidden, c->gss_state)) goto fail;
+    }
+    if (FCUDA(decoder_reset)(dc)) goto fail;
+    return dc;
+fail:
+    FCUDA(decoder_free)(dc);
+    return NULL;
+}
+
+extern "C" int FCUDA(decoder_reset)(fcuda_decoder *dc) {
+    const phax_model_cfg *c = &dc->c;
+    const size_t Hs = c->gss_hidden, N = c->gss_state, NH = c->mlstm_heads;
+    const size_t dqk = (size_t)c->d_model / 2 / NH, dv = (size_t)c->d_model / NH;
+    dc->broken = 1;
+    for (int l = 0; l < c->n_layers; l++) {
+        layer *ly = &dc->L[l];
+        if (layer_has(ly, PHAX_SUB_GSS)) TRY(fcuda_ok(cudaMemset(ly->gss.z, 0, 2 * Hs * N * sizeof(double)), "memset"));
+        if (layer_has(ly, PHAX_SUB_MLSTM)) {
+            TRY(fcuda_ok(cudaMemset(ly->mlstm.C, 0, NH * dqk * dv * sizeof(double)), "memset"));
+            TRY(fcuda_ok(cudaMemset(ly->mlstm.n, 0, NH * dqk * sizeof(double)), "memset"));
+            PHAX_LAUNCH(fill_d_k, 1, 32, 0, NULL, ly->mlstm.m, -INFINITY, NH);
+            TRY(ew_launch_check("decoder reset"));
+        }
+        // The KV caches need no clearing: only slots of positions < pos are read.
+    }
+    TRY(FCUDA(sync)(NULL));
+    dc->pos = 0;
+    dc->broken = 0;
+    return PHAX_OK;
+}
+
+extern "C" int FCUDA(decoder_pos)(const fcuda_decoder *dc) { return dc->pos; }
+
+extern "C" size_t FCUDA(decoder_state_bytes)(const fcuda_decoder *dc) { return dc->state_bytes; }
+
+// Checks for n more tokens (nothing changed on failure).
+static int admit(const fcuda_decoder *dc, const char *fn, const int32_t *tok, int n) {
+    const int V = dc->c.vocab_size;
+    if (dc->broken)
+        return phax_fail("%s: an earlier call failed on the device mid-pass; reset the decoder", fn);
+    if (n < 0 || (n > 0 && !tok)) return phax_fail("%s: %d tokens", fn, n);
+    for (int i = 0; i < n; i++)
+        if (tok[i] < 0 || tok[i] >= V) return phax_fail("%s: token %d is outside [0, %d)", fn, (int)tok[i], V);
+    if (dc->limited && n > dc->max_len - dc->pos)
+        return phax_fail("%s: the decoder holds %d of max_len = %d tokens and cannot take %d more "
+                         "(full attention keeps every key); reset it or create one with a larger max_len",
+                         fn, dc->pos, dc->max_len, n);
+    if (n > 0x7fffffff - dc->pos) return phax_fail("%s: position limit %d reached", fn, 0x7fffffff);
+    return PHAX_OK;
+}
+
+extern "C" int FCUDA(decoder_step)(fcuda_decoder *dc, int32_t token, float *logits) {
+    TRY(admit(dc, "fcuda_decoder_step", &token, 1));
+    return pass(dc, &token, 1, logits, 0);
+}
+
+extern "C" int FCUDA(decoder_prefill)(fcuda_decoder *dc, const int32_t *tokens, int n, float *logits) {
+    TRY(admit(dc, "fcuda_decoder_prefill", tokens, n));
+    if (n == 0 && logits) return phax_fail("fcuda_decoder_prefill: logits asked of no tokens");
+    for (int i = 0; i < n; i += dc->chunk) {
+        const int R = n - i < dc->chunk ? n - i : dc->chunk;
+        TRY(pass(dc, tokens + i, R, i + R == n ? logits : NULL, 0));
+    }
+    return PHAX_OK;
+}
+
+extern "C" int FCUDA(decoder_prefill_all)(fcuda_decoder *dc, const int32_t *tokens, int n, float *logits) {
+    TRY(admit(dc, "fcuda_decoder_prefill_all", tokens, n));
+    if (!logits) return phax_fail("fcuda_decoder_prefill_all: no logits buffer");
+    const size_t V = (size_t)dc->c.vocab_size;
+    for (int i = 0; i < n; i += dc->chunk) {
+        const int R = n - i < dc->chunk ? n - i : dc->chunk;
+        TRY(pass(dc, tokens + i, R, logits + (size_t)i * V, 1));
+    }
+    return PHAX_OK;
+}
