@@ -175,12 +175,22 @@ static int N(moments_set)(phax_bmodel *m, const void *mom1, const void *mom2) {
     return FC(upload)(c->mom1, mom1, bytes, NULL) || FC(upload)(c->mom2, mom2, bytes, NULL) ? PHAX_ERR : PHAX_OK;
 }
 
+// The gradient span: device memory in the device copy; the emulator's "device" memory is the
+// host's (src/backend_cuda.c defines N_GRADS_ON_DEVICE 0 for it).
+#ifndef N_GRADS_ON_DEVICE
+#define N_GRADS_ON_DEVICE 1
+#endif
+static void *N(grads)(phax_bmodel *m, int *on_device) {
+    *on_device = N_GRADS_ON_DEVICE;
+    return N(cm)(m)->fm.grads;
+}
+
 #define N_BACKEND_OPS(nm, sum)                                                                    \
     {                                                                                             \
         .name = nm, .summary = sum, .dtype = PHAX_DT_F32, .model_new = N(model_new),              \
         .model_free = N(model_free), .forward = N(forward), .token_losses = N(token_losses),      \
         .zero_grad = N(zero_grad), .backward = N(backward), .adamw_init = N(adamw_init),          \
         .adamw_step = N(adamw_step), .params_get = N(params_get), .params_set = N(params_set),    \
-        .moments_get = N(moments_get), .moments_set = N(moments_set),                             \
+        .moments_get = N(moments_get), .moments_set = N(moments_set), .grads = N(grads),          \
         PHAX_NAIVE_DECODER_OPS,                                                                   \
     }
