@@ -548,7 +548,9 @@ int phax_train_main(int argc, char **argv) {
     if (r.o.resume) resume_setup(&r, changing, &ck, &st, &keep);
     else new_run_setup(&r);
 
-    // Nothing has been written so far; from here the run folder is used.
+    // Nothing has been written so far; from here the run folder is used. Several ranks: a rank
+    // that failed before this point (its options, its files) ends them all before rank 0 writes.
+    dist_barrier();
     int restart = 0;
     if (ranks > r.o.B) die("--batch %d: fewer rows than the %d ranks (each rank computes rows of the batch)", r.o.B, ranks);
     if (!r.o.resume && rank0) {
