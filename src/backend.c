@@ -130,6 +130,18 @@ int phax_bmodel_adamw_step(phax_bmodel *m, const phax_adamw_cfg *c, long step, d
     return m->be->adamw_step(m, c, step, gnorm);
 }
 
+void *phax_bmodel_grads(phax_bmodel *m, int *on_device) {
+    if (m->inference) {
+        read_only("gradients");
+        return NULL;
+    }
+    if (!m->be->grads) {
+        lacks(m->be, "gradient span");
+        return NULL;
+    }
+    return m->be->grads(m, on_device);
+}
+
 static int check_range(const phax_bmodel *m, size_t off, size_t n, phax_dtype dt) {
     if (dt != PHAX_DT_F32 && dt != PHAX_DT_F64)
         return phax_fail("parameters: dtype %s is not F32 or F64", phax_dtype_name(dt));

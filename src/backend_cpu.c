@@ -146,6 +146,11 @@ static int moments_set(phax_bmodel *m, const void *mom1, const void *mom2) {
     return PHAX_OK;
 }
 
+static void *grads(phax_bmodel *m, int *on_device) {
+    *on_device = 0;
+    return cm(m)->fm.grads;
+}
+
 // --- decoders -------------------------------------------------------------------------------
 
 static fcpu_decoder *cd(phax_bdecoder *d) { return ((cpu_decoder *)d)->d; }
@@ -203,6 +208,7 @@ const phax_backend_ops phax_backend_cpu = {
     .params_set = params_set,
     .moments_get = moments_get,
     .moments_set = moments_set,
+    .grads = grads,
     .decoder_new = decoder_new,
     .decoder_free = decoder_free,
     .decoder_reset = decoder_reset,

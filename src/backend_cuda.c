@@ -16,6 +16,7 @@
 
 #define FC(op) fcuda_emu_##op
 #define N(x) emu_##x
+#define N_GRADS_ON_DEVICE 0  // the emulator's device memory is host memory
 #include "backend_cuda_impl.h"
 const phax_backend_ops phax_backend_cuda_emu =
     N_BACKEND_OPS("cuda_emu", "float32 fast/cuda on the CPU emulation of the CUDA model (tests; slow)");

@@ -222,13 +222,23 @@ static size_t N(decoder_state_bytes)(const phax_bdecoder *d) {
     return FC(decoder_state_bytes)(((const N(decoder) *)d)->d);
 }
 
+// The gradient span: device memory in the device copy; the emulator's "device" memory is the
+// host's (src/backend_cuda.c defines N_GRADS_ON_DEVICE 0 for it).
+#ifndef N_GRADS_ON_DEVICE
+#define N_GRADS_ON_DEVICE 1
+#endif
+static void *N(grads)(phax_bmodel *m, int *on_device) {
+    *on_device = N_GRADS_ON_DEVICE;
+    return N(cm)(m)->fm.grads;
+}
+
 #define N_BACKEND_OPS(nm, sum)                                                                    \
     {                                                                                             \
         .name = nm, .summary = sum, .dtype = PHAX_DT_F32, .model_new = N(model_new),              \
         .model_free = N(model_free), .forward = N(forward), .token_losses = N(token_losses),      \
         .zero_grad = N(zero_grad), .backward = N(backward), .adamw_init = N(adamw_init),          \
         .adamw_step = N(adamw_step), .params_get = N(params_get), .params_set = N(params_set),    \
-        .moments_get = N(moments_get), .moments_set = N(moments_set),                             \
+        .moments_get = N(moments_get), .moments_set = N(moments_set), .grads = N(grads),          \
         .decoder_new = N(decoder_new), .decoder_free = N(decoder_free),                           \
         .decoder_reset = N(decoder_reset), .decoder_step = N(decoder_step),                       \
         .decoder_prefill = N(decoder_prefill), .decoder_prefill_all = N(decoder_prefill_all),     \

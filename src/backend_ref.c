@@ -112,6 +112,11 @@ static int adamw_step(phax_bmodel *m, const phax_adamw_cfg *a, long step, double
     return ref_adamw_step(r->ps, r->rm.layout.n, a, step, gnorm);
 }
 
+static void *grads(phax_bmodel *m, int *on_device) {
+    *on_device = 0;
+    return rb(m)->rm.grads;
+}
+
 static int params_get(const phax_bmodel *m, size_t off, size_t n, phax_dtype dt, void *out) {
     const double *p = crb(m)->rm.params + off;
     if (dt == PHAX_DT_F64) memcpy(out, p, n * sizeof(double));
@@ -160,5 +165,6 @@ const phax_backend_ops phax_backend_ref = {
     .params_set = params_set,
     .moments_get = moments_get,
     .moments_set = moments_set,
+    .grads = grads,
     PHAX_NAIVE_DECODER_OPS,
 };

@@ -11,9 +11,19 @@
 #include "phax/data.h"
 #include "phax/model_plan.h"
 
+void (*cli_die_hook)(const char *line);
+
 _Noreturn void cli_die(const char *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    if (cli_die_hook) {
+        char line[4096];
+        int k = snprintf(line, sizeof line, "%s: ", cmd);
+        if (k > 0 && (size_t)k < sizeof line) vsnprintf(line + k, sizeof line - (size_t)k, fmt, ap);
+        va_end(ap);
+        cli_die_hook(line);
+        exit(1);  // not reached: the hook ends the process
+    }
     fprintf(stderr, "%s: ", cmd);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);

@@ -13,6 +13,9 @@
 
 // "<cmd>: <message>" on stderr and exit(1); cmd is "phax train", "phax eval", ...
 _Noreturn void cli_die(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// Set (by src/dist.c, for a run of several MPI ranks): cli_die hands it the line (without its
+// newline) instead of printing it and exiting; it must not return.
+extern void (*cli_die_hook)(const char *line);
 // The integer value of option `flag`, or cli_die when s is not an integer in [lo, hi].
 long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi);
 // The unsigned 64-bit value of option `flag` (a seed), or cli_die when s is not one.

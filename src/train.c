@@ -10,6 +10,13 @@
 // the SWA window (phax_swax_window_at), the learning rate (phax_lr_at) — so a
 // run stopped at a checkpoint and resumed ends bit-identical to one never
 // stopped (same thread count; fcpu kernels are deterministic for it).
+//
+// Several MPI ranks (mpirun -np N phax train ..., src/dist.h, docs/distributed.md): every rank
+// draws the same global batch and computes the gradient of its share of the rows
+// (trainer_grad); the gradients are summed over the ranks and every rank takes the same AdamW
+// step on the same bits. The loss and gradient norm that stop a diverging run are the reduced
+// ones, the same on every rank, so every rank stops at the same step. Rank 0 alone writes (the
+// run folder, its lock, log, caches, checkpoints) and evaluates; the others wait at a barrier.
 #define _GNU_SOURCE  // sigaction
 #include <errno.h>
 #include <inttypes.h>
@@ -28,6 +35,7 @@
 #include "phax/model_plan.h"
 #include "phax/niah.h"
 #include "phax/recall.h"
+#include "dist.h"
 #include "train.h"
 
 #define now_s phax_clock
@@ -150,7 +158,34 @@ static recall_eval evaluate_recall(run *r, int window) {
 static volatile sig_atomic_t interrupted = 0;
 static void on_sigint(int sig) { interrupted = sig; }
 
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+// Several ranks: every rank's parameters are the same bits (each took the same steps on the
+// same reduced gradients; a rank whose OpenMP thread count or library differs could round
+// differently) before rank 0 writes them; the others wait.
+static void params_agree(run *r, long steps_done) {
+    if (dist_size() < 2) return;
+    size_t n = r->tr.L->numel;
+    float *p = phax_alloc(n * sizeof(float));
+    if (!p) die("out of memory");
+    if (phax_bmodel_params_get(r->tr.m, 0, n, PHAX_DT_F32, p)) die_lib();
+    uint64_t h = fnv(0xcbf29ce484222325ULL, p, n * sizeof(float));
+    phax_free(p);
+    if (!dist_agree_u64(h))
+        die("step %ld: the ranks' parameters differ (give every rank the same OMP_NUM_THREADS, phax build "
+            "and libraries)", steps_done);
+}
+
 static void save_checkpoint(run *r, long steps_done) {
+    params_agree(r, steps_done);
+    if (dist_rank() != 0) {
+        dist_barrier();
+        return;
+    }
     trainer *t = &r->tr;
     phax_ckpt_state s = {.step = steps_done, .options_json = r->options_json,
                          .rng_json = r->rng_json, .data_json = r->data_json};
@@ -167,9 +202,11 @@ static void save_checkpoint(run *r, long steps_done) {
     // the previous one stays until then (phax_ckpt_save_generation).
     if (phax_ckpt_save_generation(r->o.out, &ck, t->L, &s)) die_lib();
     trainer_snapshot_free(params, &s);
+    dist_barrier();
 }
 
 static void log_line(run *r, const char *line) {
+    if (!r->log) return;  // ranks > 0
     fputs(line, r->log);
     fputc('\n', r->log);
     if (fflush(r->log)) die("%s: write failed: %s", r->log_path, strerror(errno));
@@ -225,7 +262,15 @@ static void progress(run *r, long done, double loss, double tps, double eta, int
     }
 }
 
+static void run_eval_rank0(run *r, long done);
+
+// Rank 0 evaluates; the other ranks wait for it.
 static void run_eval(run *r, long done) {
+    if (dist_rank() == 0) run_eval_rank0(r, done);
+    dist_barrier();
+}
+
+static void run_eval_rank0(run *r, long done) {
     if (r->recall) {
         double t0 = now_s();
         recall_eval e = evaluate_recall(r, -1);
@@ -372,7 +417,7 @@ static void resume_setup(run *r, const char *changing, phax_ckpt *ck, phax_ckpt_
     if (changing) die("%s: cannot be changed on --resume (the run's options come from its checkpoint)", changing);
     struct stat sb;
     if (stat(r->o.out, &sb) != 0) die("%s: no checkpoint to resume (no such folder)", r->model_path);
-    lock_run_dir(r->o.out);
+    if (dist_rank() == 0) lock_run_dir(r->o.out);
     if (!holds_checkpoint(r)) {
         if (file_exists(r->log_path))
             die("%s: no checkpoint to resume: the run stopped before its first one; start it over with "
@@ -488,6 +533,7 @@ static char *recall_identity(const run *r) {
 }
 
 int phax_train_main(int argc, char **argv) {
+    int ranks = dist_init(&argc, &argv), rank0 = dist_rank() == 0;
     run r;
     memset(&r, 0, sizeof r);
     r.o = train_opts_default();
@@ -502,9 +548,12 @@ int phax_train_main(int argc, char **argv) {
     if (r.o.resume) resume_setup(&r, changing, &ck, &st, &keep);
     else new_run_setup(&r);
 
-    // Nothing has been written so far; from here the run folder is used.
+    // Nothing has been written so far; from here the run folder is used. Several ranks: a rank
+    // that failed before this point (its options, its files) ends them all before rank 0 writes.
+    dist_barrier();
     int restart = 0;
-    if (!r.o.resume) {
+    if (ranks > r.o.B) die("--batch %d: fewer rows than the %d ranks (each rank computes rows of the batch)", r.o.B, ranks);
+    if (!r.o.resume && rank0) {
         if (phax_mkdir_p(r.o.out)) die_lib();
         lock_run_dir(r.o.out);
         // Again under the lock: a run started at the same time may have checkpointed.
@@ -532,6 +581,8 @@ int phax_train_main(int argc, char **argv) {
         if (r.o.resume && !r.raw_checked) {
             // A state without file identities: compare the tokens before any cache is written.
             corpus_tokens(&r.data, NULL);
+        } else if (!rank0) {
+            corpus_tokens(&r.data, NULL);  // rank 0 alone writes the cache
         } else {
             if (phax_mkdir_p(cache)) die_lib();
             corpus_tokens(&r.data, cache);
@@ -569,14 +620,26 @@ int phax_train_main(int argc, char **argv) {
     }
     if (r.o.resume) {
         trainer_restore(&r.tr, &ck, &st, r.state_path);
-        truncate_log(r.log_path, r.start);
+        if (rank0) truncate_log(r.log_path, r.start);
     } else {
         r.total = r.o.steps ? r.o.steps : r.o.time_budget > 0 ? steps_for_budget(&r) : DEFAULT_STEPS;
+        dist_bcast_long(&r.total);  // --time-budget: rank 0's timing fixes every rank's steps
         r.o.steps = r.total;
         if (r.o.warmup > r.total / 2) r.o.warmup = r.total / 2;  // leave half the run to decay
     }
     r.options_json = train_opts_to_json(&r.o, r.data.train, r.data.valid, r.data.split);
     r.rng_json = rng_identity(&r);
+    if (ranks > 1) {
+        // Every rank runs the same training: options, data, seeds, steps and parameters.
+        uint64_t h = fnv(0xcbf29ce484222325ULL, r.options_json, strlen(r.options_json));
+        h = fnv(h, r.data_json, strlen(r.data_json)), h = fnv(h, r.rng_json, strlen(r.rng_json));
+        long pos[2] = {r.start, r.total};
+        h = fnv(h, pos, sizeof pos);
+        if (!dist_agree_u64(h))
+            die("the ranks differ in their options, data or checkpoint (every rank must run the same "
+                "phax train command on the same files)");
+        params_agree(&r, r.start);
+    }
     phax_ckpt_free(&ck);
     phax_ckpt_state_free(&st);
     if (restart)
@@ -585,11 +648,13 @@ int phax_train_main(int argc, char **argv) {
     // A new run starts its log (over one without a checkpoint) with an empty file put in place
     // atomically, which replaces a symlink planted there instead of writing through it; a
     // resumed run continues it. Both append without following a link (O_NOFOLLOW).
-    if (!r.o.resume && phax_write_file_atomic(r.log_path, "", 0)) die_lib();
-    int log_fd = open(r.log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (log_fd < 0)
-        die("%s: cannot open: %s", r.log_path, errno == ELOOP ? "a symbolic link (refused)" : strerror(errno));
-    if (!(r.log = fdopen(log_fd, "a"))) die("%s: cannot open: %s", r.log_path, strerror(errno));
+    if (rank0) {
+        if (!r.o.resume && phax_write_file_atomic(r.log_path, "", 0)) die_lib();
+        int log_fd = open(r.log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (log_fd < 0)
+            die("%s: cannot open: %s", r.log_path, errno == ELOOP ? "a symbolic link (refused)" : strerror(errno));
+        if (!(r.log = fdopen(log_fd, "a"))) die("%s: cannot open: %s", r.log_path, strerror(errno));
+    }
     r.tty = isatty(STDOUT_FILENO);
     struct sigaction sa = {.sa_handler = on_sigint};
     sigaction(SIGINT, &sa, NULL);
@@ -610,6 +675,13 @@ int phax_train_main(int argc, char **argv) {
            r.o.resume ? "resuming" : "training", phax_family_name(r.cfg.family), r.tr.L->numel,
            r.o.backend, what, phax_vocab_size(r.data.vocab), r.start + 1, r.total, r.total, r.o.B,
            r.o.T);
+    if (ranks > 1) {
+        int row0, rows;
+        dist_rows(r.o.B, &row0, &rows);
+        printf("data parallel: %s; rank 0 computes rows 0..%d of each batch of %d; gradients of %zu "
+               "bytes all-reduced per step\n", dist_describe(), rows - 1, r.o.B,
+               r.tr.L->numel * phax_dtype_size(phax_backend_dtype(r.tr.be)));
+    }
     fflush(stdout);
     long stop = r.o.stop_after && r.o.stop_after < r.total ? r.o.stop_after : r.total;
     double t_run = 0, ema = 0;
@@ -618,6 +690,12 @@ int phax_train_main(int argc, char **argv) {
         int window;
         train_step(&r, s, &loss, &window, &dt);
         long done = s + 1;
+        if (ranks > 1) {
+            // A signal that reached some ranks stops them all after this step.
+            double sig = interrupted;
+            dist_sum(&sig, 1);
+            if (sig > 0 && !interrupted) interrupted = SIGTERM;
+        }
         t_run += dt;
         double tps = (double)r.o.B * r.o.T / dt;
         ema = ema > 0 ? 0.9 * ema + 0.1 * tps : tps;
@@ -636,9 +714,13 @@ int phax_train_main(int argc, char **argv) {
         printf("%s at step %ld/%ld: %.1f s, %.0f tokens/s; checkpoint %s\n",
                s == r.total ? "done" : "stopped", s, r.total, t_run,
                (double)(s - r.start) * r.o.B * r.o.T / t_run, r.model_path);
+    if (ranks > 1 && s > r.start)
+        printf("all-reduce: %.3g MB of gradients per step, %.3g ms per step (%.1f%% of the step time)\n",
+               dist_allreduce_bytes() / (double)(s - r.start) / 1e6,
+               1e3 * dist_allreduce_seconds() / (double)(s - r.start), 100 * dist_allreduce_seconds() / t_run);
     if (s < r.total) printf("resume with: phax train --resume --out %s\n", r.o.out);
 done:
-    fclose(r.log);
+    if (r.log) fclose(r.log);
     trainer_free(&r.tr);
     phax_free(r.logits);
     phax_niah_free(r.niah);

@@ -2,11 +2,13 @@
 // batch buffers, the weight-decay rule, checkpoint parameters and moments in
 // and out (src/train.h). Nothing here knows which backend it runs on beyond
 // its dtype, which the training state records.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "phax/core.h"
 #include "phax/model_plan.h"
+#include "dist.h"
 #include "train.h"
 
 // Weight decay on 2-D "*.weight" matrices only (see --help).
@@ -56,9 +58,36 @@ double trainer_param_at(const trainer *t, size_t i) {
     return v;
 }
 
+static long count_targets(const int32_t *y, size_t n) {
+    long k = 0;
+    for (size_t i = 0; i < n; i++) k += y[i] >= 0;
+    return k;
+}
+
+// Several ranks (src/dist.h): this rank's rows of the global batch; the backend's loss is the
+// mean over the k targets of those rows, so its gradient is weighted by k/K (K: the batch's
+// targets) before the sum over ranks, which then is the gradient of the mean over all K, as
+// one process computes it. A rank without targets adds zeros.
 int trainer_grad(trainer *t, int window, double *loss) {
     phax_bmodel_zero_grad(t->m);
-    return phax_bmodel_backward(t->m, t->x, t->y, t->B, t->T, window, loss);
+    if (dist_size() < 2) return phax_bmodel_backward(t->m, t->x, t->y, t->B, t->T, window, loss);
+    int row0, rows;
+    dist_rows(t->B, &row0, &rows);
+    size_t T = (size_t)t->T, at = (size_t)row0 * T;
+    long K = count_targets(t->y, (size_t)t->B * T), k = count_targets(t->y + at, (size_t)rows * T);
+    double part = 0, l;
+    if (k > 0) {
+        if (phax_bmodel_backward(t->m, t->x + at, t->y + at, rows, t->T, window, &l)) return PHAX_ERR;
+        part = l * (double)k / (double)K;
+    }
+    int dev;
+    void *g = phax_bmodel_grads(t->m, &dev);
+    if (!g || dist_allreduce_grads(g, t->L->numel, phax_backend_dtype(t->be), dev,
+                                   K ? (double)k / (double)K : 0.0))
+        return PHAX_ERR;
+    dist_sum(&part, 1);
+    *loss = K ? part : NAN;
+    return PHAX_OK;
 }
 
 int trainer_update(trainer *t, const train_opts *o, double lr, long step1, double *gnorm) {

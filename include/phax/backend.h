@@ -93,6 +93,14 @@ int phax_bmodel_backward(phax_bmodel *m, const int32_t *tokens, const int32_t *t
 int phax_bmodel_adamw_init(phax_bmodel *m, const unsigned char *decay);
 int phax_bmodel_adamw_step(phax_bmodel *m, const phax_adamw_cfg *c, long step, double *gnorm);
 
+// The gradients where they live, as one span of layout.numel values of the backend's dtype in
+// layout order (what backward accumulates into and AdamW reads): for data-parallel training,
+// which all-reduces them between backward and the step (src/dist.c). *on_device: 1 when the
+// span is device memory (the cuda backend: only device-side code such as NCCL may touch it),
+// 0 for host memory (ref, cpu, cuda_emu). NULL with a message for an inference model or a
+// backend without the entry.
+void *phax_bmodel_grads(phax_bmodel *m, int *on_device);
+
 // Copy parameters [off, off + n) (layout order) out as dtype dt (F32 or F64): a
 // conversion from the backend's dtype when they differ (rounding to float once).
 int phax_bmodel_params_get(const phax_bmodel *m, size_t off, size_t n, phax_dtype dt, void *out);
@@ -150,6 +158,7 @@ struct phax_backend_ops {
     int (*params_set)(phax_bmodel *m, phax_dtype dt, const void *src);
     int (*moments_get)(const phax_bmodel *m, void *mom1, void *mom2);
     int (*moments_set)(phax_bmodel *m, const void *mom1, const void *mom2);
+    void *(*grads)(phax_bmodel *m, int *on_device);
     phax_bdecoder *(*decoder_new)(phax_bmodel *m, int max_len, int window);
     void (*decoder_free)(phax_bdecoder *d);
     void (*decoder_reset)(phax_bdecoder *d);
