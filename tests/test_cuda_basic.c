@@ -127,7 +127,12 @@ static void linear_case(size_t n, int in, int out, int bias, int tf32, phax_rng 
         cr_expect(bound_m(label, "dx", dx, dxn, dxr, px, dxm, nx, H_C_BWD), "%s dx", label);
         cr_expect(bound_m(label, "dW", dWh, dWn, dWr, pW, dWm, nw, H_C_BWD), "%s dW", label);
     } else {
-        tf32_check(label, "y", y, yn, yr, NULL, ym, ny, in, true);
+        // The TF32 gap is judged where y has at least 4 elements. One element's TF32 error is a
+        // sum of k rounding errors of size ~2^-12 |a||b| with random signs; it falls below 8x
+        // float32's (~2^-24 relative) with probability ~1e-3 per element (the sum's density near
+        // zero), as seed 976857973 showed (n=1, 33->1: a ratio of 1). Over 4 or more elements
+        // the norm-wise error falls that low with probability below ~1e-12.
+        tf32_check(label, "y", y, yn, yr, NULL, ym, ny, in, ny >= 4);
         tf32_check(label, "dx", dx, dxn, dxr, px, dxm, nx, out, false);
         tf32_check(label, "dW", dWh, dWn, dWr, pW, dWm, nw, (int)n, false);
     }
