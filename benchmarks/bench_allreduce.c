@@ -22,10 +22,13 @@
 #include "phax/backend.h"
 #include "phax/core.h"
 
+// A failure on one rank ends every rank (exit() would run MPI_Finalize while the others wait in
+// a collective).
 static void die_if(int bad, const char *what) {
     if (bad) {
         fprintf(stderr, "bench_allreduce: %s: %s\n", what, phax_error());
-        exit(1);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
     }
 }
 
@@ -93,7 +96,10 @@ int main(int argc, char **argv) {
     }
     // The ceiling: one memcpy of 2(N−1)/N × bytes (median of 7).
     size_t cb = (size_t)(2.0 * (N - 1) / N * (double)bytes);
+    if (cb == 0) cb = bytes;  // one rank moves nothing: the gradient's own bytes then
     char *src = malloc(cb), *dst = malloc(cb);
+    if (!src || !dst) phax_fail("malloc of %zu bytes failed", cb);
+    die_if(!src || !dst, "the copy ceiling");
     memset(src, 1, cb), memset(dst, 2, cb);
     double tm[7];
     for (int k = 0; k < 7; k++) {
@@ -115,7 +121,8 @@ int main(int argc, char **argv) {
         printf("  wait for the slower rank      %10.2f ms\n", 1e3 * mwait);
         printf("  all-reduce                    %10.2f ms  = %.1f%% of the step\n", 1e3 * mar, 100 * mar / mstep);
         printf("  AdamW                         %10.2f ms\n", 1e3 * madam);
-        printf("all-reduce bus bandwidth        %10.2f GB/s (2(N-1)/N x bytes / time)\n", cb / mar / 1e9);
+        if (N > 1) printf("all-reduce bus bandwidth        %10.2f GB/s (2(N-1)/N x bytes / time)\n", cb / mar / 1e9);
+        else printf("all-reduce bus bandwidth        none: one rank reduces nothing\n");
         printf("ceiling: memcpy of those bytes  %10.2f GB/s (%.2f ms, one core, same run)\n", cb / mc / 1e9,
                1e3 * mc);
     }

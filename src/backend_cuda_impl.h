@@ -204,6 +204,8 @@ static void N(decoder_free)(phax_bdecoder *d) {
 }
 
 // A failed reset leaves the decoder refusing every call with that reason (fcuda_decoder_reset).
+// The GSS modes (e^λ, C̃) are formed from the parameters at creation: make a new decoder after
+// they change (as for fast/cpu's).
 static void N(decoder_reset)(phax_bdecoder *d) { (void)FC(decoder_reset)(N(cd)(d)); }
 
 static int N(decoder_step)(phax_bdecoder *d, int32_t token, float *logits) {

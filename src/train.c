@@ -661,6 +661,7 @@ int phax_train_main(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     long s = r.start;
+    int stop_sig = 0;  // the signal the run stopped for (the agreed decision below; 0: none)
     if (r.start >= r.total) {
         printf("%s: the run finished at step %ld; nothing to do\n", r.o.out, r.start);
         goto done;
@@ -690,11 +691,16 @@ int phax_train_main(int argc, char **argv) {
         int window;
         train_step(&r, s, &loss, &window, &dt);
         long done = s + 1;
+        // Several ranks: a signal that reached some ranks stops them all after this step, decided
+        // once from the agreed sum and never from `interrupted` again in this step: a signal landing
+        // later (during rank 0's eval, say) would reach some ranks only, and they would leave for
+        // the checkpoint's collectives while the others start the next step. The next step's sum
+        // picks it up. One process decides at the checkpoint, as before.
+        int agreed = 0;
         if (ranks > 1) {
-            // A signal that reached some ranks stops them all after this step.
             double sig = interrupted;
             dist_sum(&sig, 1);
-            if (sig > 0 && !interrupted) interrupted = SIGTERM;
+            agreed = sig > 0;
         }
         t_run += dt;
         double tps = (double)r.o.B * r.o.T / dt;
@@ -702,9 +708,11 @@ int phax_train_main(int argc, char **argv) {
         progress(&r, done, loss, ema, (double)(r.total - done) * r.o.B * r.o.T / ema, window);
         int last = done == r.total;
         if (last || (r.o.eval_every && done % r.o.eval_every == 0)) run_eval(&r, done);
-        if (last || done == stop || interrupted || (r.o.ckpt_every && done % r.o.ckpt_every == 0))
+        int stop_now = ranks > 1 ? agreed : interrupted != 0;
+        if (stop_now) stop_sig = interrupted ? interrupted : SIGTERM;
+        if (last || done == stop || stop_now || (r.o.ckpt_every && done % r.o.ckpt_every == 0))
             save_checkpoint(&r, done);
-        if (interrupted) {
+        if (stop_now) {
             s++;
             break;
         }
@@ -728,6 +736,7 @@ done:
     json_decref(keep);
     free(r.model_path), free(r.state_path), free(r.log_path);
     free(r.options_json), free(r.rng_json), free(r.data_json);
-    return interrupted ? 128 + interrupted : 0;
+    if (ranks < 2 && interrupted) stop_sig = interrupted;  // one process: as it always did
+    return stop_sig ? 128 + stop_sig : 0;
 }
 

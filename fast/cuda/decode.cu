@@ -246,7 +246,8 @@ typedef struct {
 
 struct fcuda_decoder {
     phax_model_cfg c;
-    int max_len, window, cap, limited, pos, chunk, parallel, broken;
+    int max_len, window, cap, limited, pos, chunk, parallel;
+    int broken;  // 1: a pass failed midway, 2: a reset failed; every call refused until a reset
     float alpha;
     layer *L;
     const float *embed, *norm_emb, *norm_f, *head;
@@ -664,6 +665,9 @@ extern "C" fcuda_decoder *FCUDA(decoder_new)(const phax_model_cfg *cfg, const ph
         dc->cap = dc->window > 0 ? dc->window : max_len;
         dc->limited = dc->window == 0;
     }
+    // A full-attention decoder never holds more than max_len tokens: no pass (nor its (R, V)
+    // logits buffer) needs more rows.
+    if (dc->limited && dc->chunk > max_len) dc->chunk = max_len;
     dc->parallel = phax_plan_rule(c) == PHAX_RULE_PARALLEL;
     dc->alpha = (float)phax_plan_alpha(c);
     lookup top = {L, params, -1, 0};
@@ -705,7 +709,7 @@ extern "C" int FCUDA(decoder_reset)(fcuda_decoder *dc) {
     const phax_model_cfg *c = &dc->c;
     const size_t Hs = c->gss_hidden, N = c->gss_state, NH = c->mlstm_heads;
     const size_t dqk = (size_t)c->d_model / 2 / NH, dv = (size_t)c->d_model / NH;
-    dc->broken = 1;
+    dc->broken = 2;  // until the reset succeeds
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
         if (layer_has(ly, PHAX_SUB_GSS)) TRY(fcuda_ok(cudaMemset(ly->gss.z, 0, 2 * Hs * N * sizeof(double)), "memset"));
@@ -731,7 +735,9 @@ extern "C" size_t FCUDA(decoder_state_bytes)(const fcuda_decoder *dc) { return d
 static int admit(const fcuda_decoder *dc, const char *fn, const int32_t *tok, int n) {
     const int V = dc->c.vocab_size;
     if (dc->broken)
-        return phax_fail("%s: an earlier call failed on the device mid-pass; reset the decoder", fn);
+        return phax_fail(dc->broken == 2 ? "%s: the decoder's last reset failed on the device; reset it again"
+                                         : "%s: an earlier call failed on the device mid-pass; reset the decoder",
+                         fn);
     if (n < 0 || (n > 0 && !tok)) return phax_fail("%s: %d tokens", fn, n);
     for (int i = 0; i < n; i++)
         if (tok[i] < 0 || tok[i] >= V) return phax_fail("%s: token %d is outside [0, %d)", fn, (int)tok[i], V);
