@@ -103,4 +103,16 @@ __device__ __forceinline__ float fcuda_block_max(float v, float *red) {
     return v;
 }
 
+// The same in double (the decoder's online softmax over scores kept in double).
+__device__ __forceinline__ double fcuda_block_max_d(double v, double *red) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = -INFINITY;
+    for (int k = 0; k < nw; k++) v = fmax(v, red[k]);
+    __syncthreads();
+    return v;
+}
+
 #endif

@@ -30,18 +30,6 @@
 
 // --- kernels -----------------------------------------------------------------------------------
 
-// max over the block in double (as fcuda_block_max), returned to every thread.
-__device__ __forceinline__ double block_max_d(double v, double *red) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if (lane == 0) red[w] = v;
-    __syncthreads();
-    v = -INFINITY;
-    for (int k = 0; k < nw; k++) v = fmax(v, red[k]);
-    __syncthreads();
-    return v;
-}
-
 // Each row of x (rows, w) scaled to unit norm, the norm clamped below (§2.7); a 32-thread block
 // per row, the norm in double.
 static __global__ void unit_rows_k(float *__restrict__ x, int w) {
@@ -90,7 +78,7 @@ static __global__ void attend_k(float *__restrict__ o, const float *__restrict__
         }
         // The tile has at least one key (t0 ≤ pos), so mnew is finite; exp(−∞) = 0 drops the
         // empty start.
-        const double mnew = fmax(mrun, block_max_d(s, red));
+        const double mnew = fmax(mrun, fcuda_block_max_d(s, red));
         const double a = exp(mrun - mnew), pe = (int)threadIdx.x < n ? exp(s - mnew) : 0.0;
         p[threadIdx.x] = pe;
         lrun = lrun * a + fcuda_block_sum_d(pe, red);  // its barriers publish p
