@@ -318,16 +318,16 @@ Test(inputs, sha256sums_checked_on_use) {
     free(d), free(tr), free(va), free(sums), free(cache), free(good), free(other);
 }
 
-// The repository's data/wikitext-2 (shipped xz-compressed) matches its SHA256SUMS and
-// the published counts, so a fresh clone has a verified corpus.
-Test(inputs, shipped_wikitext2_verifies) {
+// The repository's data/wikitext-2 and data/ptb (shipped xz-compressed) match their
+// SHA256SUMS (checked as they are decoded) and the published counts, so a fresh clone has
+// verified corpora.
+static void shipped_corpus_verifies(const char *name, const size_t want[3], size_t want_vocab) {
     const char *root = getenv("PHAX_SOURCE_ROOT");
-    char *dir = tu_xprintf("%s/data/wikitext-2", root && *root ? root : ".");
+    char *dir = tu_xprintf("%s/data/%s", root && *root ? root : ".", name);
     char *sums = tu_join(dir, "SHA256SUMS");
     struct stat sb;
     cr_assert(stat(sums, &sb) == 0, "%s is missing", sums);
     const char *split[3] = {"train", "valid", "test"};
-    const size_t want[3] = {2088628, 217646, 245569};
     phax_vocab *v = NULL;
     for (int s = 0; s < 3; s++) {
         char *p = phax_data_find_split(dir, split[s]);
@@ -339,9 +339,20 @@ Test(inputs, shipped_wikitext2_verifies) {
         cr_assert(n == want[s], "%s: %zu tokens, expected %zu", p, n, want[s]);
         free(ids), free(p);
     }
-    cr_assert(phax_vocab_size(v) == 33278);
+    cr_assert(phax_vocab_size(v) == want_vocab, "%s: vocabulary %zu, expected %zu", dir,
+              phax_vocab_size(v), want_vocab);
     phax_vocab_free(v);
     free(dir), free(sums);
+}
+
+Test(inputs, shipped_wikitext2_verifies) {
+    const size_t want[3] = {2088628, 217646, 245569};
+    shipped_corpus_verifies("wikitext-2", want, 33278);
+}
+
+Test(inputs, shipped_ptb_verifies) {
+    const size_t want[3] = {929589, 73760, 82430};
+    shipped_corpus_verifies("ptb", want, 10000);
 }
 
 // --- the phax command -------------------------------------------------------------------------

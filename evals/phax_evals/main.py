@@ -54,7 +54,8 @@ def find_corpora(data_arg):
                     break
         if found:
             break
-    # PTB beside a repository that ships only WikiText-2: look in the other places too.
+    # PTB missing from the folder that had WikiText-2 (another --data layout): look in the
+    # other places too.
     if "ptb" not in found and not data_arg:
         for d in ["../shared/data"] + ([os.environ["PHAX_DATA_DIR"]] if os.environ.get("PHAX_DATA_DIR") else []):
             for folder in (os.path.join(d, "ptb"), d):
