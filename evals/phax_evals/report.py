@@ -258,7 +258,9 @@ def section_ablation(out, st, P, claims):
     for i, m in enumerate(ab["models"]):
         mu, sd, _ = mean_sd(by[m])
         data += f"{i}\t{mu}\t{sd or 0}\t{m}\n"
-    txt += fig(P.draw("ablation", "ablation", data, f"{st['corpora'][0]}, {len(ab['seeds'])} seeds, mean ± sd")) + "\n"
+    txt += fig(P.draw("ablation", "ablation", data,
+                      f"{st['corpora'][0]}, PHA d {st['lm_base']['d_model']}, {st['lm_base']['n_layers']} blocks "
+                      f"and its ablations, {len(ab['seeds'])} seeds, mean ± sd")) + "\n"
     claims["no_attn"] = by
     return txt
 
@@ -320,7 +322,8 @@ def section_sandwich(out, st, P, claims):
         data = ""
         for b in range(int(L)):
             data += "\t".join(f"{statistics.fmean(w[b][k] for w in ws):.4f}" for k in range(nb)) + "\n"
-        txt += fig(P.draw("sandwich", f"sandwich_L{L}", data, f"PHA {L} blocks, mean of {len(runs)} seeds",
+        txt += fig(P.draw("sandwich", f"sandwich_L{L}", data,
+                          f"PHA d {st['lm_base']['d_model']}, {L} blocks, {st['corpora'][0]}, mean of {len(runs)} seeds",
                           nb=nb, nblocks=int(L))) + "\n"
         # Trajectory: each block's GSS and attention weight vs step, mean over seeds.
         data = ""
@@ -333,7 +336,8 @@ def section_sandwich(out, st, P, claims):
                     data += f"{s_}\t{statistics.fmean(vals):.4f}\n"
                 data += "\n\n"
         txt += fig(P.draw("mix_trajectory", f"sandwich_trajectory_L{L}", data,
-                          f"PHA {L} blocks, mean of {len(runs)} seeds")) + "\n"
+                          f"PHA d {st['lm_base']['d_model']}, {L} blocks, {st['corpora'][0]}, "
+                          f"mean of {len(runs)} seeds")) + "\n"
     claims["sandwich"] = results
     return txt
 
@@ -403,7 +407,9 @@ def section_iso(out, st, P, claims):
             "resident memory of a fresh process) and bench_decode (prefill, per-token decode at that context, "
             "decoder state/KV bytes):\n\n")
     txt += md_table(["T", "training tokens/s PHA / tr", "peak memory PHA / tr", "prefill", "decode", "state/KV memory"], rows) + "\n"
-    txt += fig(P.draw("iso", "iso_efficiency", data, "PHA / matched transformer, batch 1")) + "\n"
+    txt += fig(P.draw("iso", "iso_efficiency", data,
+                      f"PHA ({iso['pha_nonemb'] / 1e6:.2f} M) / transformer of its {st['corpora'][0]} perplexity "
+                      f"(about {n_match / 1e6:.2f} M non-embedding parameters), batch 1, one timing run")) + "\n"
     claims["iso"] = (at8k, bracketed)
     return txt
 
@@ -486,6 +492,7 @@ def section_recall(out, st, P, claims):
                 rows.append(row)
         txt += md_table(["model", "seeds"] + [f"L={L}" for L in rc["lengths"]] + ["mean beyond T"], rows) + "\n"
         txt += fig(P.draw("recall_length", f"recall_{task}_length", data,
+                          f"SWAX d {st['recall_model']['d_model']}, {st['recall_model']['n_layers']} blocks, T {T}; "
                           f"task {task}, {len(rc['seeds'])} seed(s), mean ± sd over seeds, depths averaged",
                           T=T, chance=CHANCE_RECALL)) + "\n"
         # Length x depth heatmaps, one panel per model (seed mean).
@@ -497,7 +504,9 @@ def section_recall(out, st, P, claims):
                 continue
             labels.append(model)
             data += heatmap_panel(rs, rc["lengths"], rc["depths"])
-        txt += fig(P.draw("heatmap_panels", f"recall_{task}_depth", data, f"task {task}: accuracy by length and depth",
+        txt += fig(P.draw("heatmap_panels", f"recall_{task}_depth", data,
+                          f"SWAX d {st['recall_model']['d_model']}, T {T}; task {task}: accuracy by length and depth, "
+                          f"mean of {len(rc['seeds'])} seed(s)",
                           panels=len(labels), labels=" ".join(labels),
                           xlabels=" ".join(str(L) for L in rc["lengths"]),
                           ylabels=" ".join(str(d) for d in rc["depths"]))) + "\n"
@@ -577,10 +586,15 @@ def section_niah(out, st, P, claims):
                 "runs give no verdict on the window claims; only their test perplexity (the short-context "
                 "half of the trade-off) counts. The synthetic recall task above is where the window regimes "
                 "are told apart.\n\n")
-    txt += fig(P.draw("recall_length", "niah_length", data, "WikiText-2 NIAH, mean ± sd over seeds", T=T, chance=0)) + "\n"
+    nseeds = max(sum(1 for r in nh["runs"] if r["model"] == m) for m in models)
+    txt += fig(P.draw("recall_length", "niah_length", data,
+                      f"WikiText-2 NIAH, word-level SWAX d {st['lm_base']['d_model']}, T {T}; "
+                      f"{nseeds} seed(s), mean ± sd over seeds", T=T, chance=0)) + "\n"
     depths = sorted({c["depth"] for r in nh["runs"] for c in r["cells"]})
     data = "".join(heatmap_panel([r for r in nh["runs"] if r["model"] == m], nh["lengths"], depths) for m in models)
-    txt += fig(P.draw("heatmap_panels", "niah_depth", data, "WikiText-2 NIAH: accuracy by length and depth",
+    txt += fig(P.draw("heatmap_panels", "niah_depth", data,
+                      f"WikiText-2 NIAH, SWAX d {st['lm_base']['d_model']}, T {T}: accuracy by length and depth, "
+                      f"mean of {nseeds} seed(s)",
                       panels=len(models), labels=" ".join(models), xlabels=" ".join(str(L) for L in nh["lengths"]),
                       ylabels=" ".join(f"{d:g}" for d in depths))) + "\n"
     claims["niah_ppl"] = "test ppl at T: " + ", ".join(ppl_line)
@@ -623,8 +637,9 @@ def section_efficiency(out, st, P, claims):
         d_dec += f"context\t{fam}\tprefill\tstate\n" + "".join(f"{c}\t{a}\t{p}\t{s_}\n" for c, a, p, s_ in zip(Cs, dec, pre, stt)) + "\n\n"
     txt += md_table(["family"] + [f"train tok/s T={t}" for t in ef["T"]] +
                     ["slope s/token", "slope memory", "slope decode s/token", "slope state"], rows) + "\n"
-    txt += fig(P.draw("efficiency_train", "efficiency_train", d_train, "training step, batch 1")) + "\n"
-    txt += fig(P.draw("efficiency_decode", "efficiency_decode", d_dec, "prefill and decode, batch 1")) + "\n"
+    size = f"d {st['lm_base']['d_model']}, {st['lm_base']['n_layers']} layers, vocabulary 8192, one timing run"
+    txt += fig(P.draw("efficiency_train", "efficiency_train", d_train, f"training step, batch 1; {size}")) + "\n"
+    txt += fig(P.draw("efficiency_decode", "efficiency_decode", d_dec, f"prefill and decode, batch 1; {size}")) + "\n"
     return txt
 
 
