@@ -1,7 +1,10 @@
 // The model plan (phax/model_plan.h): every family's block structure, DeepNorm α and β,
 // and the window rule, written once (docs/spec.md §3).
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
+#include "phax/core.h"
 #include "phax/model_plan.h"
 
 const char *phax_sub_kind_name(phax_sub_kind k) {
@@ -87,4 +90,64 @@ phax_attn_cfg phax_plan_attn_cfg(const phax_model_cfg *c, int window) {
                           .dv = c->head_dim, .window = window,
                           .score = c->score_cosine ? PHAX_SCORE_COSINE : PHAX_SCORE_DOT,
                           .rope = 1, .rope_base = c->rope_base, .pos0 = 0};
+}
+
+// --- binding a block's weights ---------------------------------------------------------------------
+typedef struct {
+    const phax_model_cfg *c;
+    phax_param_find find;
+    void *ctx;
+    const char *who;
+    int l, missing;
+} binder;
+
+static const float *bind(binder *bd, const char *suffix) {
+    char name[112];
+    snprintf(name, sizeof name, "blocks.%d.%s", bd->l, suffix);
+    const float *p = bd->find(bd->ctx, name);
+    if (!p && !bd->missing) bd->missing = 1, phax_fail("%s: the model has no %s", bd->who, name);
+    return p;
+}
+
+int phax_plan_bind_block(const phax_model_cfg *c, int l, phax_param_find find, void *ctx,
+                         const char *who, phax_block_w *b, phax_attn_w *a, phax_gss_w *g,
+                         phax_mlstm_w *m) {
+    binder bd = {c, find, ctx, who, l, 0};
+    phax_block_plan bp;
+    int has[PHAX_SUB_COUNT] = {0};
+    phax_plan_block(c, l, &bp);
+    memset(b, 0, sizeof *b), memset(a, 0, sizeof *a), memset(g, 0, sizeof *g), memset(m, 0, sizeof *m);
+    b->nsub = bp.nsub;
+    for (int i = 0; i < bp.nsub; i++)
+        b->sub[i] = bp.sub[i].kind, has[bp.sub[i].kind] = 1, b->norm[i] = bind(&bd, bp.sub[i].norm);
+    if (bp.rule == PHAX_RULE_PARALLEL) {
+        b->mix_p = bp.mix ? bind(&bd, bp.mix) : NULL;
+        b->norm_res = bind(&bd, bp.norm_res);
+    }
+    if (has[PHAX_SUB_ATTN]) {
+        a->wq = bind(&bd, "attn.wq.weight"), a->wk = bind(&bd, "attn.wk.weight");
+        a->wv = bind(&bd, "attn.wv.weight"), a->wo = bind(&bd, "attn.wo.weight");
+        if (c->score_cosine) a->logscale = bind(&bd, "attn.logscale");
+    }
+    if (has[PHAX_SUB_SWIGLU] || has[PHAX_SUB_DUAL]) {
+        b->ffn_wg = bind(&bd, "ffn.w_gate.weight"), b->ffn_wu = bind(&bd, "ffn.w_up.weight");
+        b->ffn_wd = bind(&bd, "ffn.w_down.weight");
+    }
+    if (has[PHAX_SUB_AUX] || has[PHAX_SUB_DUAL])
+        b->aux_w3 = bind(&bd, "ffn_aux.w3.weight"), b->aux_w4 = bind(&bd, "ffn_aux.w4.weight");
+    if (has[PHAX_SUB_MLSTM]) {
+        m->wq = bind(&bd, "mlstm.wq.weight"), m->wk = bind(&bd, "mlstm.wk.weight");
+        m->wv = bind(&bd, "mlstm.wv.weight"), m->wog = bind(&bd, "mlstm.ogate.weight");
+        m->wi = bind(&bd, "mlstm.igate.weight"), m->bi = bind(&bd, "mlstm.igate.bias");
+        m->wf = bind(&bd, "mlstm.fgate.weight"), m->bf = bind(&bd, "mlstm.fgate.bias");
+        m->hnorm = bind(&bd, "mlstm.headnorm.weight"), m->wout = bind(&bd, "mlstm.out.weight");
+    }
+    if (has[PHAX_SUB_GSS]) {
+        g->wv = bind(&bd, "gss.wv.weight"), g->wu = bind(&bd, "gss.wu.weight");
+        g->ln_w = bind(&bd, "gss.ln.weight"), g->ln_b = bind(&bd, "gss.ln.bias");
+        g->D = bind(&bd, "gss.d"), g->wc = bind(&bd, "gss.wc.weight"), g->wo = bind(&bd, "gss.wo.weight");
+        g->lre = bind(&bd, "gss.lambda_re"), g->lim = bind(&bd, "gss.lambda_im");
+        g->cre = bind(&bd, "gss.c_re"), g->cim = bind(&bd, "gss.c_im");
+    }
+    return bd.missing ? PHAX_ERR : PHAX_OK;
 }

@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "phax/model_plan.h"
@@ -258,5 +259,109 @@ Test(plan, layout_counts_every_family) {
         cr_assert(phax_layout_count(&c, &n, &numel) == PHAX_OK, "%s", phax_error());
         cr_expect(n == v[i].n && numel == v[i].numel, "%s: %d tensors / %lld values, want %d / %lld",
                   phax_family_name(v[i].f), n, (long long)numel, v[i].n, (long long)v[i].numel);
+    }
+}
+
+// --- the decoders' binding (phax_plan_bind_block) ---------------------------------------------
+
+// A layout over a fake buffer: name -> base + offset; `hide` is reported missing.
+typedef struct {
+    const phax_layout *L;
+    const float *base;
+    const char *hide;
+} fake_params;
+
+static const float *fake_find(void *ctx, const char *name) {
+    const fake_params *f = ctx;
+    if (f->hide && !strcmp(name, f->hide)) return NULL;
+    const int i = phax_layout_find(f->L, name);
+    return i < 0 ? NULL : f->base + f->L->p[i].offset;
+}
+
+// Every block of every family and PHA switch binds, and what it binds is exactly the block's
+// tensors of the layout, each once: a parameter a decoder would not read (or read twice)
+// fails here. Sub-layers the block lacks stay NULL; a frozen mix is NULL (the decoders'
+// zeros); the structure is phax_plan_block's.
+Test(plan, bind_block_covers_the_layout) {
+    struct {
+        phax_family f;
+        int use_gss, use_attn, use_ffn, separate, freeze, cosine;
+    } v[] = {{PHAX_FAMILY_PHA, 1, 1, 1, 0, 0, 1},         {PHAX_FAMILY_PHA, 0, 1, 1, 1, 1, 0},
+             {PHAX_FAMILY_PHA, 1, 0, 1, 0, 0, 1},         {PHAX_FAMILY_PHA, 1, 1, 0, 0, 1, 1},
+             {PHAX_FAMILY_TRANSFORMER, 1, 1, 1, 0, 0, 1}, {PHAX_FAMILY_TRANSFORMER, 1, 1, 1, 0, 0, 0},
+             {PHAX_FAMILY_SERIAL, 1, 1, 1, 0, 0, 1},      {PHAX_FAMILY_SWAX, 1, 1, 1, 0, 0, 0},
+             {PHAX_FAMILY_SWA, 1, 1, 1, 0, 0, 0},         {PHAX_FAMILY_MLSTM, 1, 1, 1, 0, 0, 0}};
+    for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
+        phax_model_cfg c = phax_model_cfg_default(v[k].f);
+        c.n_layers = 3;
+        if (v[k].f == PHAX_FAMILY_PHA)
+            c.use_gss = v[k].use_gss, c.use_attn = v[k].use_attn, c.use_ffn = v[k].use_ffn,
+            c.ffn_separate_mix = v[k].separate, c.freeze_mix = v[k].freeze;
+        c.score_cosine = v[k].cosine;
+        cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s", phax_error());
+        phax_layout L;
+        cr_assert(phax_layout_build(&L, &c) == PHAX_OK, "%s", phax_error());
+        float *buf = calloc(L.numel, sizeof *buf);
+        int *seen = calloc((size_t)L.n, sizeof *seen);
+        cr_assert(buf && seen);
+        fake_params fp = {&L, buf, NULL};
+        for (int l = 0; l < c.n_layers; l++) {
+            phax_block_w b;
+            phax_attn_w a;
+            phax_gss_w g;
+            phax_mlstm_w m;
+            cr_assert(phax_plan_bind_block(&c, l, fake_find, &fp, "t", &b, &a, &g, &m) == PHAX_OK, "%s",
+                      phax_error());
+            phax_block_plan bp;
+            phax_plan_block(&c, l, &bp);
+            cr_expect(b.nsub == bp.nsub, "%s block %d: nsub", phax_family_name(c.family), l);
+            for (int i = 0; i < bp.nsub; i++) cr_expect(b.sub[i] == bp.sub[i].kind);
+            // Every non-NULL pointer the binder filled: which tensor it is.
+            const float *ptrs[64];
+            int np = 0;
+            for (int i = 0; i < b.nsub; i++) ptrs[np++] = b.norm[i];
+            const float *const more[] = {b.mix_p, b.norm_res, b.ffn_wg, b.ffn_wu, b.ffn_wd, b.aux_w3, b.aux_w4,
+                                         a.wq, a.wk, a.wv, a.wo, a.logscale,
+                                         g.wv, g.wu, g.ln_w, g.ln_b, g.D, g.wc, g.wo, g.lre, g.lim, g.cre, g.cim,
+                                         m.wq, m.wk, m.wv, m.wog, m.wi, m.bi, m.wf, m.bf, m.hnorm, m.wout};
+            for (size_t i = 0; i < sizeof more / sizeof *more; i++)
+                if (more[i]) ptrs[np++] = more[i];
+            for (int i = 0; i < np; i++) {
+                cr_assert(ptrs[i], "%s block %d: a norm is NULL", phax_family_name(c.family), l);
+                int t = -1;
+                for (int j = 0; j < L.n; j++)
+                    if (buf + L.p[j].offset == ptrs[i]) t = j;
+                cr_assert(t >= 0, "%s block %d: a pointer that is no tensor", phax_family_name(c.family), l);
+                char pre[32];
+                snprintf(pre, sizeof pre, "blocks.%d.", l);
+                cr_expect(!strncmp(L.p[t].name, pre, strlen(pre)), "block %d bound %s", l, L.p[t].name);
+                seen[t]++;
+            }
+            cr_expect((b.mix_p == NULL) == (c.family != PHAX_FAMILY_PHA || c.freeze_mix),
+                      "%s block %d: mix", phax_family_name(c.family), l);
+            cr_expect((a.logscale != NULL) == (a.wq != NULL && c.score_cosine));
+        }
+        for (int j = 0; j < L.n; j++)
+            if (!strncmp(L.p[j].name, "blocks.", 7))
+                cr_expect(seen[j] == 1, "%s (use_gss %d use_attn %d use_ffn %d separate %d frozen %d): %s bound %d times",
+                          phax_family_name(c.family), c.use_gss, c.use_attn, c.use_ffn, c.ffn_separate_mix,
+                          c.freeze_mix, L.p[j].name, seen[j]);
+        // A missing parameter: PHAX_ERR naming it, after the caller's WHO.
+        for (int j = 0; j < L.n; j++) {
+            if (strncmp(L.p[j].name, "blocks.2.", 9)) continue;
+            fp.hide = L.p[j].name;
+            phax_block_w b;
+            phax_attn_w a;
+            phax_gss_w g;
+            phax_mlstm_w m;
+            cr_expect(phax_plan_bind_block(&c, 2, fake_find, &fp, "who_new", &b, &a, &g, &m) == PHAX_ERR,
+                      "%s: missing %s accepted", phax_family_name(c.family), fp.hide);
+            char want[160];
+            snprintf(want, sizeof want, "who_new: the model has no %s", fp.hide);
+            cr_expect_str_eq(phax_error(), want);
+        }
+        fp.hide = NULL;
+        free(buf), free(seen);
+        phax_layout_free(&L);
     }
 }

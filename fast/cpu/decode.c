@@ -42,36 +42,29 @@ __attribute__((simd("notinbranch"), const, nothrow)) extern float vexpf(float) _
 // --- per-layer parameters and state --------------------------------------------------------
 
 typedef struct {
-    const float *wq, *wk, *wv, *wo, *logscale;  // logscale: (Hq), cosine mode only
+    phax_attn_w w;   // weights (phax_plan_bind_block)
     float *k_cache;  // k_cache: (Hkv, cap, dh), rotated (and unit-normalised in cosine mode)
     float *v_cache;  // v_cache: (Hkv, cap, dh); each head's keys contiguous for its scan
 } attn_layer;
 
 typedef struct {
-    const float *wv, *wu, *ln_w, *ln_b, *D, *wc, *wo;
-    const float *lre, *lim, *cre, *cim;  // Λ: (N) each; C: (Hs, N) each
-    double *ea;  // e^{λ_n}: (N, 2) re, im
-    double *ct;  // C̃_hn = C_hn (e^{λ_n} − 1)/λ_n: (Hs, N, 2)
-    double *z;   // modal state: (Hs, N, 2)
+    phax_gss_w w;  // weights (phax_plan_bind_block)
+    double *ea;    // e^{λ_n}: (N, 2) re, im
+    double *ct;    // C̃_hn = C_hn (e^{λ_n} − 1)/λ_n: (Hs, N, 2)
+    double *z;     // modal state: (Hs, N, 2)
 } gss_layer;
 
 typedef struct {
-    const float *wq, *wk, *wv, *wog, *wi, *bi, *wf, *bf, *hnorm, *wout;
-    double *C;  // (NH, dqk, dv)
-    double *n;  // (NH, dqk)
-    double *m;  // (NH) stabiliser; −∞ = the start (see phax/fcpu_decode.h)
+    phax_mlstm_w w;  // weights (phax_plan_bind_block)
+    double *C;       // (NH, dqk, dv)
+    double *n;       // (NH, dqk)
+    double *m;       // (NH) stabiliser; −∞ = the start (see phax/fcpu_decode.h)
 } mlstm_layer;
 
 typedef struct {
-    int nsub;
-    phax_sub_kind sub[MAX_SUB];   // PHA: branches in mix order; else pre-norm sub-layers in order
-    const float *norm[MAX_SUB];   // PHA: each branch's output norm; else each sub-layer's pre-norm
-    const float *mix_p;           // PHA: (nsub), or the decoder's zeros for a frozen mix
-    const float *norm_res;        // PHA: the post-norm
+    phax_block_w w;  // structure and block-level weights; w.mix_p: the decoder's zeros when frozen
     attn_layer attn;
     gss_layer gss;
-    const float *ffn_wg, *ffn_wu, *ffn_wd;  // SwiGLU
-    const float *aux_w3, *aux_w4;           // aux FFN
     mlstm_layer mlstm;
 } layer;
 
@@ -163,7 +156,7 @@ static void attend_head(const fcpu_decoder *dc, const attn_layer *A, const float
     const float *kj = A->k_cache + (size_t)j * dc->cap * dh;  // (cap, dh)
     const float *vj = A->v_cache + (size_t)j * dc->cap * dh;  // (cap, dh)
     const double scale = c->score_cosine
-                             ? exp(fmin((double)A->logscale[h], PHAX_COSINE_MAX_LOGSCALE))
+                             ? exp(fmin((double)A->w.logscale[h], PHAX_COSINE_MAX_LOGSCALE))
                              : 1.0 / sqrt((double)dh);
     double mx = -INFINITY, sum = 0;
     for (int i = 0, slot = slot0; i < nvis; i++, slot = slot + 1 == dc->cap ? 0 : slot + 1) {
@@ -200,7 +193,7 @@ static void attend_pass_head(fcpu_decoder *dc, const attn_layer *A, const float 
     const float *vj = A->v_cache + (size_t)j * dc->cap * dh;
     const float *qh = dc->q + (size_t)h * dh;  // rows of stride qd
     const double scale = c->score_cosine
-                             ? exp(fmin((double)A->logscale[h], PHAX_COSINE_MAX_LOGSCALE))
+                             ? exp(fmin((double)A->w.logscale[h], PHAX_COSINE_MAX_LOGSCALE))
                              : 1.0 / sqrt((double)dh);
     // S = Q Kᵀ: [ring segment a | ring segment b | the pass's keys].
     if (na > 0)
@@ -255,9 +248,9 @@ static void attn_rows(fcpu_decoder *dc, attn_layer *A, float *y, const float *x,
     const int pos0 = dc->pos;
     float *k = dc->k_rot, *v = dc->v_new;  // (R, Hkv, dh) each
 
-    matmul(dc->q_raw, A->wq, x, R, qd, d);  // (R, Hq, dh)
-    matmul(dc->k_raw, A->wk, x, R, kd, d);  // (R, Hkv, dh)
-    matmul(v, A->wv, x, R, kd, d);          // (R, Hkv, dh)
+    matmul(dc->q_raw, A->w.wq, x, R, qd, d);  // (R, Hq, dh)
+    matmul(dc->k_raw, A->w.wk, x, R, kd, d);  // (R, Hkv, dh)
+    matmul(v, A->w.wv, x, R, kd, d);          // (R, Hkv, dh)
     fcpu_rope_fwd(dc->q, dc->q_raw, 1, R, Hq, dh, c->rope_base, pos0, dc->rope);
     fcpu_rope_fwd(k, dc->k_raw, 1, R, Hkv, dh, c->rope_base, pos0, dc->rope);
     if (c->score_cosine) {
@@ -277,7 +270,7 @@ static void attn_rows(fcpu_decoder *dc, attn_layer *A, float *y, const float *x,
                        v + (size_t)r * kd + (size_t)j * dh, dh * sizeof *v);
             }
         }
-        matmul(y, A->wo, dc->o, R, d, qd);
+        matmul(y, A->w.wo, dc->o, R, d, qd);
         return;
     }
     for (int r = 0; r < R; r++) {
@@ -293,7 +286,7 @@ static void attn_rows(fcpu_decoder *dc, attn_layer *A, float *y, const float *x,
             attend_head(dc, A, dc->q + (size_t)r * qd, pos, h, first,
                         dc->o + (size_t)r * qd + (size_t)h * dh, dc->score, dc->attn_acc);
     }
-    matmul(y, A->wo, dc->o, R, d, qd);
+    matmul(y, A->w.wo, dc->o, R, d, qd);
 }
 
 // GSS on x: (R, d) → y: (R, d), per row:
@@ -307,11 +300,11 @@ static void gss_rows(fcpu_decoder *dc, gss_layer *G, float *y, const float *x, i
     float *xv = dc->f1, *v = dc->f2, *gt = dc->f3;         // (R, F)
     float *xu = dc->s1, *u = dc->s2, *ub = dc->s3, *ys = dc->s4;  // (R, Hs)
 
-    matmul(xv, G->wv, x, R, F, d);
+    matmul(xv, G->w.wv, x, R, F, d);
     fcpu_gelu_fwd(v, xv, (size_t)R * F);
-    matmul(xu, G->wu, x, R, Hs, d);
+    matmul(xu, G->w.wu, x, R, Hs, d);
     fcpu_gelu_fwd(u, xu, (size_t)R * Hs);
-    fcpu_layernorm_fwd(ub, u, G->ln_w, G->ln_b, R, Hs, PHAX_LAYERNORM_EPS);
+    fcpu_layernorm_fwd(ub, u, G->w.ln_w, G->w.ln_b, R, Hs, PHAX_LAYERNORM_EPS);
     for (int r = 0; r < R; r++) {
         for (int h = 0; h < Hs; h++) {
             const double uh = ub[(size_t)r * Hs + h];
@@ -325,31 +318,31 @@ static void gss_rows(fcpu_decoder *dc, gss_layer *G, float *y, const float *x, i
                 z[2 * n] = nr, z[2 * n + 1] = ni;
                 acc += ct[2 * n] * nr - ct[2 * n + 1] * ni;  // Re(C̃ z)
             }
-            ys[(size_t)r * Hs + h] = (float)(acc + G->D[h] * uh);
+            ys[(size_t)r * Hs + h] = (float)(acc + G->w.D[h] * uh);
         }
     }
-    matmul(xv, G->wc, ys, R, F, Hs);  // W_c ys: (R, F), reusing xv
+    matmul(xv, G->w.wc, ys, R, F, Hs);  // W_c ys: (R, F), reusing xv
     for (size_t i = 0; i < (size_t)R * F; i++) gt[i] = xv[i] * v[i];
-    matmul(y, G->wo, gt, R, d, F);
+    matmul(y, G->w.wo, gt, R, d, F);
 }
 
 // SwiGLU: y = W_d(SiLU(W_g x) ⊙ W_u x); hidden (R, hid).
 static void swiglu_rows(fcpu_decoder *dc, const layer *ly, float *y, const float *x, int R) {
     const int d = dc->c->d_model, hid = dc->c->ffn_hidden;
     float *g = dc->f1, *u = dc->f2, *a = dc->f3;
-    matmul(g, ly->ffn_wg, x, R, hid, d);
-    matmul(u, ly->ffn_wu, x, R, hid, d);
+    matmul(g, ly->w.ffn_wg, x, R, hid, d);
+    matmul(u, ly->w.ffn_wu, x, R, hid, d);
     fcpu_silu_fwd(a, g, (size_t)R * hid);
     for (size_t i = 0; i < (size_t)R * hid; i++) a[i] *= u[i];
-    matmul(y, ly->ffn_wd, a, R, d, hid);
+    matmul(y, ly->w.ffn_wd, a, R, d, hid);
 }
 
 // Aux FFN: y = W4 GELU(W3 x); hidden (R, ha).
 static void aux_rows(fcpu_decoder *dc, const layer *ly, float *y, const float *x, int R) {
     const int d = dc->c->d_model, ha = dc->c->ffn_aux_hidden;
-    matmul(dc->f1, ly->aux_w3, x, R, ha, d);
+    matmul(dc->f1, ly->w.aux_w3, x, R, ha, d);
     fcpu_gelu_fwd(dc->f2, dc->f1, (size_t)R * ha);
-    matmul(y, ly->aux_w4, dc->f2, R, d, ha);
+    matmul(y, ly->w.aux_w4, dc->f2, R, d, ha);
 }
 
 // mLSTM layer on x̄: (R, d) → y: (R, d) (docs/spec.md §2.9, §3.3), per row and head hh:
@@ -363,15 +356,15 @@ static void mlstm_rows(fcpu_decoder *dc, mlstm_layer *M, float *y, const float *
     const double qs = 1.0 / sqrt((double)dqk);
     float *q = dc->mq, *k = dc->mk, *v = dc->mv, *og = dc->mo, *hc = dc->mh, *hn = dc->mhn;
 
-    matmul(q, M->wq, x, R, dk, d);   // (R, NH, dqk)
-    matmul(k, M->wk, x, R, dk, d);   // (R, NH, dqk)
-    matmul(v, M->wv, x, R, d, d);    // (R, NH, dv)
-    matmul(og, M->wog, x, R, d, d);  // (R, d), before σ
+    matmul(q, M->w.wq, x, R, dk, d);   // (R, NH, dqk)
+    matmul(k, M->w.wk, x, R, dk, d);   // (R, NH, dqk)
+    matmul(v, M->w.wv, x, R, d, d);    // (R, NH, dv)
+    matmul(og, M->w.wog, x, R, d, d);  // (R, d), before σ
     for (int r = 0; r < R; r++) {
         const float *xr = x + (size_t)r * d;
         for (int hh = 0; hh < NH; hh++) {
-            const double ig = phax_gate_cap(dot_f64(M->wi + (size_t)hh * d, xr, d) + M->bi[hh]);
-            const double fg = phax_gate_cap(dot_f64(M->wf + (size_t)hh * d, xr, d) + M->bf[hh]);
+            const double ig = phax_gate_cap(dot_f64(M->w.wi + (size_t)hh * d, xr, d) + M->w.bi[hh]);
+            const double fg = phax_gate_cap(dot_f64(M->w.wf + (size_t)hh * d, xr, d) + M->w.bf[hh]);
             const double a = phax_logsigmoid(fg) + M->m[hh];  // −∞ at the start
             const double mt = fmax(a, ig), fp = exp(a - mt), ip = exp(ig - mt);
             M->m[hh] = mt;
@@ -396,9 +389,9 @@ static void mlstm_rows(fcpu_decoder *dc, mlstm_layer *M, float *y, const float *
             for (int j = 0; j < dv; j++) hr[j] = (float)(num[j] / den);
         }
     }
-    fcpu_headnorm_fwd(hn, hc, M->hnorm, R, NH, dv, dc->c->mlstm_norm_eps);
+    fcpu_headnorm_fwd(hn, hc, M->w.hnorm, R, NH, dv, dc->c->mlstm_norm_eps);
     for (size_t i = 0; i < (size_t)R * d; i++) hc[i] = (float)phax_sigmoid(og[i]) * hn[i];  // h = o ⊙ headnorm(h̃)
-    matmul(y, M->wout, hc, R, d, d);
+    matmul(y, M->w.wout, hc, R, d, d);
 }
 
 static void sub_rows(fcpu_decoder *dc, layer *ly, phax_sub_kind k, float *y, const float *x, int R) {
@@ -422,22 +415,22 @@ static void sub_rows(fcpu_decoder *dc, layer *ly, phax_sub_kind k, float *y, con
 // Branch i's rows lie at br + i·R·d, so the mix sees (nsub, R·d).
 static void parallel_block(fcpu_decoder *dc, layer *ly, float *x, int R) {
     const size_t n = (size_t)R * dc->c->d_model;
-    for (int i = 0; i < ly->nsub; i++) {
+    for (int i = 0; i < ly->w.nsub; i++) {
         float *r = dc->br + i * n, *b = dc->bn + i * n;
-        sub_rows(dc, ly, ly->sub[i], r, x, R);
-        fcpu_rmsnorm_fwd(b, r, ly->norm[i], R, dc->c->d_model, PHAX_RMSNORM_EPS);
+        sub_rows(dc, ly, ly->w.sub[i], r, x, R);
+        fcpu_rmsnorm_fwd(b, r, ly->w.norm[i], R, dc->c->d_model, PHAX_RMSNORM_EPS);
     }
-    fcpu_mix_fwd(dc->y, dc->bn, ly->mix_p, ly->nsub, n);
+    fcpu_mix_fwd(dc->y, dc->bn, ly->w.mix_p, ly->w.nsub, n);
     for (size_t i = 0; i < n; i++) dc->t[i] = dc->alpha * x[i] + dc->y[i];
-    fcpu_rmsnorm_fwd(x, dc->t, ly->norm_res, R, dc->c->d_model, PHAX_RMSNORM_EPS);
+    fcpu_rmsnorm_fwd(x, dc->t, ly->w.norm_res, R, dc->c->d_model, PHAX_RMSNORM_EPS);
 }
 
 // Pre-norm block on x: (R, d), in place: for each sub-layer, x ← x + F(RMSNorm x).
 static void prenorm_block(fcpu_decoder *dc, layer *ly, float *x, int R) {
     const int d = dc->c->d_model;
-    for (int i = 0; i < ly->nsub; i++) {
-        fcpu_rmsnorm_fwd(dc->h, x, ly->norm[i], R, d, PHAX_RMSNORM_EPS);
-        sub_rows(dc, ly, ly->sub[i], dc->y, dc->h, R);
+    for (int i = 0; i < ly->w.nsub; i++) {
+        fcpu_rmsnorm_fwd(dc->h, x, ly->w.norm[i], R, d, PHAX_RMSNORM_EPS);
+        sub_rows(dc, ly, ly->w.sub[i], dc->y, dc->h, R);
         add_into(x, dc->y, R * d);
     }
 }
@@ -469,9 +462,9 @@ static float *take_kv(arena *a, size_t cap, size_t kd) {
 }
 
 static int layer_has(const layer *ly, phax_sub_kind k) {
-    for (int i = 0; i < ly->nsub; i++)
-        if (ly->sub[i] == k ||
-            (ly->sub[i] == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX)))
+    for (int i = 0; i < ly->w.nsub; i++)
+        if (ly->w.sub[i] == k ||
+            (ly->w.sub[i] == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX)))
             return 1;
     return 0;
 }
@@ -528,81 +521,30 @@ static void carve(fcpu_decoder *dc, arena *a) {
     }
 }
 
-// Parameter lookup that records the first missing name.
+// Parameter lookup of the model-level parameters (embedding, norms, head), recording the
+// first missing name; the blocks' go through phax_plan_bind_block with find_param.
 typedef struct {
     const fcpu_model *m;
-    int l, missing;
+    int missing;
 } lookup;
 
-static const float *P(lookup *lk, const char *suffix) {
-    char name[112];
-    if (lk->l >= 0) snprintf(name, sizeof name, "blocks.%d.%s", lk->l, suffix);
-    else snprintf(name, sizeof name, "%s", suffix);
+static const float *P(lookup *lk, const char *name) {
     const float *p = fcpu_model_param(lk->m, name);
     if (!p && !lk->missing) lk->missing = 1, phax_fail("fcpu_decoder_new: the model has no %s", name);
     return p;
 }
 
-// e^{λ_n} and C̃_hn = C_hn A(λ_n) of one GSS layer, in double, λ_n = −e^{Λre} + i e^{Λim}.
-// A(λ) = (e^λ − 1)/λ is phax_zoh (the cancellation-free form of docs/spec.md §2.8, as the
-// fast DSS kernel in ssm.c uses it); e^{λ} = e^{Re λ}(cos Im λ + i sin Im λ).
-static void gss_modes(gss_layer *G, int Hs, int N) {
-    for (int n = 0; n < N; n++) {
-        double lre = G->lre[n], lim = G->lim[n], Ar, Ai;
-        phax_zoh(-exp(lre), exp(lim), &Ar, &Ai);
-        const double r = exp(-exp(lre)), th = exp(lim);
-        G->ea[2 * n] = r * cos(th), G->ea[2 * n + 1] = r * sin(th);
-        for (int h = 0; h < Hs; h++) {
-            const double cr = G->cre[(size_t)h * N + n], ci = G->cim[(size_t)h * N + n];
-            double *ct = G->ct + ((size_t)h * N + n) * 2;
-            ct[0] = cr * Ar - ci * Ai, ct[1] = cr * Ai + ci * Ar;
-        }
-    }
+static const float *find_param(void *m, const char *name) {
+    return fcpu_model_param((const fcpu_model *)m, name);
 }
 
 // Plan and parameter pointers of layer l (no arena needed). PHAX_ERR on a missing parameter.
 static int bind_layer(fcpu_decoder *dc, layer *ly, int l) {
-    const phax_model_cfg *c = dc->c;
-    phax_block_plan bp;
-    lookup lk = {dc->m, l, 0};
-    int has[PHAX_SUB_COUNT] = {0};
-    phax_plan_block(c, l, &bp);
-    ly->nsub = bp.nsub;
-    for (int i = 0; i < ly->nsub; i++)
-        ly->sub[i] = bp.sub[i].kind, has[ly->sub[i]] = 1, ly->norm[i] = P(&lk, bp.sub[i].norm);
-    if (bp.rule == PHAX_RULE_PARALLEL) {
-        ly->mix_p = bp.mix ? P(&lk, bp.mix) : dc->zero_p;
-        ly->norm_res = P(&lk, bp.norm_res);
-    }
-    if (has[PHAX_SUB_ATTN]) {
-        attn_layer *A = &ly->attn;
-        A->wq = P(&lk, "attn.wq.weight"), A->wk = P(&lk, "attn.wk.weight");
-        A->wv = P(&lk, "attn.wv.weight"), A->wo = P(&lk, "attn.wo.weight");
-        if (c->score_cosine) A->logscale = P(&lk, "attn.logscale");
-    }
-    if (has[PHAX_SUB_SWIGLU] || has[PHAX_SUB_DUAL]) {
-        ly->ffn_wg = P(&lk, "ffn.w_gate.weight"), ly->ffn_wu = P(&lk, "ffn.w_up.weight");
-        ly->ffn_wd = P(&lk, "ffn.w_down.weight");
-    }
-    if (has[PHAX_SUB_AUX] || has[PHAX_SUB_DUAL])
-        ly->aux_w3 = P(&lk, "ffn_aux.w3.weight"), ly->aux_w4 = P(&lk, "ffn_aux.w4.weight");
-    if (has[PHAX_SUB_MLSTM]) {
-        mlstm_layer *M = &ly->mlstm;
-        M->wq = P(&lk, "mlstm.wq.weight"), M->wk = P(&lk, "mlstm.wk.weight");
-        M->wv = P(&lk, "mlstm.wv.weight"), M->wog = P(&lk, "mlstm.ogate.weight");
-        M->wi = P(&lk, "mlstm.igate.weight"), M->bi = P(&lk, "mlstm.igate.bias");
-        M->wf = P(&lk, "mlstm.fgate.weight"), M->bf = P(&lk, "mlstm.fgate.bias");
-        M->hnorm = P(&lk, "mlstm.headnorm.weight"), M->wout = P(&lk, "mlstm.out.weight");
-    }
-    if (has[PHAX_SUB_GSS]) {
-        gss_layer *G = &ly->gss;
-        G->wv = P(&lk, "gss.wv.weight"), G->wu = P(&lk, "gss.wu.weight");
-        G->ln_w = P(&lk, "gss.ln.weight"), G->ln_b = P(&lk, "gss.ln.bias");
-        G->D = P(&lk, "gss.d"), G->wc = P(&lk, "gss.wc.weight"), G->wo = P(&lk, "gss.wo.weight");
-        G->lre = P(&lk, "gss.lambda_re"), G->lim = P(&lk, "gss.lambda_im");
-        G->cre = P(&lk, "gss.c_re"), G->cim = P(&lk, "gss.c_im");
-    }
-    return lk.missing ? PHAX_ERR : PHAX_OK;
+    if (phax_plan_bind_block(dc->c, l, find_param, (void *)dc->m, "fcpu_decoder_new", &ly->w,
+                             &ly->attn.w, &ly->gss.w, &ly->mlstm.w))
+        return PHAX_ERR;
+    if (dc->parallel && !ly->w.mix_p) ly->w.mix_p = dc->zero_p;  // a frozen mix: p = 0
+    return PHAX_OK;
 }
 
 fcpu_decoder *fcpu_decoder_new(const fcpu_model *m, int max_len, int window) {
@@ -638,7 +580,7 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fcpu_model *m, int max_len, int win
     dc->parallel = phax_plan_rule(c) == PHAX_RULE_PARALLEL;
     dc->alpha = (float)phax_plan_alpha(c);
 
-    lookup top = {m, -1, 0};
+    lookup top = {m, 0};
     dc->embed = P(&top, "embed.weight");
     dc->head = P(&top, c->tie_embeddings ? "embed.weight" : "lm_head.weight");
     if (dc->parallel) dc->norm_emb = P(&top, "norm_emb.weight");
@@ -656,7 +598,10 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fcpu_model *m, int max_len, int win
     dc->kv_per_token = dc->cap > 0 ? a.kv / (size_t)dc->cap : 0;
     dc->fixed_state = a.state - a.kv;
     for (int l = 0; l < c->n_layers; l++)
-        if (layer_has(&dc->L[l], PHAX_SUB_GSS)) gss_modes(&dc->L[l].gss, c->gss_hidden, c->gss_state);
+        if (layer_has(&dc->L[l], PHAX_SUB_GSS)) {
+            gss_layer *G = &dc->L[l].gss;  // the modes the recurrence steps with (phax/numerics.h)
+            phax_gss_modes(G->w.lre, G->w.lim, G->w.cre, G->w.cim, c->gss_hidden, c->gss_state, G->ea, G->ct);
+        }
     fcpu_decoder_reset(dc);
     return dc;
 fail:

@@ -204,31 +204,26 @@ static __global__ void fill_d_k(double *p, double value, size_t n) {
 // --- the decoder -------------------------------------------------------------------------------
 
 typedef struct {
-    const float *wq, *wk, *wv, *wo, *logscale;  // logscale: (Hq), cosine mode only
-    float *k_cache, *v_cache;                   // (Hkv, cap, dh) each
+    phax_attn_w w;              // weights, device pointers (phax_plan_bind_block)
+    float *k_cache, *v_cache;  // (Hkv, cap, dh) each
 } attn_layer;
 
 typedef struct {
-    const float *wv, *wu, *ln_w, *ln_b, *D, *wc, *wo;
-    const float *lre, *lim, *cre, *cim;  // read once, at creation
-    double *ea;                          // e^{λ_n}: (N, 2)
-    double *ct;                          // C̃_hn: (Hs, N, 2)
-    double *z;                           // modal state: (Hs, N, 2)
+    phax_gss_w w;  // weights, device pointers; Λ and C read once, at creation
+    double *ea;    // e^{λ_n}: (N, 2)
+    double *ct;    // C̃_hn: (Hs, N, 2)
+    double *z;     // modal state: (Hs, N, 2)
 } gss_layer;
 
 typedef struct {
-    const float *wq, *wk, *wv, *wog, *wi, *bi, *wf, *bf, *hnorm, *wout;
+    phax_mlstm_w w;     // weights, device pointers
     double *C, *n, *m;  // (NH, dqk, dv), (NH, dqk), (NH)
 } mlstm_layer;
 
 typedef struct {
-    int nsub;
-    phax_sub_kind sub[MAX_SUB];
-    const float *norm[MAX_SUB];
-    const float *mix_p, *norm_res;
+    phax_block_w w;  // structure and block-level weights; w.mix_p: the decoder's zeros when frozen
     attn_layer attn;
     gss_layer gss;
-    const float *ffn_wg, *ffn_wu, *ffn_wd, *aux_w3, *aux_w4;
     mlstm_layer mlstm;
 } layer;
 
@@ -276,9 +271,9 @@ static int attn_rows(fcuda_decoder *dc, attn_layer *A, float *y, const float *x,
     const int d = c->d_model, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
     const int qd = Hq * dh, kd = Hkv * dh;
     const long pos0 = dc->pos;
-    TRY(lin(dc->q_raw, A->wq, x, R, qd, d));
-    TRY(lin(dc->k_raw, A->wk, x, R, kd, d));
-    TRY(lin(dc->v_new, A->wv, x, R, kd, d));
+    TRY(lin(dc->q_raw, A->w.wq, x, R, qd, d));
+    TRY(lin(dc->k_raw, A->w.wk, x, R, kd, d));
+    TRY(lin(dc->v_new, A->w.wv, x, R, kd, d));
     TRY(FCUDA(rope_fwd)(dc->q, dc->q_raw, 1, R, Hq, dh, c->rope_base, pos0, dc->rope, NULL));
     TRY(FCUDA(rope_fwd)(dc->k_rot, dc->k_raw, 1, R, Hkv, dh, c->rope_base, pos0, dc->rope, NULL));
     if (c->score_cosine) {
@@ -288,7 +283,7 @@ static int attn_rows(fcuda_decoder *dc, attn_layer *A, float *y, const float *x,
     }
     const size_t smem = (2 * (size_t)dh + ATT_THREADS + 32) * sizeof(double);
     PHAX_LAUNCH(attend_k, dim3((unsigned)Hq, (unsigned)R), ATT_THREADS, smem, NULL, dc->o, dc->q, dc->k_rot,
-                dc->v_new, A->k_cache, A->v_cache, c->score_cosine ? A->logscale : NULL, Hq, Hkv, dh, dc->cap, pos0,
+                dc->v_new, A->k_cache, A->v_cache, c->score_cosine ? A->w.logscale : NULL, Hq, Hkv, dh, dc->cap, pos0,
                 dc->window);
     TRY(ew_launch_check("decoder attend"));
     const int r0 = R > dc->cap ? R - dc->cap : 0;  // earlier rows' slots are overwritten within the pass
@@ -296,7 +291,7 @@ static int attn_rows(fcuda_decoder *dc, attn_layer *A, float *y, const float *x,
     PHAX_LAUNCH(ring_store_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, A->k_cache, A->v_cache, dc->k_rot,
                 dc->v_new, R, r0, Hkv, dh, dc->cap, pos0);
     TRY(ew_launch_check("decoder ring_store"));
-    return lin(y, A->wo, dc->o, R, d, qd);
+    return lin(y, A->w.wo, dc->o, R, d, qd);
 }
 
 static int gss_rows(fcuda_decoder *dc, gss_layer *G, float *y, const float *x, int R) {
@@ -304,54 +299,54 @@ static int gss_rows(fcuda_decoder *dc, gss_layer *G, float *y, const float *x, i
     const int d = c->d_model, F = c->gss_expand, Hs = c->gss_hidden, N = c->gss_state;
     float *xv = dc->f1, *v = dc->f2, *gt = dc->f3;
     float *xu = dc->s1, *u = dc->s2, *ub = dc->s3, *ys = dc->s4;
-    TRY(lin(xv, G->wv, x, R, F, d));
+    TRY(lin(xv, G->w.wv, x, R, F, d));
     TRY(FCUDA(gelu_fwd)(v, xv, (size_t)R * F, NULL));
-    TRY(lin(xu, G->wu, x, R, Hs, d));
+    TRY(lin(xu, G->w.wu, x, R, Hs, d));
     TRY(FCUDA(gelu_fwd)(u, xu, (size_t)R * Hs, NULL));
-    TRY(FCUDA(layernorm_fwd)(ub, u, G->ln_w, G->ln_b, (size_t)R, Hs, PHAX_LAYERNORM_EPS, NULL));
+    TRY(FCUDA(layernorm_fwd)(ub, u, G->w.ln_w, G->w.ln_b, (size_t)R, Hs, PHAX_LAYERNORM_EPS, NULL));
     const unsigned th = N >= 128 ? 128u : (unsigned)((N + 31) / 32 * 32);
-    PHAX_LAUNCH(gss_scan_k, (unsigned)Hs, th, 0, NULL, ys, ub, G->z, G->ea, G->ct, G->D, R, Hs, N);
+    PHAX_LAUNCH(gss_scan_k, (unsigned)Hs, th, 0, NULL, ys, ub, G->z, G->ea, G->ct, G->w.D, R, Hs, N);
     TRY(ew_launch_check("decoder gss_scan"));
-    TRY(lin(xv, G->wc, ys, R, F, Hs));
+    TRY(lin(xv, G->w.wc, ys, R, F, Hs));
     const size_t n = (size_t)R * F;
     PHAX_LAUNCH(mul_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, gt, xv, v, n);
     TRY(ew_launch_check("decoder gss gate"));
-    return lin(y, G->wo, gt, R, d, F);
+    return lin(y, G->w.wo, gt, R, d, F);
 }
 
 static int swiglu_rows(fcuda_decoder *dc, const layer *ly, float *y, const float *x, int R) {
     const int d = dc->c.d_model, hid = dc->c.ffn_hidden;
     const size_t n = (size_t)R * hid;
-    TRY(lin(dc->f1, ly->ffn_wg, x, R, hid, d));
-    TRY(lin(dc->f2, ly->ffn_wu, x, R, hid, d));
+    TRY(lin(dc->f1, ly->w.ffn_wg, x, R, hid, d));
+    TRY(lin(dc->f2, ly->w.ffn_wu, x, R, hid, d));
     TRY(FCUDA(silu_fwd)(dc->f3, dc->f1, n, NULL));
     PHAX_LAUNCH(mul_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, dc->f3, dc->f3, dc->f2, n);
     TRY(ew_launch_check("decoder swiglu"));
-    return lin(y, ly->ffn_wd, dc->f3, R, d, hid);
+    return lin(y, ly->w.ffn_wd, dc->f3, R, d, hid);
 }
 
 static int aux_rows(fcuda_decoder *dc, const layer *ly, float *y, const float *x, int R) {
     const int d = dc->c.d_model, ha = dc->c.ffn_aux_hidden;
-    TRY(lin(dc->f1, ly->aux_w3, x, R, ha, d));
+    TRY(lin(dc->f1, ly->w.aux_w3, x, R, ha, d));
     TRY(FCUDA(gelu_fwd)(dc->f2, dc->f1, (size_t)R * ha, NULL));
-    return lin(y, ly->aux_w4, dc->f2, R, d, ha);
+    return lin(y, ly->w.aux_w4, dc->f2, R, d, ha);
 }
 
 static int mlstm_rows(fcuda_decoder *dc, mlstm_layer *M, float *y, const float *x, int R) {
     const int d = dc->c.d_model, NH = dc->c.mlstm_heads, dk = d / 2;
     const int dqk = dk / NH, dv = d / NH;
-    TRY(lin(dc->mq, M->wq, x, R, dk, d));
-    TRY(lin(dc->mk, M->wk, x, R, dk, d));
-    TRY(lin(dc->mv, M->wv, x, R, d, d));
-    TRY(lin(dc->mo, M->wog, x, R, d, d));
-    PHAX_LAUNCH(mlstm_scan_k, (unsigned)NH, REC_THREADS, 0, NULL, dc->mh, x, dc->mq, dc->mk, dc->mv, M->wi, M->bi,
-                M->wf, M->bf, M->C, M->n, M->m, R, d, dqk, dv);
+    TRY(lin(dc->mq, M->w.wq, x, R, dk, d));
+    TRY(lin(dc->mk, M->w.wk, x, R, dk, d));
+    TRY(lin(dc->mv, M->w.wv, x, R, d, d));
+    TRY(lin(dc->mo, M->w.wog, x, R, d, d));
+    PHAX_LAUNCH(mlstm_scan_k, (unsigned)NH, REC_THREADS, 0, NULL, dc->mh, x, dc->mq, dc->mk, dc->mv, M->w.wi, M->w.bi,
+                M->w.wf, M->w.bf, M->C, M->n, M->m, R, d, dqk, dv);
     TRY(ew_launch_check("decoder mlstm_scan"));
-    TRY(FCUDA(headnorm_fwd)(dc->mhn, dc->mh, M->hnorm, (size_t)R, NH, dv, dc->c.mlstm_norm_eps, NULL));
+    TRY(FCUDA(headnorm_fwd)(dc->mhn, dc->mh, M->w.hnorm, (size_t)R, NH, dv, dc->c.mlstm_norm_eps, NULL));
     const size_t n = (size_t)R * d;
     PHAX_LAUNCH(sigmoid_mul_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, dc->mh, dc->mo, dc->mhn, n);
     TRY(ew_launch_check("decoder mlstm gate"));
-    return lin(y, M->wout, dc->mh, R, d, d);
+    return lin(y, M->w.wout, dc->mh, R, d, d);
 }
 
 static int sub_rows(fcuda_decoder *dc, layer *ly, phax_sub_kind k, float *y, const float *x, int R) {
@@ -376,24 +371,24 @@ static int sub_rows(fcuda_decoder *dc, layer *ly, phax_sub_kind k, float *y, con
 static int parallel_block(fcuda_decoder *dc, layer *ly, float *x, int R) {
     const int d = dc->c.d_model;
     const size_t n = (size_t)R * d;
-    for (int i = 0; i < ly->nsub; i++) {
+    for (int i = 0; i < ly->w.nsub; i++) {
         float *r = dc->br + i * n, *b = dc->bn + i * n;
-        TRY(sub_rows(dc, ly, ly->sub[i], r, x, R));
-        TRY(rms(b, r, ly->norm[i], R, d));
+        TRY(sub_rows(dc, ly, ly->w.sub[i], r, x, R));
+        TRY(rms(b, r, ly->w.norm[i], R, d));
     }
-    TRY(FCUDA(mix_fwd)(dc->y, dc->bn, ly->mix_p, ly->nsub, n, NULL));
+    TRY(FCUDA(mix_fwd)(dc->y, dc->bn, ly->w.mix_p, ly->w.nsub, n, NULL));
     PHAX_LAUNCH(scale_add_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, dc->t, dc->alpha, x, dc->y, n);
     TRY(ew_launch_check("decoder residual"));
-    return rms(x, dc->t, ly->norm_res, R, d);
+    return rms(x, dc->t, ly->w.norm_res, R, d);
 }
 
 // Pre-norm block on x (R, d), in place: for each sub-layer, x ← x + F(RMSNorm x).
 static int prenorm_block(fcuda_decoder *dc, layer *ly, float *x, int R) {
     const int d = dc->c.d_model;
     const size_t n = (size_t)R * d;
-    for (int i = 0; i < ly->nsub; i++) {
-        TRY(rms(dc->h, x, ly->norm[i], R, d));
-        TRY(sub_rows(dc, ly, ly->sub[i], dc->y, dc->h, R));
+    for (int i = 0; i < ly->w.nsub; i++) {
+        TRY(rms(dc->h, x, ly->w.norm[i], R, d));
+        TRY(sub_rows(dc, ly, ly->w.sub[i], dc->y, dc->h, R));
         PHAX_LAUNCH(add_into_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, x, dc->y, n);
         TRY(ew_launch_check("decoder residual"));
     }
@@ -453,8 +448,8 @@ static void *take_state(arena *a, size_t bytes) {
 }
 
 static int layer_has(const layer *ly, phax_sub_kind k) {
-    for (int i = 0; i < ly->nsub; i++)
-        if (ly->sub[i] == k || (ly->sub[i] == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX)))
+    for (int i = 0; i < ly->w.nsub; i++)
+        if (ly->w.sub[i] == k || (ly->w.sub[i] == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX)))
             return 1;
     return 0;
 }
@@ -510,67 +505,28 @@ static void carve(fcuda_decoder *dc, arena *a) {
     }
 }
 
+// Parameter lookup in the layout (device pointers into params), recording the first missing
+// name: the model-level parameters here, the blocks' through phax_plan_bind_block.
 typedef struct {
     const phax_layout *L;
     const float *params;
-    int l, missing;
+    int missing;
 } lookup;
 
-static const float *P(lookup *lk, const char *suffix) {
-    char name[112];
-    if (lk->l >= 0) snprintf(name, sizeof name, "blocks.%d.%s", lk->l, suffix);
-    else snprintf(name, sizeof name, "%s", suffix);
+static const float *find_param(void *ctx, const char *name) {
+    const lookup *lk = (const lookup *)ctx;
     const int i = phax_layout_find(lk->L, name);
-    if (i < 0 && !lk->missing) lk->missing = 1, phax_fail("fcuda_decoder_new: the model has no %s", name);
     return i < 0 ? NULL : lk->params + lk->L->p[i].offset;
 }
 
-static int bind_layer(fcuda_decoder *dc, const phax_layout *L, const float *params, layer *ly, int l) {
-    const phax_model_cfg *c = &dc->c;
-    phax_block_plan bp;
-    lookup lk = {L, params, l, 0};
-    int has[PHAX_SUB_COUNT] = {0};
-    phax_plan_block(c, l, &bp);
-    ly->nsub = bp.nsub;
-    for (int i = 0; i < ly->nsub; i++)
-        ly->sub[i] = bp.sub[i].kind, has[ly->sub[i]] = 1, ly->norm[i] = P(&lk, bp.sub[i].norm);
-    if (bp.rule == PHAX_RULE_PARALLEL) {
-        ly->mix_p = bp.mix ? P(&lk, bp.mix) : NULL;  // NULL: the decoder's zeros, set after carving
-        ly->norm_res = P(&lk, bp.norm_res);
-    }
-    if (has[PHAX_SUB_ATTN]) {
-        attn_layer *A = &ly->attn;
-        A->wq = P(&lk, "attn.wq.weight"), A->wk = P(&lk, "attn.wk.weight");
-        A->wv = P(&lk, "attn.wv.weight"), A->wo = P(&lk, "attn.wo.weight");
-        if (c->score_cosine) A->logscale = P(&lk, "attn.logscale");
-    }
-    if (has[PHAX_SUB_SWIGLU] || has[PHAX_SUB_DUAL]) {
-        ly->ffn_wg = P(&lk, "ffn.w_gate.weight"), ly->ffn_wu = P(&lk, "ffn.w_up.weight");
-        ly->ffn_wd = P(&lk, "ffn.w_down.weight");
-    }
-    if (has[PHAX_SUB_AUX] || has[PHAX_SUB_DUAL])
-        ly->aux_w3 = P(&lk, "ffn_aux.w3.weight"), ly->aux_w4 = P(&lk, "ffn_aux.w4.weight");
-    if (has[PHAX_SUB_MLSTM]) {
-        mlstm_layer *M = &ly->mlstm;
-        M->wq = P(&lk, "mlstm.wq.weight"), M->wk = P(&lk, "mlstm.wk.weight");
-        M->wv = P(&lk, "mlstm.wv.weight"), M->wog = P(&lk, "mlstm.ogate.weight");
-        M->wi = P(&lk, "mlstm.igate.weight"), M->bi = P(&lk, "mlstm.igate.bias");
-        M->wf = P(&lk, "mlstm.fgate.weight"), M->bf = P(&lk, "mlstm.fgate.bias");
-        M->hnorm = P(&lk, "mlstm.headnorm.weight"), M->wout = P(&lk, "mlstm.out.weight");
-    }
-    if (has[PHAX_SUB_GSS]) {
-        gss_layer *G = &ly->gss;
-        G->wv = P(&lk, "gss.wv.weight"), G->wu = P(&lk, "gss.wu.weight");
-        G->ln_w = P(&lk, "gss.ln.weight"), G->ln_b = P(&lk, "gss.ln.bias");
-        G->D = P(&lk, "gss.d"), G->wc = P(&lk, "gss.wc.weight"), G->wo = P(&lk, "gss.wo.weight");
-        G->lre = P(&lk, "gss.lambda_re"), G->lim = P(&lk, "gss.lambda_im");
-        G->cre = P(&lk, "gss.c_re"), G->cim = P(&lk, "gss.c_im");
-    }
-    return lk.missing ? PHAX_ERR : PHAX_OK;
+static const float *P(lookup *lk, const char *name) {
+    const float *p = find_param(lk, name);
+    if (!p && !lk->missing) lk->missing = 1, phax_fail("fcuda_decoder_new: the model has no %s", name);
+    return p;
 }
 
-// e^{λ_n} and C̃_hn = C_hn (e^{λ_n} − 1)/λ_n of one GSS layer, in double on the host from the
-// parameters downloaded once (fast/cpu's gss_modes), then uploaded.
+// e^{λ_n} and C̃_hn of one GSS layer (phax_gss_modes, as fast/cpu's decoder), in double on the
+// host from the parameters downloaded once, then uploaded.
 static int gss_modes(gss_layer *G, int Hs, int N) {
     const size_t nh = (size_t)Hs * N;
     float *lre = (float *)malloc((2 * N + 2 * nh) * sizeof(float));
@@ -583,22 +539,12 @@ static int gss_modes(gss_layer *G, int Hs, int N) {
     {
         float *lim = lre + N, *cre = lim + N, *cim = cre + nh;
         double *ct = ea + 2 * N;
-        if (FCUDA(download)(lre, G->lre, N * sizeof(float), NULL) ||
-            FCUDA(download)(lim, G->lim, N * sizeof(float), NULL) ||
-            FCUDA(download)(cre, G->cre, nh * sizeof(float), NULL) ||
-            FCUDA(download)(cim, G->cim, nh * sizeof(float), NULL))
+        if (FCUDA(download)(lre, G->w.lre, N * sizeof(float), NULL) ||
+            FCUDA(download)(lim, G->w.lim, N * sizeof(float), NULL) ||
+            FCUDA(download)(cre, G->w.cre, nh * sizeof(float), NULL) ||
+            FCUDA(download)(cim, G->w.cim, nh * sizeof(float), NULL))
             goto done;
-        for (int n = 0; n < N; n++) {
-            double Ar, Ai;
-            phax_zoh(-exp((double)lre[n]), exp((double)lim[n]), &Ar, &Ai);
-            const double r = exp(-exp((double)lre[n])), th = exp((double)lim[n]);
-            ea[2 * n] = r * cos(th), ea[2 * n + 1] = r * sin(th);
-            for (int h = 0; h < Hs; h++) {
-                const double cr = cre[(size_t)h * N + n], ci = cim[(size_t)h * N + n];
-                double *c = ct + ((size_t)h * N + n) * 2;
-                c[0] = cr * Ar - ci * Ai, c[1] = cr * Ai + ci * Ar;
-            }
-        }
+        phax_gss_modes(lre, lim, cre, cim, Hs, N, ea, ct);
         if (FCUDA(upload)(G->ea, ea, 2 * N * sizeof(double), NULL) ||
             FCUDA(upload)(G->ct, ct, 2 * nh * sizeof(double), NULL))
             goto done;
@@ -658,7 +604,7 @@ extern "C" fcuda_decoder *FCUDA(decoder_new)(const phax_model_cfg *cfg, const ph
     if (dc->limited && dc->chunk > max_len) dc->chunk = max_len;
     dc->parallel = phax_plan_rule(c) == PHAX_RULE_PARALLEL;
     dc->alpha = (float)phax_plan_alpha(c);
-    lookup top = {L, params, -1, 0};
+    lookup top = {L, params, 0};
     dc->embed = P(&top, "embed.weight");
     dc->head = P(&top, c->tie_embeddings ? "embed.weight" : "lm_head.weight");
     if (dc->parallel) dc->norm_emb = P(&top, "norm_emb.weight");
@@ -668,8 +614,12 @@ extern "C" fcuda_decoder *FCUDA(decoder_new)(const phax_model_cfg *cfg, const ph
         phax_fail("fcuda_decoder_new: out of memory");
         goto fail;
     }
-    for (int l = 0; l < c->n_layers; l++)
-        if (bind_layer(dc, L, params, &dc->L[l], l)) goto fail;
+    for (int l = 0; l < c->n_layers; l++) {
+        layer *ly = &dc->L[l];
+        if (phax_plan_bind_block(c, l, find_param, &top, "fcuda_decoder_new", &ly->w, &ly->attn.w, &ly->gss.w,
+                                 &ly->mlstm.w))
+            goto fail;
+    }
     {
         arena a = {NULL, 0, 0, 0};
         carve(dc, &a);  // sizing pass
@@ -683,7 +633,7 @@ extern "C" fcuda_decoder *FCUDA(decoder_new)(const phax_model_cfg *cfg, const ph
     }
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
-        if (dc->parallel && !ly->mix_p) ly->mix_p = dc->zero_p;
+        if (dc->parallel && !ly->w.mix_p) ly->w.mix_p = dc->zero_p;
         if (layer_has(ly, PHAX_SUB_GSS) && gss_modes(&ly->gss, c->gss_hidden, c->gss_state)) goto fail;
     }
     if (FCUDA(decoder_reset)(dc)) goto fail;

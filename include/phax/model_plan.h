@@ -2,7 +2,8 @@
 // Which sub-layers each block has, in which order, under which residual / norm rule;
 // DeepNorm α; the attention window of a call and the attention config every
 // attention sub-layer gets. ref (ref/model*.c), fast/cpu (fast/cpu/model*.c,
-// fast/cpu/decode.c) and the parameter layout (core/layout.c) all read it.
+// fast/cpu/decode.c), fast/cuda (fast/cuda/decode.cu) and the parameter layout
+// (core/layout.c) all read it; both fast tiers' decoders bind their weights through it.
 //
 // Structure only: the plan names sub-layers, norms and parameters; it holds none of
 // the ops' arithmetic, so sharing it leaves ref independent of what it checks.
@@ -89,6 +90,41 @@ int phax_plan_full_attention(const phax_model_cfg *c, int window);
 // n_kv_heads, dh = dv = head_dim, the config's score mode, RoPE with rope_base, pos0 = 0, and
 // `window` as given (resolved: 0 = full or w > 0; see phax_plan_window).
 phax_attn_cfg phax_plan_attn_cfg(const phax_model_cfg *c, int window);
+
+// --- a block's weights by role (the decoders' binding) ------------------------------------------
+// What a fast tier's decoder reads of block l, each the parameter of that name in §3.6
+// (NULL where the block has no such sub-layer). Pointers into the tier's own parameter
+// buffer (host for fast/cpu, device for fast/cuda): the plan only names them.
+typedef struct {
+    const float *wq, *wk, *wv, *wo;  // attn.w{q,k,v,o}.weight
+    const float *logscale;           // attn.logscale: (Hq), cosine score mode only
+} phax_attn_w;
+typedef struct {
+    const float *wv, *wu, *ln_w, *ln_b, *D, *wc, *wo;  // gss.{wv,wu,ln,d,wc,wo}
+    const float *lre, *lim, *cre, *cim;               // Λ: (N) each; C: (Hs, N) each
+} phax_gss_w;
+typedef struct {
+    const float *wq, *wk, *wv, *wog, *wi, *bi, *wf, *bf, *hnorm, *wout;  // mlstm.*
+} phax_mlstm_w;
+typedef struct {
+    int nsub;
+    phax_sub_kind sub[PHAX_PLAN_MAX_SUB];  // parallel: branches in mix order; prenorm: in order
+    const float *norm[PHAX_PLAN_MAX_SUB];  // each branch's output norm / sub-layer's pre-norm
+    const float *mix_p;                    // parallel: (nsub) logits; NULL: frozen (p = 0)
+    const float *norm_res;                 // parallel: the post-norm
+    const float *ffn_wg, *ffn_wu, *ffn_wd; // SwiGLU (swiglu, dual): ffn.w_{gate,up,down}
+    const float *aux_w3, *aux_w4;          // aux FFN (aux, dual): ffn_aux.w{3,4}
+} phax_block_w;
+
+// The parameter named `name` ("blocks.0.attn.wq.weight"), or NULL when the model has none.
+typedef const float *(*phax_param_find)(void *ctx, const char *name);
+
+// Binds block l's weights through find: the block's structure (phax_plan_block) into b, its
+// attention, GSS and mLSTM weights into a, g, m (zeroed when absent). PHAX_ERR, with
+// "WHO: the model has no NAME" for the first parameter find does not have.
+int phax_plan_bind_block(const phax_model_cfg *c, int l, phax_param_find find, void *ctx,
+                         const char *who, phax_block_w *b, phax_attn_w *a, phax_gss_w *g,
+                         phax_mlstm_w *m);
 
 #ifdef __cplusplus
 }

@@ -102,4 +102,23 @@ PHAX_HD static inline void phax_zoh(double re, double im, double *ar, double *ai
     phax_cdiv(expm1(re) * cos(im) - 2.0 * s * s, exp(re) * sin(im), re, im, ar, ai);
 }
 
+// The modes a GSS decoder's recurrence z ← e^{λ} z + u steps with, in double, from one
+// layer's parameters (docs/spec.md §2.8): λ_n = −e^{Λre_n} + i e^{Λim_n}, e^{λ_n} =
+// e^{Re λ}(cos Im λ + i sin Im λ) into ea: (N, 2), and C̃_hn = C_hn A(λ_n) into ct: (Hs, N, 2).
+// lre, lim: (N); cre, cim: (Hs, N). fast/cpu's and fast/cuda's decoders both start from it.
+PHAX_HD static inline void phax_gss_modes(const float *lre, const float *lim, const float *cre,
+                                          const float *cim, int Hs, int N, double *ea, double *ct) {
+    for (int n = 0; n < N; n++) {
+        double Ar, Ai;
+        phax_zoh(-exp((double)lre[n]), exp((double)lim[n]), &Ar, &Ai);
+        const double r = exp(-exp((double)lre[n])), th = exp((double)lim[n]);
+        ea[2 * n] = r * cos(th), ea[2 * n + 1] = r * sin(th);
+        for (int h = 0; h < Hs; h++) {
+            const double cr = cre[(size_t)h * N + n], ci = cim[(size_t)h * N + n];
+            double *c = ct + ((size_t)h * N + n) * 2;
+            c[0] = cr * Ar - ci * Ai, c[1] = cr * Ai + ci * Ar;
+        }
+    }
+}
+
 #endif
