@@ -75,6 +75,9 @@ int trainer_grad(trainer *t, int window, double *loss) {
     dist_rows(t->B, &row0, &rows);
     size_t T = (size_t)t->T, at = (size_t)row0 * T;
     long K = count_targets(t->y, (size_t)t->B * T), k = count_targets(t->y + at, (size_t)rows * T);
+    // Every rank holds the whole batch, so all agree on K: with none, all stop as one process
+    // does (its cross entropy refuses a batch whose targets are all ignored), before any exchange.
+    if (K == 0) return phax_fail("cross_entropy: all %zu targets are ignored (-1)", (size_t)t->B * T);
     double part = 0, l;
     if (k > 0) {
         if (phax_bmodel_backward(t->m, t->x + at, t->y + at, rows, t->T, window, &l)) return PHAX_ERR;
@@ -83,10 +86,10 @@ int trainer_grad(trainer *t, int window, double *loss) {
     int dev;
     void *g = phax_bmodel_grads(t->m, &dev);
     if (!g || dist_allreduce_grads(g, t->L->numel, phax_backend_dtype(t->be), dev,
-                                   K ? (double)k / (double)K : 0.0))
+                                   (double)k / (double)K))
         return PHAX_ERR;
     dist_sum(&part, 1);
-    *loss = K ? part : NAN;
+    *loss = part;
     return PHAX_OK;
 }
 
