@@ -7,7 +7,7 @@ if (!exists("subtitle")) { subtitle = "" }
 set terminal pngcairo size 1000,650 font "DejaVu Sans,13" enhanced
 set output out
 set datafile separator tab
-set title "PHA / transformer of equal perplexity".(strlen(subtitle) ? "\n{/*0.75 ".subtitle."}" : "")
+set title "PHA / transformer of (nearest) equal perplexity".(strlen(subtitle) ? "\n{/*0.75 ".subtitle."}" : "")
 set xlabel "context length T (log scale)"
 set ylabel "ratio PHA / transformer (log scale)"
 set logscale xy 2
