@@ -23,8 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_clock.h"
 #include "phax/backend.h"
 #include "phax/core.h"
 #include "phax/fast.h"
@@ -44,21 +44,6 @@ typedef struct {
 #else
 #define F(o, name) ((void)(o), fcuda_emu_##name)
 #endif
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp_d);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
 
 static void *dalloc(const opts_t *o, size_t bytes) {
     void *p = NULL;
@@ -90,27 +75,27 @@ static double gemm_gflops(const opts_t *o, int n, int tf32) {
     double t[16];
     int reps = o->steps;
     for (int r = -1; r < reps; r++) {
-        double t0 = now();
+        double t0 = bench_wall();
         CHECK(F(o, sgemm)(0, 0, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n, NULL));
         CHECK(F(o, sync)(NULL));
-        if (r >= 0) t[r] = now() - t0;
+        if (r >= 0) t[r] = bench_wall() - t0;
     }
     F(o, gemm_tf32)(was);
     F(o, free)(A), F(o, free)(B), F(o, free)(C);
-    return 2.0 * n * n * (double)n / median(t, reps) / 1e9;
+    return 2.0 * n * n * (double)n / bench_median(t, reps, 1) / 1e9;
 }
 
 static double copy_gbs(const opts_t *o, size_t bytes) {
     void *a = dalloc(o, bytes), *b = dalloc(o, bytes);
     double t[16];
     for (int r = -1; r < o->steps; r++) {
-        double t0 = now();
+        double t0 = bench_wall();
         CHECK(F(o, copy)(b, a, bytes, NULL));
         CHECK(F(o, sync)(NULL));
-        if (r >= 0) t[r] = now() - t0;
+        if (r >= 0) t[r] = bench_wall() - t0;
     }
     F(o, free)(a), F(o, free)(b);
-    return 2.0 * bytes / median(t, o->steps) / 1e9;
+    return 2.0 * bytes / bench_median(t, o->steps, 1) / 1e9;
 }
 
 // --- attention ------------------------------------------------------------------------------------
@@ -126,15 +111,15 @@ static double attention_gflops(const opts_t *o, int T, double *ms) {
     void *ws = dalloc(o, wf > wb ? wf : wb);
     double t[16];
     for (int r = -1; r < o->steps; r++) {
-        double t0 = now();
+        double t0 = bench_wall();
         CHECK(F(o, attention_fwd)(out, NULL, st, q, k, v, ls, 1, T, &c, ws, NULL));
         CHECK(F(o, attention_bwd)(dq, dk, dv, dls, dout, out, st, q, k, v, ls, 1, T, &c, ws, NULL));
         CHECK(F(o, sync)(NULL));
-        if (r >= 0) t[r] = now() - t0;
+        if (r >= 0) t[r] = bench_wall() - t0;
     }
     void *all[] = {q, k, v, out, dout, dq, dk, dv, st, ls, dls, ws};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) F(o, free)(all[i]);
-    *ms = median(t, o->steps) * 1e3;
+    *ms = bench_median(t, o->steps, 1) * 1e3;
     return 12.0 * T * ((T + 1) / 2.0) * 32 * 8 / (*ms / 1e3) / 1e9;
 }
 
@@ -169,18 +154,18 @@ static int model_step(const opts_t *o, const char *family, int T, double *tok_s,
     int rc = phax_bmodel_adamw_init(m, decay);
     double t[16], gn;
     for (int r = -1; !rc && r < o->steps; r++) {
-        double t0 = now();
+        double t0 = bench_wall();
         phax_bmodel_zero_grad(m);
         rc = phax_bmodel_backward(m, tok, tg, 1, T, -1, NULL);
         if (!rc) rc = phax_bmodel_adamw_step(m, &a, r + 2, &gn);  // its norm read back: a sync
-        if (r >= 0) t[r] = now() - t0;
+        if (r >= 0) t[r] = bench_wall() - t0;
     }
     size_t peak;
     F(o, mem_stats)(NULL, &peak);
     phax_bmodel_free(m);
     free(decay), free(tok), free(tg);
     if (rc) return PHAX_ERR;
-    *tok_s = T / median(t, o->steps);
+    *tok_s = T / bench_median(t, o->steps, 1);
     *peak_mb = (peak - base) / 1e6;
     return PHAX_OK;
 }
@@ -201,15 +186,15 @@ static int decode_at(const opts_t *o, const char *family, int C, double *prefill
     if (!d) rc = PHAX_ERR;
     else if (!tok || !logits) rc = phax_fail("out of memory");
     for (int i = 0; i < C && tok; i++) tok[i] = (int32_t)((i * 7919u) % 8192);
-    double t0 = now(), t[16];
+    double t0 = bench_wall(), t[16];
     if (!rc) rc = phax_bdecoder_prefill(d, tok, C, logits);  // the last row's logits: a sync
-    *prefill_s = C / (now() - t0);
+    *prefill_s = C / (bench_wall() - t0);
     for (int r = 0; !rc && r < o->steps; r++) {
-        t0 = now();
+        t0 = bench_wall();
         rc = phax_bdecoder_step(d, (int32_t)((r * 31u) % 8192), logits);
-        t[r] = now() - t0;
+        t[r] = bench_wall() - t0;
     }
-    if (!rc) *step_s = 1 / median(t, o->steps), *state_mb = phax_bdecoder_state_bytes(d) / 1e6;
+    if (!rc) *step_s = 1 / bench_median(t, o->steps, 1), *state_mb = phax_bdecoder_state_bytes(d) / 1e6;
     phax_bdecoder_free(d);
     phax_bmodel_free(m);
     free(tok), free(logits);
