@@ -31,8 +31,8 @@ static const char *const cuda_not_applicable[] = {
     "gemm/inside_a_parallel_region",
     "not a device backend's test: fcpu_sgemm called from inside an OpenMP parallel region",
     "basic/deterministic",
-    "not a device backend's test: the same bits for 1 and N OpenMP threads (on a device the embedding's "
-    "backward adds repeated tokens by atomicAdd, in a varying order: docs/cuda.md)",
+    "not a device backend's test: the same bits for 1 and N OpenMP threads (a device's run-to-run bits are "
+    "model/accumulate_deterministic's)",
     NULL,
 };
 

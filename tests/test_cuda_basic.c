@@ -14,7 +14,7 @@
 //   * cuBLAS's argument validation: wrong leading dimensions, negative sizes, bad transpose
 //     flags, a destroyed handle, a matrix reaching outside its allocation, alpha in device
 //     memory: each an error status with a message, and C left as it was.
-//   * embedding: the gather exact; the scatter-add (atomicAdd) into a nonzero prior against ref
+//   * embedding: the gather exact; the scatter-add (token order) into a nonzero prior against ref
 //     with the bound, V 11 (tokens repeat) and 1000; a bad token fails before anything is
 //     written, with fast/cpu's message.
 #include <criterion/criterion.h>
