@@ -1,7 +1,8 @@
 # PHA's mix weights as a heatmap: blocks (rows, 0 = nearest the embedding) x branches
-# (columns: GSS, attention, FFN[, FFN aux]); the mean over seeds, values printed.
+# (columns: GSS, attention, FFN[, FFN aux]); the colour is the mean over seeds, each cell
+# printed as mean and ± standard deviation over seeds (± 0.00 with one seed).
 #   gnuplot -e "in='w.tsv'; out='sandwich.png'; nb=3; nblocks=4" [-e "subtitle='...'"] plots/sandwich.gp
-# in: one row per block, nb tab-separated weights (each row sums to 1).
+# in: one line per cell: branch<TAB>block<TAB>mean<TAB>sd (each block's means sum to 1).
 if (!exists("in") || !exists("out") || !exists("nb") || !exists("nblocks")) { exit error "usage: gnuplot -e \"in='w.tsv'; out='s.png'; nb=3; nblocks=4\" plots/sandwich.gp" }
 if (!exists("subtitle")) { subtitle = "" }
 set terminal pngcairo size 800,650 font "DejaVu Sans,13" enhanced
@@ -16,5 +17,5 @@ set ylabel "block (0 = nearest the embedding)"
 set cbrange [0:1]
 set cblabel "weight"
 set palette defined (0 "#ffffff", 0.33 "#9ecae1", 1 "#08306b")
-plot in matrix with image notitle, \
-     in matrix using 1:2:(sprintf("%.2f", $3)) with labels font ",12" notitle
+plot in using 1:2:3 with image notitle, \
+     in using 1:2:(sprintf("%.2f ± %.2f", $3, $4)) with labels font ",11" notitle

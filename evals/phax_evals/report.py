@@ -37,6 +37,11 @@ def mean_sd(xs):
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else None), len(xs)
 
 
+def sd(xs):
+    """The spread a figure draws: the sample standard deviation, 0 with one seed (nothing to draw)."""
+    return mean_sd(xs)[1] or 0.0
+
+
 def fmt_ms(xs, digits=2, pct=False):
     m, sd, n = mean_sd(xs)
     if m is None:
@@ -322,10 +327,12 @@ def section_sandwich(out, st, P, claims):
         results.append((L, ok))
         data = ""
         for b in range(int(L)):
-            data += "\t".join(f"{statistics.fmean(w[b][k] for w in ws):.4f}" for k in range(nb)) + "\n"
+            for k in range(nb):
+                v = [w[b][k] for w in ws]
+                data += f"{k}\t{b}\t{statistics.fmean(v):.4f}\t{sd(v):.4f}\n"
         txt += fig(P.draw("sandwich", f"sandwich_L{L}", data,
-                          f"PHA d {st['lm_base']['d_model']}, {L} blocks, {st['corpora'][0]}, mean of {len(runs)} seeds",
-                          nb=nb, nblocks=int(L))) + "\n"
+                          f"PHA d {st['lm_base']['d_model']}, {L} blocks, {st['corpora'][0]}, mean ± sd of "
+                          f"{len(runs)} seeds", nb=nb, nblocks=int(L))) + "\n"
         # Trajectory: each block's GSS and attention weight vs step, mean over seeds.
         data = ""
         steps = sorted({s for r in runs for s, _ in r["trajectory"]})
@@ -334,11 +341,11 @@ def section_sandwich(out, st, P, claims):
                 data += f"step\tblock {b} {br}\n"
                 for s_ in steps:
                     vals = [m[b][k] for r in runs for s2, m in r["trajectory"] if s2 == s_]
-                    data += f"{s_}\t{statistics.fmean(vals):.4f}\n"
+                    data += f"{s_}\t{statistics.fmean(vals):.4f}\t{sd(vals):.4f}\n"
                 data += "\n\n"
         txt += fig(P.draw("mix_trajectory", f"sandwich_trajectory_L{L}", data,
                           f"PHA d {st['lm_base']['d_model']}, {L} blocks, {st['corpora'][0]}, "
-                          f"mean of {len(runs)} seeds")) + "\n"
+                          f"mean of {len(runs)} seeds, band ± sd")) + "\n"
     claims["sandwich"] = results
     return txt
 
