@@ -37,7 +37,7 @@ def mean_sd(xs):
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else None), len(xs)
 
 
-def sd(xs):
+def seed_sd(xs):
     """The spread a figure draws: the sample standard deviation, 0 with one seed (nothing to draw)."""
     return mean_sd(xs)[1] or 0.0
 
@@ -329,7 +329,7 @@ def section_sandwich(out, st, P, claims):
         for b in range(int(L)):
             for k in range(nb):
                 v = [w[b][k] for w in ws]
-                data += f"{k}\t{b}\t{statistics.fmean(v):.4f}\t{sd(v):.4f}\n"
+                data += f"{k}\t{b}\t{statistics.fmean(v):.4f}\t{seed_sd(v):.4f}\n"
         txt += fig(P.draw("sandwich", f"sandwich_L{L}", data,
                           f"PHA d {st['lm_base']['d_model']}, {L} blocks, {st['corpora'][0]}, mean ± sd of "
                           f"{len(runs)} seeds", nb=nb, nblocks=int(L))) + "\n"
@@ -341,7 +341,7 @@ def section_sandwich(out, st, P, claims):
                 data += f"step\tblock {b} {br}\n"
                 for s_ in steps:
                     vals = [m[b][k] for r in runs for s2, m in r["trajectory"] if s2 == s_]
-                    data += f"{s_}\t{statistics.fmean(vals):.4f}\t{sd(vals):.4f}\n"
+                    data += f"{s_}\t{statistics.fmean(vals):.4f}\t{seed_sd(vals):.4f}\n"
                 data += "\n\n"
         txt += fig(P.draw("mix_trajectory", f"sandwich_trajectory_L{L}", data,
                           f"PHA d {st['lm_base']['d_model']}, {L} blocks, {st['corpora'][0]}, "
