@@ -196,3 +196,98 @@ int phax_recall_prompt_build(const phax_recall_spec *spec, int32_t *tokens, phax
     out->distance = (L - 1) - out->needle_at;
     return PHAX_OK;
 }
+
+// ---------------------------------------------------------------------------
+// Multi-query associative recall.
+
+int phax_mqar_min_len(int pairs, int queries, int *out) {
+    if (!out) return phax_fail("phax_mqar_min_len: NULL argument");
+    if (check_pairs(pairs, queries)) return PHAX_ERR;
+    *out = 2 * pairs + 2 * queries;
+    return PHAX_OK;
+}
+
+double phax_mqar_floor(int pairs, int queries) {
+    if (pairs < 1 || pairs > PHAX_RECALL_MAX_PAIRS || queries < 1 || queries > pairs) return NAN;
+    double s = 0;
+    for (int j = 0; j < queries; j++) s += 1.0 / (pairs - j);
+    return s / queries;
+}
+
+// The sample of n tokens from r (arguments checked by the callers); the first
+// `cap` tokens go to out (a training row leaves the last one out).
+static void draw_mqar(phax_rng *r, int n, int P, int Q, int32_t *out, int cap, phax_mqar_layout *lay) {
+    int key[PHAX_RECALL_MAX_PAIRS], val[PHAX_RECALL_MAX_PAIRS], item[PHAX_RECALL_MAX_PAIRS];
+    draw_distinct(r, PHAX_RECALL_N_KEYS, P, key);
+    draw_distinct(r, PHAX_RECALL_N_VALUES, P, val);
+    lay->n_pairs = P, lay->n_queries = Q;
+    draw_distinct(r, P, Q, lay->qpair);
+    int N = n - 2 * P - Q;  // region items: fillers (one token) and queries (two)
+    draw_subset(r, N, Q, item);
+    for (int i = 1; i < Q; i++)  // sort the query places (insertion sort, Q ≤ 16)
+        for (int j = i; j > 0 && item[j] < item[j - 1]; j--) {
+            int t = item[j];
+            item[j] = item[j - 1], item[j - 1] = t;
+        }
+    for (int i = 0; i < P; i++) {
+        lay->key[i] = PHAX_RECALL_KEY0 + key[i];
+        lay->value[i] = PHAX_RECALL_VALUE0 + val[i];
+        if (2 * i < cap) out[2 * i] = lay->key[i];
+        if (2 * i + 1 < cap) out[2 * i + 1] = lay->value[i];
+    }
+    int t = 2 * P, q = 0;
+    for (int j = 0; j < N; j++) {
+        if (q < Q && item[q] == j) {
+            int p = lay->qpair[q];
+            lay->qpos[q] = t;
+            lay->distance[q] = t - 2 * p;
+            if (t < cap) out[t] = lay->key[p];
+            if (t + 1 < cap) out[t + 1] = lay->value[p];
+            t += 2, q++;
+        } else {
+            int32_t f = PHAX_RECALL_FILLER0 + (int32_t)phax_rng_below(r, PHAX_RECALL_N_FILLERS);
+            if (t < cap) out[t] = f;
+            t++;
+        }
+    }
+}
+
+static int check_mqar(int n, int pairs, int queries) {
+    int min_n;
+    if (phax_mqar_min_len(pairs, queries, &min_n)) return PHAX_ERR;
+    if (n < min_n || n > PHAX_RECALL_MAX_LEN)
+        return phax_fail("mqar: a sample of %d tokens is outside [%d, %d] for %d pairs and %d queries", n,
+                         min_n, PHAX_RECALL_MAX_LEN, pairs, queries);
+    return PHAX_OK;
+}
+
+int phax_mqar_sample(uint64_t seed, int n, int pairs, int queries, int32_t *tokens, phax_mqar_layout *lay) {
+    if (!tokens) return phax_fail("phax_mqar_sample: NULL argument");
+    if (check_mqar(n, pairs, queries)) return PHAX_ERR;
+    phax_rng r = phax_rng_new(seed);
+    phax_mqar_layout l;
+    draw_mqar(&r, n, pairs, queries, tokens, n, &l);
+    if (lay) *lay = l;
+    return PHAX_OK;
+}
+
+int phax_mqar_train_sample(uint64_t seed, uint64_t index, int pairs, int queries, int vary, int T,
+                           int32_t *x, int32_t *y, phax_mqar_layout *lay) {
+    if (!x || !y) return phax_fail("phax_mqar_train_sample: NULL argument");
+    if (T >= PHAX_RECALL_MAX_LEN || check_mqar(T + 1, pairs, queries))
+        return phax_fail("mqar: a training row of %d tokens is outside [%d, %d] for %d pairs and %d "
+                         "queries", T, 2 * pairs + 2 * queries - 1, PHAX_RECALL_MAX_LEN - 1, pairs, queries);
+    // The sample has T + 1 tokens; its last (a filler or the last query's
+    // value) is only ever a target, so x holds the first T.
+    phax_rng r = phax_rng_stream(seed, index);
+    if (vary) {
+        pairs = 1 + (int)phax_rng_below(&r, (uint64_t)pairs);
+        queries = queries < pairs ? queries : pairs;
+    }
+    phax_mqar_layout l;
+    draw_mqar(&r, T + 1, pairs, queries, x, T, &l);
+    for (int t = 0; t < T; t++) y[t] = -1;
+    for (int j = 0; j < queries; j++) y[l.qpos[j]] = l.value[l.qpair[j]];
+    if (lay) *lay = l;
+    return PHAX_OK;
+}

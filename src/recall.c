@@ -33,7 +33,9 @@ typedef struct {
     int lengths[MAX_LIST], n_lengths;
     double depths[MAX_LIST];
     int n_depths;
-    int samples, pairs, window;
+    int samples, pairs, queries, window;
+    int mqar;                    // --task mqar: every query of a multi-query prompt, by distance bin
+    int bins[MAX_LIST], n_bins;  // --bins: distance bin edges (mqar)
     uint64_t seed;
     const phax_backend_ops *be;  // --backend
 } recall_opts;
@@ -55,6 +57,14 @@ static void usage(FILE *f) {
           "                      config's w_long, as evaluation uses; 0 = full attention); refused\n"
           "                      for pha, transformer and serial (their window is attn_window)\n"
           "  --seed S            prompt seed (default 0)\n"
+          "  --task mqar         multi-query prompts instead (docs/recall.md): P pairs open the\n"
+          "                      prompt, Q queries of distinct pairs follow at random places among\n"
+          "                      fillers; every query is scored (argmax and the log-probability of\n"
+          "                      its value) and counted in the bin of its key-to-query distance;\n"
+          "                      --depths does not apply. Floor: the elimination floor per query\n"
+          "  --queries Q         mqar: queries per prompt, 1..P (default 8; --pairs default 16)\n"
+          "  --bins E,...        mqar: increasing distance bin edges (default 1,2,4,...,2^k): bin i\n"
+          "                      holds distances in [E_i, E_i+1), the last [E_last, inf)\n"
           "  --json FILE         write every cell as JSON (atomically)\n"
           "  --csv FILE          write length,depth,samples,correct,accuracy,mean_distance (atomically)\n"
           "  --backend B         cpu (float32, default) or ref (float64 oracle, naive decoder: slow)\n",
@@ -93,8 +103,12 @@ static void depth_item(recall_opts *o, int i, const char *s) {
     o->depths[i] = v;
 }
 
+static void bin_item(recall_opts *o, int i, const char *s) {
+    o->bins[i] = (int)parse_long("--bins", s, 0, MAX_LEN);
+}
+
 static void parse_args(int argc, char **argv, recall_opts *o) {
-    *o = (recall_opts){.samples = 100, .pairs = 4, .window = -1};
+    *o = (recall_opts){.samples = 100, .pairs = -1, .queries = -1, .window = -1};
     const char *backend = "cpu";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -118,14 +132,29 @@ static void parse_args(int argc, char **argv, recall_opts *o) {
         else if (!strcmp(a, "--pairs")) o->pairs = (int)parse_long(a, v, 1, PHAX_RECALL_MAX_PAIRS);
         else if (!strcmp(a, "--window")) o->window = (int)parse_long(a, v, -1, MAX_LEN);
         else if (!strcmp(a, "--seed")) o->seed = parse_u64(a, v);
+        else if (!strcmp(a, "--task")) {
+            if (strcmp(v, "mqar") && strcmp(v, "recall")) die("--task: '%s' is not recall or mqar", v);
+            o->mqar = !strcmp(v, "mqar");
+        } else if (!strcmp(a, "--queries")) o->queries = (int)parse_long(a, v, 1, PHAX_RECALL_MAX_PAIRS);
+        else if (!strcmp(a, "--bins")) o->n_bins = parse_list(a, v, bin_item, o);
         else if (!strcmp(a, "--json")) o->json_path = v;
         else if (!strcmp(a, "--csv")) o->csv_path = v;
         else if (!strcmp(a, "--backend")) backend = v;
         else die("%s: unknown option (phax recall --help)", a);
     }
     if (!o->ckpt) die("no checkpoint given (phax recall --help)");
+    if (o->pairs < 0) o->pairs = o->mqar ? 16 : 4;
+    if (o->queries < 0) o->queries = o->mqar ? (o->pairs < 8 ? o->pairs : 8) : 1;
+    if (!o->mqar && o->queries != 1) die("--queries: only with --task mqar");
+    if (!o->mqar && o->n_bins) die("--bins: only with --task mqar");
+    if (o->mqar && o->n_depths) die("--depths: not with --task mqar (queries are binned by distance)");
+    if (o->queries > o->pairs) die("--queries %d: more than --pairs %d", o->queries, o->pairs);
+    for (int i = 1; i < o->n_bins; i++)
+        if (o->bins[i] <= o->bins[i - 1]) die("--bins: edges must increase (%d after %d)", o->bins[i], o->bins[i - 1]);
+    if (!o->n_bins)
+        for (long e = 1; e <= MAX_LEN && o->n_bins < MAX_LIST; e *= 2) o->bins[o->n_bins++] = (int)e;
     o->be = cli_backend("phax recall", backend);
-    if (!o->n_depths) {
+    if (!o->n_depths && !o->mqar) {
         o->n_depths = 5;
         for (int i = 0; i < 5; i++) o->depths[i] = 0.25 * i;
     }
@@ -249,11 +278,149 @@ static void write_csv(const recall_opts *o, cell *res) {
     free(buf);
 }
 
+// ---------------------------------------------------------------------------
+// --task mqar: every query of a multi-query prompt, by distance bin.
+
+// One (length, bin) cell: queries scored, right, Σ log p(value), Σ distance,
+// Σ floor (1 / (P − j) of each query j: the elimination floor of its place).
+typedef struct {
+    long n, correct;
+    double logp, dist, floor;
+} mq_cell;
+
+static int bin_of(const recall_opts *o, int d) {
+    int b = -1;
+    for (int i = 0; i < o->n_bins && d >= o->bins[i]; i++) b = i;
+    return b;  // −1: below the first edge (not counted)
+}
+
+// log softmax(x)[k], in double.
+static double log_prob(const float *x, int n, int k) {
+    double mx = x[0];
+    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double z = 0;
+    for (int i = 0; i < n; i++) z += exp((double)x[i] - mx);
+    return (double)x[k] - mx - log(z);
+}
+
+// The prompts of one length; each query j is read by prefilling up to its key
+// (the logits of that token), then the prompt goes on from there. res: (n_bins).
+static void run_mqar_length(worker *w, int V, const recall_opts *o, int length, mq_cell *res, int nt) {
+    mq_cell *part = calloc((size_t)nt * o->n_bins, sizeof *part);
+    if (!part) die("out of memory");
+    int failed = 0;
+    char err[512] = "";
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int s = 0; s < o->samples; s++) {
+        int me_i = omp_get_thread_num();
+        worker *me = &w[me_i];
+        mq_cell *mine = part + (size_t)me_i * o->n_bins;
+        char name[96];
+        snprintf(name, sizeof name, "mqar/%d/%d/%d/%d", o->pairs, o->queries, length, s);
+        phax_rng r = phax_rng_stream(o->seed, phax_hash_str(name));
+        phax_mqar_layout lay;
+        int rc = phax_mqar_sample(phax_rng_u64(&r), length, o->pairs, o->queries, me->tokens, &lay);
+        if (rc == PHAX_OK) phax_bdecoder_reset(me->dec);
+        int at = 0;
+        for (int j = 0; rc == PHAX_OK && j < o->queries; j++) {
+            int end = lay.qpos[j] + 1;  // through the query's key
+            rc = phax_bdecoder_prefill(me->dec, me->tokens + at, end - at, me->logits);
+            if (rc != PHAX_OK) break;
+            at = end;
+            int32_t answer = lay.value[lay.qpair[j]];
+            int b = bin_of(o, lay.distance[j]);
+            if (b < 0) continue;
+            mq_cell *c = &mine[b];
+            c->n++;
+            c->correct += argmax(me->logits, V) == answer;
+            c->logp += log_prob(me->logits, V, answer);
+            c->dist += lay.distance[j];
+            c->floor += 1.0 / (o->pairs - j);
+        }
+        if (rc != PHAX_OK) {
+#pragma omp critical
+            if (!failed) failed = 1, snprintf(err, sizeof err, "%s", phax_error());
+        }
+    }
+    if (failed) die("length %d: %s", length, err);
+    for (int i = 0; i < nt; i++)
+        for (int b = 0; b < o->n_bins; b++) {
+            mq_cell *c = &part[(size_t)i * o->n_bins + b];
+            res[b].n += c->n, res[b].correct += c->correct, res[b].logp += c->logp;
+            res[b].dist += c->dist, res[b].floor += c->floor;
+        }
+    free(part);
+}
+
+static int bin_hi(const recall_opts *o, int b) { return b + 1 < o->n_bins ? o->bins[b + 1] : -1; }
+
+static void mqar_report(const recall_opts *o, const phax_ckpt *ck, int window, const mq_cell *res) {
+    printf("\naccuracy by key-to-query distance (%d prompts per length, %d pairs, %d queries each; "
+           "chance 1/16; elimination floor %.4g)\n%8s  %-15s %7s %8s %9s %7s\n", o->samples, o->pairs,
+           o->queries, phax_mqar_floor(o->pairs, o->queries), "length", "distance", "queries", "accuracy",
+           "mean logp", "floor");
+    for (int li = 0; li < o->n_lengths; li++)
+        for (int b = 0; b < o->n_bins; b++) {
+            const mq_cell *c = &res[(size_t)li * o->n_bins + b];
+            if (!c->n) continue;
+            char range[40];
+            if (bin_hi(o, b) < 0) snprintf(range, sizeof range, "[%d, inf)", o->bins[b]);
+            else snprintf(range, sizeof range, "[%d, %d)", o->bins[b], bin_hi(o, b));
+            printf("%8d  %-15s %7ld %8.3f %9.3f %7.3f\n", o->lengths[li], range, c->n,
+                   (double)c->correct / c->n, c->logp / c->n, c->floor / c->n);
+        }
+    if (o->json_path) {
+        json_t *cells = json_array();
+        for (int li = 0; li < o->n_lengths; li++)
+            for (int b = 0; b < o->n_bins; b++) {
+                const mq_cell *c = &res[(size_t)li * o->n_bins + b];
+                if (!c->n) continue;
+                json_t *e = json_pack("{s:i, s:i, s:i, s:I, s:I, s:f, s:f, s:f, s:f}", "length", o->lengths[li],
+                                      "bin_lo", o->bins[b], "bin_hi", bin_hi(o, b), "queries", (json_int_t)c->n,
+                                      "correct", (json_int_t)c->correct, "accuracy", (double)c->correct / c->n,
+                                      "mean_logp", c->logp / c->n, "mean_distance", c->dist / c->n, "floor",
+                                      c->floor / c->n);
+                if (!cells || !e || json_array_append_new(cells, e)) die("%s: out of memory", o->json_path);
+            }
+        char seed[24];
+        snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+        json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:f, s:f, s:o}", "task", "mqar",
+                              "checkpoint", ck->path, "family", phax_family_name(ck->cfg.family), "window",
+                              window, "pairs", o->pairs, "queries", o->queries, "samples", o->samples, "seed",
+                              seed, "chance", 1.0 / PHAX_RECALL_N_VALUES, "floor",
+                              phax_mqar_floor(o->pairs, o->queries), "cells", cells);
+        char *s = j ? json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
+        json_decref(j);
+        if (!s) die("%s: cannot format the JSON result", o->json_path);
+        if (phax_write_file_atomic(o->json_path, s, strlen(s))) die_lib();
+        free(s);
+        printf("wrote %s\n", o->json_path);
+    }
+    if (o->csv_path) {
+        size_t cap = 128 + (size_t)o->n_lengths * o->n_bins * 128, k = 0;
+        char *buf = malloc(cap);
+        if (!buf) die("out of memory");
+        k += (size_t)snprintf(buf, cap, "length,bin_lo,bin_hi,queries,correct,accuracy,mean_logp,mean_distance,floor\n");
+        for (int li = 0; li < o->n_lengths; li++)
+            for (int b = 0; b < o->n_bins; b++) {
+                const mq_cell *c = &res[(size_t)li * o->n_bins + b];
+                if (!c->n) continue;
+                k += (size_t)snprintf(buf + k, cap - k, "%d,%d,%d,%ld,%ld,%.6f,%.6f,%.3f,%.6f\n", o->lengths[li],
+                                      o->bins[b], bin_hi(o, b), c->n, c->correct, (double)c->correct / c->n,
+                                      c->logp / c->n, c->dist / c->n, c->floor / c->n);
+            }
+        if (phax_write_file_atomic(o->csv_path, buf, k)) die_lib();
+        free(buf);
+        printf("wrote %s\n", o->csv_path);
+    }
+}
+
 int phax_recall_main(int argc, char **argv) {
     recall_opts o;
     parse_args(argc, argv, &o);
     int min_len;
-    if (phax_recall_min_prompt(o.pairs, &min_len)) die("--pairs: %s", phax_error());
+    if (o.mqar ? phax_mqar_min_len(o.pairs, o.queries, &min_len) : phax_recall_min_prompt(o.pairs, &min_len))
+        die("--pairs: %s", phax_error());
     phax_ckpt ck;
     if (phax_ckpt_load(o.ckpt, -1, &ck)) die_lib();
     if (phax_recall_vocab_check(ck.vocab)) die("%s: %s", ck.path, phax_error());
@@ -266,12 +433,13 @@ int phax_recall_main(int argc, char **argv) {
     int max_len = 0;
     for (int i = 0; i < o.n_lengths; i++) {
         if (o.lengths[i] < min_len || o.lengths[i] > MAX_LEN)
-            die("--lengths: %d is outside [%d, %d] (%d pairs and the query need %d tokens)", o.lengths[i],
-                min_len, MAX_LEN, o.pairs, min_len);
+            die("--lengths: %d is outside [%d, %d] (%d pairs and the quer%s need %d tokens)", o.lengths[i],
+                min_len, MAX_LEN, o.pairs, o.queries == 1 ? "y" : "ies", min_len);
         if (o.lengths[i] > max_len) max_len = o.lengths[i];
     }
-    printf("phax recall: %s (%s, %s %d), %d pairs, seed %llu\n", ck.path, phax_family_name(ck.cfg.family),
-           phax_plan_takes_window(&ck.cfg) ? "SWA window" : "attn_window", window, o.pairs,
+    printf("phax recall: %s (%s, %s %d), %s%d pairs, %d quer%s, seed %llu\n", ck.path,
+           phax_family_name(ck.cfg.family), phax_plan_takes_window(&ck.cfg) ? "SWA window" : "attn_window",
+           window, o.mqar ? "mqar, " : "", o.pairs, o.queries, o.queries == 1 ? "y" : "ies",
            (unsigned long long)o.seed);
     fflush(stdout);
 
@@ -292,6 +460,22 @@ int phax_recall_main(int argc, char **argv) {
         if (!w[i].logits || !w[i].tokens) die("out of memory");
     }
     double t_all = phax_clock(), tokens = 0;
+    mq_cell *mres = o.mqar ? calloc((size_t)o.n_lengths * o.n_bins, sizeof *mres) : NULL;
+    if (o.mqar && !mres) die("out of memory");
+    for (int li = 0; o.mqar && li < o.n_lengths; li++) {
+        double t0 = phax_clock();
+        run_mqar_length(w, V, &o, o.lengths[li], mres + (size_t)li * o.n_bins, nt);
+        tokens += (double)o.lengths[li] * o.samples;
+        fprintf(stderr, "length %d: %.1f s\n", o.lengths[li], phax_clock() - t0);
+    }
+    if (o.mqar) {
+        double secs = phax_clock() - t_all;
+        mqar_report(&o, &ck, window, mres);
+        printf("\n%.0f prompt tokens in %.1f s (%.0f tokens/s, %d thread%s)\n", tokens, secs, tokens / secs, nt,
+               nt == 1 ? "" : "s");
+        free(mres);
+        goto done;
+    }
     for (int li = 0; li < o.n_lengths; li++) {
         double t0 = phax_clock();
         for (int di = 0; di < o.n_depths; di++)
@@ -311,6 +495,7 @@ int phax_recall_main(int argc, char **argv) {
         write_csv(&o, res);
         printf("wrote %s\n", o.csv_path);
     }
+done:
     for (int i = 0; i < nt; i++) phax_bdecoder_free(w[i].dec), free(w[i].logits), free(w[i].tokens);
     free(w), free(res);
     phax_bmodel_free(m);

@@ -78,16 +78,19 @@ static double evaluate(trainer *t, const int32_t *tok, size_t n, int window) {
 // Recall: rows and validation.
 
 // Row b of a batch: recall row (seed, first + b), for rows past n padding (x 0, y −1).
-static void recall_rows(const train_opts *o, trainer *t, uint64_t seed, uint64_t first, size_t n) {
+// vary: the mqar curriculum (training rows only; validation keeps P and Q).
+static void recall_rows(const train_opts *o, trainer *t, uint64_t seed, uint64_t first, size_t n, int vary) {
     for (int b = 0; b < t->B; b++) {
         size_t off = (size_t)b * t->T;
         if ((size_t)b >= n) {
             for (int i = 0; i < t->T; i++) t->x[off + i] = 0, t->y[off + i] = -1;
             continue;
         }
-        if (phax_recall_train_sample(seed, first + (uint64_t)b, o->recall_pairs, o->recall_queries,
-                                     t->T, t->x + off, t->y + off, NULL))
-            die_lib();
+        int rc = train_is_mqar(o) ? phax_mqar_train_sample(seed, first + (uint64_t)b, o->recall_pairs,
+                                                           o->recall_queries, vary, t->T, t->x + off, t->y + off, NULL)
+                                  : phax_recall_train_sample(seed, first + (uint64_t)b, o->recall_pairs,
+                                                             o->recall_queries, t->T, t->x + off, t->y + off, NULL);
+        if (rc) die_lib();
     }
 }
 
@@ -133,7 +136,7 @@ static recall_eval evaluate_recall(run *r, int window) {
     long count = 0, right = 0;
     for (size_t first = 0; first < r->eval_n; first += (size_t)t->B) {
         size_t n = r->eval_n - first < (size_t)t->B ? r->eval_n - first : (size_t)t->B;
-        recall_rows(&r->o, t, r->recall_valid_seed, first, n);
+        recall_rows(&r->o, t, r->recall_valid_seed, first, n, 0);
         size_t BT = (size_t)t->B * t->T;
         int k = count_targets(t->y, BT);
         double loss;
@@ -324,7 +327,7 @@ static void train_step(run *r, long s, double *loss_out, int *win_out, double *d
     double t0 = now_s();
     int niah_rows = 0;
     if (r->recall) {
-        recall_rows(&r->o, t, r->recall_seed, (uint64_t)s * (uint64_t)r->o.B, (size_t)r->o.B);
+        recall_rows(&r->o, t, r->recall_seed, (uint64_t)s * (uint64_t)r->o.B, (size_t)r->o.B, r->o.recall_vary);
     } else {
         if (phax_sampler_batch(&r->sampler, (uint64_t)s, t->x, t->y, NULL)) die_lib();
         niah_rows = mix_niah_rows(r, s);
@@ -364,7 +367,7 @@ static void train_step(run *r, long s, double *loss_out, int *win_out, double *d
 static long steps_for_budget(run *r) {
     trainer *t = &r->tr;
     double loss, t0 = now_s();
-    if (r->recall) recall_rows(&r->o, t, r->recall_seed, 0, (size_t)r->o.B);
+    if (r->recall) recall_rows(&r->o, t, r->recall_seed, 0, (size_t)r->o.B, r->o.recall_vary);
     else if (phax_sampler_batch(&r->sampler, 0, t->x, t->y, NULL)) die_lib();
     int window = r->stochastic_window ? r->tr.cfg.w_long : -1;
     if (trainer_grad(t, window, &loss)) die_lib();
@@ -510,8 +513,11 @@ static char *rng_identity(const run *r) {
         char d[24], e[24];
         json_object_set_new(j, "recall_seed", json_string(train_u64_str(r->recall_seed, d)));
         json_object_set_new(j, "recall_valid_seed", json_string(train_u64_str(r->recall_valid_seed, e)));
-        json_object_set_new(j, "batches", json_string("phax_recall_train_sample(recall_seed, step*B + b)"));
-        json_object_set_new(j, "valid", json_string("phax_recall_train_sample(recall_valid_seed, row)"));
+        int mq = train_is_mqar(&r->o);
+        json_object_set_new(j, "batches", json_string(mq ? "phax_mqar_train_sample(recall_seed, step*B + b)"
+                                                         : "phax_recall_train_sample(recall_seed, step*B + b)"));
+        json_object_set_new(j, "valid", json_string(mq ? "phax_mqar_train_sample(recall_valid_seed, row)"
+                                                       : "phax_recall_train_sample(recall_valid_seed, row)"));
     }
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);
@@ -524,8 +530,9 @@ static char *rng_identity(const run *r) {
 static char *recall_identity(const run *r) {
     char hv[24];
     snprintf(hv, sizeof hv, "%016" PRIx64, phax_vocab_hash(r->data.vocab));
-    json_t *j = json_pack("{s:s, s:i, s:i, s:s}", "task", "recall", "recall_pairs", r->o.recall_pairs,
+    json_t *j = json_pack("{s:s, s:i, s:i, s:s}", "task", r->o.task, "recall_pairs", r->o.recall_pairs,
                           "recall_queries", r->o.recall_queries, "vocab_hash", hv);
+    if (j && r->o.recall_vary) json_object_set_new(j, "recall_vary", json_true());
     char *s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(j);
     if (!s) die("out of memory");
@@ -668,8 +675,8 @@ int phax_train_main(int argc, char **argv) {
     }
     char what[128];
     if (r.recall)
-        snprintf(what, sizeof what, "recall task (%d pairs, %d quer%s, %zu validation rows)",
-                 r.o.recall_pairs, r.o.recall_queries, r.o.recall_queries == 1 ? "y" : "ies", r.eval_n);
+        snprintf(what, sizeof what, "%s task (%d pairs, %d quer%s, %zu validation rows)",
+                 r.o.task, r.o.recall_pairs, r.o.recall_queries, r.o.recall_queries == 1 ? "y" : "ies", r.eval_n);
     else
         snprintf(what, sizeof what, "%zu train / %zu valid tokens", r.data.ntr, r.data.nva);
     printf("%s %s: %zu parameters, %s backend, %s, vocab %zu, steps %ld..%ld of %ld, batch %d x %d\n",

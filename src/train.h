@@ -34,6 +34,7 @@ typedef struct {
     // task: "lm" (a text corpus) or "recall" (synthetic associative recall, docs/recall.md)
     const char *task;
     int recall_pairs, recall_queries;
+    int recall_vary;  // mqar: training rows of 1..P pairs (phax_mqar_train_sample)
     // model
     const char *family, *config_path;
     const char *sets[MAX_SETS];
@@ -61,7 +62,8 @@ train_opts train_opts_default(void);
 // Parse argv into o. *changing: the first flag that changes the run (refused
 // with --resume), or NULL. --help prints the usage and exits 0.
 void train_parse_args(int argc, char **argv, train_opts *o, const char **changing);
-int train_is_recall(const train_opts *o);
+int train_is_recall(const train_opts *o);  // recall or mqar (rows from core/recall.c)
+int train_is_mqar(const train_opts *o);
 // The backend --backend names ("fast": cpu), or die with one line.
 const phax_backend_ops *train_backend(const train_opts *o);
 // Numbers that parse but make no sense (also checked on the options a resumed state restores).

@@ -34,7 +34,12 @@ static void usage(FILE *f) {
         "                      from (seed, step), the vocabulary is the task's 64 tokens, no\n"
         "                      --data/--train/--valid/--niah-frac/--vocab-max; validation is a fixed\n"
         "                      set of max(1, eval-tokens / seq) rows: loss and accuracy of the answers)\n"
+        "                      or mqar (multi-query associative recall, docs/recall.md: P pairs\n"
+        "                      open each row, Q queries of distinct pairs follow among fillers,\n"
+        "                      every query scored; same vocabulary and options as recall)\n"
         "  --recall-pairs P    recall: needles \"key value\" per row, 1..16 (default 4)\n"
+        "  --recall-vary 0|1   mqar: each training row's pair count uniform in 1..P, its queries\n"
+        "                      min(Q, that) (a curriculum; default 0; validation keeps P and Q)\n"
         "  --recall-queries Q  recall: queries per row, 1..P (default 1); only the answers are\n"
         "                      trained; --seq must be at least 2P + 2Q - 1\n"
         "model:\n"
@@ -158,6 +163,10 @@ void train_parse_args(int argc, char **argv, train_opts *o, const char **changin
             o->recall_pairs = (int)parse_long(flag, val, 1, PHAX_RECALL_MAX_PAIRS);
         else if (!strcmp(flag, "--recall-queries"))
             o->recall_queries = (int)parse_long(flag, val, 1, PHAX_RECALL_MAX_PAIRS);
+        else if (!strcmp(flag, "--recall-vary")) {
+            if (strcmp(val, "0") && strcmp(val, "1")) die("--recall-vary: '%s' is not 0 or 1", val);
+            o->recall_vary = val[0] == '1';
+        }
         else if (!strcmp(flag, "--config")) o->config_path = val;
         else if (!strcmp(flag, "--set")) {
             if (o->nsets == MAX_SETS) die("--set: more than %d overrides", MAX_SETS);
@@ -206,7 +215,9 @@ const phax_backend_ops *train_backend(const train_opts *o) {
     return be;
 }
 
-int train_is_recall(const train_opts *o) { return !strcmp(o->task, "recall"); }
+int train_is_recall(const train_opts *o) { return !strcmp(o->task, "recall") || train_is_mqar(o); }
+
+int train_is_mqar(const train_opts *o) { return !strcmp(o->task, "mqar"); }
 
 void train_check_numbers(const train_opts *o) {
     if (!(isfinite(o->lr) && o->lr >= 0)) die("--lr: must be a finite number >= 0, got %g", o->lr);
@@ -225,20 +236,24 @@ void train_check_numbers(const train_opts *o) {
     if (strcmp(o->tokenizer, "word") && strcmp(o->tokenizer, "byte"))
         die("--tokenizer: '%s' is not word or byte", o->tokenizer);
     if (o->vocab_max && strcmp(o->tokenizer, "word")) die("--vocab-max: only with --tokenizer word");
-    if (strcmp(o->task, "lm") && strcmp(o->task, "recall"))
-        die("--task: '%s' is not lm or recall", o->task);
+    if (strcmp(o->task, "lm") && strcmp(o->task, "recall") && strcmp(o->task, "mqar"))
+        die("--task: '%s' is not lm, recall or mqar", o->task);
     if (train_is_recall(o)) {
         int min_T;
-        if (phax_recall_min_row(o->recall_pairs, o->recall_queries, &min_T))
+        int bad = train_is_mqar(o) ? phax_mqar_min_len(o->recall_pairs, o->recall_queries, &min_T)
+                                   : phax_recall_min_row(o->recall_pairs, o->recall_queries, &min_T);
+        if (!bad && train_is_mqar(o)) min_T -= 1;  // a row is the sample less its last token
+        if (bad)
             die("--recall-pairs %d, --recall-queries %d: %s", o->recall_pairs, o->recall_queries,
                 phax_error());
         if (o->T < min_T || o->T > PHAX_RECALL_MAX_LEN)
             die("--seq %d: too short for --recall-pairs %d and --recall-queries %d (%d tokens at least)",
                 o->T, o->recall_pairs, o->recall_queries, min_T);
-        if (o->niah_frac > 0) die("--niah-frac: not with --task recall (every row is a recall row)");
+        if (o->recall_vary && !train_is_mqar(o)) die("--recall-vary: only with --task mqar");
+        if (o->niah_frac > 0) die("--niah-frac: not with --task %s (every row is a recall row)", o->task);
         if (strcmp(o->tokenizer, "word"))
-            die("--tokenizer: not with --task recall (the task has its own vocabulary)");
-        if (o->vocab_max) die("--vocab-max: not with --task recall (the task has its own vocabulary)");
+            die("--tokenizer: not with --task %s (the task has its own vocabulary)", o->task);
+        if (o->vocab_max) die("--vocab-max: not with --task %s (the task has its own vocabulary)", o->task);
     }
 }
 
@@ -278,6 +293,7 @@ char *train_opts_to_json(const train_opts *o, const char *train, const char *val
         "recall_queries", o->recall_queries);
     if (!j) die("out of memory");
     if (o->vocab_max) json_object_set_new(j, "vocab_max", json_integer((json_int_t)o->vocab_max));
+    if (o->recall_vary) json_object_set_new(j, "recall_vary", json_true());  // absent: fixed P
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);
     if (!s) die("out of memory");
@@ -307,8 +323,8 @@ void train_opts_from_json(train_opts *o, const char *json, const char *where, js
                              "recall_queries", &queries))
         die("%s: training options unreadable: %s", where, e.text);
     o->recall_pairs = pairs, o->recall_queries = queries;
-    if (strcmp(o->task, "lm") && strcmp(o->task, "recall"))
-        die("%s: training options unreadable: \"task\" is not lm or recall", where);
+    if (strcmp(o->task, "lm") && strcmp(o->task, "recall") && strcmp(o->task, "mqar"))
+        die("%s: training options unreadable: \"task\" is not lm, recall or mqar", where);
     if (train_is_recall(o) ? !json_is_null(train) : !json_is_string(train))
         die("%s: training options unreadable: \"train\" is not %s", where,
             train_is_recall(o) ? "null (--task recall)" : "a path");
@@ -320,6 +336,9 @@ void train_opts_from_json(train_opts *o, const char *json, const char *where, js
     if (vm && !(json_is_integer(vm) && json_integer_value(vm) >= 3 && json_integer_value(vm) <= PHAX_MAX_VOCAB))
         die("%s: training options unreadable: \"vocab_max\" is not a count in [3, %d]", where, PHAX_MAX_VOCAB);
     o->vocab_max = vm ? (long)json_integer_value(vm) : 0;
+    json_t *rv = json_object_get(j, "recall_vary");
+    if (rv && !json_is_boolean(rv)) die("%s: training options unreadable: \"recall_vary\" is not a boolean", where);
+    o->recall_vary = rv && json_is_true(rv);
     // A crafted state must not make the run allocate or loop without bound:
     // the ranges the command line enforces.
     if (steps < 1 || steps > (1L << 40) || warmup < 0 || warmup > (1L << 40) || B < 1 ||

@@ -771,3 +771,232 @@ Test(recall, train_rows_and_validation_as_documented) {
     phax_ckpt_free(&ck);
     sandbox_free(&s);
 }
+
+// --- multi-query associative recall (MQAR) ---------------------------------------------------
+
+// A sample read back from its tokens alone: the P pairs open it (distinct keys,
+// distinct values), then every token is a filler or a query "key value" whose
+// value is its pair's; the layout says the same. Checks that no answer leaks:
+// before query j's key, its value occurs exactly once (in its pair).
+static void check_mqar_tokens(const int32_t *tok, int n, int P, int Q, const phax_mqar_layout *lay,
+                              const char *what) {
+    cr_assert(lay->n_pairs == P && lay->n_queries == Q, "%s: counts %d %d", what, lay->n_pairs, lay->n_queries);
+    int32_t value_of[16];
+    for (int k = 0; k < 16; k++) value_of[k] = -1;
+    for (int i = 0; i < P; i++) {
+        cr_assert(is_key(tok[2 * i]) && is_value(tok[2 * i + 1]), "%s: pair %d is not key value", what, i);
+        cr_assert(tok[2 * i] == lay->key[i] && tok[2 * i + 1] == lay->value[i], "%s: pair %d vs layout", what, i);
+        cr_assert(value_of[tok[2 * i]] < 0, "%s: key %d twice", what, tok[2 * i]);
+        value_of[tok[2 * i]] = tok[2 * i + 1];
+        for (int k = 0; k < i; k++) cr_assert(lay->value[k] != lay->value[i], "%s: value twice", what);
+    }
+    int asked[16] = {0}, q = 0;
+    for (int t = 2 * P; t < n; t++) {
+        if (is_filler(tok[t])) continue;
+        cr_assert(q < Q, "%s: more than %d queries", what, Q);
+        cr_assert(is_key(tok[t]) && value_of[tok[t]] >= 0, "%s: token %d (%d) is not a filler nor a pair's key", what,
+                  t, tok[t]);
+        cr_assert(lay->qpos[q] == t, "%s: query %d at %d, layout %d", what, q, t, lay->qpos[q]);
+        int p = lay->qpair[q];
+        cr_assert(p >= 0 && p < P && lay->key[p] == tok[t], "%s: query %d asks pair %d", what, q, p);
+        cr_assert(!asked[p]++, "%s: pair %d asked twice", what, p);
+        cr_assert(lay->distance[q] == t - 2 * p, "%s: distance", what);
+        if (t + 1 < n) cr_assert(tok[t + 1] == value_of[tok[t]], "%s: query %d not followed by its value", what, q);
+        int seen = 0;
+        for (int u = 0; u < t; u++) seen += tok[u] == lay->value[p];
+        cr_assert(seen == 1, "%s: query %d's value occurs %d times before it", what, q, seen);
+        q++, t++;
+    }
+    cr_assert(q == Q, "%s: %d queries found, %d expected", what, q, Q);
+}
+
+Test(recall, mqar_samples_over_many_seeds) {
+    phax_rng r = tu_rng("recall/mqar_samples_over_many_seeds");
+    uint64_t seed = phax_rng_u64(&r);
+    printf("recall/mqar_samples_over_many_seeds: seed %llu\n", (unsigned long long)seed);
+    static int32_t tok[400], x[400], y[400];
+    for (int i = 0; i < 3000; i++) {
+        int P = 1 + (int)phax_rng_below(&r, 16), Q = 1 + (int)phax_rng_below(&r, (uint64_t)P);
+        int n = 2 * P + 2 * Q + (int)phax_rng_below(&r, i % 10 ? 6 : 300);  // the smallest included
+        phax_mqar_layout lay, lay2;
+        char what[64];
+        snprintf(what, sizeof what, "sample %d (P %d, Q %d, n %d)", i, P, Q, n);
+        cr_assert(phax_mqar_sample(seed + (uint64_t)i, n, P, Q, tok, &lay) == PHAX_OK, "%s", phax_error());
+        check_mqar_tokens(tok, n, P, Q, &lay, what);
+        // A training row of T = n − 1: x the sample's first T tokens, y the answers only.
+        int T = n - 1;
+        cr_assert(phax_mqar_train_sample(seed, (uint64_t)i, P, Q, 0, T, x, y, &lay2) == PHAX_OK, "%s", phax_error());
+        check_mqar_tokens(x, T, P, Q, &lay2, what);
+        int answers = 0;
+        for (int t = 0; t < T; t++) {
+            if (y[t] < 0) continue;
+            cr_assert(is_key(x[t]), "%s: a target after a non-key at %d", what, t);
+            int j = 0;
+            while (j < Q && lay2.qpos[j] != t) j++;
+            cr_assert(j < Q && y[t] == lay2.value[lay2.qpair[j]], "%s: target at %d is not a query's value", what, t);
+            answers++;
+        }
+        cr_assert(answers == Q, "%s: %d targets", what, answers);
+    }
+    int m;
+    cr_assert(phax_mqar_min_len(16, 8, &m) == PHAX_OK && m == 48);
+}
+
+// The elimination floor is what a model without binding scores: the best it can do
+// on query j is a uniform pick among the values not yet answered. Simulated here
+// over samples (each query: P − j candidates), the mean is the floor within 5 SE.
+Test(recall, mqar_floor_is_the_elimination_guess) {
+    cr_assert(fabs(phax_mqar_floor(16, 8) - (1. / 16 + 1. / 15 + 1. / 14 + 1. / 13 + 1. / 12 + 1. / 11 + 1. / 10 + 1. / 9) / 8) < 1e-15);
+    cr_assert(phax_mqar_floor(1, 1) == 1.0 && phax_mqar_floor(4, 1) == 0.25);
+    cr_assert(isnan(phax_mqar_floor(4, 5)) && isnan(phax_mqar_floor(0, 1)) && isnan(phax_mqar_floor(17, 1)));
+    phax_rng r = tu_rng("recall/mqar_floor_is_the_elimination_guess");
+    uint64_t seed = phax_rng_u64(&r);
+    printf("recall/mqar_floor_is_the_elimination_guess: seed %llu\n", (unsigned long long)seed);
+    enum { P = 8, Q = 6, n = 80, S = 20000 };
+    int32_t tok[n];
+    long right = 0;
+    for (int s = 0; s < S; s++) {
+        phax_mqar_layout lay;
+        cr_assert(phax_mqar_sample(seed + (uint64_t)s, n, P, Q, tok, &lay) == PHAX_OK);
+        int answered[16] = {0};
+        for (int j = 0; j < Q; j++) {
+            int cand[16], nc = 0;
+            for (int i = 0; i < P; i++)
+                if (!answered[i]) cand[nc++] = i;
+            int pick = cand[phax_rng_below(&r, (uint64_t)nc)];
+            right += lay.value[pick] == lay.value[lay.qpair[j]];
+            answered[lay.qpair[j]] = 1;
+        }
+    }
+    double p = phax_mqar_floor(P, Q), acc = (double)right / (S * Q), se = sqrt(p * (1 - p) / (S * Q));
+    cr_assert(fabs(acc - p) <= 5 * se, "elimination guess scores %.4f, floor %.4f (se %.4f)", acc, p, se);
+}
+
+// Queries fall over the whole region: with one pair and one query in n = 12
+// tokens the query's key is at 2..10 (9 places), each about 1/9 of the time;
+// and each of the P pairs is asked about equally often.
+Test(recall, mqar_places_and_pairs_uniform) {
+    phax_rng r = tu_rng("recall/mqar_places_and_pairs_uniform");
+    uint64_t seed = phax_rng_u64(&r);
+    printf("recall/mqar_places_and_pairs_uniform: seed %llu\n", (unsigned long long)seed);
+    int at[12] = {0}, asked[4] = {0};
+    int32_t tok[40];
+    for (int s = 0; s < 9000; s++) {
+        phax_mqar_layout lay;
+        cr_assert(phax_mqar_sample(seed + (uint64_t)s, 12, 1, 1, tok, &lay) == PHAX_OK);
+        cr_assert(lay.qpos[0] >= 2 && lay.qpos[0] <= 10, "query at %d", lay.qpos[0]);
+        at[lay.qpos[0]]++;
+        cr_assert(phax_mqar_sample(seed ^ (uint64_t)s << 20, 40, 4, 1, tok, &lay) == PHAX_OK);
+        asked[lay.qpair[0]]++;
+    }
+    // Binomial(9000, 1/9): sd 30, 6 sd; Binomial(9000, 1/4): sd 41, 6 sd.
+    for (int t = 2; t <= 10; t++) cr_assert(at[t] >= 820 && at[t] <= 1180, "place %d: %d", t, at[t]);
+    for (int i = 0; i < 4; i++) cr_assert(asked[i] >= 2250 - 246 && asked[i] <= 2250 + 246, "pair %d: %d", i, asked[i]);
+}
+
+// The curriculum: a row's pair count is uniform in 1..P (queries min(Q, that)), reproducible.
+Test(recall, mqar_vary_rows) {
+    phax_rng r = tu_rng("recall/mqar_vary_rows");
+    uint64_t seed = phax_rng_u64(&r);
+    printf("recall/mqar_vary_rows: seed %llu\n", (unsigned long long)seed);
+    int count[17] = {0};
+    int32_t x[64], y[64], x2[64], y2[64];
+    for (int i = 0; i < 8000; i++) {
+        phax_mqar_layout lay;
+        cr_assert(phax_mqar_train_sample(seed, (uint64_t)i, 8, 4, 1, 63, x, y, &lay) == PHAX_OK, "%s", phax_error());
+        cr_assert(lay.n_pairs >= 1 && lay.n_pairs <= 8 && lay.n_queries == (lay.n_pairs < 4 ? lay.n_pairs : 4));
+        check_mqar_tokens(x, 63, lay.n_pairs, lay.n_queries, &lay, "vary");
+        count[lay.n_pairs]++;
+        cr_assert(phax_mqar_train_sample(seed, (uint64_t)i, 8, 4, 1, 63, x2, y2, NULL) == PHAX_OK);
+        cr_assert(!memcmp(x, x2, 63 * sizeof *x) && !memcmp(y, y2, 63 * sizeof *y), "row %d not reproducible", i);
+    }
+    // Binomial(8000, 1/8): sd 29.6, 6 sd.
+    for (int p = 1; p <= 8; p++) cr_assert(count[p] >= 1000 - 178 && count[p] <= 1000 + 178, "P %d: %d", p, count[p]);
+}
+
+Test(recall, mqar_bad_arguments_refused) {
+    int32_t tok[64], y[64];
+    expect_err(phax_mqar_sample(1, 47, 16, 8, tok, NULL), "outside [48");
+    expect_err(phax_mqar_sample(1, 64, 17, 1, tok, NULL), "pairs 17");
+    expect_err(phax_mqar_sample(1, 64, 4, 5, tok, NULL), "queries 5");
+    expect_err(phax_mqar_sample(1, 64, 4, 0, tok, NULL), "queries 0");
+    expect_err(phax_mqar_train_sample(1, 0, 16, 8, 0, 46, tok, y, NULL), "training row of 46");
+    expect_err(phax_mqar_sample(1, 64, 4, 4, NULL, NULL), "NULL");
+    cr_assert(phax_mqar_train_sample(1, 0, 16, 8, 0, 47, tok, y, NULL) == PHAX_OK, "%s", phax_error());
+}
+
+// phax train --task mqar and phax recall --task mqar end to end: a resumed run is
+// bit-identical (the curriculum's rows follow (seed, step)); every query of every
+// prompt is counted once, in the bin of its distance, with its elimination floor
+// (recomputed here from core/recall.c with the command's prompt seeds); refusals.
+Test(recall, mqar_commands_end_to_end) {
+    sandbox s = sandbox_new();
+    char *a = tu_join(s.dir, "a"), *b = tu_join(s.dir, "b"), *js = tu_join(s.dir, "m.json");
+#define TINY_MQAR(out, steps, ...)                                                                          \
+    phax_run(&s, "train", "--task", "mqar", "--family", "swax", "--set", "d_model=32", "--set", "n_layers=2", \
+             "--recall-pairs", "6", "--recall-queries", "3", "--recall-vary", "1", "--seq", "48", "--batch",  \
+             "4", "--steps", steps, "--warmup", "2", "--lr", "3e-3", "--eval-every", "5", "--eval-tokens",    \
+             "512", "--out", out, ##__VA_ARGS__, NULL)
+    expect_ok(&s, TINY_MQAR(a, "12"));
+    expect_ok(&s, TINY_MQAR(b, "12", "--stop-after", "6"));
+    expect_ok(&s, phax_run(&s, "train", "--resume", "--out", b, NULL));
+    char *ma = gen_file(a, "checkpoint.safetensors"), *mb = gen_file(b, "checkpoint.safetensors");
+    same_bytes(ma, mb);
+    free(ma), free(mb);
+    const char *P = "phax train: ";
+    expect_fail(&s, phax_run(&s, "train", "--task", "mqar", "--family", "swax", "--recall-pairs", "6",
+                             "--recall-queries", "3", "--seq", "16", "--out", tu_join(s.dir, "c"), NULL),
+                P, "--seq 16: too short");
+    expect_fail(&s, phax_run(&s, "train", "--task", "recall", "--recall-vary", "1", "--out", tu_join(s.dir, "d"), NULL),
+                P, "--recall-vary: only with --task mqar");
+    // The evaluation: lengths 48 and 100, bins 1, 8, 32.
+    expect_ok(&s, phax_run(&s, "recall", a, "--task", "mqar", "--pairs", "6", "--queries", "3", "--lengths",
+                           "48,100", "--bins", "1,8,32", "--samples", "10", "--seed", "3", "--json", js, NULL));
+    char *j = tu_slurp(js, NULL);
+    cr_assert(strstr(j, "\"task\": \"mqar\"") && strstr(j, "\"queries\": 3"), "%s", j);
+    cr_assert(fabs(json_num(j, "floor") - phax_mqar_floor(6, 3)) < 1e-9, "%s", j);
+    const int lengths[] = {48, 100}, edges[] = {1, 8, 32};
+    const char *jp = strstr(j, "\"cells\"");
+    for (int li = 0; li < 2; li++) {
+        long n[3] = {0};
+        double dist[3] = {0}, floor[3] = {0};
+        for (int sm = 0; sm < 10; sm++) {
+            char name[96];
+            snprintf(name, sizeof name, "mqar/6/3/%d/%d", lengths[li], sm);
+            phax_rng r = phax_rng_stream(3, phax_hash_str(name));
+            int32_t tok[100];
+            phax_mqar_layout lay;
+            cr_assert(phax_mqar_sample(phax_rng_u64(&r), lengths[li], 6, 3, tok, &lay) == PHAX_OK);
+            for (int q = 0; q < 3; q++) {
+                int bi = lay.distance[q] >= 32 ? 2 : lay.distance[q] >= 8 ? 1 : 0;
+                n[bi]++, dist[bi] += lay.distance[q], floor[bi] += 1.0 / (6 - q);
+            }
+        }
+        for (int bi = 0; bi < 3; bi++) {
+            if (!n[bi]) continue;
+            jp = strstr(jp + 1, "\"length\": ");
+            cr_assert(jp, "length %d bin %d missing:\n%s", lengths[li], bi, j);
+            cr_assert(json_num(jp, "length") == lengths[li] && json_num(jp, "bin_lo") == edges[bi] &&
+                      json_num(jp, "bin_hi") == (bi < 2 ? edges[bi + 1] : -1), "cell %d %d:\n%s", li, bi, jp);
+            cr_assert(json_num(jp, "queries") == n[bi], "length %d bin %d: %g queries, expected %ld", lengths[li], bi,
+                      json_num(jp, "queries"), n[bi]);
+            cr_assert(fabs(json_num(jp, "mean_distance") - dist[bi] / n[bi]) < 1e-6, "mean distance");
+            cr_assert(fabs(json_num(jp, "floor") - floor[bi] / n[bi]) < 1e-9, "floor");
+            double acc = json_num(jp, "accuracy"), lp = json_num(jp, "mean_logp");
+            cr_assert(acc >= 0 && acc <= 1 && lp < 0 && lp > -50, "accuracy %g, logp %g", acc, lp);
+        }
+    }
+    cr_assert(!strstr(jp + 1, "\"length\": "), "extra cells: %s", jp);
+    free(j);
+    const char *R = "phax recall: ";
+    expect_fail(&s, phax_run(&s, "recall", a, "--task", "mqar", "--pairs", "4", "--queries", "5", NULL), R,
+                "--queries 5: more than --pairs 4");
+    expect_fail(&s, phax_run(&s, "recall", a, "--task", "mqar", "--depths", "0", NULL), R, "--depths: not with");
+    expect_fail(&s, phax_run(&s, "recall", a, "--task", "mqar", "--bins", "4,2", NULL), R, "--bins: edges must increase");
+    expect_fail(&s, phax_run(&s, "recall", a, "--bins", "1,2", NULL), R, "--bins: only with --task mqar");
+    expect_fail(&s, phax_run(&s, "recall", a, "--task", "mqar", "--lengths", "47", NULL), R, "--lengths: 47");
+    expect_fail(&s, phax_run(&s, "recall", a, "--task", "frob", NULL), R, "--task: 'frob'");
+#undef TINY_MQAR
+    free(a), free(b), free(js);
+    sandbox_free(&s);
+}

@@ -99,4 +99,44 @@ typedef struct {
 // NaN, L < phax_recall_min_prompt or L > PHAX_RECALL_MAX_LEN.
 int phax_recall_prompt_build(const phax_recall_spec *spec, int32_t *tokens, phax_recall_prompt *out);
 
+// --- multi-query associative recall (MQAR) -----------------------------------------------
+// A Zoology-style task (Arora et al. 2023) on the same vocabulary: the P pairs
+// "key value" open the sample (pair i at tokens 2i, 2i + 1), then a region of
+// fillers holds Q queries "key value" at uniformly random, non-overlapping
+// places; every query is scored (the value after its key). The queries ask Q
+// distinct pairs (without replacement), so no query can be answered by copying
+// an earlier query's answer; with the earlier answers visible, the best a model
+// without key→value binding can do on query j is a random pick among the P − j
+// values not yet answered: phax_mqar_floor. Distance of query j: tokens from
+// its pair's key to the query's key, qpos[j] − 2·qpair[j].
+//
+// A sample of n tokens (n ≥ 2P + 2Q) drawn from one SplitMix64 stream in this
+// order: keys (partial Fisher–Yates of the 16), values (the same), the pairs
+// the queries ask (a partial Fisher–Yates of 0..P−1, in query order), the
+// query places (a uniform Q-subset of the N = n − 2P − Q region items, Floyd's
+// algorithm, sorted), the fillers.
+typedef struct {
+    int n_pairs, n_queries;
+    int32_t key[PHAX_RECALL_MAX_PAIRS], value[PHAX_RECALL_MAX_PAIRS];  // pair i: tokens 2i, 2i + 1
+    int qpos[PHAX_RECALL_MAX_PAIRS];      // token index of query j's key (increasing in j)
+    int qpair[PHAX_RECALL_MAX_PAIRS];     // the pair query j asks
+    int distance[PHAX_RECALL_MAX_PAIRS];  // qpos[j] − 2·qpair[j]
+} phax_mqar_layout;
+
+// The shortest MQAR sample, 2P + 2Q tokens (errors for P, Q out of range).
+int phax_mqar_min_len(int pairs, int queries, int *out);
+// The elimination floor: mean over j < Q of 1 / (P − j) (NaN for P, Q out of range).
+double phax_mqar_floor(int pairs, int queries);
+// The sample of n tokens drawn from phax_rng_new(seed): tokens: (n); lay may be NULL.
+// Errors: P, Q out of range, n < phax_mqar_min_len or n > PHAX_RECALL_MAX_LEN.
+int phax_mqar_sample(uint64_t seed, int n, int pairs, int queries, int32_t *tokens, phax_mqar_layout *lay);
+// A training row: the sample of T + 1 tokens drawn from phax_rng_stream(seed,
+// index); x[t] = s[t] (t < T), y[qpos[j]] = the value of query j, −1 elsewhere.
+// x, y: (T). vary ≠ 0: the row's pair count is drawn first from the same
+// stream, uniform in 1..P, and its queries are min(Q, that) (a curriculum of
+// easier rows: few pairs make the key→value lookup's gradient strong).
+// Errors as phax_mqar_sample (T + 1 tokens).
+int phax_mqar_train_sample(uint64_t seed, uint64_t index, int pairs, int queries, int vary, int T,
+                           int32_t *x, int32_t *y, phax_mqar_layout *lay);
+
 #endif
