@@ -155,5 +155,211 @@ class Smoke(unittest.TestCase):
             self.assertIn("reusing the finished run", r2.stdout)
 
 
+
+# --- stats.py: the statistics behind the verdicts (known answers; run alone with
+# python3 evals/test_evals.py build -k Stats) ---------------------------------------------------
+from evals.phax_evals import stats  # noqa: E402
+
+HAND_A, HAND_B = [1, 2, 3, 4], [3, 4, 5, 6, 7]
+# Welch by hand: means 2.5 and 5, variances 5/3 and 5/2, so s_a²/n_a = 5/12, s_b²/n_b = 1/2,
+# se² = 11/12, t = -2.5/√(11/12) = -2.6111648393, df = (11/12)² / ((5/12)²/3 + (1/2)²/4)
+# = (121/144) / (52/432) = 363/52 = 6.9807692 (the pooled test would use 7);
+# p = 2 P(T_{363/52} > 2.6111648) = 0.0349387824 (checked by Simpson integration of the t density
+# on [0, t], 20000 intervals); t_{0.975, 363/52} = 2.3659454212, so the 95 % interval is
+# -2.5 ± 2.3659454212·0.9574271078 = [-4.7652203, -0.2347797].
+
+
+class StatsDistributions(unittest.TestCase):
+    def test_t_quantiles_from_tables(self):
+        for df, q in [(1, 12.706204736), (2, 4.302652730), (5, 2.570581836), (30, 2.042272456),
+                      (1e12, 1.959963985), (math.inf, 1.959963985)]:
+            self.assertAlmostEqual(stats.student_t_ppf(0.975, df), q, delta=1e-9, msg=df)
+            self.assertAlmostEqual(stats.student_t_ppf(0.025, df), -q, delta=1e-9, msg=df)
+        self.assertAlmostEqual(stats.student_t_ppf(0.995, 10), 3.169272673, delta=1e-9)
+        # Very large df (the 1/df expansion's side of the switch at 1e6, and the fraction's):
+        # t_p = z + (z³ + z)/(4 df) + O(df⁻²) (Cornish-Fisher), the df⁻² term < 3e-10 here.
+        z = 1.959963984540054
+        for df in (2e6, 3e5):
+            self.assertAlmostEqual(stats.student_t_ppf(0.975, df), z + (z ** 3 + z) / (4 * df), delta=1e-9)
+        self.assertEqual(stats.student_t_ppf(0.5, 3.3), 0.0)
+
+    def test_t_cdf_closed_forms_and_fractional_df(self):
+        for t in (-30.0, -2.0, -0.1, 0.0, 0.7, 5.0):
+            self.assertAlmostEqual(stats.student_t_cdf(t, 1), 0.5 + math.atan(t) / math.pi, delta=1e-13)  # Cauchy
+            self.assertAlmostEqual(stats.student_t_cdf(t, 2), 0.5 + t / (2 * math.sqrt(2 + t * t)), delta=1e-13)
+        # Fractional df: Simpson integration of the density on [0, 2] (20000 intervals).
+        self.assertAlmostEqual(stats.student_t_cdf(2.0, 2.5), 0.9213042521210172, delta=1e-12)
+        for df in (0.7, 363 / 52, 150.5, 3e6):
+            for p in (1e-6, 0.05, 0.6, 0.999):
+                self.assertAlmostEqual(stats.student_t_cdf(stats.student_t_ppf(p, df), df), p, delta=1e-12)
+
+    def test_normal(self):
+        self.assertAlmostEqual(stats.normal_ppf(0.975), 1.959963984540054, delta=1e-12)
+        self.assertAlmostEqual(stats.normal_ppf(1e-10), -6.361340902404056, delta=1e-9)
+        self.assertAlmostEqual(stats.normal_cdf(-1.0), 0.15865525393145707, delta=1e-14)
+        self.assertEqual(stats.normal_ppf(0.5), 0.0)
+
+
+class StatsWelch(unittest.TestCase):
+    def test_hand_example(self):
+        w = stats.welch(HAND_A, HAND_B)
+        self.assertEqual((w["n_a"], w["n_b"], w["mean_a"], w["mean_b"], w["diff"]), (4, 5, 2.5, 5.0, -2.5))
+        self.assertAlmostEqual(w["se"], math.sqrt(11 / 12), delta=1e-12)
+        self.assertAlmostEqual(w["t"], -2.6111648393, delta=1e-9)
+        self.assertAlmostEqual(w["df"], 363 / 52, delta=1e-12)
+        self.assertAlmostEqual(w["p"], 0.0349387824, delta=1e-10)
+        self.assertAlmostEqual(w["ci"][0], -4.7652203, delta=1e-7)
+        self.assertAlmostEqual(w["ci"][1], -0.2347797, delta=1e-7)
+        self.assertIsNone(w["why"])
+        # The order of the samples flips the sign, not p.
+        w2 = stats.welch(HAND_B, HAND_A)
+        self.assertAlmostEqual(w2["t"], 2.6111648393, delta=1e-9)
+        self.assertAlmostEqual(w2["p"], w["p"], delta=1e-15)
+
+    def test_one_sided(self):
+        less = stats.welch(HAND_A, HAND_B, alternative="less")["p"]
+        greater = stats.welch(HAND_A, HAND_B, alternative="greater")["p"]
+        self.assertAlmostEqual(less, 0.0349387824 / 2, delta=1e-10)  # the measured direction: half
+        self.assertAlmostEqual(greater, 1 - 0.0349387824 / 2, delta=1e-10)
+        with self.assertRaises(ValueError):
+            stats.welch(HAND_A, HAND_B, alternative="bigger")
+
+    def test_degenerate_samples(self):
+        for a, b in (([1.0], [2.0, 3.0]), ([1.0, 2.0], []), ([1.0, float("nan")], [2.0, 3.0]), ([2.0, 2.0], [5.0, 5.0, 5.0])):
+            w = stats.welch(a, b)
+            self.assertIsNone(w["p"], (a, b))
+            self.assertIsNone(w["ci"], (a, b))
+            self.assertIsInstance(w["why"], str)
+        # No spread on one side only: df = n - 1 of the other side, t from its variance alone.
+        w = stats.welch([2.0, 2.0], [4.0, 5.0, 6.0])
+        self.assertAlmostEqual(w["df"], 2.0, delta=1e-12)
+        self.assertAlmostEqual(w["t"], -3.0 / math.sqrt(1 / 3), delta=1e-12)
+        # Equal n and variances: Welch's df is the pooled 2n - 2; a None seed is dropped.
+        self.assertAlmostEqual(stats.welch([1, 2, 3, None], [4, 5, 6])["df"], 4.0, delta=1e-12)
+
+
+class StatsBootstrap(unittest.TestCase):
+    def test_deterministic_percentile_interval(self):
+        r = stats.bootstrap_diff(HAND_A, HAND_B, reps=4000, seed=7)
+        self.assertEqual(r["diff"], -2.5)
+        self.assertEqual(r, stats.bootstrap_diff(HAND_A, HAND_B, reps=4000, seed=7))
+        lo, hi = r["ci"]
+        self.assertLess(lo, -2.5)
+        self.assertLess(-2.5, hi)
+        # The bootstrap has no t quantile: a little narrower than Welch's [-4.77, -0.23] here.
+        self.assertTrue(-4.77 < lo < -3.5 and -1.5 < hi < -0.23, (lo, hi))
+        # Resampled means stay within the data: mean a ∈ [1, 4], mean b ∈ [3, 7].
+        self.assertTrue(-6 <= lo and hi <= 1)
+        self.assertIsNone(stats.bootstrap_diff([1.0], HAND_B)["ci"])
+
+    def test_symmetric_resampling(self):
+        # b constant, a = 0..9: the resampled mean of a is symmetric about 4.5 with sd √(8.25/10)
+        # = 0.908, so the 95 % interval is about 4.5 ± 1.96·0.908 = [2.72, 6.28].
+        lo, hi = stats.bootstrap_diff(list(range(10)), [0.0, 0.0], reps=10000, seed=3)["ci"]
+        self.assertAlmostEqual((lo + hi) / 2, 4.5, delta=0.05)
+        self.assertAlmostEqual(hi - lo, 2 * 1.96 * math.sqrt(0.825), delta=0.15)
+
+    def test_shift_without_spread_in_the_difference(self):
+        # b constant: every resample's difference is mean(a*) - 5, so the interval is that of mean(a*).
+        r = stats.bootstrap_diff([4.0, 6.0], [5.0, 5.0, 5.0], reps=1000, seed=1)
+        self.assertEqual(r["ci"], (-1.0, 1.0))  # mean(a*) ∈ {4, 5, 6}; 4 and 6 each with p 1/4
+
+
+class StatsHolm(unittest.TestCase):
+    def test_step_down(self):
+        # Sorted: 0.005·4 = 0.02, 0.01·3 = 0.03, 0.03·2 = 0.06, 0.04·1 = 0.04 → 0.06 (monotone).
+        for got, want in zip(stats.holm([0.01, 0.04, 0.03, 0.005]), [0.03, 0.06, 0.06, 0.02]):
+            self.assertAlmostEqual(got, want, delta=1e-15)
+
+    def test_none_and_cap(self):
+        self.assertEqual(stats.holm([None, 0.2, 0.01, None]), [None, 0.2, 0.02, None])  # m = 2
+        self.assertEqual(stats.holm([0.6, 0.7]), [1.0, 1.0])
+        self.assertEqual(stats.holm([]), [])
+        got = stats.holm([0.4, 0.9, 0.02])  # 0.06, then 0.4·2 = 0.8, then 0.9
+        for g, w in zip(got, [0.8, 0.9, 0.06]):
+            self.assertAlmostEqual(g, w, delta=1e-15)
+
+
+class StatsPower(unittest.TestCase):
+    def test_no_effect_gives_alpha(self):
+        for sa, sb, na, nb, alpha in ((1, 1, 2, 2, 0.05), (1, 3, 3, 5, 0.05), (0.2, 2, 20, 4, 0.01), (1, 1, 1000, 1000, 0.1)):
+            self.assertAlmostEqual(stats.power_welch(0.0, sa, sb, na, nb, alpha), alpha, delta=1e-10)
+
+    def test_known_t_test_power(self):
+        # R: power.t.test(n = 20, delta = 1) → 0.8689528 (its upper tail only; the lower tail adds
+        # Φ(-ncp - c) ≈ 2e-7 here). Equal n and sd: Welch's df = the pooled 38.
+        self.assertAlmostEqual(stats.power_welch(1.0, 1, 1, 20, 20), 0.8689528, delta=1e-6)
+        self.assertAlmostEqual(stats.power_welch(-1.0, 1, 1, 20, 20), stats.power_welch(1.0, 1, 1, 20, 20), delta=1e-15)
+        self.assertAlmostEqual(stats.power_welch(1.0, 1, 1, 17, 17), 0.8070367, delta=1e-6)
+        self.assertIsNone(stats.power_welch(1.0, 1, 1, 1, 5))
+        self.assertIsNone(stats.power_welch(1.0, 0, 0, 3, 3))
+
+    def test_large_df_is_the_z_test(self):
+        se = math.sqrt(2 / 1000)
+        z, ncp = stats.normal_ppf(0.975), 0.1 / se
+        normal = stats.normal_cdf(ncp - z) + stats.normal_cdf(-ncp - z)  # 0.6088
+        t = stats.power_welch(0.1, 1, 1, 1000, 1000)
+        self.assertAlmostEqual(t, normal, delta=1e-3)
+        self.assertLess(t, normal)  # t's heavier tails: a little less power
+
+    def test_seeds_for_power(self):
+        # Cohen (1988), Statistical Power Analysis, Table 2.4.1 (two-sided alpha 0.05, power 0.80):
+        # d = 1.0 → 17 per group, d = 0.8 → 26, d = 0.5 → 64; R power.t.test(power = .8, delta = 1)
+        # gives n = 16.71 → 17. The normal approximation 2 (z_.975 + z_.8)² / d² = 15.7 would say 16.
+        self.assertEqual(stats.seeds_for_power(1.0, 1.0), 17)
+        self.assertEqual(stats.seeds_for_power(2.0, 2.0), 17)  # only delta/sd counts
+        self.assertEqual(stats.seeds_for_power(0.8, 1.0), 26)
+        self.assertEqual(stats.seeds_for_power(0.5, 1.0), 64)
+        self.assertIsNone(stats.seeds_for_power(0.5, 1.0, n_max=63))
+        # R power.t.test(power = .90, delta = 1): n = 22.02 → 23.
+        self.assertEqual(stats.seeds_for_power(1.0, 1.0, power=0.9), 23)
+        self.assertIsNone(stats.seeds_for_power(0.0, 1.0))
+
+
+class StatsVerdict(unittest.TestCase):
+    LOW, HIGH = [10, 10.2, 9.8], [12, 12.1, 11.9]
+
+    def test_words(self):
+        self.assertEqual(stats.verdict(self.LOW, self.HIGH, "less", 0.5)["word"], "holds")
+        self.assertEqual(stats.verdict(self.HIGH, self.LOW, "greater", 0.5)["word"], "holds")
+        self.assertEqual(stats.verdict(self.LOW, self.HIGH, "greater", 0.5)["word"], "opposite measured")
+        self.assertEqual(stats.verdict(self.LOW, self.HIGH, "greater", 0.5, far_from_paper=True)["word"],
+                         "not reproduced at this scale")
+        self.assertEqual(stats.verdict(self.LOW, self.HIGH, "less", 0.5, far_from_paper=True)["word"], "holds")
+        v = stats.verdict([10, 12, 8], [10.5, 12.5, 8.5], "less", 0.5)  # within noise
+        self.assertEqual(v["word"], "inconclusive")
+        self.assertIn("p=", v["why"])
+        with self.assertRaises(ValueError):
+            stats.verdict(self.LOW, self.HIGH, "lower", 0.5)
+
+    def test_adjusted_p_decides(self):
+        v = stats.verdict(HAND_A, HAND_B, "less", 1.0)  # raw p 0.035
+        self.assertEqual(v["word"], "holds")
+        v = stats.verdict(HAND_A, HAND_B, "less", 1.0, p_adjusted=0.07)
+        self.assertEqual(v["word"], "inconclusive")
+        self.assertEqual((v["p"], v["p_adjusted"]), (0.07, 0.07))
+        self.assertAlmostEqual(v["p_raw"], 0.0349387824, delta=1e-10)
+        self.assertIn("(Holm 0.07)", v["text"])
+
+    def test_one_seed_is_never_a_verdict(self):
+        for a, b in (([1.0], [5.0, 6.0]), ([5.0, 6.0], [1.0]), ([2.0, 2.0], [9.0, 9.0])):
+            v = stats.verdict(a, b, "greater", 1.0, p_adjusted=1e-6)
+            self.assertEqual(v["word"], "inconclusive", (a, b))
+            self.assertIsNone(v["p"])
+            self.assertIsInstance(v["why"], str)
+            self.assertEqual(stats.verdict(a, b, "greater", 1.0, far_from_paper=True)["word"],
+                             "not reproduced at this scale")
+
+    def test_power_fields_and_text(self):
+        a, b = [-1.0, 0.0, 1.0], [2.0, 3.0, 4.0]  # sd 1 on both sides, n = 3/3
+        v = stats.verdict(a, b, "less", 1.0)
+        self.assertAlmostEqual(v["power"], stats.power_welch(1.0, 1, 1, 3, 3), delta=1e-12)
+        self.assertLess(v["power"], 0.3)
+        self.assertEqual(v["n_for_power"], 17)
+        self.assertEqual((v["n_a"], v["n_b"], v["diff"]), (3, 3, -3.0))
+        for part in ("diff -3", "95% CI", "p=", "n=3/3", "power 0.", "for 1", "17 seeds"):
+            self.assertIn(part, v["text"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
