@@ -215,15 +215,18 @@ double phax_mqar_floor(int pairs, int queries) {
 }
 
 // The sample of n tokens from r (arguments checked by the callers); the first
-// `cap` tokens go to out (a training row leaves the last one out).
-static void draw_mqar(phax_rng *r, int n, int P, int Q, int32_t *out, int cap, phax_mqar_layout *lay) {
+// `cap` tokens go to out (a training row leaves the last one out). span: the
+// queries go among the first `span` region items (span ≥ Q; N: the whole region).
+static void draw_mqar(phax_rng *r, int n, int P, int Q, int span, int32_t *out, int cap,
+                      phax_mqar_layout *lay) {
     int key[PHAX_RECALL_MAX_PAIRS], val[PHAX_RECALL_MAX_PAIRS], item[PHAX_RECALL_MAX_PAIRS];
     draw_distinct(r, PHAX_RECALL_N_KEYS, P, key);
     draw_distinct(r, PHAX_RECALL_N_VALUES, P, val);
     lay->n_pairs = P, lay->n_queries = Q;
     draw_distinct(r, P, Q, lay->qpair);
     int N = n - 2 * P - Q;  // region items: fillers (one token) and queries (two)
-    draw_subset(r, N, Q, item);
+    if (span < Q || span > N) span = N;
+    draw_subset(r, span, Q, item);
     for (int i = 1; i < Q; i++)  // sort the query places (insertion sort, Q ≤ 16)
         for (int j = i; j > 0 && item[j] < item[j - 1]; j--) {
             int t = item[j];
@@ -266,7 +269,7 @@ int phax_mqar_sample(uint64_t seed, int n, int pairs, int queries, int32_t *toke
     if (check_mqar(n, pairs, queries)) return PHAX_ERR;
     phax_rng r = phax_rng_new(seed);
     phax_mqar_layout l;
-    draw_mqar(&r, n, pairs, queries, tokens, n, &l);
+    draw_mqar(&r, n, pairs, queries, 0, tokens, n, &l);
     if (lay) *lay = l;
     return PHAX_OK;
 }
@@ -280,12 +283,15 @@ int phax_mqar_train_sample(uint64_t seed, uint64_t index, int pairs, int queries
     // The sample has T + 1 tokens; its last (a filler or the last query's
     // value) is only ever a target, so x holds the first T.
     phax_rng r = phax_rng_stream(seed, index);
+    int span = 0;  // the whole region
     if (vary) {
         pairs = 1 + (int)phax_rng_below(&r, (uint64_t)pairs);
         queries = queries < pairs ? queries : pairs;
+        int N = T + 1 - 2 * pairs - queries;
+        span = queries + (int)phax_rng_below(&r, (uint64_t)(N - queries + 1));
     }
     phax_mqar_layout l;
-    draw_mqar(&r, T + 1, pairs, queries, x, T, &l);
+    draw_mqar(&r, T + 1, pairs, queries, span, x, T, &l);
     for (int t = 0; t < T; t++) y[t] = -1;
     for (int j = 0; j < queries; j++) y[l.qpos[j]] = l.value[l.qpair[j]];
     if (lay) *lay = l;

@@ -912,6 +912,17 @@ Test(recall, mqar_vary_rows) {
     }
     // Binomial(8000, 1/8): sd 29.6, 6 sd.
     for (int p = 1; p <= 8; p++) cr_assert(count[p] >= 1000 - 178 && count[p] <= 1000 + 178, "P %d: %d", p, count[p]);
+    // The span: every query in the region's first half in about half the rows or more
+    // (M ≤ N/2 alone has probability ~1/2). Placed over the whole region instead, that
+    // happens with probability ~2^-Q: 0.15 averaged over the pair counts. sd < 0.006.
+    int early = 0;
+    for (int i = 0; i < 8000; i++) {
+        phax_mqar_layout lay;
+        cr_assert(phax_mqar_train_sample(seed, (uint64_t)i, 8, 4, 1, 63, x, y, &lay) == PHAX_OK);
+        int N = 64 - 2 * lay.n_pairs - lay.n_queries, last = lay.qpos[lay.n_queries - 1];
+        early += last - 2 * lay.n_pairs - (lay.n_queries - 1) < N / 2;  // its item index
+    }
+    cr_assert(early >= 0.45 * 8000, "%d of 8000 rows with every query in the first half", early);
 }
 
 Test(recall, mqar_bad_arguments_refused) {

@@ -132,9 +132,12 @@ double phax_mqar_floor(int pairs, int queries);
 int phax_mqar_sample(uint64_t seed, int n, int pairs, int queries, int32_t *tokens, phax_mqar_layout *lay);
 // A training row: the sample of T + 1 tokens drawn from phax_rng_stream(seed,
 // index); x[t] = s[t] (t < T), y[qpos[j]] = the value of query j, −1 elsewhere.
-// x, y: (T). vary ≠ 0: the row's pair count is drawn first from the same
-// stream, uniform in 1..P, and its queries are min(Q, that) (a curriculum of
-// easier rows: few pairs make the key→value lookup's gradient strong).
+// x, y: (T). vary ≠ 0, a curriculum of easier rows: the row's pair count is
+// drawn first from the same stream, uniform in 1..P, its queries are
+// min(Q, that), and the queries go among the first M region items, M uniform
+// in [Q, N] (N = T + 1 − 2P − Q), so that short key-to-query distances (a
+// strong gradient for the lookup while the memory still forgets) mix with long
+// ones up to T.
 // Errors as phax_mqar_sample (T + 1 tokens).
 int phax_mqar_train_sample(uint64_t seed, uint64_t index, int pairs, int queries, int vary, int T,
                            int32_t *x, int32_t *y, phax_mqar_layout *lay);
