@@ -29,6 +29,18 @@ static const char PREFIX_ALL[] =
     "The special magic numbers for $K mentioned in the provided text are";
 static const char ANSWER[] = "$V .";
 
+// The passkey variant (not in RULER's suite): a short trigger phrase of common words
+// (all among WikiText-2's 5000 most frequent, so a capped vocabulary has them too),
+// one needle without a key, a value of passkey_digits digits.
+// The header does not contain "pass key is", so the trigger occurs only in the
+// needle and in the answer prefix.
+static const char PK_HEADER[] =
+    "There is a pass key hidden within the following text . You will be asked about it at the "
+    "end .";
+static const char PK_NEEDLE[] = "The pass key is $V .";
+static const char PK_QUESTION[] = "What is the pass key ?";
+static const char PK_PREFIX[] = "The pass key is";
+
 // Key candidates: common concrete nouns, none of them a word of the texts above.
 static const char *const KEY_WORDS[] = {
     "apple",   "river",   "mountain", "garden",  "window",  "village", "island",  "forest",
@@ -47,6 +59,7 @@ static const char *const KEY_WORDS[] = {
 
 static const char *const TEMPLATES[] = {HEADER,       NEEDLE,       NOISE,      QUESTION_ONE,
                                         PREFIX_ONE,   QUESTION_ALL, PREFIX_ALL, ANSWER};
+static const char *const PK_TEMPLATES[] = {PK_HEADER, PK_NEEDLE, PK_QUESTION, PK_PREFIX};
 
 struct phax_niah {
     const phax_vocab *v;
@@ -54,12 +67,16 @@ struct phax_niah {
     const int32_t *text;  // borrowed haystack text
     size_t n_text;
     int no_header, n_multi;
+    int pk_digits;         // digits of a passkey value
+    unsigned train_variants;  // mask of the variants training rows draw from
     int32_t eos, dot;      // word: ids of "<eos>" and "." (−1 when absent)
+    int32_t digit[10];     // ids of the digits "0".."9"
     int n_keys;
     const char *keys[N_KEY_WORDS];
     int32_t *noise;        // the noise paragraph, encoded once
     size_t n_noise;
     char unknown[512];     // template words the vocabulary lacks
+    char pk_missing[256];  // passkey template words the word vocabulary lacks ("" = none)
 };
 
 // ---------------------------------------------------------------------------
@@ -116,6 +133,7 @@ typedef struct {
     int n_keys;
     const uint32_t *values;   // the list $V stands for
     int n_values;
+    int digits;               // digits of each value
 } fill;
 
 static int is_punct(const char *w, size_t n) {
@@ -131,12 +149,13 @@ static int put_word(const phax_niah *t, sbuf *s, const char *w, size_t n) {
     return sbuf_put(s, w, n);
 }
 
-// A value: one 7-digit word for bytes, seven one-digit words for a word vocabulary.
-static int put_value(const phax_niah *t, sbuf *s, uint32_t value) {
+// A value: one word of `digits` digits for bytes, that many one-digit words for a
+// word vocabulary (leading zeros written).
+static int put_value(const phax_niah *t, sbuf *s, uint32_t value, int digits) {
     char d[16];
-    snprintf(d, sizeof d, "%07u", (unsigned)value);
-    if (t->kind == PHAX_TOK_BYTE) return put_word(t, s, d, PHAX_NIAH_DIGITS);
-    for (int i = 0; i < PHAX_NIAH_DIGITS; i++)
+    snprintf(d, sizeof d, "%0*u", digits, (unsigned)value);
+    if (t->kind == PHAX_TOK_BYTE) return put_word(t, s, d, (size_t)digits);
+    for (int i = 0; i < digits; i++)
         if (put_word(t, s, d + i, 1) != PHAX_OK) return PHAX_ERR;
     return PHAX_OK;
 }
@@ -147,7 +166,7 @@ static int put_list(const phax_niah *t, sbuf *s, const fill *f, int keys) {
     for (int i = 0; i < n; i++) {
         if (i > 0 && put_word(t, s, i == n - 1 ? "and" : ",", i == n - 1 ? 3 : 1) != PHAX_OK)
             return PHAX_ERR;
-        int rc = keys ? put_word(t, s, f->keys[i], strlen(f->keys[i])) : put_value(t, s, f->values[i]);
+        int rc = keys ? put_word(t, s, f->keys[i], strlen(f->keys[i])) : put_value(t, s, f->values[i], f->digits);
         if (rc != PHAX_OK) return PHAX_ERR;
     }
     return PHAX_OK;
@@ -202,12 +221,12 @@ static int render(const phax_niah *t, const char *tmpl, const fill *f, int lead,
 // ---------------------------------------------------------------------------
 // Names.
 
-static const char *const VARIANT_NAMES[PHAX_NIAH_N_VARIANTS] = {"single", "multikey", "multivalue",
-                                                                "multiquery"};
+static const char *const VARIANT_NAMES[PHAX_NIAH_N_ALL_VARIANTS] = {
+    "single", "multikey", "multivalue", "multiquery", "passkey"};
 static const char *const HAYSTACK_NAMES[PHAX_NIAH_N_HAYSTACKS] = {"noise", "text", "needles"};
 
 const char *phax_niah_variant_name(phax_niah_variant v) {
-    return (unsigned)v < PHAX_NIAH_N_VARIANTS ? VARIANT_NAMES[v] : "?";
+    return (unsigned)v < PHAX_NIAH_N_ALL_VARIANTS ? VARIANT_NAMES[v] : "?";
 }
 
 const char *phax_niah_haystack_name(phax_niah_haystack h) {
@@ -215,10 +234,43 @@ const char *phax_niah_haystack_name(phax_niah_haystack h) {
 }
 
 int phax_niah_variant_parse(const char *s, phax_niah_variant *out) {
-    for (int i = 0; s && i < PHAX_NIAH_N_VARIANTS; i++)
+    for (int i = 0; s && i < PHAX_NIAH_N_ALL_VARIANTS; i++)
         if (!strcmp(s, VARIANT_NAMES[i])) return *out = (phax_niah_variant)i, PHAX_OK;
-    return phax_fail("niah: unknown variant '%s' (single, multikey, multivalue, multiquery)",
-                     s ? s : "");
+    return phax_fail("niah: unknown variant '%s' (single, multikey, multivalue, multiquery, "
+                     "passkey)", s ? s : "");
+}
+
+int phax_niah_variant_list_parse(const char *s, unsigned *mask) {
+    if (!s || !mask) return phax_fail("phax_niah_variant_list_parse: NULL argument");
+    unsigned m = 0;
+    for (const char *w = s;; w++) {
+        size_t n = strcspn(w, ",");
+        char name[32];
+        if (n == 0 || n >= sizeof name)
+            return phax_fail("niah: '%s' is not a comma list of variants (single, multikey, "
+                             "multivalue, multiquery, passkey)", s);
+        memcpy(name, w, n);
+        name[n] = 0;
+        phax_niah_variant v;
+        if (phax_niah_variant_parse(name, &v) != PHAX_OK) return PHAX_ERR;
+        if (m & (1u << v)) return phax_fail("niah: variant '%s' is listed twice in '%s'", name, s);
+        m |= 1u << v;
+        w += n;
+        if (!*w) break;
+    }
+    *mask = m;
+    return PHAX_OK;
+}
+
+int phax_niah_digits_parse(const char *s, int *out) {
+    if (!s || !out) return phax_fail("phax_niah_digits_parse: NULL argument");
+    int ok = *s != 0 && strspn(s, "0123456789") == strlen(s) && strlen(s) <= 2;
+    int d = ok ? atoi(s) : 0;
+    if (!ok || d < 1 || d > PHAX_NIAH_DIGITS)
+        return phax_fail("niah: passkey digits '%s' is not a whole number in [1, %d]", s,
+                         PHAX_NIAH_DIGITS);
+    *out = d;
+    return PHAX_OK;
 }
 
 int phax_niah_haystack_parse(const char *s, phax_niah_haystack *out) {
@@ -231,9 +283,9 @@ int phax_niah_haystack_parse(const char *s, phax_niah_haystack *out) {
 // The task.
 
 // Every digit must be a word: the values are spelled digit by digit.
-static int check_digits(const phax_niah *t) {
+static int check_digits(phax_niah *t) {
     for (char c = '0'; c <= '9'; c++)
-        if (phax_vocab_id(t->v, &c, 1) < 0)
+        if ((t->digit[c - '0'] = phax_vocab_id(t->v, &c, 1)) < 0)
             return phax_fail("niah: the word vocabulary has no token '%c': the 7-digit needle "
                              "values are written as single-digit words, so '0'..'9' must all be "
                              "in the vocabulary", c);
@@ -268,6 +320,30 @@ static int check_template_words(phax_niah *t) {
     return PHAX_OK;
 }
 
+// The passkey words the word vocabulary lacks, listed in t->pk_missing (no
+// <unk> stands in for them: the trigger phrase must be real words).
+static void check_passkey_words(phax_niah *t) {
+    size_t k = 0;
+    for (size_t i = 0; i < sizeof PK_TEMPLATES / sizeof PK_TEMPLATES[0]; i++)
+        for (const char *w = PK_TEMPLATES[i]; *w;) {
+            size_t n = strcspn(w, " ");
+            if (!(n == 2 && w[0] == '$') && phax_vocab_id(t->v, w, n) < 0) {
+                char word[64];
+                snprintf(word, sizeof word, "'%.*s'", (int)n, w);
+                if (!strstr(t->pk_missing, word) && k + strlen(word) + 3 < sizeof t->pk_missing)
+                    k += (size_t)snprintf(t->pk_missing + k, sizeof t->pk_missing - k, "%s%s",
+                                          k ? ", " : "", word);
+            }
+            w += n;
+            while (*w == ' ') w++;
+        }
+}
+
+static int passkey_usable(const phax_niah *t) {
+    if (!t->pk_missing[0]) return PHAX_OK;
+    return phax_fail("niah: the word vocabulary lacks the passkey words %s", t->pk_missing);
+}
+
 static int check_text(const phax_niah *t) {
     size_t V = phax_vocab_size(t->v);
     for (size_t i = 0; i < t->n_text; i++)
@@ -284,6 +360,14 @@ int phax_niah_new(const phax_vocab *v, const int32_t *text, size_t n_text,
     if (o.n_multi == 0) o.n_multi = 4;
     if (o.n_multi < 2 || o.n_multi > PHAX_NIAH_MAX_MULTI)
         return phax_fail("niah: n_multi %d is outside [2, %d]", o.n_multi, PHAX_NIAH_MAX_MULTI);
+    if (o.passkey_digits == 0) o.passkey_digits = PHAX_NIAH_PASSKEY_DIGITS;
+    if (o.passkey_digits < 1 || o.passkey_digits > PHAX_NIAH_DIGITS)
+        return phax_fail("niah: passkey digits %d is outside [1, %d]", o.passkey_digits,
+                         PHAX_NIAH_DIGITS);
+    if (o.train_variants == 0) o.train_variants = (1u << PHAX_NIAH_N_VARIANTS) - 1;
+    if (o.train_variants >> PHAX_NIAH_N_ALL_VARIANTS)
+        return phax_fail("niah: train_variants 0x%x names no variant beyond bit %d",
+                         o.train_variants, PHAX_NIAH_N_ALL_VARIANTS - 1);
     phax_niah *t = calloc(1, sizeof *t);
     if (!t) return phax_fail("niah: out of memory");
     t->v = v;
@@ -292,11 +376,16 @@ int phax_niah_new(const phax_vocab *v, const int32_t *text, size_t n_text,
     t->n_text = n_text;
     t->no_header = o.no_header;
     t->n_multi = o.n_multi;
+    t->pk_digits = o.passkey_digits;
+    t->train_variants = o.train_variants;
+    for (int i = 0; i < 10; i++) t->digit[i] = t->kind == PHAX_TOK_BYTE ? '0' + i : -1;
     t->eos = t->kind == PHAX_TOK_WORD ? phax_vocab_eos(v) : -1;
     t->dot = t->kind == PHAX_TOK_WORD ? phax_vocab_id(v, ".", 1) : -1;
     int rc = check_text(t);
     if (rc == PHAX_OK && t->kind == PHAX_TOK_WORD) rc = check_digits(t);
     if (rc == PHAX_OK && t->kind == PHAX_TOK_WORD) rc = check_template_words(t);
+    if (rc == PHAX_OK && t->kind == PHAX_TOK_WORD) check_passkey_words(t);
+    if (rc == PHAX_OK && (t->train_variants & (1u << PHAX_NIAH_PASSKEY))) rc = passkey_usable(t);
     for (int i = 0; rc == PHAX_OK && i < N_KEY_WORDS; i++)
         if (t->kind == PHAX_TOK_BYTE || phax_vocab_id(v, KEY_WORDS[i], strlen(KEY_WORDS[i])) >= 0)
             t->keys[t->n_keys++] = KEY_WORDS[i];
@@ -342,6 +431,17 @@ typedef struct {
 
 static uint32_t draw_value(phax_rng *r) { return 1000000u + (uint32_t)phax_rng_below(r, 9000000); }
 
+static uint32_t pow10u(int d) {
+    uint32_t p = 1;
+    while (d-- > 0) p *= 10;
+    return p;
+}
+
+// Digits of each value of a variant's prompts.
+static int value_digits(const phax_niah *t, phax_niah_variant v) {
+    return v == PHAX_NIAH_PASSKEY ? t->pk_digits : PHAX_NIAH_DIGITS;
+}
+
 static int value_used(const uint32_t *vals, int n, uint32_t v) {
     for (int i = 0; i < n; i++)
         if (vals[i] == v) return 1;
@@ -354,6 +454,13 @@ static void draw_needles(const phax_niah *t, phax_niah_variant variant, double d
                          phax_rng *r, draw *d) {
     memset(d, 0, sizeof *d);
     d->variant = variant;
+    if (variant == PHAX_NIAH_PASSKEY) {  // no key; a value uniform in [0, 10^digits)
+        d->n_needles = 1;
+        d->n_query = 0;
+        d->value[0] = (uint32_t)phax_rng_below(r, pow10u(t->pk_digits));
+        d->depth[0] = depth;
+        return;
+    }
     d->n_needles = variant == PHAX_NIAH_SINGLE ? 1 : t->n_multi;
     d->n_query = variant == PHAX_NIAH_MULTIQUERY ? t->n_multi : 1;
     int n_distinct = variant == PHAX_NIAH_MULTIVALUE ? 1 : d->n_needles;
@@ -398,15 +505,27 @@ static void pieces_free(pieces *p) {
 }
 
 static int render_needle(const phax_niah *t, int key, uint32_t value, ibuf *out) {
-    fill f = {&t->keys[key], 1, &value, 1};
+    fill f = {&t->keys[key], 1, &value, 1, PHAX_NIAH_DIGITS};
     return render(t, NEEDLE, &f, LEAD_NONE, TRAIL_SENTENCE, out);
+}
+
+// Passkey: [header NL] needle ... NL question answer-prefix.
+static int build_passkey_pieces(const phax_niah *t, const draw *d, pieces *p) {
+    fill f = {NULL, 0, d->value, 1, t->pk_digits};
+    int rc = t->no_header ? PHAX_OK : render(t, PK_HEADER, &f, LEAD_NONE, TRAIL_NL, &p->head);
+    if (rc == PHAX_OK) rc = render(t, PK_NEEDLE, &f, LEAD_NONE, TRAIL_SENTENCE, &p->needle[0]);
+    if (rc == PHAX_OK) rc = render(t, PK_QUESTION, &f, LEAD_NL, TRAIL_NONE, &p->tail);
+    if (rc == PHAX_OK) rc = render(t, PK_PREFIX, &f, LEAD_SPACE, TRAIL_NONE, &p->tail);
+    if (rc != PHAX_OK) pieces_free(p);
+    return rc;
 }
 
 static int build_pieces(const phax_niah *t, const draw *d, pieces *p) {
     memset(p, 0, sizeof *p);
+    if (d->variant == PHAX_NIAH_PASSKEY) return build_passkey_pieces(t, d, p);
     const char *qkeys[PHAX_NIAH_MAX_MULTI];
     for (int i = 0; i < d->n_query; i++) qkeys[i] = t->keys[d->key[i]];
-    fill q = {qkeys, d->n_query, NULL, 0};
+    fill q = {qkeys, d->n_query, NULL, 0, PHAX_NIAH_DIGITS};
     int one = d->variant == PHAX_NIAH_SINGLE || d->variant == PHAX_NIAH_MULTIKEY;
     int rc = t->no_header ? PHAX_OK : render(t, HEADER, &q, LEAD_NONE, TRAIL_NL, &p->head);
     for (int i = 0; rc == PHAX_OK && i < d->n_needles; i++)
@@ -428,14 +547,16 @@ static size_t overhead(const pieces *p, int n_needles) {
 
 // The canonical answer for values in the given order: " 4019273." (bytes),
 // "4 0 1 9 2 7 3 ." (words), lists as in "a, b and c".
-static int render_answer(const phax_niah *t, const uint32_t *values, int n, ibuf *out) {
-    fill f = {NULL, 0, values, n};
+static int render_answer(const phax_niah *t, const uint32_t *values, int n, int digits,
+                         ibuf *out) {
+    fill f = {NULL, 0, values, n, digits};
     return render(t, ANSWER, &f, LEAD_SPACE, TRAIL_NONE, out);
 }
 
 int phax_niah_min_length(const phax_niah *t, phax_niah_variant v, int *out) {
     if (!t || !out) return phax_fail("phax_niah_min_length: NULL argument");
-    if ((unsigned)v >= PHAX_NIAH_N_VARIANTS) return phax_fail("niah: bad variant %d", (int)v);
+    if ((unsigned)v >= PHAX_NIAH_N_ALL_VARIANTS) return phax_fail("niah: bad variant %d", (int)v);
+    if (v == PHAX_NIAH_PASSKEY && passkey_usable(t) != PHAX_OK) return PHAX_ERR;
     // The longest keys give the longest pieces (a key is one word-level token).
     int order[N_KEY_WORDS];
     for (int i = 0; i < t->n_keys; i++) order[i] = i;
@@ -449,7 +570,8 @@ int phax_niah_min_length(const phax_niah *t, phax_niah_variant v, int *out) {
     phax_rng r = phax_rng_new(0);
     draw d;
     draw_needles(t, v, 0.0, &r, &d);
-    for (int i = 0; i < d.n_needles; i++) d.key[i] = order[v == PHAX_NIAH_MULTIVALUE ? 0 : i];
+    for (int i = 0; v != PHAX_NIAH_PASSKEY && i < d.n_needles; i++)
+        d.key[i] = order[v == PHAX_NIAH_MULTIVALUE ? 0 : i];
     pieces p;
     if (build_pieces(t, &d, &p) != PHAX_OK) return PHAX_ERR;
     *out = (int)overhead(&p, d.n_needles);
@@ -546,12 +668,12 @@ static void expected_values(const draw *d, const int *text_order, uint32_t *vals
         vals[i] = d->value[d->variant == PHAX_NIAH_MULTIVALUE ? text_order[i] : i];
 }
 
-static int set_values(phax_niah_prompt *out, const uint32_t *vals, int n) {
+static int set_values(phax_niah_prompt *out, const uint32_t *vals, int n, int digits) {
     out->values = malloc((size_t)n * sizeof *out->values + (size_t)n * (PHAX_NIAH_DIGITS + 1));
     if (!out->values) return phax_fail("niah: out of memory");
     char *s = (char *)(out->values + n);
     for (int i = 0; i < n; i++, s += PHAX_NIAH_DIGITS + 1) {
-        snprintf(s, PHAX_NIAH_DIGITS + 1, "%07u", (unsigned)vals[i]);
+        snprintf(s, PHAX_NIAH_DIGITS + 1, "%0*u", digits, (unsigned)vals[i]);
         out->values[i] = s;
     }
     out->n_values = n;
@@ -606,10 +728,12 @@ static int assemble(const phax_niah *t, const draw *d, phax_niah_haystack h, int
     uint32_t vals[PHAX_NIAH_MAX_MULTI];
     int nv;
     expected_values(d, order, vals, &nv);
-    if ((rc = set_values(out, vals, nv)) != PHAX_OK) goto done;
-    if ((rc = render_answer(t, vals, nv, &answer)) != PHAX_OK) goto done;
-    out->keys = malloc((size_t)d->n_query * sizeof *out->keys);
-    if (!out->keys) {
+    int digits = value_digits(t, d->variant);
+    if ((rc = set_values(out, vals, nv, digits)) != PHAX_OK) goto done;
+    if ((rc = render_answer(t, vals, nv, digits, &answer)) != PHAX_OK) goto done;
+    out->keys = malloc((size_t)(d->n_query ? d->n_query : 1) * sizeof *out->keys);
+    out->answer_digit = malloc(answer.n ? answer.n : 1);
+    if (!out->keys || !out->answer_digit) {
         rc = phax_fail("niah: out of memory");
         goto done;
     }
@@ -620,6 +744,14 @@ static int assemble(const phax_niah *t, const draw *d, phax_niah_haystack h, int
     out->answer = answer.p, answer.p = NULL;
     out->n_answer = answer.n;
     out->n_gen = (int)answer.n + PHAX_NIAH_GEN_SLACK;
+    out->variant = d->variant;
+    out->distance = (size_t)length - 1 - out->needle_at;
+    out->n_answer_digits = 0;
+    for (size_t i = 0; i < out->n_answer; i++) {
+        out->answer_digit[i] = 0;
+        for (int k = 0; k < 10; k++) out->answer_digit[i] |= out->answer[i] == t->digit[k];
+        out->n_answer_digits += out->answer_digit[i];
+    }
 done:
     pieces_free(&p);
     free(filler.p);
@@ -629,8 +761,12 @@ done:
 }
 
 static int check_spec(const phax_niah *t, phax_niah_variant v, phax_niah_haystack h, double depth) {
-    if ((unsigned)v >= PHAX_NIAH_N_VARIANTS) return phax_fail("niah: bad variant %d", (int)v);
+    if ((unsigned)v >= PHAX_NIAH_N_ALL_VARIANTS) return phax_fail("niah: bad variant %d", (int)v);
     if ((unsigned)h >= PHAX_NIAH_N_HAYSTACKS) return phax_fail("niah: bad haystack %d", (int)h);
+    if (v == PHAX_NIAH_PASSKEY && h == PHAX_NIAH_NEEDLES)
+        return phax_fail("niah: the passkey variant has no needles haystack (its needle has no "
+                         "key that distractors could differ in)");
+    if (v == PHAX_NIAH_PASSKEY && passkey_usable(t) != PHAX_OK) return PHAX_ERR;
     if (!(depth >= 0.0 && depth <= 1.0)) return phax_fail("niah: depth %g is outside [0, 1]", depth);
     if (h == PHAX_NIAH_TEXT && t->n_text == 0)
         return phax_fail("niah: the text haystack needs a text, and the task was made without one");
@@ -658,6 +794,7 @@ void phax_niah_prompt_free(phax_niah_prompt *p) {
     free(p->values);
     free(p->keys);
     free(p->answer);
+    free(p->answer_digit);
     memset(p, 0, sizeof *p);
 }
 
@@ -696,6 +833,21 @@ double phax_niah_match(phax_tok_kind kind, const char *text, size_t len,
     return (double)found / n_values;
 }
 
+static int is_digit(int c) { return c >= '0' && c <= '9'; }
+
+double phax_niah_match_exact(phax_tok_kind kind, const char *text, size_t len, const char *value) {
+    if (!value || (!text && len)) return 0.0;
+    int skip_all = kind == PHAX_TOK_WORD;
+    size_t i = 0;
+    while (i < len && is_space((unsigned char)text[i])) i++;
+    for (const char *c = value; *c; c++, i++) {
+        while (skip_all && i < len && is_space((unsigned char)text[i])) i++;
+        if (i >= len || text[i] != *c) return 0.0;
+    }
+    while (skip_all && i < len && is_space((unsigned char)text[i])) i++;
+    return i < len && is_digit((unsigned char)text[i]) ? 0.0 : 1.0;
+}
+
 int phax_niah_score(const phax_vocab *v, const int32_t *ids, size_t n, const phax_niah_prompt *p,
                     double *score) {
     if (!v || (!ids && n) || !p || !score) return phax_fail("phax_niah_score: NULL argument");
@@ -703,9 +855,43 @@ int phax_niah_score(const phax_vocab *v, const int32_t *ids, size_t n, const pha
     char *text;
     size_t len;
     if (phax_decode(v, ids, n, &text, &len) != PHAX_OK) return PHAX_ERR;
-    *score = phax_niah_match(phax_vocab_kind(v), text, len, (const char *const *)p->values,
-                             p->n_values);
+    if (p->variant == PHAX_NIAH_PASSKEY)
+        *score = phax_niah_match_exact(phax_vocab_kind(v), text, len, p->values[0]);
+    else
+        *score = phax_niah_match(phax_vocab_kind(v), text, len, (const char *const *)p->values,
+                                 p->n_values);
     free(text);
+    return PHAX_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Graded score.
+
+double phax_niah_logprob(const float *logits, int V, int32_t id) {
+    if (!logits || V < 1 || id < 0 || id >= V) return NAN;
+    double m = logits[0];
+    for (int i = 1; i < V; i++)
+        if (logits[i] > m || isnan(logits[i])) m = logits[i];
+    if (isnan(m)) return NAN;
+    if (isinf(m)) return m > 0 && logits[id] == m ? 0.0 : -INFINITY;  // +inf logits take all the mass
+    double z = 0;
+    for (int i = 0; i < V; i++) z += exp((double)logits[i] - m);
+    return (double)logits[id] - m - log(z);
+}
+
+int phax_niah_graded(const phax_niah_prompt *p, const float *logits, int V, double *out) {
+    if (!p || !logits || !out) return phax_fail("phax_niah_graded: NULL argument");
+    if (V < 1) return phax_fail("niah: graded score: %d logits per row", V);
+    if (p->n_answer_digits < 1) return phax_fail("niah: graded score: the answer has no digit token");
+    double sum = 0;
+    for (size_t i = 0; i < p->n_answer; i++)
+        if (p->answer_digit[i]) {
+            if (p->answer[i] < 0 || p->answer[i] >= V)
+                return phax_fail("niah: graded score: answer token %d is outside the %d logits",
+                                 (int)p->answer[i], V);
+            sum += phax_niah_logprob(logits + i * (size_t)V, V, p->answer[i]);
+        }
+    *out = sum / p->n_answer_digits;
     return PHAX_OK;
 }
 
@@ -723,12 +909,18 @@ int phax_niah_train_sample(const phax_niah *t, uint64_t seed, uint64_t index, in
     if (!t || !x || !y) return phax_fail("phax_niah_train_sample: NULL argument");
     if (T < 1) return phax_fail("niah: row length %d must be positive", T);
     phax_rng r = phax_rng_stream(seed, index);
+    // The variants of the mix (RULER's four by default: then the draw is the one
+    // from before passkey existed, so the rows are unchanged).
+    phax_niah_variant vars[PHAX_NIAH_N_ALL_VARIANTS];
+    int n_vars = 0;
+    for (int v = 0; v < PHAX_NIAH_N_ALL_VARIANTS; v++)
+        if (t->train_variants & (1u << v)) vars[n_vars++] = (phax_niah_variant)v;
+    phax_niah_variant variant = vars[phax_rng_below(&r, (uint64_t)n_vars)];
     phax_niah_haystack hays[PHAX_NIAH_N_HAYSTACKS];
     int n_hays = 0;
     hays[n_hays++] = PHAX_NIAH_NOISE;
-    hays[n_hays++] = PHAX_NIAH_NEEDLES;
+    if (variant != PHAX_NIAH_PASSKEY) hays[n_hays++] = PHAX_NIAH_NEEDLES;
     if (t->n_text) hays[n_hays++] = PHAX_NIAH_TEXT;
-    phax_niah_variant variant = (phax_niah_variant)phax_rng_below(&r, PHAX_NIAH_N_VARIANTS);
     phax_niah_haystack hay = hays[phax_rng_below(&r, (uint64_t)n_hays)];
     double depth = phax_rng_uniform(&r);
     draw d;
@@ -739,7 +931,7 @@ int phax_niah_train_sample(const phax_niah *t, uint64_t seed, uint64_t index, in
     size_t over = overhead(&p, d.n_needles);
     pieces_free(&p);
     ibuf answer = {0}, nl = {0};
-    int rc = render_answer(t, d.value, n_expected(&d), &answer);
+    int rc = render_answer(t, d.value, n_expected(&d), value_digits(t, variant), &answer);
     if (rc == PHAX_OK) rc = render(t, "", &(fill){0}, LEAD_NONE, TRAIL_NL, &nl);
     size_t tail = answer.n + nl.n;
     free(answer.p);
@@ -766,6 +958,7 @@ int phax_niah_train_sample(const phax_niah *t, uint64_t seed, uint64_t index, in
             info->variant = variant;
             info->haystack = hay;
             info->depth = depth;
+            info->needle_at = (int)pr.needle_at;
         }
     }
     free(nl.p);

@@ -1,8 +1,10 @@
 // `phax niah`: the needle-in-a-haystack suite (docs/niah.md) on a checkpoint.
 // Prompts come from core/niah.c; each is read by the fast/cpu per-token
 // decoder (no logits until the last prompt token), then continued greedily
-// and scored with string_match_all. Prints an accuracy table per (variant,
-// haystack, length, depth) and writes it as CSV.
+// and scored with string_match_all (passkey: exact match), and graded by the
+// mean log-probability of the answer's digits under teacher forcing. Prints
+// accuracy, graded score and needle-to-question distance per (variant, haystack,
+// length, depth) and writes them as CSV.
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -37,11 +39,11 @@ typedef struct {
     int lengths[MAX_LIST], n_lengths;
     double depths[MAX_LIST];
     int n_depths;
-    phax_niah_variant variants[PHAX_NIAH_N_VARIANTS];
+    phax_niah_variant variants[PHAX_NIAH_N_ALL_VARIANTS];
     int n_variants;
     phax_niah_haystack haystacks[PHAX_NIAH_N_HAYSTACKS];
     int n_haystacks;
-    int samples, window, no_header, n_multi, verbose;
+    int samples, window, no_header, n_multi, passkey_digits, verbose;
     uint64_t seed;
     const phax_backend_ops *be;  // --backend
 } niah_opts;
@@ -56,7 +58,8 @@ static void usage(FILE *f) {
           "  --lengths L,...     prompt lengths in tokens (default train_len × 1/2, 1, 2, 4, 8)\n"
           "  --depths D,...      needle depths in [0, 1]\n"
           "  --n-depths K        K evenly spaced depths i/(K−1), K ≥ 2 (default 5)\n"
-          "  --variants V,...    single, multikey, multivalue, multiquery (default all)\n"
+          "  --variants V,...    single, multikey, multivalue, multiquery (default: these four),\n"
+          "                      passkey (\"The pass key is D D .\", exact match; no needles haystack)\n"
           "  --haystacks H,...   noise, text, needles (default noise, and text when given)\n"
           "  --samples N         prompts per cell (default 4)\n"
           "  --seed S            prompt seed (default 0)\n"
@@ -64,8 +67,10 @@ static void usage(FILE *f) {
           "                      refused for the pha family (its window is attn_window)\n"
           "  --max-corpus-bytes N  the most bytes the haystack text may hold (phax --help)\n"
           "  --n-multi M         needles of the multi-variants (default 4)\n"
+          "  --passkey-digits D  digits of a passkey value, 1..7 (default 2)\n"
           "  --no-header         leave out the instruction line\n"
-          "  --csv FILE          write variant,haystack,length,depth,samples,accuracy (atomically)\n"
+          "  --csv FILE          write variant,haystack,length,depth,samples,accuracy,mean_logp,\n"
+          "                      mean_distance (atomically)\n"
           "  --verbose           print every continuation\n"
           "  --backend B         cpu (float32, default) or ref (float64 oracle, naive decoder: slow)\n",
           f);
@@ -104,8 +109,8 @@ static void parse_list_option(niah_opts *o, const char *flag, const char *val) {
         } else if (!strcmp(flag, "--depths")) {
             o->depths[i] = parse_depth(flag, items[i]);
         } else if (!strcmp(flag, "--variants")) {
-            if (n > PHAX_NIAH_N_VARIANTS || phax_niah_variant_parse(items[i], &o->variants[i]))
-                die("--variants: %s", n > PHAX_NIAH_N_VARIANTS ? "too many" : phax_error());
+            if (n > PHAX_NIAH_N_ALL_VARIANTS || phax_niah_variant_parse(items[i], &o->variants[i]))
+                die("--variants: %s", n > PHAX_NIAH_N_ALL_VARIANTS ? "too many" : phax_error());
         } else if (n > PHAX_NIAH_N_HAYSTACKS ||
                    phax_niah_haystack_parse(items[i], &o->haystacks[i])) {
             die("--haystacks: %s", n > PHAX_NIAH_N_HAYSTACKS ? "too many" : phax_error());
@@ -154,7 +159,9 @@ static void parse_args(int argc, char **argv, niah_opts *o) {
         else if (!strcmp(flag, "--window")) o->window = (int)parse_long(flag, val, -1, 1 << 30);
         else if (!strcmp(flag, "--n-multi"))
             o->n_multi = (int)parse_long(flag, val, 2, PHAX_NIAH_MAX_MULTI);
-        else if (!strcmp(flag, "--backend")) backend = val;
+        else if (!strcmp(flag, "--passkey-digits")) {
+            if (phax_niah_digits_parse(val, &o->passkey_digits)) die("%s: %s", flag, phax_error());
+        } else if (!strcmp(flag, "--backend")) backend = val;
         else die("%s: unknown option (phax niah --help)", flag);
     }
     if (!o->checkpoint) die("no checkpoint given (phax niah --help)");
@@ -215,14 +222,37 @@ static int32_t argmax(const float *x, int n) {
 }
 
 // Read the prompt (logits only at its last token), then n_gen greedy tokens.
-static void generate(phax_bdecoder *d, const int32_t *prompt, size_t n, int n_gen, float *logits,
-                     int V, int32_t *out) {
+// rows (n_answer, V): the teacher-forced logits of the canonical answer, row i
+// after the prompt and answer[0..i−1]. While the greedy tokens are the answer's,
+// greedy and teacher-forced logits are the same and are copied from the greedy
+// pass; once they part, the prompt is read again and the answer fed token by token.
+// Returns the tokens read (prefill and steps, both passes).
+static double generate(phax_bdecoder *d, const phax_niah_prompt *p, float *logits, int V,
+                       int32_t *out, float *rows) {
+    const size_t rowsz = (size_t)V * sizeof *rows;
+    double read = (double)p->n_tokens;
     phax_bdecoder_reset(d);
-    if (phax_bdecoder_prefill(d, prompt, (int)n, logits)) die_lib();  // n ≤ the decoder's max_len
-    for (int g = 0; g < n_gen; g++) {
+    if (phax_bdecoder_prefill(d, p->tokens, (int)p->n_tokens, logits)) die_lib();  // ≤ max_len
+    size_t have = 0;  // rows copied
+    int on_answer = 1;  // out[0..g−1] == answer[0..g−1]
+    for (int g = 0; g < p->n_gen; g++) {
+        if (on_answer && (size_t)g < p->n_answer) memcpy(rows + (size_t)g * V, logits, rowsz), have = g + 1;
         out[g] = argmax(logits, V);
-        if (g + 1 < n_gen && phax_bdecoder_step(d, out[g], logits)) die_lib();
+        on_answer = on_answer && (size_t)g < p->n_answer && out[g] == p->answer[g];
+        if (g + 1 < p->n_gen && phax_bdecoder_step(d, out[g], logits)) die_lib();
+        read += g + 1 < p->n_gen;
     }
+    if (have < p->n_answer) {
+        phax_bdecoder_reset(d);
+        if (phax_bdecoder_prefill(d, p->tokens, (int)p->n_tokens, logits)) die_lib();
+        read += (double)p->n_tokens;
+        for (size_t i = 0; i < p->n_answer; i++) {
+            memcpy(rows + i * V, logits, rowsz);
+            if (i + 1 < p->n_answer && phax_bdecoder_step(d, p->answer[i], logits)) die_lib();
+            read += i + 1 < p->n_answer;
+        }
+    }
+    return read;
 }
 
 // ---------------------------------------------------------------------------
@@ -236,6 +266,8 @@ typedef struct {
     float *logits;
     int32_t *gen;
     int gen_cap;
+    float *rows;       // teacher-forced logits of the answer: (rows_cap, V)
+    size_t rows_cap;
     double tokens, seconds;  // decoder throughput
 } runner;
 
@@ -260,11 +292,18 @@ static uint64_t prompt_seed(uint64_t seed, phax_niah_variant v, phax_niah_haysta
     return phax_rng_u64(&r);
 }
 
-// Mean score of one (variant, haystack, length, depth) cell.
-static double run_cell(runner *r, const niah_opts *o, const phax_niah *t, phax_niah_variant var,
-                       phax_niah_haystack h, int length, double depth) {
+// One (variant, haystack, length, depth) cell: means over its samples.
+typedef struct {
+    double acc;       // score (string_match_all, or exact match for passkey)
+    double logp;      // graded score: mean log p of the answer's digit tokens
+    double distance;  // tokens from the needle to the last prompt token
+} cell;
+
+static cell run_cell(runner *r, const niah_opts *o, const phax_niah *t, phax_niah_variant var,
+                     phax_niah_haystack h, int length, double depth) {
     const phax_vocab *v = r->ck->vocab;
-    double sum = 0;
+    const int V = r->ck->cfg.vocab_size;
+    double sum = 0, sum_logp = 0, sum_dist = 0;
     for (int s = 0; s < o->samples; s++) {
         phax_niah_spec spec = {var, h, length, depth, prompt_seed(o->seed, var, h, length, s)};
         phax_niah_prompt p;
@@ -275,70 +314,89 @@ static double run_cell(runner *r, const niah_opts *o, const phax_niah *t, phax_n
             if (!r->gen) die("out of memory");
             r->gen_cap = p.n_gen;
         }
+        if (p.n_answer > r->rows_cap) {
+            free(r->rows);
+            r->rows = malloc(p.n_answer * (size_t)V * sizeof *r->rows);
+            if (!r->rows) die("out of memory");
+            r->rows_cap = p.n_answer;
+        }
         phax_bdecoder *d = decoder_for(r, length + p.n_gen, o->window);
         double t0 = now_s();
-        generate(d, p.tokens, p.n_tokens, p.n_gen, r->logits, r->ck->cfg.vocab_size, r->gen);
+        r->tokens += generate(d, &p, r->logits, V, r->gen, r->rows);
         r->seconds += now_s() - t0;
-        r->tokens += (double)(p.n_tokens + (size_t)p.n_gen);
-        double score;
+        double score, logp;
         if (phax_niah_score(v, r->gen, (size_t)p.n_gen, &p, &score)) die_lib();
+        if (phax_niah_graded(&p, r->rows, V, &logp)) die_lib();
         sum += score;
+        sum_logp += logp;
+        sum_dist += (double)p.distance;
         if (o->verbose) {
             char *text;
             if (phax_decode(v, r->gen, (size_t)p.n_gen, &text, NULL)) die_lib();
             for (char *c = text; *c; c++)
                 if (*c == '\n') *c = '|';
-            printf("  %s %s L=%d d=%.3f #%d: expected %s%s, score %.2f: %s\n",
-                   phax_niah_variant_name(var), phax_niah_haystack_name(h), length, depth, s,
-                   p.values[0], p.n_values > 1 ? ",..." : "", score, text);
+            printf("  %s %s L=%d d=%.3f #%d: expected %s%s, score %.2f, logp %.3f, distance %zu: "
+                   "%s\n", phax_niah_variant_name(var), phax_niah_haystack_name(h), length, depth,
+                   s, p.values[0], p.n_values > 1 ? ",..." : "", score, logp, p.distance, text);
             free(text);
         }
         phax_niah_prompt_free(&p);
     }
-    return sum / o->samples;
+    return (cell){sum / o->samples, sum_logp / o->samples, sum_dist / o->samples};
 }
 
-// Results: acc[variant][haystack][length][depth], NAN for skipped lengths.
+// Results: cells[variant][haystack][length][depth]; acc NAN for skipped lengths.
 typedef struct {
-    double acc[PHAX_NIAH_N_VARIANTS][PHAX_NIAH_N_HAYSTACKS][MAX_LIST][MAX_LIST];
+    cell c[PHAX_NIAH_N_ALL_VARIANTS][PHAX_NIAH_N_HAYSTACKS][MAX_LIST][MAX_LIST];
 } results;
 
-static void print_block(const niah_opts *o, const results *res, int vi, int hi) {
-    phax_niah_variant var = o->variants[vi];
-    phax_niah_haystack h = o->haystacks[hi];
-    printf("\n%s, %s haystack (accuracy, %d sample%s per cell)\n%8s", phax_niah_variant_name(var),
-           phax_niah_haystack_name(h), o->samples, o->samples == 1 ? "" : "s", "length");
+// One table of a (variant, haystack) block: accuracy (what 0), graded score (1) or distance (2).
+static void print_table(const niah_opts *o, const results *res, phax_niah_variant var,
+                        phax_niah_haystack h, int what) {
+    static const char *const title[3] = {"accuracy", "graded: mean log p(answer digits), teacher-forced",
+                                         "mean needle-to-question distance, tokens"};
+    printf("\n%s, %s haystack (%s, %d sample%s per cell)\n%8s", phax_niah_variant_name(var),
+           phax_niah_haystack_name(h), title[what], o->samples, o->samples == 1 ? "" : "s", "length");
     for (int di = 0; di < o->n_depths; di++) printf("  d=%-5.3g", o->depths[di]);
     printf("  %7s\n", "mean");
     for (int li = 0; li < o->n_lengths; li++) {
         printf("%8d", o->lengths[li]);
         double sum = 0;
         for (int di = 0; di < o->n_depths; di++) {
-            double a = res->acc[var][h][li][di];
+            const cell *c = &res->c[var][h][li][di];
+            double a = isnan(c->acc) ? NAN : what == 0 ? c->acc : what == 1 ? c->logp : c->distance;
             if (isnan(a)) printf("  %7s", "-");
+            else if (what == 2) printf("  %7.1f", a);
             else printf("  %7.3f", a);
             sum += a;
         }
         if (isnan(sum)) printf("  %7s\n", "skipped");
+        else if (what == 2) printf("  %7.1f\n", sum / o->n_depths);
         else printf("  %7.3f\n", sum / o->n_depths);
     }
 }
 
+static void print_block(const niah_opts *o, const results *res, int vi, int hi) {
+    for (int what = 0; what < 3; what++) print_table(o, res, o->variants[vi], o->haystacks[hi], what);
+}
+
 static void write_csv(const niah_opts *o, const results *res) {
-    size_t cap = 256 + (size_t)PHAX_NIAH_N_VARIANTS * PHAX_NIAH_N_HAYSTACKS * MAX_LIST * MAX_LIST * 80;
+    size_t cap = 256 + (size_t)PHAX_NIAH_N_ALL_VARIANTS * PHAX_NIAH_N_HAYSTACKS * MAX_LIST * MAX_LIST * 128;
     char *buf = malloc(cap);
     if (!buf) die("out of memory");
-    size_t k = (size_t)snprintf(buf, cap, "variant,haystack,length,depth,samples,accuracy\n");
+    size_t k = (size_t)snprintf(buf, cap, "variant,haystack,length,depth,samples,accuracy,mean_logp,"
+                                          "mean_distance\n");
     for (int vi = 0; vi < o->n_variants; vi++)
         for (int hi = 0; hi < o->n_haystacks; hi++)
             for (int li = 0; li < o->n_lengths; li++)
                 for (int di = 0; di < o->n_depths; di++) {
-                    double a = res->acc[o->variants[vi]][o->haystacks[hi]][li][di];
-                    if (isnan(a)) continue;
-                    k += (size_t)snprintf(buf + k, cap - k, "%s,%s,%d,%.6g,%d,%.6f\n",
+                    const cell *c = &res->c[o->variants[vi]][o->haystacks[hi]][li][di];
+                    if (isnan(c->acc)) continue;
+                    k += (size_t)snprintf(buf + k, cap - k, "%s,%s,%d,%.6g,%d,%.6f,%.6f,%.3f\n",
                                           phax_niah_variant_name(o->variants[vi]),
                                           phax_niah_haystack_name(o->haystacks[hi]),
-                                          o->lengths[li], o->depths[di], o->samples, a);
+                                          o->lengths[li], o->depths[di], o->samples, c->acc,
+                                          c->logp, c->distance);
                 }
     if (phax_write_file_atomic(o->csv_path, buf, k)) die_lib();
     free(buf);
@@ -370,7 +428,8 @@ int phax_niah_main(int argc, char **argv) {
     size_t n_text, off;
     int32_t *text = load_text(&o, ck.vocab, &n_text, &off);
     default_sweep(&o, &ck, text != NULL);
-    phax_niah_opts no = {.no_header = o.no_header, .n_multi = o.n_multi};
+    phax_niah_opts no = {.no_header = o.no_header, .n_multi = o.n_multi,
+                         .passkey_digits = o.passkey_digits};
     phax_niah *t;
     if (phax_niah_new(ck.vocab, text ? text + off : NULL, n_text - off, &no, &t)) die_lib();
     if (*phax_niah_unknown_words(t))
@@ -383,18 +442,25 @@ int phax_niah_main(int argc, char **argv) {
     r.logits = malloc((size_t)ck.cfg.vocab_size * sizeof *r.logits);
     results *res = malloc(sizeof *res);
     if (!r.logits || !res) die("out of memory");
+    for (size_t i = 0; i < sizeof res->c / sizeof res->c[0][0][0][0]; i++)
+        (&res->c[0][0][0][0])[i] = (cell){NAN, NAN, NAN};  // cells not run: skipped
     for (int vi = 0; vi < o.n_variants; vi++) {
         phax_niah_variant var = o.variants[vi];
         int min_len;
         if (phax_niah_min_length(t, var, &min_len)) die_lib();
         for (int hi = 0; hi < o.n_haystacks; hi++) {
             phax_niah_haystack h = o.haystacks[hi];
+            if (var == PHAX_NIAH_PASSKEY && h == PHAX_NIAH_NEEDLES) {
+                fprintf(stderr, "passkey needles: skipped (the passkey needle has no key that "
+                                "distractor needles could differ in)\n");
+                continue;
+            }
             for (int li = 0; li < o.n_lengths; li++) {
                 int L = o.lengths[li];
                 double t0 = now_s();
                 for (int di = 0; di < o.n_depths; di++)
-                    res->acc[var][h][li][di] =
-                        L < min_len ? NAN : run_cell(&r, &o, t, var, h, L, o.depths[di]);
+                    res->c[var][h][li][di] = L < min_len ? (cell){NAN, NAN, NAN}
+                                                         : run_cell(&r, &o, t, var, h, L, o.depths[di]);
                 fflush(stdout);  // --verbose lines before the progress line
                 if (L < min_len)
                     fprintf(stderr, "%s %s %d: skipped (a %s prompt needs %d tokens)\n",
@@ -416,7 +482,7 @@ int phax_niah_main(int argc, char **argv) {
     }
     phax_bdecoder_free(r.dec);
     phax_bmodel_free(r.model);
-    free(r.logits), free(r.gen), free(res), free(text);
+    free(r.logits), free(r.gen), free(r.rows), free(res), free(text);
     phax_niah_free(t);
     phax_ckpt_free(&ck);
     return 0;

@@ -608,7 +608,8 @@ int phax_train_main(int argc, char **argv) {
     r.stochastic_window = phax_plan_draws_window(&r.cfg);
     if (r.o.niah_frac > 0) {
         // Text haystacks come from the training tokens (never the validation split).
-        if (phax_niah_new(r.data.vocab, r.data.tr, r.data.ntr, NULL, &r.niah))
+        phax_niah_opts no = {.passkey_digits = r.o.niah_digits, .train_variants = r.o.niah_variants};
+        if (phax_niah_new(r.data.vocab, r.data.tr, r.data.ntr, &no, &r.niah))
             die("--niah-frac: %s", phax_error());
         r.niah_seed = phax_seed_derive(r.o.seed, "train.niah");
         r.niah_mix_seed = phax_seed_derive(r.o.seed, "train.niah.mix");

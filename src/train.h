@@ -51,6 +51,8 @@ typedef struct {
     long warmup;
     uint64_t seed;
     double niah_frac;  // fraction of batch rows replaced by needle-in-a-haystack examples
+    unsigned niah_variants;  // --niah-variants: mask of phax_niah variants (0 = RULER's four)
+    int niah_digits;         // --niah-digits: passkey digits (0 = the default, 2)
     const char *backend;  // as given ("fast" is the cpu backend) and stored in the state
     // evaluation, checkpoints, output
     long eval_every, eval_tokens, ckpt_every, log_every, stop_after;

@@ -9,6 +9,7 @@
 
 #include "phax/data.h"
 #include "phax/model_plan.h"
+#include "phax/niah.h"
 #include "phax/recall.h"
 #include "train.h"
 
@@ -82,6 +83,9 @@ static void usage(FILE *f) {
         "                      haystack example (docs/niah.md; haystack: noise, distractor\n"
         "                      needles or the training text), so small models see retrieval\n"
         "                      (default 0; word vocabularies need the digits 0-9)\n"
+        "  --niah-variants V,...  the variants of those rows, drawn uniformly: single, multikey,\n"
+        "                      multivalue, multiquery (default: these four), passkey\n"
+        "  --niah-digits D     digits of a passkey value, 1..7 (default 2)\n"
         "  --backend B         cpu or fast (float32, OpenBLAS+OpenMP; default) or ref (float64,\n"
         "                      tiny runs)\n"
         "evaluation and output:\n"
@@ -192,6 +196,11 @@ void train_parse_args(int argc, char **argv, train_opts *o, const char **changin
         else if (!strcmp(flag, "--clip")) o->clip = parse_f64(flag, val);
         else if (!strcmp(flag, "--seed")) o->seed = parse_u64(flag, val);
         else if (!strcmp(flag, "--niah-frac")) o->niah_frac = parse_f64(flag, val);
+        else if (!strcmp(flag, "--niah-variants")) {
+            if (phax_niah_variant_list_parse(val, &o->niah_variants)) die("%s: %s", flag, phax_error());
+        } else if (!strcmp(flag, "--niah-digits")) {
+            if (phax_niah_digits_parse(val, &o->niah_digits)) die("%s: %s", flag, phax_error());
+        }
         else if (!strcmp(flag, "--backend")) o->backend = val;
         else if (!strcmp(flag, "--eval-every")) o->eval_every = parse_long(flag, val, 0, 1L << 40);
         else if (!strcmp(flag, "--eval-tokens")) o->eval_tokens = parse_long(flag, val, 0, 1L << 40);
@@ -229,6 +238,9 @@ void train_check_numbers(const train_opts *o) {
     if (!(isfinite(o->wd) && o->wd >= 0)) die("--wd: must be a finite number >= 0, got %g", o->wd);
     if (!(isfinite(o->clip) && o->clip >= 0)) die("--clip: must be a finite number >= 0, got %g", o->clip);
     if (!(o->niah_frac >= 0 && o->niah_frac <= 1)) die("--niah-frac: must be in [0, 1], got %g", o->niah_frac);
+    if (o->niah_variants && !(o->niah_frac > 0)) die("--niah-variants: only with --niah-frac > 0");
+    if (o->niah_digits && !(o->niah_variants & (1u << PHAX_NIAH_PASSKEY)))
+        die("--niah-digits: only with passkey in --niah-variants");
     if (!(isfinite(o->time_budget) && o->time_budget >= 0 && o->time_budget <= MAX_TIME_BUDGET))
         die("--time-budget: must be a number of seconds in [0, %g], got %g", MAX_TIME_BUDGET,
             o->time_budget);
@@ -294,6 +306,15 @@ char *train_opts_to_json(const train_opts *o, const char *train, const char *val
     if (!j) die("out of memory");
     if (o->vocab_max) json_object_set_new(j, "vocab_max", json_integer((json_int_t)o->vocab_max));
     if (o->recall_vary) json_object_set_new(j, "recall_vary", json_true());  // absent: fixed P
+    if (o->niah_variants) {  // absent: RULER's four
+        char list[128] = "";
+        for (int v = 0; v < PHAX_NIAH_N_ALL_VARIANTS; v++)
+            if (o->niah_variants & (1u << v))
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", *list ? "," : "",
+                         phax_niah_variant_name((phax_niah_variant)v));
+        json_object_set_new(j, "niah_variants", json_string(list));
+    }
+    if (o->niah_digits) json_object_set_new(j, "niah_digits", json_integer(o->niah_digits));
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);
     if (!s) die("out of memory");
@@ -339,6 +360,13 @@ void train_opts_from_json(train_opts *o, const char *json, const char *where, js
     json_t *rv = json_object_get(j, "recall_vary");
     if (rv && !json_is_boolean(rv)) die("%s: training options unreadable: \"recall_vary\" is not a boolean", where);
     o->recall_vary = rv && json_is_true(rv);
+    json_t *nv = json_object_get(j, "niah_variants"), *nd = json_object_get(j, "niah_digits");
+    o->niah_variants = 0, o->niah_digits = 0;
+    if (nv && !(json_is_string(nv) && !phax_niah_variant_list_parse(json_string_value(nv), &o->niah_variants)))
+        die("%s: training options unreadable: \"niah_variants\" is not a list of variants", where);
+    if (nd && !(json_is_integer(nd) && json_integer_value(nd) >= 1 && json_integer_value(nd) <= PHAX_NIAH_DIGITS))
+        die("%s: training options unreadable: \"niah_digits\" is not a count in [1, %d]", where, PHAX_NIAH_DIGITS);
+    if (nd) o->niah_digits = (int)json_integer_value(nd);
     // A crafted state must not make the run allocate or loop without bound:
     // the ranges the command line enforces.
     if (steps < 1 || steps > (1L << 40) || warmup < 0 || warmup > (1L << 40) || B < 1 ||

@@ -2,8 +2,11 @@
 // vocabulary (exact token sequences at depths 0, 0.5, 1; every variant's
 // needles and expected values; text and distractor-needle haystacks), the
 // string_match_all score on hand continuations, training rows, errors, and
-// (when the shared data is present) prompts with the WikiText-2 vocabulary.
+// (when the shared data is present) prompts with the WikiText-2 vocabulary; the
+// passkey variant (exact prompts, depth, no leak, training targets, exact match,
+// the graded score on crafted logits, refusals).
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -664,5 +667,502 @@ Test(niah, wikitext2_prompts) {
             }
     phax_niah_free(t);
     free(ids);
+    phax_vocab_free(v);
+}
+
+// --- passkey ----------------------------------------------------------------------------------
+// "The pass key is D D ." in a haystack, asked as "What is the pass key ? The pass key
+// is"; D digits (default 2), exact match, and the graded score (teacher-forced log p).
+
+// HAND_TEXT plus the passkey words it lacks.
+static const char PK_TEXT[] =
+    "Some special magic numbers are hidden within the following text . Make sure to remember it "
+    ". I will quiz you about the numbers afterwards . One of for is : What mentioned in provided "
+    "? The number are all , and grass green sky blue sun yellow Here we go There back again\n"
+    "0 1 2 3 4 5 6 7 8 9 apple river garden window tiger a pass key You be asked at end\n";
+
+static const char PK_HEADER_WORDS[] =
+    "There is a pass key hidden within the following text . You will be asked about it at the "
+    "end .\n";
+
+static phax_niah *pk_task(const phax_vocab *v, const int32_t *text, size_t n, int no_header,
+                          int digits, unsigned train) {
+    phax_niah_opts o = {.no_header = no_header, .passkey_digits = digits, .train_variants = train};
+    phax_niah *t;
+    cr_assert(phax_niah_new(v, text, n, &o, &t) == PHAX_OK, "%s", phax_error());
+    return t;
+}
+
+// "d1 d2 ... dD" as words.
+static void spaced_digits(const char *value, char *out, size_t cap) {
+    out[0] = 0;
+    for (const char *c = value; *c; c++)
+        snprintf(out + strlen(out), cap - strlen(out), "%s%c", c == value ? "" : " ", *c);
+}
+
+// Word vocabulary, header, noise haystack of 51 tokens (as word_single_noise_exact):
+// depth 0 → filler position 0, 0.5 → 24, 1 → 51. Every token, the needle index, the
+// length, the answer and its digit mask, for 1, 2 (default), 3 and 7 digits.
+Test(niah, passkey_word_exact) {
+    phax_vocab *v = word_vocab_of(PK_TEXT);
+    const int digit_counts[4] = {1, 0, 3, 7};
+    const double depths[3] = {0.0, 0.5, 1.0};
+    const int at[3] = {0, 24, 51};
+    for (int ci = 0; ci < 4; ci++) {
+        int D = digit_counts[ci] ? digit_counts[ci] : PHAX_NIAH_PASSKEY_DIGITS;
+        phax_niah *t = pk_task(v, NULL, 0, 0, digit_counts[ci], 0);
+        cr_assert_str_eq(phax_niah_unknown_words(t), "");
+        int min;
+        cr_assert(phax_niah_min_length(t, PHAX_NIAH_PASSKEY, &min) == PHAX_OK, "%s", phax_error());
+        cr_assert(min == 22 + (5 + D) + 11, "min length %d with %d digits", min, D);
+        for (int di = 0; di < 3; di++) {
+            int len = min + 51;
+            phax_niah_prompt p;
+            build(t, PHAX_NIAH_PASSKEY, PHAX_NIAH_NOISE, len, depths[di], 100 + (uint64_t)ci, &p);
+            cr_assert(p.variant == PHAX_NIAH_PASSKEY && p.n_values == 1 && p.n_keys == 0);
+            cr_assert(strlen(p.values[0]) == (size_t)D, "value '%s', %d digits", p.values[0], D);
+            char dig[32], needle[128], ans[64];
+            spaced_digits(p.values[0], dig, sizeof dig);
+            snprintf(needle, sizeof needle, "The pass key is %s .", dig);
+            snprintf(ans, sizeof ans, "%s .", dig);
+            char a[512] = "", b[512] = "";
+            const char *w = NOISE_WORDS;
+            for (int i = 0; i < 51; i++) {
+                size_t l = strcspn(w, " ");
+                char *dst = i < at[di] ? a : b;
+                snprintf(dst + strlen(dst), 512 - strlen(dst), "%.*s ", (int)l, w);
+                w += l;
+                w = *w ? w + 1 : NOISE_WORDS;
+            }
+            char *want = cat((const char *[]){PK_HEADER_WORDS, a, needle, " ", b,
+                                              "\nWhat is the pass key ? The pass key is"}, 6);
+            assert_prompt(v, &p, want);
+            cr_assert(p.needle_at == 22 + (size_t)at[di], "needle at %zu, expected %d", p.needle_at,
+                      22 + at[di]);
+            cr_assert(p.haystack_at == 22 && p.haystack_len == 51 + 5 + (size_t)D);
+            cr_assert(p.distance == (size_t)len - 1 - p.needle_at);
+            char *got = decode(v, p.answer, p.n_answer);
+            cr_assert_str_eq(got, ans);
+            cr_assert(p.n_answer == (size_t)D + 1 && p.n_answer_digits == D);
+            for (int i = 0; i < D; i++) cr_assert(p.answer_digit[i] == 1);
+            cr_assert(p.answer_digit[D] == 0, "'.' is not a digit of the answer");
+            cr_assert(p.n_gen == D + 1 + PHAX_NIAH_GEN_SLACK);
+            double s;
+            cr_assert(phax_niah_score(v, p.answer, p.n_answer, &p, &s) == PHAX_OK && s == 1.0);
+            free(got), free(want);
+            phax_niah_prompt_free(&p);
+        }
+        phax_niah_free(t);
+    }
+    phax_vocab_free(v);
+}
+
+// Byte vocabulary, no header: "The pass key is 05. " in 100 bytes of noise, the
+// question "\nWhat is the pass key? The pass key is", the answer " 05.".
+Test(niah, passkey_byte_exact) {
+    phax_vocab *v = byte_vocab();
+    phax_niah *t = pk_task(v, NULL, 0, 1, 0, 0);
+    static const char tail[] = "\nWhat is the pass key? The pass key is";
+    const double depths[3] = {0.0, 0.5, 1.0};
+    const size_t at[3] = {0, 56, 100};
+    for (int di = 0; di < 3; di++) {
+        phax_niah_prompt p;
+        build(t, PHAX_NIAH_PASSKEY, PHAX_NIAH_NOISE, 100 + 20 + (int)strlen(tail), depths[di], 5, &p);
+        char needle[64], a[101], b[101], want_ans[16];
+        snprintf(needle, sizeof needle, "The pass key is %s. ", p.values[0]);
+        cr_assert(strlen(needle) == 20, "needle '%s'", needle);
+        char *filler = cycle(NOISE_BYTES, 100);
+        snprintf(a, sizeof a, "%.*s", (int)at[di], filler);
+        snprintf(b, sizeof b, "%s", filler + at[di]);
+        char *want = cat((const char *[]){a, needle, b, tail}, 4);
+        assert_prompt(v, &p, want);
+        cr_assert(p.needle_at == at[di]);
+        char *ans = decode(v, p.answer, p.n_answer);
+        snprintf(want_ans, sizeof want_ans, " %s.", p.values[0]);
+        cr_assert_str_eq(ans, want_ans);
+        cr_assert(p.n_answer_digits == 2 && !p.answer_digit[0] && p.answer_digit[1] &&
+                  p.answer_digit[2] && !p.answer_digit[3]);
+        free(ans), free(want), free(filler);
+        phax_niah_prompt_free(&p);
+    }
+    phax_niah_free(t);
+    phax_vocab_free(v);
+}
+
+// The needle goes where the depth says, in a text haystack too: within one
+// sentence of round(depth · F) and at a sentence start, moving forward with depth;
+// every value of 1 and 2 digits occurs (leading zeros included).
+Test(niah, passkey_depth_and_values) {
+    phax_vocab *v = word_vocab_of(PK_TEXT);
+    static const char SENT[] = "The sky is blue . The grass is green . Here we go .\n";
+    char *big = cycle(SENT, 100 * strlen(SENT));
+    size_t n;
+    int32_t *ids = encode(v, big, &n);
+    phax_niah *t = pk_task(v, ids, n, 1, 0, 0);
+    int32_t dot = phax_vocab_id(v, ".", 1), eos = phax_vocab_eos(v);
+    for (int h = 0; h < 2; h++)
+        for (uint64_t seed = 0; seed < 40; seed++) {
+            double depth = (double)seed / 39.0;
+            phax_niah_prompt p;
+            build(t, PHAX_NIAH_PASSKEY, h ? PHAX_NIAH_TEXT : PHAX_NIAH_NOISE, 300, depth, seed, &p);
+            size_t F = p.haystack_len - 7, at = p.needle_at - p.haystack_at;
+            double want = depth * (double)F;
+            cr_assert((double)at >= want - 6 && (double)at <= want + 6,
+                      "needle at filler %zu, depth %.3f of %zu", at, depth, F);
+            cr_assert(at == 0 || at == F || p.tokens[p.needle_at - 1] == dot ||
+                      p.tokens[p.needle_at - 1] == eos);
+            phax_niah_prompt_free(&p);
+        }
+    int seen1[10] = {0}, seen2[100] = {0};
+    phax_niah *t1 = pk_task(v, NULL, 0, 1, 1, 0);
+    for (uint64_t seed = 0; seed < 2000; seed++) {
+        phax_niah_prompt p;
+        build(t1, PHAX_NIAH_PASSKEY, PHAX_NIAH_NOISE, 60, 0.5, seed, &p);
+        seen1[p.values[0][0] - '0']++;
+        phax_niah_prompt_free(&p);
+        build(t, PHAX_NIAH_PASSKEY, PHAX_NIAH_NOISE, 60, 0.5, seed, &p);
+        seen2[atoi(p.values[0])]++;
+        phax_niah_prompt_free(&p);
+    }
+    for (int i = 0; i < 10; i++) cr_assert(seen1[i] > 100, "1 digit: %d drawn %d times", i, seen1[i]);
+    for (int i = 0; i < 100; i++) cr_assert(seen2[i] > 0, "2 digits: %02d never drawn", i);
+    phax_niah_free(t1), phax_niah_free(t);
+    free(ids), free(big);
+    phax_vocab_free(v);
+}
+
+static int is_digit_token(const phax_vocab *v, int32_t id) {
+    for (char c = '0'; c <= '9'; c++)
+        if (phax_vocab_id(v, &c, 1) == id) return 1;
+    return 0;
+}
+
+// Positions where "pass key is" starts.
+static int trigger_at(const phax_vocab *v, const int32_t *x, size_t n, size_t *pos, int max) {
+    int32_t pa = phax_vocab_id(v, "pass", 4), ke = phax_vocab_id(v, "key", 3), is = phax_vocab_id(v, "is", 2);
+    int k = 0;
+    for (size_t i = 0; i + 2 < n; i++)
+        if (x[i] == pa && x[i + 1] == ke && x[i + 2] == is) {
+            if (k < max) pos[k] = i;
+            k++;
+        }
+    return k;
+}
+
+// No leak: in a noise haystack (no digits of its own) the only digit tokens of the
+// prompt are the needle's, right after its trigger; "pass key is" occurs twice, in
+// the needle and as the prompt's last three tokens; the header names no value.
+Test(niah, passkey_no_leak) {
+    phax_vocab *v = word_vocab_of(PK_TEXT);
+    for (int hdr = 0; hdr < 2; hdr++)
+        for (int D = 1; D <= 7; D += 3) {
+            phax_niah *t = pk_task(v, NULL, 0, !hdr, D, 0);
+            for (uint64_t seed = 0; seed < 50; seed++) {
+                phax_niah_prompt p;
+                build(t, PHAX_NIAH_PASSKEY, PHAX_NIAH_NOISE, 120 + (int)seed, (double)seed / 49.0,
+                      seed, &p);
+                size_t pos[4];
+                int k = trigger_at(v, p.tokens, p.n_tokens, pos, 4);
+                cr_assert(k == 2 && pos[0] == p.needle_at + 1 && pos[1] == p.n_tokens - 3,
+                          "%d triggers, first at %zu (needle %zu)", k, pos[0], p.needle_at);
+                for (size_t i = 0; i < p.n_tokens; i++) {
+                    int in_value = i >= p.needle_at + 4 && i < p.needle_at + 4 + (size_t)D;
+                    cr_assert(is_digit_token(v, p.tokens[i]) == in_value,
+                              "token %zu (needle at %zu) %s a digit", i, p.needle_at,
+                              in_value ? "is not" : "is");
+                    if (in_value) cr_assert(p.tokens[i] == p.answer[i - p.needle_at - 4]);
+                }
+                phax_niah_prompt_free(&p);
+            }
+            phax_niah_free(t);
+        }
+    phax_vocab_free(v);
+}
+
+// Training rows of the passkey mix: every row is passkey, on noise or text (never
+// distractor needles); the targets after the answer prefix are exactly the needle's
+// digits, then ".", then NL; the needle sits at the drawn depth; the rows of the
+// default mix are the same as before passkey existed (mask 0 = RULER's four).
+Test(niah, passkey_train_rows) {
+    phax_vocab *v = word_vocab_of(PK_TEXT);
+    static const char SENT[] = "The sky is blue . The grass is green . Here we go 1 2 3 .\n";
+    char *big = cycle(SENT, 150 * strlen(SENT));
+    size_t n;
+    int32_t *ids = encode(v, big, &n);
+    const int T = 128;
+    int32_t x[128], y[128];
+    int32_t dot = phax_vocab_id(v, ".", 1), eos = phax_vocab_eos(v);
+    for (int D = 1; D <= 3; D++) {
+        phax_niah *t = pk_task(v, ids, n, 0, D, 1u << PHAX_NIAH_PASSKEY);
+        int hay_seen[PHAX_NIAH_N_HAYSTACKS] = {0};
+        double lo = 1, hi = 0;
+        for (uint64_t i = 0; i < 300; i++) {
+            phax_niah_sample_info info;
+            cr_assert(phax_niah_train_sample(t, 5, i, T, x, y, &info) == PHAX_OK, "%s", phax_error());
+            cr_assert(info.variant == PHAX_NIAH_PASSKEY);
+            hay_seen[info.haystack]++;
+            cr_assert(info.n == info.prompt_len + D + 2 && info.n <= T && info.n >= T / 2);
+            // The needle at info.needle_at: "The pass key is" + D digits + ".".
+            const int32_t *nd = x + info.needle_at;
+            size_t pos[2];
+            cr_assert(trigger_at(v, nd, 4, pos, 2) == 1 && pos[0] == 1, "no needle at %d", info.needle_at);
+            for (int k = 0; k < D; k++) {
+                cr_assert(is_digit_token(v, nd[4 + k]));
+                // The answer's targets: the last prompt token predicts the first digit.
+                cr_assert(y[info.prompt_len - 1 + k] == nd[4 + k], "target %d is not digit %d", info.prompt_len - 1 + k, k);
+                cr_assert(x[info.prompt_len + k] == nd[4 + k]);
+            }
+            cr_assert(nd[4 + D] == dot && y[info.prompt_len - 1 + D] == dot);
+            cr_assert(y[info.prompt_len + D] == eos && y[info.n - 1] == -1);
+            for (int k = 0; k + 1 < info.n; k++) cr_assert(y[k] == x[k + 1]);
+            for (int k = info.n; k < T; k++) cr_assert(x[k] == 0 && y[k] == -1);
+            // The prompt ends with the trigger; the only triggers are the needle's and that one.
+            cr_assert(trigger_at(v, x, (size_t)info.prompt_len, pos, 2) == 2 &&
+                      pos[1] == (size_t)info.prompt_len - 3);
+            // Depth: the needle within 6 tokens (one sentence) of depth · filler, at a
+            // sentence start.
+            size_t hs = 22, F = (size_t)info.prompt_len - 22 - (size_t)(5 + D) - 11;
+            double want = info.depth * (double)F, at = (double)(info.needle_at - (int)hs);
+            cr_assert(at >= want - 6 && at <= want + 6, "needle at %g, depth %.3f of %zu", at, info.depth, F);
+            cr_assert(at == 0 || at == (double)F || x[info.needle_at - 1] == dot ||
+                      x[info.needle_at - 1] == eos);
+            lo = info.depth < lo ? info.depth : lo, hi = info.depth > hi ? info.depth : hi;
+        }
+        cr_assert(hay_seen[PHAX_NIAH_NOISE] > 100 && hay_seen[PHAX_NIAH_TEXT] > 100 &&
+                  !hay_seen[PHAX_NIAH_NEEDLES], "noise %d, text %d, needles %d",
+                  hay_seen[0], hay_seen[1], hay_seen[2]);
+        cr_assert(lo < 0.02 && hi > 0.98);
+        phax_niah_free(t);
+    }
+    // A mix of single and passkey draws both; train_variants 0 is RULER's four, row for row.
+    phax_niah *mix = pk_task(v, ids, n, 1, 0, (1u << PHAX_NIAH_SINGLE) | (1u << PHAX_NIAH_PASSKEY));
+    phax_niah *def = pk_task(v, ids, n, 1, 0, 0), *four = pk_task(v, ids, n, 1, 0, 0xF);
+    int seen[PHAX_NIAH_N_ALL_VARIANTS] = {0};
+    for (uint64_t i = 0; i < 64; i++) {
+        phax_niah_sample_info info;
+        cr_assert(phax_niah_train_sample(mix, 9, i, 200, x, y, &info) == PHAX_OK, "%s", phax_error());
+        seen[info.variant]++;
+        int32_t bx[200], by[200], cx[200], cy[200];
+        cr_assert(phax_niah_train_sample(def, 9, i, 200, bx, by, NULL) == PHAX_OK);
+        cr_assert(phax_niah_train_sample(four, 9, i, 200, cx, cy, NULL) == PHAX_OK);
+        cr_assert(!memcmp(bx, cx, sizeof bx) && !memcmp(by, cy, sizeof by));
+    }
+    cr_assert(seen[PHAX_NIAH_SINGLE] > 16 && seen[PHAX_NIAH_PASSKEY] > 16 &&
+              seen[PHAX_NIAH_SINGLE] + seen[PHAX_NIAH_PASSKEY] == 64);
+    phax_niah_free(mix), phax_niah_free(def), phax_niah_free(four);
+    free(ids), free(big);
+    phax_vocab_free(v);
+}
+
+// Exact match: the continuation starts with the value's digits (spaces between
+// word tokens do not count) and no digit follows; a substring is not enough.
+Test(niah, passkey_score_exact) {
+    const phax_tok_kind W = PHAX_TOK_WORD, B = PHAX_TOK_BYTE;
+#define X(kind, s, val) phax_niah_match_exact(kind, s, strlen(s), val)
+    cr_assert(X(W, "4 7 .", "47") == 1.0);
+    cr_assert(X(W, "4 7", "47") == 1.0);
+    cr_assert(X(W, "\n 4 7 . The", "47") == 1.0);
+    cr_assert(X(W, "0 5 .", "05") == 1.0);
+    cr_assert(X(W, "4 7 3 .", "47") == 0.0, "a longer number is not the value");
+    cr_assert(X(W, "1 4 7 .", "47") == 0.0, "the value inside a longer number");
+    cr_assert(X(W, "the 4 7 .", "47") == 0.0, "a word before the value");
+    cr_assert(X(W, "7 4 .", "47") == 0.0);
+    cr_assert(X(W, "4 .", "47") == 0.0);
+    cr_assert(X(W, "", "4") == 0.0);
+    cr_assert(X(B, " 47.", "47") == 1.0);
+    cr_assert(X(B, " 4 7.", "47") == 0.0, "bytes: the digits adjacent");
+    cr_assert(X(B, " 470.", "47") == 0.0);
+    cr_assert(X(B, " 4.", "4") == 1.0);
+#undef X
+    // phax_niah_score uses it for a passkey prompt (string_match_all would find "47" in "1 4 7 3").
+    phax_vocab *v = word_vocab_of(PK_TEXT);
+    phax_niah *t = pk_task(v, NULL, 0, 1, 0, 0);
+    phax_niah_prompt p;
+    build(t, PHAX_NIAH_PASSKEY, PHAX_NIAH_NOISE, 60, 0.5, 3, &p);
+    char wrong[64], dig[16];
+    spaced_digits(p.values[0], dig, sizeof dig);
+    snprintf(wrong, sizeof wrong, "1 %s 3 .", dig);
+    size_t n;
+    int32_t *ids = encode(v, wrong, &n);
+    double s;
+    cr_assert(phax_niah_score(v, ids, n, &p, &s) == PHAX_OK && s == 0.0, "'%s' scored %g", wrong, s);
+    free(ids);
+    ids = encode(v, dig, &n);
+    cr_assert(phax_niah_score(v, ids, n, &p, &s) == PHAX_OK && s == 1.0);
+    free(ids);
+    phax_niah_prompt_free(&p);
+    phax_niah_free(t);
+    phax_vocab_free(v);
+}
+
+// The graded score on crafted logits, against log-probabilities worked out by hand:
+// only the answer's digit tokens count (not "." nor "," / "and"), row i scores answer[i].
+Test(niah, graded_hand) {
+    // log softmax([1, 2, 3]) = [1, 2, 3] − 3 − ln(1 + e^−1 + e^−2).
+    const float l3[3] = {1, 2, 3};
+    const double ls3[3] = {-2.4076059644443806, -1.4076059644443804, -0.4076059644443804};
+    for (int i = 0; i < 3; i++)
+        cr_assert(fabs(phax_niah_logprob(l3, 3, i) - ls3[i]) < 1e-12, "%d: %.17g", i,
+                  phax_niah_logprob(l3, 3, i));
+    const float big[2] = {1000, 0};  // max-shifted: no overflow
+    cr_assert(fabs(phax_niah_logprob(big, 2, 1) + 1000) < 1e-9);
+    cr_assert(isnan(phax_niah_logprob(l3, 3, 3)) && isnan(phax_niah_logprob(l3, 3, -1)));
+
+    phax_vocab *v = word_vocab_of(PK_TEXT);
+    const int V = (int)phax_vocab_size(v);
+    phax_niah *t = pk_task(v, NULL, 0, 1, 0, 0);
+    phax_niah_prompt p;
+    build(t, PHAX_NIAH_PASSKEY, PHAX_NIAH_NOISE, 60, 0.5, 21, &p);
+    cr_assert(p.n_answer == 3 && p.n_answer_digits == 2);
+    float *rows = calloc((size_t)3 * V, sizeof *rows);
+    // Row 0: the first digit has logit ln 3, the other V − 1 tokens 0: p = 3 / (V + 2).
+    rows[p.answer[0]] = logf(3.0f);
+    // Row 1: the second digit 0, one other token ln 5, the rest 0: p = 1 / (V + 4).
+    int32_t other = p.answer[1] == 0 ? 1 : 0;
+    rows[(size_t)V + (size_t)other] = logf(5.0f);
+    // Row 2 ("."): certain; it must not count.
+    rows[2 * (size_t)V + (size_t)p.answer[2]] = 100.0f;
+    double g, want = (log(3.0 / (V + 2)) + log(1.0 / (V + 4))) / 2;
+    cr_assert(phax_niah_graded(&p, rows, V, &g) == PHAX_OK, "%s", phax_error());
+    cr_assert(fabs(g - want) < 1e-6, "graded %.9g, by hand %.9g", g, want);
+    cr_assert(phax_niah_graded(&p, rows, 0, &g) == PHAX_ERR);
+    phax_niah_prompt_free(&p);
+    free(rows);
+    // A RULER prompt: the graded score averages the 7 value digits of " 4019273." (bytes),
+    // not the space or the ".".
+    phax_vocab *b = byte_vocab();
+    phax_niah *tb = pk_task(b, NULL, 0, 1, 0, 0);
+    build(tb, PHAX_NIAH_MULTIKEY, PHAX_NIAH_NOISE, 800, 0.5, 4, &p);
+    cr_assert(p.n_answer == 9 && p.n_answer_digits == 7 && !p.answer_digit[0] && !p.answer_digit[8]);
+    float *br = calloc((size_t)9 * 256, sizeof *br);
+    for (int i = 0; i < 9; i++) br[i * 256 + p.answer[i]] = i == 0 || i == 8 ? -50.0f : logf(2.0f);
+    cr_assert(phax_niah_graded(&p, br, 256, &g) == PHAX_OK);
+    cr_assert(fabs(g - log(2.0 / 257)) < 1e-6, "graded %.9g, by hand %.9g", g, log(2.0 / 257));
+    free(br);
+    phax_niah_prompt_free(&p);
+    phax_niah_free(tb);
+    phax_vocab_free(b);
+    phax_niah_free(t);
+    phax_vocab_free(v);
+}
+
+// Refusals, each one line: digit counts outside 1..7, a vocabulary without digits
+// (the existing message, also for a passkey task), one without the passkey words,
+// the needles haystack, bad variant lists, a row or prompt too short.
+Test(niah, passkey_errors) {
+    int d;
+    const char *bad[] = {"0", "8", "", "x", "2x", "-1", "100"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert(phax_niah_digits_parse(bad[i], &d) == PHAX_ERR, "'%s' accepted", bad[i]);
+        cr_assert(strstr(phax_error(), "is not a whole number in [1, 7]") && !strchr(phax_error(), '\n'),
+                  "%s", phax_error());
+    }
+    cr_assert(phax_niah_digits_parse("1", &d) == PHAX_OK && d == 1);
+    cr_assert(phax_niah_digits_parse("7", &d) == PHAX_OK && d == 7);
+    phax_vocab *v = word_vocab_of(PK_TEXT);
+    phax_niah *t;
+    phax_niah_opts o = {.passkey_digits = 8};
+    cr_assert(phax_niah_new(v, NULL, 0, &o, &t) == PHAX_ERR && strstr(phax_error(), "passkey digits 8"),
+              "%s", phax_error());
+    o.passkey_digits = -1;
+    cr_assert(phax_niah_new(v, NULL, 0, &o, &t) == PHAX_ERR && strstr(phax_error(), "passkey digits -1"));
+    o = (phax_niah_opts){.train_variants = 1u << 5};
+    cr_assert(phax_niah_new(v, NULL, 0, &o, &t) == PHAX_ERR && strstr(phax_error(), "train_variants"));
+    // Passkey and the needles haystack; a length too short.
+    t = pk_task(v, NULL, 0, 0, 0, 0);
+    phax_niah_prompt p;
+    phax_niah_spec sp = {PHAX_NIAH_PASSKEY, PHAX_NIAH_NEEDLES, 200, 0.5, 1};
+    cr_assert(phax_niah_build(t, &sp, &p) == PHAX_ERR && strstr(phax_error(), "no needles haystack"),
+              "%s", phax_error());
+    sp.haystack = PHAX_NIAH_NOISE, sp.length = 39;
+    cr_assert(phax_niah_build(t, &sp, &p) == PHAX_ERR &&
+                  strstr(phax_error(), "context length 39 is too short for a passkey prompt"),
+              "%s", phax_error());
+    sp.length = 40;
+    cr_assert(phax_niah_build(t, &sp, &p) == PHAX_OK, "%s", phax_error());
+    phax_niah_prompt_free(&p);
+    int32_t x[40], y[40];
+    phax_niah_free(t);
+    t = pk_task(v, NULL, 0, 0, 0, 1u << PHAX_NIAH_PASSKEY);
+    cr_assert(phax_niah_train_sample(t, 1, 0, 40, x, y, NULL) == PHAX_ERR &&
+                  strstr(phax_error(), "cannot hold a passkey example"), "%s", phax_error());
+    phax_niah_free(t);
+    phax_vocab_free(v);
+    // No passkey words: RULER's variants still work, passkey prompts and a passkey mix do not.
+    v = word_vocab_of(HAND_TEXT);
+    t = task(v, NULL, 0, 0);
+    sp = (phax_niah_spec){PHAX_NIAH_PASSKEY, PHAX_NIAH_NOISE, 200, 0.5, 1};
+    cr_assert(phax_niah_build(t, &sp, &p) == PHAX_ERR &&
+                  strstr(phax_error(), "lacks the passkey words 'a', 'pass', 'key', 'You', 'be', "
+                                       "'asked', 'at', 'end'"), "%s", phax_error());
+    int min;
+    cr_assert(phax_niah_min_length(t, PHAX_NIAH_PASSKEY, &min) == PHAX_ERR);
+    phax_niah_free(t);
+    o = (phax_niah_opts){.train_variants = 1u << PHAX_NIAH_PASSKEY};
+    cr_assert(phax_niah_new(v, NULL, 0, &o, &t) == PHAX_ERR && strstr(phax_error(), "passkey words"));
+    phax_vocab_free(v);
+    // No digits (PTB writes numbers as N): refused with the existing message.
+    char *text = strdup(PK_TEXT);
+    *strchr(text, '0') = 'N';
+    v = word_vocab_of(text);
+    o = (phax_niah_opts){.train_variants = 1u << PHAX_NIAH_PASSKEY, .passkey_digits = 1};
+    cr_assert(phax_niah_new(v, NULL, 0, &o, &t) == PHAX_ERR);
+    cr_assert(strstr(phax_error(), "the word vocabulary has no token '0'"), "%s", phax_error());
+    phax_vocab_free(v);
+    free(text);
+    // Variant lists.
+    unsigned m;
+    cr_assert(phax_niah_variant_list_parse("passkey", &m) == PHAX_OK && m == 1u << PHAX_NIAH_PASSKEY);
+    cr_assert(phax_niah_variant_list_parse("single,passkey", &m) == PHAX_OK && m == 0x11);
+    cr_assert(phax_niah_variant_list_parse("passkey,pass", &m) == PHAX_ERR &&
+              strstr(phax_error(), "unknown variant 'pass'"));
+    cr_assert(phax_niah_variant_list_parse("passkey,passkey", &m) == PHAX_ERR &&
+              strstr(phax_error(), "twice"));
+    cr_assert(phax_niah_variant_list_parse("", &m) == PHAX_ERR);
+    cr_assert(phax_niah_variant_list_parse("single,", &m) == PHAX_ERR);
+    phax_niah_variant var;
+    cr_assert(phax_niah_variant_parse("passkey", &var) == PHAX_OK && var == PHAX_NIAH_PASSKEY);
+    cr_assert_str_eq(phax_niah_variant_name(PHAX_NIAH_PASSKEY), "passkey");
+}
+
+// PTB (when the repository's copy is there): its vocabulary has no digits, so a passkey
+// task is refused with the existing one-line message.
+Test(niah, passkey_ptb_refused) {
+    const char *root = getenv("PHAX_SOURCE_ROOT");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/data/ptb/ptb.train.txt.xz", root && *root ? root : ".");
+    struct stat sb;
+    if (stat(path, &sb) != 0) cr_skip_test("no %s", path);
+    phax_vocab *v;
+    cr_assert(phax_vocab_build_file(path, &v) == PHAX_OK, "%s", phax_error());
+    phax_niah_opts o = {.train_variants = 1u << PHAX_NIAH_PASSKEY};
+    phax_niah *t;
+    cr_assert(phax_niah_new(v, NULL, 0, &o, &t) == PHAX_ERR);
+    cr_assert(strstr(phax_error(), "the word vocabulary has no token '") && !strchr(phax_error(), '\n'),
+              "%s", phax_error());
+    phax_vocab_free(v);
+}
+
+// WikiText-2 (when present): the passkey words are all in its vocabulary, capped at
+// 8192 words too (as the evals train), and a 2-digit passkey prompt reads back.
+Test(niah, passkey_wikitext2) {
+    const char *root = getenv("PHAX_SOURCE_ROOT");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/data/wikitext-2/train.txt.xz", root && *root ? root : ".");
+    struct stat sb;
+    if (stat(path, &sb) != 0) cr_skip_test("no %s", path);
+    phax_vocab *v;
+    cr_assert(phax_vocab_build_file_max(path, 8192, &v) == PHAX_OK, "%s", phax_error());
+    phax_niah *t = pk_task(v, NULL, 0, 0, 0, 1u << PHAX_NIAH_PASSKEY);
+    phax_niah_prompt p;
+    build(t, PHAX_NIAH_PASSKEY, PHAX_NIAH_NOISE, 256, 0.5, 1, &p);
+    char *text = decode(v, p.tokens, p.n_tokens), needle[64], dig[16];
+    spaced_digits(p.values[0], dig, sizeof dig);
+    snprintf(needle, sizeof needle, "The pass key is %s .", dig);
+    cr_assert(strstr(text, needle) && !strstr(text, "<unk>"), "%s", text);
+    cr_assert(ends_with(text, "What is the pass key ? The pass key is"));
+    free(text);
+    phax_niah_prompt_free(&p);
+    phax_niah_free(t);
     phax_vocab_free(v);
 }

@@ -425,7 +425,7 @@ Test(recall, train_bad_input_refused) {
     expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--recall-queries", "5"), P, "queries 5");
     expect_fail(&s, TINY_RECALL(&s, "swax", run, "2", "--seq", "8"), P, "--seq 8: too short");  // 4 pairs: 9
     expect_fail(&s, phax_run(&s, "train", "--task", "nope", "--family", "swax", "--out", run, NULL), P,
-                "--task: 'nope' is not lm or recall");
+                "--task: 'nope' is not lm, recall or mqar");
     cr_assert(!tu_exists(run), "the run folder was created");
     // --seq 9 is the shortest row for 4 pairs and 1 query.
     expect_ok(&s, TINY_RECALL(&s, "swax", run, "1", "--seq", "9"));
