@@ -2,6 +2,7 @@
 and writes OUT/<experiment>/results.json, which report.py turns into the claims
 table, the tables and the figures."""
 import csv
+import math
 import json
 import os
 import statistics
@@ -318,6 +319,110 @@ class Job:
                                             val_loss=[l for l in self.r.log(d) if "val_loss" in l][-1:]))
                     note(f"{exp}: {name}{' at w ' + str(w) if w else ''}: {acc_line(cells)}")
         save(os.path.join(self.out, exp, "results.json"), res)
+
+    # --- (d') SWAX window study at the paper's ratios: multi-query associative recall -----------
+    def mqar_arm(self, arm):
+        """(family, config overrides, evaluation window, length multiples) of an arm: a regime of
+        S.MQAR_ARMS or a fixed-window point "w<W>" of the window sweep (swax at window W)."""
+        s = self.s
+        T, m = s["mqar_T"], s["mqar_model"]
+        if arm.startswith("w"):
+            w = int(arm[1:])
+            return "swax", dict(w_short=w, w_long=w, p_short=0.0), w, s["mqar_lengths"]
+        if arm == "full":
+            return "swa", dict(w_short=T, w_long=T, p_short=0.0), 0, s["mqar_full_lengths"]
+        fam, ov = S.MQAR_ARMS[arm]
+        # Each model is read at the window it ended training with: short at w_short, the others
+        # at w_long (stochastic anneals to it); mlstm_only has no window.
+        w = m["w_short"] if arm == "short" else -1
+        return fam, ov, w, s["mqar_lengths"]
+
+    def mqar_train(self, exp, arm, seed, lr, needs=()):
+        s = self.s
+        fam, ov, _, _ = self.mqar_arm(arm)
+        cfg = dict(s["mqar_model"], family=fam, **ov)
+        path = write_config(self.cfg_dir, f"mqar_{arm}", cfg)
+        t, steps = s["mqar_task"], s["mqar_steps"]
+        a = ["--config", path, "--task", "mqar", "--recall-pairs", str(t["pairs"]), "--recall-queries", str(t["queries"]),
+             "--recall-vary", str(t["vary"]), "--seq", str(s["mqar_T"]), "--batch", str(s["mqar_B"]),
+             "--steps", str(steps), "--lr", str(lr), "--min-lr", str(lr / 10), "--wd", "0",
+             "--warmup", str(max(1, steps // 20)), "--eval-every", str(max(1, steps // 6)),
+             "--eval-tokens", str(64 * s["mqar_T"]), "--seed", str(seed), "--log-every", "100"]
+        return self.r.train(exp, f"mqar-{arm}-lr{lr:g}-s{seed}", a, needs=needs)
+
+    def mqar_val(self, d):
+        v = [l for l in self.r.log(d) if "val_loss" in l]
+        return v[-1] if v else None
+
+    def mqar_piece(self, exp):
+        """One mqar piece (S.MQAR_PIECES): per arm a learning-rate sweep on seed 1 (the lowest final
+        validation loss of the answers at T picks the rate; the window sweep's fixed windows take
+        the short regime's, from mqar_sl), then every seed at that rate, each read by phax recall
+        --task mqar at multiples of T: accuracy, mean log-probability and the elimination floor by
+        key-to-query distance bin."""
+        s = self.s
+        if not s["mqar"]:
+            note(f"{exp}: not in quick mode (--full)")
+            return
+        arms = s["mqar_pieces"][exp]
+        say(f"{exp}: multi-query recall at the SWAX paper's window ratios: {', '.join(arms)}")
+        T, t = s["mqar_T"], s["mqar_task"]
+        res = dict(T=T, task=t, model=s["mqar_model"], seeds=s["mqar_seeds"], samples=s["mqar_samples"],
+                   steps=s["mqar_steps"], lrs=s["mqar_lrs"], arms=arms, w_short=s["mqar_model"]["w_short"],
+                   w_long=s["mqar_model"]["w_long"], sweep=[], best={}, runs=[])
+        for arm in arms:
+            if arm.startswith("w"):
+                sl = os.path.join(self.out, "mqar_sl", "results.json")
+                if not os.path.exists(sl):
+                    raise JobError(f"{exp}: the window sweep takes the short regime's rate: run mqar_sl first "
+                                   "(./evals/run_all.sh --full --only mqar_sl)")
+                res["best"][arm] = load(sl)["best"]["short"]
+            else:
+                for lr in s["mqar_lrs"]:
+                    d = self.mqar_train(exp, arm, 1, lr)
+                    v = self.mqar_val(d)
+                    res["sweep"].append(dict(arm=arm, lr=lr, run=d, val=v,
+                                             curve=[l for l in self.r.log(d) if "val_loss" in l]))
+                    note(f"{exp}: {arm} lr {lr:g}: val_loss {v['val_loss']:.4f} val_acc {v['val_acc']:.3f}")
+                ok = [r for r in res["sweep"] if r["arm"] == arm and r["val"] and math.isfinite(r["val"]["val_loss"])]
+                res["best"][arm] = min(ok, key=lambda r: r["val"]["val_loss"])["lr"] if ok else s["mqar_lrs"][0]
+            _, _, w, mult = self.mqar_arm(arm)
+            lengths = [k * T for k in mult]
+            for seed in s["mqar_seeds"]:
+                lr = res["best"][arm]
+                prefix = os.path.join(self.out, exp, f"mqar-{arm}-s{seed}")
+                d = self.mqar_train(exp, arm, seed, lr, needs=[prefix + ".json"])
+                if not os.path.exists(prefix + ".json"):
+                    a = [self.r.phax, "recall", "--ckpt", d, "--task", "mqar", "--pairs", str(t["pairs"]),
+                         "--queries", str(t["eval_queries"]), "--lengths", ",".join(map(str, lengths)),
+                         "--samples", str(s["mqar_samples"]), "--seed", "0", "--window", str(w)]
+                    run_logged(exp, a + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd",
+                               [prefix + ".json"])
+                ev = load(prefix + ".json")
+                res["runs"].append(dict(arm=arm, seed=seed, lr=lr, window=ev["window"], run=d, val=self.mqar_val(d),
+                                        curve=[l for l in self.r.log(d) if "val_loss" in l],
+                                        floor=ev["floor"], cells=ev["cells"]))
+                at_T = [c for c in ev["cells"] if c["length"] == T]
+                n = sum(c["queries"] for c in at_T)
+                acc = sum(c["correct"] for c in at_T) / n if n else float("nan")
+                note(f"{exp}: {arm} s{seed} (lr {lr:g}, window {ev['window']}): accuracy at T {acc:.3f} "
+                     f"(floor {ev['floor']:.3f})")
+        save(os.path.join(self.out, exp, "results.json"), res)
+
+    def exp_mqar_ref(self):
+        self.mqar_piece("mqar_ref")
+
+    def exp_mqar_sl(self):
+        self.mqar_piece("mqar_sl")
+
+    def exp_mqar_stoch(self):
+        self.mqar_piece("mqar_stoch")
+
+    def exp_mqar_ctl(self):
+        self.mqar_piece("mqar_ctl")
+
+    def exp_mqar_sweep(self):
+        self.mqar_piece("mqar_sweep")
 
     # --- (d) SWAX window study: RULER-style needles in WikiText-2 -----------------------------------
     def exp_niah(self):

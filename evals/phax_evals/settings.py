@@ -31,6 +31,30 @@ RECALL_T = 128
 RECALL_B = 32
 RECALL_LR = 3e-3
 
+# Multi-query associative recall at the SWAX paper's window ratios (issue 25; docs/recall.md):
+# the paper trains at 16k with windows 128 and 2048 (T/128 and T/8); here T 1024 with windows 8
+# and 128. Training rows: 8 pairs open each row, 8 queries of distinct pairs follow (every one
+# scored), a curriculum of 1..8 pairs and of the queries' span per row; evaluation prompts: 8
+# pairs, 4 queries (elimination floor 0.16). The mLSTM layers get one head (q/k of d/2 = 32 per
+# head), an input-gate bias of 0, a forget-gate init of 0.99 and the SWA layer first in each pair
+# (mixer_order swa_first: a previous-token head in block 0 gives the mLSTM of block 1 its keys):
+# with the xLSTM-7B defaults (-10, 0.95, mLSTM first) a d-64 model stayed on the ln 16 plateau
+# for 800 steps at T 1024 (probes of 2026-12-06, evals/README.md); every arm and seed uses the
+# same config but for the family and the windows.
+MQAR_T = 1024
+MQAR_B = 16
+MQAR_MODEL = dict(d_model=64, n_layers=4, n_heads=4, n_kv_heads=2, mlstm_heads=1, igate_bias_init=0.0,
+                  fgate_init=0.99, mixer_order="swa_first", w_short=MQAR_T // 128, w_long=MQAR_T // 8)
+MQAR_TASK = dict(pairs=8, queries=8, vary=1, eval_queries=4)
+# Arms: the full-attention reference (the SWA family with a window of T: full causal attention at
+# T; evaluated with --window 0, full attention at every length) and the window regimes.
+MQAR_ARMS = dict(full=("swa", dict(w_short=MQAR_T, w_long=MQAR_T, p_short=0.0)), **REGIMES)
+# The pieces (each well under two hours alone on 2 cores): per arm a learning-rate sweep on seed 1,
+# then the other seeds at the best rate. The window sweep's fixed windows ("w<W>") take the short
+# regime's rate (the same family with one fixed window), so the mqar_sweep piece needs mqar_sl.
+MQAR_PIECES = {"mqar_ref": ["full"], "mqar_sl": ["short", "long"], "mqar_stoch": ["stochastic"],
+               "mqar_ctl": ["swa_only", "mlstm_only"], "mqar_sweep": ["w%d" % (MQAR_T // 32), "w%d" % (MQAR_T // 2)]}
+
 
 def mode_settings(mode, tiny=False):
     s = dict(
@@ -57,6 +81,9 @@ def mode_settings(mode, tiny=False):
         eff_families=["transformer", "pha", "serial", "swax", "swa", "mlstm"],
         eff_T=[512, 2048], eff_contexts=[512, 2048],
         eff_steps=3,
+        mqar=False, mqar_T=MQAR_T, mqar_B=MQAR_B, mqar_model=dict(MQAR_MODEL), mqar_task=dict(MQAR_TASK),
+        mqar_pieces={k: list(v) for k, v in MQAR_PIECES.items()}, mqar_steps=2000, mqar_lrs=[1e-3, 3e-3, 1e-2],
+        mqar_seeds=[1, 2, 3], mqar_lengths=[1, 2, 8, 32], mqar_full_lengths=[1, 2], mqar_samples=100,
     )
     if mode == "full":
         s.update(
@@ -77,6 +104,7 @@ def mode_settings(mode, tiny=False):
             eff_T=[512, 1024, 2048, 4096, 8192, 16384],
             eff_contexts=[512, 1024, 2048, 4096, 8192, 16384],
             eff_steps=5,
+            mqar=True,
         )
     if tiny:
         s.update(
@@ -88,5 +116,10 @@ def mode_settings(mode, tiny=False):
             recall_lengths=[1, 2], recall_depths=[0, 1], recall_samples=4,
             niah_steps=6, niah_lengths=[1, 2], niah_depths=2, niah_samples=1,
             iso_T=[256], eff_T=[128, 256], eff_contexts=[128, 256], eff_steps=1,
+            mqar_T=64, mqar_B=4, mqar_model=dict(MQAR_MODEL, d_model=32, n_layers=2, w_short=2, w_long=8),
+            mqar_task=dict(pairs=4, queries=4, vary=1, eval_queries=2), mqar_steps=6, mqar_lrs=[1e-3, 3e-3],
+            mqar_seeds=[1, 2], mqar_lengths=[1, 2], mqar_full_lengths=[1], mqar_samples=4,
+            mqar_pieces={"mqar_ref": ["full"], "mqar_sl": ["short", "long"], "mqar_stoch": ["stochastic"],
+                         "mqar_ctl": ["swa_only", "mlstm_only"], "mqar_sweep": ["w4"]},
         )
     return s

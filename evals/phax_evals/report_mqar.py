@@ -1,0 +1,221 @@
+"""The mqar pieces in the summary (issue 25): the SWAX window claims at the paper's window
+ratios, on multi-query associative recall, scored by key-to-query distance.
+
+What counts (docs/recall.md): a query whose key is within reach of the SWA layers measures
+attention, not the recurrent layers, so the window claims use only queries farther from their
+key than the SWA stack reaches with the short window (FAR_SWA_LAYERS · w_short) and, for
+"beyond the training length", farther than T. Every number beside an accuracy has its
+elimination floor (what a model without key→value binding scores on the same queries). The task
+counts as learned when the full-attention reference reaches LEARNED at T; otherwise no verdict
+is drawn from it.
+
+Claims go into `claims` as lists of tests (report.py applies Holm across all of them):
+claims["short_extrap_tests"], claims["stoch_both_tests"], and claims["mqar_note"] (why there
+are none, when the task was not learned or the piece has not run)."""
+import os
+import statistics
+
+LEARNED = 0.9          # the reference's accuracy at T that makes the task a test of recall
+FAR_SWA_LAYERS = 2     # SWA layers in the 4-block SWAX stack: what the short window reaches
+MIN_EFFECT = 0.10      # the smallest accuracy difference of interest
+MARGIN = 0.10          # "keeps": not worse by more than this (non-inferiority; as report.py's recall tests)
+LABELS = dict(full="full attention (reference)", short="SWAX short (w T/128)", long="SWAX long (w T/8)",
+              stochastic="SWAX stochastic", swa_only="SWA-only", mlstm_only="mLSTM-only")
+
+
+def label(arm):
+    return LABELS.get(arm, f"SWAX w {arm[1:]}" if arm.startswith("w") else arm)
+
+
+def pooled(run, keep):
+    """(accuracy, mean log p, floor, queries) over the cells of one run that keep() accepts."""
+    cs = [c for c in run["cells"] if keep(c)]
+    n = sum(c["queries"] for c in cs)
+    if not n:
+        return None, None, None, 0
+    return (sum(c["correct"] for c in cs) / n, sum(c["mean_logp"] * c["queries"] for c in cs) / n,
+            sum(c["floor"] * c["queries"] for c in cs) / n, n)
+
+
+def per_seed(res, arm, keep, what=0):
+    return [pooled(r, keep)[what] for r in res["runs"] if r["arm"] == arm and pooled(r, keep)[3]]
+
+
+def ms(xs, digits=3):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "n/a"
+    if len(xs) == 1:
+        return f"{xs[0]:.{digits}f} (n=1)"
+    return f"{statistics.fmean(xs):.{digits}f} ± {statistics.stdev(xs):.{digits}f} (n={len(xs)})"
+
+
+PIECES = ["mqar_ref", "mqar_sl", "mqar_stoch", "mqar_ctl", "mqar_sweep"]
+
+
+def merged(out, load):
+    """The mqar pieces that have run, as one result (runs, sweeps and rates of every arm), and
+    the names of those that have not."""
+    res, missing = None, []
+    for p in PIECES:
+        r = load(out, p)
+        if not r:
+            missing.append(p)
+            continue
+        if res is None:
+            res = dict(r, arms=[], runs=[], sweep=[], best={})
+        res["arms"] += r["arms"]
+        res["runs"] += r["runs"]
+        res["sweep"] += r["sweep"]
+        res["best"].update(r["best"])
+    return res, missing
+
+
+def floor_mqar(P, Q):
+    return sum(1 / (P - j) for j in range(Q)) / Q
+
+
+def section(out, st, P, claims, md_table, fig, load):
+    res, missing = merged(out, load)
+    if not res:
+        claims["mqar_note"] = "the mqar pieces have not run"
+        return ""
+    T, ws, wl = res["T"], res["w_short"], res["w_long"]
+    far = FAR_SWA_LAYERS * ws
+    t = res["task"]
+    txt = "## mqar: the SWAX window claims at the paper's window ratios (multi-query associative recall)\n\n"
+    if missing:
+        txt += f"**Pieces not yet run: {', '.join(missing)}** (`./evals/run_all.sh --full --only PIECE`).\n\n"
+    txt += (f"Training length T = {T}, windows w_short = T/128 = {ws} and w_long = T/8 = {wl} (the paper: 16k, 128 "
+            f"and 2048). Each row opens with {t['pairs']} pairs \"key value\", then queries of distinct pairs at random "
+            f"places among fillers, every query scored (docs/recall.md): {t['queries']} per training row (rows vary "
+            f"1..{t['pairs']} pairs and the queries' span), {t['eval_queries']} per evaluation prompt (elimination floor "
+            f"{floor_mqar(t['pairs'], t['eval_queries']):.3f}). Model d {res['model']['d_model']}, {res['model']['n_layers']} blocks, "
+            f"{len(res['seeds'])} seeds per arm; evaluation: {res['samples']} prompts per length at 1×..32× T, "
+            "each model at the window it ended training with (the reference with full attention). A query counts "
+            f"as *far* when its key is at least {far} tokens back (beyond what {FAR_SWA_LAYERS} SWA layers of window "
+            f"{ws} reach) and *beyond T* when at least {T} back. The floor is the elimination floor of the same queries: "
+            "what copying a not-yet-answered value of the prompt scores.\n\n")
+    rows = []
+    for arm in res["arms"]:
+        cells = []
+        for x in res["lrs"]:
+            r = [q for q in res["sweep"] if q["arm"] == arm and q["lr"] == x]
+            v = r[0]["val"] if r and r[0]["val"] else None
+            cells.append(f"{v['val_loss']:.3f} / {v['val_acc']:.2f}" if v else "-")
+        rows.append([label(arm)] + cells + [f"{res['best'][arm]:g}" + ("" if any(q["arm"] == arm for q in res["sweep"])
+                                                                      else " (short's)")])
+    txt += (f"Learning rates (seed 1, {res['steps']} steps; final validation loss / accuracy of the answers at T, "
+            f"{t['pairs']} pairs and {t['queries']} queries, floor {floor_mqar(t['pairs'], t['queries']):.2f}; the "
+            "lowest loss picks the rate every seed uses):\n\n" +
+            md_table(["arm"] + [f"lr {x:g}" for x in res["lrs"]] + ["chosen"], rows) + "\n")
+    # Learning curves (validation accuracy of the answers at T), mean over seeds: what says
+    # whether and when each arm learned the task.
+    data, nb = "", 0
+    for arm in res["arms"]:
+        curves = [r["curve"] for r in res["runs"] if r["arm"] == arm and r.get("curve")]
+        steps = sorted({l["step"] for c in curves for l in c})
+        if not steps:
+            continue
+        data += f"step\t{label(arm)}\tsd\n"
+        for s_ in steps:
+            xs = [l["val_acc"] for c in curves for l in c if l["step"] == s_]
+            data += f"{s_}\t{statistics.fmean(xs)}\t{statistics.stdev(xs) if len(xs) > 1 else 0}\n"
+        data += "\n\n"
+        nb += 1
+    if nb:
+        name = P.draw("mqar_curves", "mqar_curves", data,
+                      f"MQAR {t['pairs']} pairs/{t['queries']} queries at T {T}, d {res['model']['d_model']}, "
+                      f"{len(res['seeds'])} seeds, mean ± sd", floor=floor_mqar(t["pairs"], t["queries"]))
+        txt += fig(name) + "\n"
+    at_T = lambda c: c["length"] == T and c["bin_lo"] >= far
+    beyond = lambda c: c["bin_lo"] >= T
+    ref = per_seed(res, "full", lambda c: c["length"] == T)
+    ref_mean = statistics.fmean(ref) if ref else None
+    learned = ref_mean is not None and ref_mean >= LEARNED
+    rows = []
+    for arm in res["arms"]:
+        a_T, f_T = per_seed(res, arm, at_T), per_seed(res, arm, at_T, 2)
+        a_b, l_b, f_b = per_seed(res, arm, beyond), per_seed(res, arm, beyond, 1), per_seed(res, arm, beyond, 2)
+        lrs = sorted({r["lr"] for r in res["runs"] if r["arm"] == arm})
+        rows.append([label(arm), ", ".join(f"{x:g}" for x in lrs), ms(per_seed(res, arm, lambda c: c["length"] == T)),
+                     ms(a_T), ms(f_T, 2), ms(a_b), ms(l_b, 2), ms(f_b, 2)])
+    txt += md_table(["arm", "lr", "accuracy at T (all)", f"at T, far (≥ {far})", "floor", f"beyond T (≥ {T})",
+                     "mean log p", "floor"], rows) + "\n"
+    txt += (f"The reference (full attention) reaches {ref_mean:.3f} at T: " if ref_mean is not None else "No reference: ")
+    txt += ("the task is learned at this size (≥ 0.9) and the window claims are judged on it.\n\n" if learned else
+            f"the task was **not learned** at this size (the bar is {LEARNED}); the window claims get no verdict from "
+            "it, and the numbers above show how far each arm got.\n\n")
+    # Accuracy by distance, pooled over lengths, one line per arm (the window sweep has its own figure).
+    main_arms = [a for a in res["arms"] if not a.startswith("w")]
+    bins = sorted({c["bin_lo"] for r in res["runs"] for c in r["cells"] if c["bin_lo"] >= 1})
+    data, nb, floors = "", 0, {}
+    for arm in main_arms:
+        block = f"distance\t{label(arm)}\tsd\n"
+        rows_ = 0
+        for b in bins:
+            xs = per_seed(res, arm, lambda c, b=b: c["bin_lo"] == b)
+            fl = per_seed(res, arm, lambda c, b=b: c["bin_lo"] == b, 2)
+            if not xs:
+                continue
+            floors.setdefault(b, []).extend(fl)
+            sd = statistics.stdev(xs) if len(xs) > 1 else 0
+            block += f"{b * 1.414:.1f}\t{statistics.fmean(xs)}\t{sd}\n"
+            rows_ += 1
+        if rows_:
+            data += block + "\n\n"
+            nb += 1
+    if nb:
+        data += "distance\telimination floor\tsd\n" + "".join(
+            f"{b * 1.414:.1f}\t{statistics.fmean(v)}\t0\n" for b, v in sorted(floors.items()) if v) + "\n\n"
+        name = P.draw("mqar_distance", "mqar_distance", data,
+                      f"MQAR {t['pairs']} pairs/{t['queries']} queries, d {res['model']['d_model']}, T {T}, "
+                      f"{len(res['seeds'])} seeds, mean ± sd, lengths 1x-32x T pooled", T=T, ws=ws, wl=wl,
+                      nblocks=nb + 1)
+        txt += fig(name) + "\n"
+    else:
+        txt += "(no distance figure: no arm has scored queries)\n\n"
+    # The window sweep: accuracy beyond T vs the training window.
+    sweep = [("short", ws)] + [(f"w{w}", w) for w in res.get("sweep", [])] + [("long", wl)]
+    sweep = sorted([(a, w) for a, w in sweep if per_seed(res, a, beyond)], key=lambda x: x[1])
+    if len(sweep) >= 2:
+        data = "window\tSWAX, one window\tsd\n"
+        for a, w in sweep:
+            xs = per_seed(res, a, beyond)
+            data += f"{w}\t{statistics.fmean(xs)}\t{statistics.stdev(xs) if len(xs) > 1 else 0}\n"
+        fl = [x for a, _ in sweep for x in per_seed(res, a, beyond, 2)]
+        extra = {}
+        for arm, key in (("swa_only", "swa"), ("mlstm_only", "mlstm")):
+            xs = per_seed(res, arm, beyond)
+            if xs:
+                extra[key] = statistics.fmean(xs)
+        name = P.draw("mqar_window", "mqar_window", data,
+                      f"MQAR, d {res['model']['d_model']}, T {T}, {len(res['seeds'])} seeds, mean ± sd",
+                      floor=statistics.fmean(fl), **extra)
+        txt += fig(name) + "\n"
+    else:
+        txt += "(no window-sweep figure: fewer than two windows have queries beyond T)\n\n"
+    # The claims, as tests (report.py: Welch, Holm, power).
+    if not learned:
+        claims["mqar_note"] = (f"task not learned: the full-attention reference reaches "
+                               f"{ref_mean if ref_mean is not None else float('nan'):.2f} < {LEARNED} at T")
+        return txt
+    sh_b, lo_b, st_b = per_seed(res, "short", beyond), per_seed(res, "long", beyond), per_seed(res, "stochastic", beyond)
+    lo_T, st_T = per_seed(res, "long", at_T), per_seed(res, "stochastic", at_T)
+    note = f"far from the paper (T {T}, d {res['model']['d_model']}; the paper: 16k, 1.4B)"
+    claims["short_extrap_tests"] = [dict(
+        label="MQAR beyond T: short vs long", a=sh_b, b=lo_b, direction="greater", min_effect=MIN_EFFECT,
+        far_from_paper=note, what=f"accuracy of queries ≥ T back",
+        shown=f"MQAR, queries ≥ T back: short {ms(sh_b)} vs long {ms(lo_b)} (floor {ms(per_seed(res, 'short', beyond, 2), 2)})")]
+    # Non-inferiority: the margin goes into b, one-sided (report.py's contract).
+    claims["stoch_both_tests"] = [
+        dict(label=f"MQAR beyond T: stochastic vs short - {MARGIN}", a=st_b, b=[x - MARGIN for x in sh_b],
+             direction="greater", alternative="one-sided", min_effect=MIN_EFFECT, far_from_paper=note,
+             what="accuracy of queries ≥ T back (non-inferiority)",
+             shown=f"MQAR beyond T: stochastic {ms(st_b)} vs short {ms(sh_b)} (margin {MARGIN})"),
+        dict(label=f"MQAR at T: stochastic vs long - {MARGIN}", a=st_T, b=[x - MARGIN for x in lo_T],
+             direction="greater", alternative="one-sided", min_effect=MIN_EFFECT, far_from_paper=note,
+             what=f"accuracy at T of queries ≥ {far} back (non-inferiority)",
+             shown=f"MQAR at T (far queries): stochastic {ms(st_T)} vs long {ms(lo_T)} (margin {MARGIN})"),
+    ]
+    return txt
