@@ -357,7 +357,7 @@ class Job:
     def mqar_piece(self, exp):
         """One mqar piece (S.MQAR_PIECES): per arm a learning-rate sweep on seed 1 (the lowest final
         validation loss of the answers at T picks the rate; the window sweep's fixed windows take
-        the short regime's, from mqar_sl), then every seed at that rate, each read by phax recall
+        the short regime's, from mqar_short), then every seed at that rate, each read by phax recall
         --task mqar at multiples of T: accuracy, mean log-probability and the elimination floor by
         key-to-query distance bin."""
         s = self.s
@@ -372,10 +372,10 @@ class Job:
                    w_long=s["mqar_model"]["w_long"], sweep=[], best={}, runs=[])
         for arm in arms:
             if arm.startswith("w"):
-                sl = os.path.join(self.out, "mqar_sl", "results.json")
+                sl = os.path.join(self.out, "mqar_short", "results.json")
                 if not os.path.exists(sl):
-                    raise JobError(f"{exp}: the window sweep takes the short regime's rate: run mqar_sl first "
-                                   "(./evals/run_all.sh --full --only mqar_sl)")
+                    raise JobError(f"{exp}: the window sweep takes the short regime's rate: run mqar_short first "
+                                   "(./evals/run_all.sh --full --only mqar_short)")
                 res["best"][arm] = load(sl)["best"]["short"]
             else:
                 for lr in s["mqar_lrs"]:
@@ -409,20 +409,30 @@ class Job:
                      f"(floor {ev['floor']:.3f})")
         save(os.path.join(self.out, exp, "results.json"), res)
 
+    # One method per piece (main.py calls exp_<piece>); the arms of each are in settings.
     def exp_mqar_ref(self):
         self.mqar_piece("mqar_ref")
 
-    def exp_mqar_sl(self):
-        self.mqar_piece("mqar_sl")
+    def exp_mqar_short(self):
+        self.mqar_piece("mqar_short")
+
+    def exp_mqar_long(self):
+        self.mqar_piece("mqar_long")
 
     def exp_mqar_stoch(self):
         self.mqar_piece("mqar_stoch")
 
-    def exp_mqar_ctl(self):
-        self.mqar_piece("mqar_ctl")
+    def exp_mqar_swa(self):
+        self.mqar_piece("mqar_swa")
 
-    def exp_mqar_sweep(self):
-        self.mqar_piece("mqar_sweep")
+    def exp_mqar_mlstm(self):
+        self.mqar_piece("mqar_mlstm")
+
+    def exp_mqar_w32(self):
+        self.mqar_piece("mqar_w32")
+
+    def exp_mqar_w512(self):
+        self.mqar_piece("mqar_w512")
 
     # --- (d) SWAX window study: RULER-style needles in WikiText-2 -----------------------------------
     def exp_niah(self):

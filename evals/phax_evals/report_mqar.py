@@ -50,7 +50,7 @@ def ms(xs, digits=3):
     return f"{statistics.fmean(xs):.{digits}f} ± {statistics.stdev(xs):.{digits}f} (n={len(xs)})"
 
 
-PIECES = ["mqar_ref", "mqar_sl", "mqar_stoch", "mqar_ctl", "mqar_sweep"]
+PIECES = ["mqar_ref", "mqar_short", "mqar_long", "mqar_stoch", "mqar_swa", "mqar_mlstm", "mqar_w32", "mqar_w512"]
 
 
 def merged(out, load):
@@ -176,7 +176,7 @@ def section(out, st, P, claims, md_table, fig, load):
     else:
         txt += "(no distance figure: no arm has scored queries)\n\n"
     # The window sweep: accuracy beyond T vs the training window.
-    sweep = [("short", ws)] + [(f"w{w}", w) for w in res.get("sweep", [])] + [("long", wl)]
+    sweep = [("short", ws)] + [(a, int(a[1:])) for a in res["arms"] if a.startswith("w")] + [("long", wl)]
     sweep = sorted([(a, w) for a, w in sweep if per_seed(res, a, beyond)], key=lambda x: x[1])
     if len(sweep) >= 2:
         data = "window\tSWAX, one window\tsd\n"

@@ -49,11 +49,13 @@ MQAR_TASK = dict(pairs=8, queries=8, vary=1, eval_queries=4)
 # Arms: the full-attention reference (the SWA family with a window of T: full causal attention at
 # T; evaluated with --window 0, full attention at every length) and the window regimes.
 MQAR_ARMS = dict(full=("swa", dict(w_short=MQAR_T, w_long=MQAR_T, p_short=0.0)), **REGIMES)
-# The pieces (each well under two hours alone on 2 cores): per arm a learning-rate sweep on seed 1,
-# then the other seeds at the best rate. The window sweep's fixed windows ("w<W>") take the short
-# regime's rate (the same family with one fixed window), so the mqar_sweep piece needs mqar_sl.
-MQAR_PIECES = {"mqar_ref": ["full"], "mqar_sl": ["short", "long"], "mqar_stoch": ["stochastic"],
-               "mqar_ctl": ["swa_only", "mlstm_only"], "mqar_sweep": ["w%d" % (MQAR_T // 32), "w%d" % (MQAR_T // 2)]}
+# The pieces, one arm each (each under about an hour alone on 2 cores, the reference's about two:
+# its attention is full at T): per arm a learning-rate sweep on seed 1, then the other seeds at
+# the best rate. The window sweep's fixed windows ("w<W>") take the short regime's rate (the
+# same family with one fixed window), so those pieces need mqar_short.
+MQAR_PIECES = {"mqar_ref": ["full"], "mqar_short": ["short"], "mqar_long": ["long"], "mqar_stoch": ["stochastic"],
+               "mqar_swa": ["swa_only"], "mqar_mlstm": ["mlstm_only"],
+               "mqar_w%d" % (MQAR_T // 32): ["w%d" % (MQAR_T // 32)], "mqar_w%d" % (MQAR_T // 2): ["w%d" % (MQAR_T // 2)]}
 
 
 def mode_settings(mode, tiny=False):
@@ -119,7 +121,8 @@ def mode_settings(mode, tiny=False):
             mqar_T=64, mqar_B=4, mqar_model=dict(MQAR_MODEL, d_model=32, n_layers=2, w_short=2, w_long=8),
             mqar_task=dict(pairs=4, queries=4, vary=1, eval_queries=2), mqar_steps=6, mqar_lrs=[1e-3, 3e-3],
             mqar_seeds=[1, 2], mqar_lengths=[1, 2], mqar_full_lengths=[1], mqar_samples=4,
-            mqar_pieces={"mqar_ref": ["full"], "mqar_sl": ["short", "long"], "mqar_stoch": ["stochastic"],
-                         "mqar_ctl": ["swa_only", "mlstm_only"], "mqar_sweep": ["w4"]},
+            mqar_pieces={"mqar_ref": ["full"], "mqar_short": ["short"], "mqar_long": ["long"],
+                         "mqar_stoch": ["stochastic"], "mqar_swa": ["swa_only"], "mqar_mlstm": ["mlstm_only"],
+                         "mqar_w32": ["w4"], "mqar_w512": ["w16"]},
         )
     return s
