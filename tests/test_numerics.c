@@ -8,6 +8,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "phax/numerics.h"
@@ -56,10 +57,44 @@ Test(numerics, scalar_helpers_equal_ref_bitwise) {
 // The ZOH factor as fast/cpu/ssm.c and ref/ssm.c write it with C99 complex arithmetic.
 static double complex zoh_complex(double complex lam) {
     double re = creal(lam), im = cimag(lam);
-    if (cabs(lam) < 1e-4) return 1.0 + lam / 2.0 + lam * lam / 6.0;
+    if (cabs(lam) < 1e-4) return 1.0 + lam / 2.0 + lam * lam / 6.0 + lam * lam * lam / 24.0;
     double s = sin(im / 2.0);
     double complex em1 = CMPLX(expm1(re) * cos(im) - 2.0 * s * s, exp(re) * sin(im));
     return em1 / lam;
+}
+
+// A(λ) = Σ_{j≥0} λ^j / (j+1)! in long double (64-bit mantissa), 12 terms: at |λ| ≤ 1e-3 the
+// first term left out is < 1e-39, so this is A to the long double's ~5e-20.
+static long double complex zoh_precise(double re, double im) {
+    long double complex lam = CMPLXL(re, im), term = 1.0L, sum = 0.0L;
+    for (int j = 0; j < 12; j++) {
+        sum += term;
+        term *= lam / (long double)(j + 2);
+    }
+    return sum;
+}
+
+// Near the switch between the series and the expm1 quotient (|λ| = 1e-4) and below it, A(λ)
+// is within 4 ulp of the precise value on both sides, at every angle. With the series cut at
+// λ²/6 it was |λ|³/24 off: 4e-14 relative at |λ| = 1e-4 (400 ulp), which this fails.
+Test(numerics, zoh_near_the_switch_against_long_double) {
+    phax_rng r = tu_rng("numerics/zoh_near_the_switch_against_long_double");
+    double worst = 0;
+    for (long i = 0; i < 200000; i++) {
+        double mag = i % 2 ? 1e-4 * phax_rng_uniform_range(&r, 0.9, 1.1) : pow(10.0, phax_rng_uniform_range(&r, -9, -3));
+        double th = phax_rng_uniform_range(&r, 0, 6.283185307179586), re = mag * cos(th), im = mag * sin(th);
+        long double complex want = zoh_precise(re, im);
+        double ar, ai;
+        phax_zoh(re, im, &ar, &ai);
+        double complex A = zoh_complex(CMPLX(re, im));  // ref/ssm.c's form
+        double e1 = (double)cabsl(CMPLXL(ar, ai) - want) / (double)cabsl(want);
+        double e2 = (double)cabsl((long double complex)A - want) / (double)cabsl(want);
+        double e = e1 > e2 ? e1 : e2;
+        if (!(e <= 4 * DBL_EPSILON))
+            cr_assert_fail("λ = %a + i%a (|λ| %.3g): relative error %.3g (> 4 ulp = %.3g)", re, im, mag, e, 4 * DBL_EPSILON);
+        if (e > worst) worst = e;
+    }
+    printf("numerics/zoh_near_the_switch_against_long_double: worst %.3g ulp\n", worst / DBL_EPSILON);
 }
 
 Test(numerics, zoh_equals_complex_form_bitwise) {
