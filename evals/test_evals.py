@@ -73,34 +73,51 @@ class Archive(unittest.TestCase):
 
 
 class Verdicts(unittest.TestCase):
+    """The claims' verdict functions on crafted seeds (report.verdict_*: one claim judged alone,
+    Holm across its own tests). Every PHA claim is far from the paper's scale, so a word other
+    than "holds" reads "not reproduced at this scale (<the word>)"."""
+    FAR = "not reproduced at this scale"
+
     def test_noise_needs_two_seeds_each(self):
-        self.assertEqual(report.beyond_noise([1.0], [5.0]), 0)           # one seed: no spread
-        self.assertEqual(report.beyond_noise([10, 10.2, 9.8], [12, 12.1, 11.9]), -1)
-        self.assertEqual(report.beyond_noise([12, 12.1, 11.9], [10, 10.2, 9.8]), 1)
-        self.assertEqual(report.beyond_noise([10, 12, 8], [10.5, 12.5, 8.5]), 0)  # within 2 SE
+        one = report.judge([("c", [dict(label="x", a=[1.0], b=[5.0], direction="less", min_effect=1.0,
+                                        far_from_paper=False, what="")])])["c"][0]
+        self.assertEqual(one["word"], "inconclusive (one seed)")            # one seed: no spread
+        self.assertIsNone(one["p"])
+
+        def word(a, b):
+            return report.judge([("c", [dict(label="x", a=a, b=b, direction="less", min_effect=1.0,
+                                             far_from_paper=False, what="")])])["c"][0]["word"]
+        self.assertEqual(word([10, 10.2, 9.8], [12, 12.1, 11.9]), "holds")
+        self.assertEqual(word([12, 12.1, 11.9], [10, 10.2, 9.8]), "opposite measured")
+        self.assertEqual(word([10, 12, 8], [10.5, 12.5, 8.5]), "inconclusive")  # within noise
         # A NaN seed is dropped (phax eval refuses to report one; a diverged run stops the job).
-        self.assertEqual(report.beyond_noise([float("nan"), 1, 2], [5, 6, 7]), -1)
+        self.assertEqual(word([float("nan"), 1, 2], [5, 6, 7]), "holds")
         # NaN never makes a difference count: all-NaN is no data.
-        self.assertEqual(report.beyond_noise([float("nan")] * 3, [1, 2, 3]), 0)
+        self.assertEqual(word([float("nan")] * 3, [1, 2, 3]), "inconclusive (one seed)")
 
     def test_pha_vs_transformer_tolerance(self):
-        v, _ = report.verdict_pha_tr([("c", [102.9, 103.0, 102.8], [100.0, 100.1, 99.9])])
-        self.assertEqual(v, "holds")  # +2.9 %: within the tolerance
+        v, m = report.verdict_pha_tr([("c", [101.0, 101.1, 100.9], [100.0, 100.1, 99.9])])
+        self.assertEqual(v, "holds")  # +1 %: clearly within the 3 % margin
+        self.assertIn("+1.0 %", m)
         v, _ = report.verdict_pha_tr([("c", [110.0, 110.1, 109.9], [100.0, 100.1, 99.9])])
-        self.assertEqual(v, "does not hold")
+        self.assertEqual(v, self.FAR + " (opposite measured)")  # +10 %: clearly beyond it
         v, _ = report.verdict_pha_tr([("c", [110.0, 100.0, 120.0], [100.0, 110.0, 90.0])])
-        self.assertEqual(v, "inconclusive")
+        self.assertEqual(v, self.FAR + " (inconclusive)")
 
     def test_serial(self):
         self.assertEqual(report.verdict_par_ser([("c", [100, 101, 99], [110, 111, 109])])[0], "holds")
-        self.assertEqual(report.verdict_par_ser([("c", [110, 111, 109], [100, 101, 99])])[0], "does not hold")
+        self.assertEqual(report.verdict_par_ser([("c", [110, 111, 109], [100, 101, 99])])[0],
+                         self.FAR + " (opposite measured)")
 
     def test_no_attention_hurts_most(self):
         by = {"pha": [100, 101, 99], "pha_noattn": [130, 131, 129], "pha_nogss": [110, 111, 109],
               "pha_noffn": [105, 106, 104]}
         self.assertEqual(report.verdict_no_attn(by)[0], "holds")
         by["pha_nogss"] = [140, 141, 139]
-        self.assertEqual(report.verdict_no_attn(by)[0], "does not hold")
+        v = report.verdict_no_attn(by)[0]
+        self.assertTrue(v.startswith("partly: "), v)  # above -ffn, below -gss: not all tests hold
+        self.assertIn("-attn vs -gss: " + self.FAR + " (opposite measured)", v)
+        self.assertIn("-attn vs -ffn: holds", v)
 
     def test_sandwich_margin(self):
         w = [[0.5, 0.2, 0.3], [0.3, 0.4, 0.3], [0.3, 0.4, 0.3], [0.5, 0.2, 0.3]]
@@ -359,6 +376,468 @@ class StatsVerdict(unittest.TestCase):
         self.assertEqual((v["n_a"], v["n_b"], v["diff"]), (3, 3, -3.0))
         for part in ("diff -3", "95% CI", "p=", "n=3/3", "power 0.", "for 1", "17 seeds"):
             self.assertIn(part, v["text"])
+
+
+# --- the claims' tests: Welch / binomial, Holm across the report, the words (report.judge) --------
+def _t(a, b, direction="less", far=False, label="x", **kw):
+    return dict(dict(label=label, a=a, b=b, direction=direction, min_effect=1.0, far_from_paper=far,
+                     what="crafted"), **kw)
+
+
+NULL = _t([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], label="null")  # p = 1
+
+
+class ClaimWords(unittest.TestCase):
+    LOW, HIGH = [10, 10.2, 9.8], [12, 12.1, 11.9]
+    FAR = "not reproduced at this scale"
+
+    def one(self, t):
+        return report.judge([("c", [t])])["c"][0]
+
+    def test_crafted_seeds(self):
+        self.assertEqual(self.one(_t(self.LOW, self.HIGH, "less"))["word"], "holds")
+        r = self.one(_t(self.LOW, self.HIGH, "greater"))  # the paper said a > b: measured a < b
+        self.assertEqual((r["word"], r["base"]), ("opposite measured", "opposite measured"))
+        self.assertEqual(self.one(_t([10, 12, 8], [10.5, 12.5, 8.5]))["word"], "inconclusive")
+        r = self.one(_t(self.LOW, self.HIGH, "greater", far="tiny models"))
+        self.assertEqual((r["word"], r["base"]), (self.FAR, "opposite measured"))
+        self.assertEqual(report.claim_verdict([r]), self.FAR + " (opposite measured)")
+        r = self.one(_t([10, 12, 8], [10.5, 12.5, 8.5], far=True))
+        self.assertEqual((r["word"], r["base"]), (self.FAR, "inconclusive"))
+        # Measured in the paper's direction beyond alpha: holds, however far from the paper.
+        self.assertEqual(self.one(_t(self.LOW, self.HIGH, "less", far=True))["word"], "holds")
+        with self.assertRaises(ValueError):
+            self.one(_t(self.LOW, self.HIGH, "lower"))
+
+    def test_holm_changes_the_verdict(self):
+        # HAND_A vs HAND_B: raw two-sided p 0.0349 (StatsWelch): holds alone; with two more tests
+        # of p 1 in the same report Holm makes it 3 × 0.0349 = 0.105: inconclusive.
+        alone = self.one(_t(HAND_A, HAND_B))
+        self.assertEqual(alone["word"], "holds")
+        self.assertAlmostEqual(alone["p_holm"], 0.0349387824, delta=1e-9)
+        res = report.judge([("c", [_t(HAND_A, HAND_B)]), ("d", [NULL, NULL])])
+        r = res["c"][0]
+        self.assertAlmostEqual(r["p"], 0.0349387824, delta=1e-9)
+        self.assertAlmostEqual(r["p_holm"], 3 * 0.0349387824, delta=1e-9)
+        self.assertEqual(r["m"], 3)
+        self.assertEqual(r["word"], "inconclusive")
+        # Across claims, through the summary's claims table: the same test under par_ser holds
+        # alone and is inconclusive beside two null tests of other claims.
+        row = lambda claims: [l for l in report.claims_tables(claims).splitlines()
+                              if l.startswith("| " + report.PAPER["par_ser"])][0]
+        self.assertIn("| holds |", row({"par_ser_tests": [_t(HAND_A, HAND_B)]}))
+        self.assertIn("| inconclusive |", row({"par_ser_tests": [_t(HAND_A, HAND_B)], "no_attn_tests": [NULL],
+                                               "sandwich_tests": [NULL]}))
+
+    def test_one_seed_is_never_a_verdict(self):
+        for far in (False, True):
+            for a, b, d in (([200.0], [100.0, 100.1, 99.9], "less"), ([200.0, 201.0], [100.0], "less"),
+                            ([1.0], [9.0], "greater")):
+                r = self.one(_t(a, b, d, far=far))
+                self.assertEqual(r["word"], "inconclusive (one seed)", (a, b, far))
+                self.assertIsNone(r["p"])
+        # Quick mode: one seed per model everywhere, far beyond noise: never "opposite".
+        table = report.claims_tables({
+            "pha_tr": [("c", [150.0], [100.0])], "par_ser": [("c", [150.0], [100.0])],
+            "no_attn": {"pha": [100.0], "pha_noattn": [90.0], "pha_nogss": [120.0], "pha_noffn": [130.0]},
+            "sandwich": [(4, [False], 3)],
+            "recall": ({("needle", "short"): dict(beyond=[0.0], at_t=[0.2]),
+                        ("needle", "long"): dict(beyond=[0.9], at_t=[1.0]),
+                        ("needle", "stochastic"): dict(beyond=[0.0], at_t=[0.1])}, ["needle"])})
+        claims = table.split("\n\n")[0]
+        self.assertNotIn("opposite", claims)
+        self.assertNotIn("does not hold", claims)
+        self.assertNotIn("not reproduced", claims)
+        self.assertEqual(claims.count("| inconclusive (one seed) |"), 6)  # all but iso ("not run")
+        # A one-seed test stays out of Holm: the other keeps its raw p.
+        res = report.judge([("c", [_t(HAND_A, HAND_B)]), ("d", [_t([1.0], [2.0, 3.0])])])
+        self.assertEqual(res["c"][0]["m"], 1)
+        self.assertEqual(res["c"][0]["word"], "holds")
+
+    def test_non_inferiority_margin(self):
+        tr = [100.0, 100.1, 99.9]
+        tests = report.tests_pha_tr([("c", [102.0, 102.1, 101.9], tr)])  # +2 %: inside the 3 % margin
+        self.assertEqual(tests[0]["b"], [103.0, 1.03 * 100.1, 1.03 * 99.9])
+        self.assertEqual(tests[0]["alternative"], "one-sided")
+        self.assertAlmostEqual(tests[0]["min_effect"], 3.0, delta=1e-12)  # PHA = transformer: 3 % from the margin
+        self.assertIn("non-inferiority", tests[0]["what"])
+        r = report.judge([("pha_tr", tests)])["pha_tr"][0]
+        self.assertEqual(r["word"], "holds")
+        self.assertAlmostEqual(r["p"], stats.welch([102.0, 102.1, 101.9], tests[0]["b"], alternative="less")["p"],
+                               delta=1e-15)
+        self.assertAlmostEqual(r["p"], stats.welch([102.0, 102.1, 101.9], tests[0]["b"])["p"] / 2, delta=1e-12)
+        # +4 %: beyond the margin, measured so: the reverse one-sided test, corrected in its place.
+        r = report.judge([("pha_tr", report.tests_pha_tr([("c", [104.0, 104.1, 103.9], tr)]))])["pha_tr"][0]
+        self.assertEqual((r["word"], r["base"]), ("not reproduced at this scale", "opposite measured"))
+        self.assertGreater(r["p"], 0.5)
+        self.assertLess(r["p_holm_rev"], 0.05)
+        # +2.9 % with wide seeds: inside the margin by the means, not shown: inconclusive.
+        r = report.judge([("pha_tr", report.tests_pha_tr([("c", [103.9, 101.9, 102.9], [99.0, 101.0, 100.0])]))])
+        self.assertEqual(r["pha_tr"][0]["base"], "inconclusive")
+        # The stochastic window's perplexity: below 1.03 × the long window's, one-sided.
+        t = report.tests_stoch(None, {"stochastic": [102.0, 102.1, 101.9], "long": tr})
+        self.assertEqual((t[0]["b"], t[0]["direction"], t[0]["alternative"]),
+                         ([103.0, 1.03 * 100.1, 1.03 * 99.9], "less", "one-sided"))
+        self.assertEqual(report.judge([("s", t)])["s"][0]["word"], "holds")
+
+    def test_claim_holds_only_when_every_test_holds(self):
+        res = report.judge([("c", [_t(self.LOW, self.HIGH, label="one"),
+                                   _t([10, 12, 8], [10.5, 12.5, 8.5], label="two")])])["c"]
+        self.assertEqual(report.claim_verdict(res), "partly: one: holds; two: inconclusive")
+        res = report.judge([("c", [_t(self.LOW, self.HIGH, label="one"), _t(self.LOW, self.HIGH, label="two")])])["c"]
+        self.assertEqual(report.claim_verdict(res), "holds")
+        self.assertEqual(report.claim_verdict([]), "not run")
+
+    def test_sandwich_binomial(self):
+        self.assertAlmostEqual(report.binom_tail(2, 3, 0.5), 0.5, delta=1e-15)
+        self.assertAlmostEqual(report.binom_tail(0, 3, 0.5, upper=False), 0.125, delta=1e-15)
+        p0 = report.sandwich_null_rate(4, 3)
+        report._NULL_CACHE.clear()
+        self.assertEqual(report.sandwich_null_rate(4, 3), p0)  # fixed seed: the same rate
+        self.assertTrue(0.10 < p0 < 0.18, p0)  # 0.140 with seed 25
+        # The null mixes are judged by sandwich_ok itself: a margin of 1 leaves no mix passing.
+        margin = report.SANDWICH_MARGIN
+        try:
+            report.SANDWICH_MARGIN = 1.0
+            self.assertEqual(report.sandwich_null_rate(4, 3, draws=500, seed=1), 0.0)
+        finally:
+            report.SANDWICH_MARGIN = margin
+            report._NULL_CACHE.clear()
+        t = report.tests_sandwich([(4, [True, True, True], 3)])
+        r = report.judge([("sandwich", t)])["sandwich"][0]
+        self.assertAlmostEqual(r["p"], p0 ** 3, delta=1e-15)
+        self.assertEqual(r["word"], "holds")
+        # Power: with p0 0.14 and 3 seeds only 3/3 is below 0.05, so at a true rate of 0.5 it is 1/8.
+        self.assertAlmostEqual(r["power"], 0.125, delta=1e-12)
+        r = report.judge([("sandwich", report.tests_sandwich([(4, [False] * 3, 3)]))])["sandwich"][0]
+        self.assertEqual((r["word"], r["base"], r["p"]), ("not reproduced at this scale", "inconclusive", 1.0))
+        r = report.judge([("sandwich", report.tests_sandwich([(4, [True], 3)]))])["sandwich"][0]
+        self.assertEqual(r["word"], "inconclusive (one seed)")
+
+    def test_iso_directions_outside_holm(self):
+        res = report.judge([("iso", report.tests_iso(((1.5, 0.8), True))), ("c", [_t(HAND_A, HAND_B)])])
+        self.assertEqual([r["p"] for r in res["iso"]], [None, None])
+        self.assertEqual(res["c"][0]["m"], 1)
+        self.assertEqual(report.claim_verdict(res["iso"]), "paper's direction, not tested")
+        res = report.judge([("iso", report.tests_iso(((0.9, 1.2), True)))])
+        self.assertEqual(report.claim_verdict(res["iso"]),
+                         "not reproduced at this scale (opposite direction, not tested)")
+        row = report.test_row("iso", res["iso"][0])
+        self.assertIn("not in Holm: one timing per model, no seeds", row[5])
+
+
+class ClaimsContract(unittest.TestCase):
+    """Another piece's tests (claims[KEY + "_tests"]) replace those built from recall/niah."""
+    RECALL = ({("needle", "short"): dict(beyond=[0.5, 0.6, 0.55], at_t=[1.0, 0.9, 0.95]),
+               ("needle", "long"): dict(beyond=[0.1, 0.12, 0.11], at_t=[1.0, 1.0, 0.98]),
+               ("needle", "stochastic"): dict(beyond=[0.5, 0.52, 0.55], at_t=[1.0, 0.99, 1.0])}, ["needle"])
+
+    def test_override(self):
+        built = report.claim_tests({"recall": self.RECALL}, "short_extrap")
+        self.assertEqual([t["label"] for t in built], ["needle: short vs long", "needle: short vs 2 × chance"])
+        mine = [_t([0.9, 0.91, 0.92], [0.1, 0.11, 0.12], "greater", label="mqar: short vs long")]
+        claims = {"recall": self.RECALL, "short_extrap_tests": mine, "stoch_both_tests": []}
+        self.assertEqual(report.claim_tests(claims, "short_extrap"), mine)
+        table = report.claims_tables(claims)
+        self.assertIn("mqar: short vs long", table)
+        self.assertNotIn("needle: short vs long", table)
+        self.assertIn("| " + report.PAPER["stoch_both"] + " | not run |", table)
+        # Each test's row: seeds per arm, p raw and after Holm, power and seeds for 80 %.
+        row = [l for l in table.splitlines() if l.startswith("| short windows → recall | mqar")][0].split(" | ")
+        self.assertEqual(row[2], "3/3")
+        self.assertEqual(row[-1].rstrip(" |"), "holds")
+
+
+
+class Provenance(unittest.TestCase):
+    """evals/phax_evals/provenance.py: what a result was made with (commit, build, libraries,
+    CPU, numerics environment, data checksums), never a path outside the repository; the
+    check that keeps results of different commits or builds out of one claim."""
+
+    @staticmethod
+    def put(path, data):
+        with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data) if isinstance(data, (str, bytes)) else json.dump(data, f)
+
+    @staticmethod
+    def outside_paths(obj, found, where=""):
+        """Strings of obj that name a path outside the repository (absolute or ../)."""
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                Provenance.outside_paths(k, found, where)
+                Provenance.outside_paths(v, found, f"{where}.{k}")
+        elif isinstance(obj, list):
+            for v in obj:
+                Provenance.outside_paths(v, found, where)
+        elif isinstance(obj, str) and re.search(r"(^|[\s=:,;'\"(\[])(/|\.\./)", obj):
+            found.append(f"{where}: {obj}")
+        return found
+
+    def test_no_path_outside_the_repository(self):
+        from evals.phax_evals import provenance as P
+        with tempfile.TemporaryDirectory(prefix="phax-prov-") as t:
+            ptb = os.path.join(t, "ptb")
+            os.makedirs(ptb)
+            for fn in ("ptb.train.txt", "ptb.valid.txt"):
+                self.put(os.path.join(ptb, fn), "a b c\n")
+            # A build folder outside the repository, its compile line full of absolute paths.
+            b = os.path.join(t, "build-x")
+            os.makedirs(os.path.join(b, "meson-info"))
+            self.put(os.path.join(b, "meson-info", "intro-buildoptions.json"),
+                     [{"name": "buildtype", "value": "release"}, {"name": "b_sanitize", "value": "none"},
+                      {"name": "prefix", "value": "/usr/local"}])
+            self.put(os.path.join(b, "meson-info", "intro-targets.json"),
+                     [{"name": "phax_cpu", "target_sources": [{"language": "c", "compiler": ["cc"], "parameters": [
+                         "-I" + t, "-I/usr/include/x86_64-linux-gnu/openblas-openmp", "-O3", "-march=x86-64-v3",
+                         "-ffp-contract=off", "-fprofile-use=" + t, "-DX=" + t]}]}])
+            recs = {"current": P.current(BUILD), "outside build": P.current(b),
+                    "corpora": P.corpora_record({"ptb": os.path.relpath(ptb), "wikitext-2": "data/wikitext-2"}),
+                    "checksums": P.data_checksums([os.path.join(ptb, "ptb.train.txt"), "data/ptb/SHA256SUMS"], "ptb")}
+            self.assertEqual(self.outside_paths(recs, []), [])
+            text = json.dumps(recs)
+            for root in (os.path.realpath("."), os.path.realpath(t), t):
+                self.assertNotIn(root, text)
+        cur = recs["current"]
+        self.assertRegex(cur["commit"], r"^[0-9a-f]{40}$")
+        self.assertIsInstance(cur["dirty"], bool)
+        self.assertEqual(sorted(cur["env"]), sorted(P.NUMERIC_ENV))
+        self.assertEqual(recs["outside build"]["build"]["dir"], P.OUTSIDE)
+        self.assertEqual(recs["outside build"]["build"]["buildtype"], "release")
+        self.assertEqual(recs["outside build"]["build"]["fast_c_args"], ["-O3", "-march=x86-64-v3", "-ffp-contract=off"])
+        self.assertEqual(recs["corpora"]["ptb"]["folder"], P.OUTSIDE)  # by name and checksums only
+        self.assertEqual(sorted(recs["corpora"]["ptb"]["files"]), ["ptb.train.txt", "ptb.valid.txt"])
+        self.assertEqual(recs["corpora"]["wikitext-2"]["folder"], "data/wikitext-2")
+        self.assertEqual(sorted(recs["checksums"]), ["data/ptb/SHA256SUMS", "ptb/ptb.train.txt"])
+        if os.path.exists(os.path.join(BUILD, "phax")):
+            self.assertIn("-march", " ".join(cur["build"]["fast_c_args"]))
+            self.assertTrue(cur["build"]["buildtype"])
+
+    def test_shipped_corpora_match_their_sha256sums(self):
+        # The checksums recorded are those of the text phax reads (.xz decompressed): the
+        # values of the folder's SHA256SUMS, so a plain copy elsewhere records the same.
+        from evals.phax_evals import provenance as P
+        for name in ("wikitext-2", "ptb"):
+            with open(os.path.join("data", name, "SHA256SUMS")) as f:
+                sums = {l.split()[1]: l.split()[0] for l in f if l.strip()}
+            files = P.corpora_record({name: os.path.join("data", name)})[name]["files"]
+            self.assertEqual({k[:-3] if k.endswith(".xz") else k: v for k, v in files.items()}, sums)
+
+    def test_checksums_change_with_a_byte(self):
+        import lzma
+        from evals.phax_evals import provenance as P
+        with tempfile.TemporaryDirectory() as t:
+            plain, xz = os.path.join(t, "train.txt"), os.path.join(t, "valid.txt.xz")
+            self.put(plain, b"the cat sat on the mat\n" * 100)
+            with lzma.open(xz, "wb") as f:
+                f.write(b"a dog ran in the park\n" * 100)
+            a = P.data_checksums([plain, xz])
+            self.assertEqual(a, P.data_checksums([plain, xz]))  # stable (and cached)
+            st = os.stat(plain)
+            with open(plain, "r+b") as f:  # one byte, same size
+                f.seek(700)
+                f.write(b"X")
+            os.utime(plain, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # as a later write would
+            b = P.data_checksums([plain, xz])
+            self.assertNotEqual(a["external/train.txt"], b["external/train.txt"])
+            self.assertEqual(a["external/valid.txt.xz"], b["external/valid.txt.xz"])
+            with lzma.open(xz, "wb") as f:  # one byte of the text inside the .xz
+                f.write(b"a dog ran in the park\n" * 99 + b"a dog ran in the parK\n")
+            c = P.data_checksums([plain, xz])
+            self.assertNotEqual(b["external/valid.txt.xz"], c["external/valid.txt.xz"])
+            with open(xz, "rb") as f:
+                data = bytearray(f.read())  # a damaged .xz still gets a checksum of its own
+            data[len(data) // 2] ^= 0xFF
+            self.put(xz, bytes(data))
+            os.utime(xz, ns=(st.st_atime_ns, st.st_mtime_ns + 3 * 10**9))
+            d = P.data_checksums([xz])["external/valid.txt.xz"]
+            self.assertNotIn(d, (b["external/valid.txt.xz"], c["external/valid.txt.xz"]))
+
+    def piece(self, name, commit="a" * 40, dirty=False, **build):
+        b = dict(dir="build", buildtype="debugoptimized", optimization="2", b_sanitize="none", cuda="auto",
+                 openblas_pthreads=False, fast_c_args=["-std=c11", "-O3", "-march=native"],
+                 compiler="cc (Debian 12.2.0-14+deb12u1) 12.2.0")
+        b.update(build)
+        return dict(piece=name, commit=commit[:7], seconds=1,
+                    provenance=dict(commit=commit, dirty=dirty, build=b, env={}, cpu={}, openblas=None))
+
+    def test_check_mixed(self):
+        from evals.phax_evals import provenance as P
+        same = [self.piece("lm"), self.piece("ptb", dir="build-dev")]  # the folder's name is not the build
+        self.assertIsNone(P.check_mixed(same))
+        self.assertEqual(P.gate(same), (True, None))
+        self.assertIsNone(P.check_mixed([self.piece("lm"), {"commit": "aaaaaaa", "seconds": 1}]))  # old piece.json
+        m = P.check_mixed([self.piece("lm"), self.piece("ptb", commit="b" * 40), self.piece("iso")])
+        self.assertIsNotNone(m)
+        self.assertIn("mixed commits", m)
+        self.assertIn("aaaaaaaaaaaa (lm, iso)", m)
+        self.assertIn("bbbbbbbbbbbb (ptb)", m)
+        self.assertNotIn("mixed builds", m)
+        self.assertIn("mixed commits", P.check_mixed([self.piece("lm"), {"commit": "ccccccc", "seconds": 1}]))
+        self.assertIn("mixed commits", P.check_mixed([self.piece("lm"), self.piece("ptb", dirty=True)]))
+        self.assertIn("mixed commits", P.check_mixed([self.piece("lm"), self.piece("ptb", commit="a" * 7 + "b" * 33)]))
+        m = P.check_mixed({"lm": self.piece("lm"), "ptb": self.piece("ptb", fast_c_args=["-std=c11", "-O3", "-march=x86-64-v3"])})
+        self.assertIsNotNone(m)
+        self.assertNotIn("mixed commits", m)
+        self.assertIn("mixed builds: fast_c_args", m)
+        self.assertIn("-march=x86-64-v3 (ptb)", m)
+        self.assertEqual(len(m.splitlines()), 1)
+        self.assertIn("buildtype", P.check_mixed([self.piece("lm"), self.piece("x", buildtype="debug")]))
+        mixed = [self.piece("lm"), self.piece("ptb", commit="b" * 40)]
+        old = os.environ.pop("PHAX_EVAL_ALLOW_MIXED", None)
+        try:
+            ok, msg = P.gate(mixed)
+            self.assertFalse(ok)
+            self.assertTrue(msg.startswith("mixed commits: "), msg)
+            os.environ["PHAX_EVAL_ALLOW_MIXED"] = "1"
+            ok, msg = P.gate(mixed)
+            self.assertTrue(ok)
+            self.assertIn("PHAX_EVAL_ALLOW_MIXED=1", msg)
+            self.assertIn("aaaaaaaaaaaa (lm)", msg)
+            self.assertIn("bbbbbbbbbbbb (ptb)", msg)
+        finally:
+            os.environ.pop("PHAX_EVAL_ALLOW_MIXED", None)
+            if old is not None:
+                os.environ["PHAX_EVAL_ALLOW_MIXED"] = old
+
+    def test_run_identity_and_data(self):
+        # A finished run is reused whatever build folder made it and wherever its corpus lay
+        # (both are provenance), refused when its settings or its data's checksums differ.
+        from evals.phax_evals import provenance as P
+        from evals.phax_evals.runs import JobError, Runner
+        from evals.phax_evals import main as M
+        with tempfile.TemporaryDirectory() as t:
+            out = os.path.relpath(os.path.join(t, "out"))
+            r = Runner("build", out, {"ptb": "data/ptb"})
+            d = os.path.join(out, "runs", "x")
+            os.makedirs(d)
+            self.put(os.path.join(d, "DONE"), "")
+            self.put(os.path.join(d, "cmd.txt"), f"build-dev/phax train --data ../shared/data/ptb --seq 8 --out {d}\n")
+            self.assertEqual(r.train("t", "x", ["--data", "data/ptb", "--seq", "8"]), d)
+            with self.assertRaises(JobError):
+                r.train("t", "x", ["--data", "data/ptb", "--seq", "16"])
+            rec = P.corpora_record({"ptb": "data/ptb"})
+            self.put(os.path.join(d, "provenance.json"), dict(data=rec))
+            self.assertEqual(r.train("t", "x", ["--data", "data/ptb", "--seq", "8"]), d)
+            rec["ptb"]["files"]["ptb.train.txt.xz"] = "0" * 64
+            self.put(os.path.join(d, "provenance.json"), dict(data=rec))
+            with self.assertRaises(JobError):
+                r.train("t", "x", ["--data", "data/ptb", "--seq", "8"])
+            # A build folder outside the repository is recorded as "$BUILD_DIR".
+            from evals.phax_evals import runs
+            rb = Runner(os.path.join(t, "bx"), out)
+            try:
+                self.assertEqual(runs.quote_cmd([rb.phax, "train", "--seq", "8"]), '"$BUILD_DIR"/phax train --seq 8')
+                self.assertEqual(runs.quote_cmd(["evals/x/phax", "a b"]), "evals/x/phax 'a b'")
+            finally:
+                runs.SHOWN.pop(rb.build_dir, None)
+                runs.SHOWN.pop(r.build_dir, None)  # "build" when it is a link out of the repository
+            # A corpus folder outside the repository reaches phax through a link in OUT.
+            ext = os.path.join(t, "mine", "ptb")
+            os.makedirs(ext)
+            c = M.link_outside({"ptb": os.path.relpath(ext), "wikitext-2": "data/wikitext-2"}, out)
+            self.assertEqual(c["wikitext-2"], "data/wikitext-2")
+            self.assertEqual(c["ptb"], os.path.join(out, "data", "ptb"))
+            self.assertEqual(os.path.realpath(c["ptb"]), os.path.realpath(ext))
+
+
+# --- report_mqar.py: the mqar pieces' claims from crafted results ------------------------------
+class MqarReport(unittest.TestCase):
+    """The window claims use only far queries (beyond what the SWA stack reaches with the short
+    window) and, beyond T, queries at least T back; they are judged only when the full-attention
+    reference learned the task at T; non-inferiority puts the margin into b, one-sided."""
+    T = 64
+
+    def run_of(self, arm, seed, near, far_T, beyond):
+        # Cells: at T a near bin (distance 2..3) and a far bin (16..31); at 2T one less than T
+        # back and one beyond T.
+        c = lambda L, lo, hi, acc: dict(length=L, bin_lo=lo, bin_hi=hi, queries=100, correct=round(100 * acc),
+                                        accuracy=acc, mean_logp=-1.0, mean_distance=(lo + hi) / 2, floor=0.3)
+        # A prompt of 2T also has queries less than T back: they are not "beyond T".
+        return dict(arm=arm, seed=seed, lr=1e-3, window=4, cells=[c(self.T, 2, 4, near), c(self.T, 16, 32, far_T),
+                                                                  c(2 * self.T, 16, 32, near),
+                                                                  c(2 * self.T, 64, 128, beyond)], curve=[])
+
+    def results(self, ref_acc):
+        runs = []
+        for s in (1, 2, 3):
+            runs.append(self.run_of("full", s, ref_acc, ref_acc, ref_acc))
+            runs.append(self.run_of("short", s, 0.9, 0.5 + 0.01 * s, 0.6 + 0.01 * s))
+            runs.append(self.run_of("long", s, 0.9, 0.8 + 0.01 * s, 0.1 + 0.01 * s))
+            runs.append(self.run_of("stochastic", s, 0.9, 0.75 + 0.01 * s, 0.58 + 0.01 * s))
+        return dict(T=self.T, w_short=2, w_long=8, task=dict(pairs=4, queries=4, vary=1, eval_queries=2),
+                    model=dict(d_model=32, n_layers=4), seeds=[1, 2, 3], samples=10, steps=6, lrs=[1e-3],
+                    arms=["full", "short", "long", "stochastic"], sweep=[],
+                    best=dict(full=1e-3, short=1e-3, long=1e-3, stochastic=1e-3), runs=runs)
+
+    def claims_for(self, ref_acc):
+        from evals.phax_evals import report_mqar
+        res = self.results(ref_acc)
+        load = lambda out, p: res if p == "mqar_ref" else None
+        claims = {}
+        with tempfile.TemporaryDirectory() as t:
+            P = report.Plots(t, "test", True)
+            report_mqar.section(t, {}, P, claims, report.md_table, report.fig, load)
+        return claims
+
+    def test_far_and_beyond_filters(self):
+        c = self.claims_for(0.95)
+        t = c["short_extrap_tests"][0]
+        # Beyond T: only the 2T cell (the near and far-at-T cells are not beyond T).
+        self.assertEqual([round(x, 2) for x in t["a"]], [0.61, 0.62, 0.63])
+        self.assertEqual([round(x, 2) for x in t["b"]], [0.11, 0.12, 0.13])
+        # At T, far: only the 16..31 bin (2 SWA layers x window 2 = 4 tokens reach; the near bin is out).
+        at_T = c["stoch_both_tests"][1]
+        self.assertEqual([round(x, 2) for x in at_T["a"]], [0.76, 0.77, 0.78])
+        self.assertEqual([round(x, 2) for x in at_T["b"]], [round(0.8 + 0.01 * s - 0.10, 2) for s in (1, 2, 3)])
+        self.assertEqual(at_T["alternative"], "one-sided")
+        beyond = c["stoch_both_tests"][0]
+        self.assertEqual([round(x, 2) for x in beyond["b"]], [0.51, 0.52, 0.53])  # short − 0.10
+        self.assertNotIn("mqar_note", c)
+
+    def test_not_learned_gives_no_tests(self):
+        c = self.claims_for(0.5)
+        self.assertNotIn("short_extrap_tests", c)
+        self.assertNotIn("stoch_both_tests", c)
+        self.assertIn("not learned", c["mqar_note"])
+        # The claims table then falls back to the recall piece's tests and says why beside them.
+        table = report.claims_tables(c)
+        self.assertIn("MQAR at the paper's window ratios: task not learned", table)
+
+    def test_verdicts_from_the_tests(self):
+        c = self.claims_for(0.95)
+        table = report.claims_tables(c)
+        row = [l for l in table.splitlines() if l.startswith("| short SWA windows")][0]
+        self.assertIn("holds", row)  # short 0.62 vs long 0.12 over 3 seeds, sd 0.01: p << 0.05 after Holm
+
+
+class ClaimGate(unittest.TestCase):
+    """A claim whose pieces ran at different commits gets no verdict, unless
+    PHAX_EVAL_ALLOW_MIXED=1, and then the table names the commits."""
+
+    def test_mixed_commits(self):
+        with tempfile.TemporaryDirectory() as t:
+            for piece, commit in (("lm", "aaaaaaa"), ("ptb", "bbbbbbb"), ("recall", "aaaaaaa")):
+                os.makedirs(os.path.join(t, piece))
+                with open(os.path.join(t, piece, "piece.json"), "w") as f:
+                    json.dump(dict(commit=commit, seconds=1, finished="x", load_start=[], load_end=[]), f)
+            claims = {"pha_tr": [("wikitext-2", [80.0, 80.5, 79.5], [99.0, 98.0, 100.0])]}
+            os.environ.pop("PHAX_EVAL_ALLOW_MIXED", None)
+            table = report.claims_tables(claims, gates=report.claim_gates(t, claims))
+            row = [l for l in table.splitlines() if l.startswith("| PHA reaches")][0]
+            self.assertIn("no verdict", row)
+            self.assertIn("aaaaaaa (lm)", row)
+            self.assertIn("bbbbbbb (ptb)", row)
+            os.environ["PHAX_EVAL_ALLOW_MIXED"] = "1"
+            try:
+                table = report.claims_tables(claims, gates=report.claim_gates(t, claims))
+            finally:
+                os.environ.pop("PHAX_EVAL_ALLOW_MIXED", None)
+            row = [l for l in table.splitlines() if l.startswith("| PHA reaches")][0]
+            self.assertNotIn("no verdict", row)
+            self.assertIn("allowed by PHAX_EVAL_ALLOW_MIXED=1", row)
+            # One piece alone (recall) is never mixed.
+            row = [l for l in table.splitlines() if l.startswith("| short SWA")][0]
+            self.assertNotIn("mixed", row)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 Outputs live in evals/out/full (git-ignored, gone with the machine). So that neither a
 lost machine nor a session stopped in the middle of a piece loses finished work, each
 finished thing is copied here at once, under the same relative path, and committed:
-  runs/NAME/cmd.txt, DONE, log.jsonl.xz   a finished training run (no checkpoint)
+  runs/NAME/cmd.txt, provenance.json, DONE, log.jsonl.xz
+                                           a finished training run (no checkpoint)
   PIECE/NAME.test.json, .csv, ...          each evaluation or benchmark output as made
-  PIECE/results.json, piece.json           a finished piece
+  PIECE/results.json, piece.json           a finished piece (piece.json: its provenance and
+                                           the checksums of the corpora it read)
 On a fresh machine the job copies the record back into OUT (restore): a finished run is
 reused without its checkpoint unless an output that needs the checkpoint is missing (then
 it is trained again), a finished piece is not run again unless --force names it.
@@ -52,8 +54,9 @@ def record(path):
 
 
 def record_run(run_dir):
-    """A finished training run: its command, its log, DONE (not the checkpoints)."""
-    for fn in ("cmd.txt", "log.jsonl", "DONE"):
+    """A finished training run: its command, its provenance (commit, build, libraries, CPU,
+    data checksums), its log, DONE (not the checkpoints)."""
+    for fn in ("cmd.txt", "provenance.json", "log.jsonl", "DONE"):
         record(os.path.join(run_dir, fn))
 
 

@@ -7,11 +7,12 @@ import subprocess
 import sys
 import time
 
-from . import archive, report, settings
+from . import archive, provenance, report, runs, settings
 from .experiments import Job, save
 from .runs import JobError, Runner, note, say
 
-EXPERIMENTS = ["lm", "recall", "sandwich", "efficiency", "ptb", "ablation", "iso", "bind", "niah", "niah_ctl"]
+EXPERIMENTS = ["lm", "recall", "sandwich", "efficiency", "ptb", "ablation", "iso", "bind", "niah", "niah_ctl",
+               "mqar_ref", "mqar_short", "mqar_long", "mqar_stoch", "mqar_swa", "mqar_mlstm", "mqar_w32", "mqar_w512"]
 HELP = """experiments (--only takes a comma list; default all; each is a resumable piece):
   lm          PHA, transformer and serial hybrid with matched non-embedding parameters
               (within 3 %), the same token budget, on WikiText-2; test perplexity,
@@ -33,6 +34,15 @@ HELP = """experiments (--only takes a comma list; default all; each is a resumab
   niah_ctl    (full) the same for the SWA-only and mLSTM-only controls
   efficiency  training tokens/s and peak memory vs T; prefill and decode tokens/s and
               state memory vs context; every family; fitted log-log slopes
+  mqar_ref    (full) multi-query associative recall at the SWAX paper's window ratios
+              (T 1024, windows T/128 and T/8; docs/recall.md): the full-attention
+              reference; a learning-rate sweep on seed 1, then 3 seeds at the best
+              rate, accuracy by key-to-query distance at 1x..32x T
+  mqar_short  (full) the same for SWAX short; mqar_long, mqar_stoch: long, stochastic
+  mqar_swa    (full) the same for the SWA-only control; mqar_mlstm: mLSTM-only
+  mqar_w32    (full) SWAX at the fixed window T/32 (the short regime's rate; needs
+              mqar_short); mqar_w512: T/2. With short (T/128) and long (T/8): the
+              window sweep
 
 Finished runs and outputs in OUT are reused, interrupted runs resumed (phax train
 --resume); --force deletes the selected experiments' outputs (not the runs they share).
@@ -40,9 +50,11 @@ Times on 2 cores: evals/README.md."""
 
 
 def find_corpora(data_arg):
-    """The corpora the job uses: name -> folder, relative to the repository."""
+    """The corpora the job uses: name -> folder, relative to the repository. The repository
+    ships both (data/, checked against their SHA256SUMS); --data or $PHAX_DATA_DIR chooses
+    another folder (link_outside keeps a folder outside the repository out of the records)."""
     cands = [data_arg] if data_arg else ([os.environ["PHAX_DATA_DIR"]] if os.environ.get("PHAX_DATA_DIR")
-                                         else ["data", "../shared/data"])
+                                         else ["data"])
     found = {}
     for d in cands:
         if not os.path.isdir(d):
@@ -54,10 +66,9 @@ def find_corpora(data_arg):
                     break
         if found:
             break
-    # PTB missing from the folder that had WikiText-2 (another --data layout): look in the
-    # other places too.
+    # PTB missing from the $PHAX_DATA_DIR that had WikiText-2: the repository's own copy.
     if "ptb" not in found and not data_arg:
-        for d in ["../shared/data"] + ([os.environ["PHAX_DATA_DIR"]] if os.environ.get("PHAX_DATA_DIR") else []):
+        for d in ["data"]:
             for folder in (os.path.join(d, "ptb"), d):
                 if os.path.exists(os.path.join(folder, "ptb.train.txt")) or os.path.exists(os.path.join(folder, "ptb.train.txt.xz")):
                     found["ptb"] = os.path.relpath(folder)
@@ -67,13 +78,32 @@ def find_corpora(data_arg):
     return found, cands
 
 
+def link_outside(corpora, out):
+    """A corpus folder outside the repository is handed to phax as OUT/data/NAME, a link to
+    it: phax's commands and outputs (which echo the paths they read) then name no folder of
+    the machine; piece.json and each run's provenance.json record the corpus by name and
+    checksums. Returns corpora with those folders replaced."""
+    res = dict(corpora)
+    for name, folder in corpora.items():
+        if provenance.inside(folder) is not None:
+            continue
+        link = os.path.join(out, "data", name)
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        if not (os.path.islink(link) and os.path.realpath(link) == os.path.realpath(folder)):
+            tmp = f"{link}.tmp.{os.getpid()}"
+            os.symlink(os.path.realpath(folder), tmp)
+            os.replace(tmp, link)
+        res[name] = os.path.relpath(link)
+    return res
+
+
 def main(argv):
     ap = argparse.ArgumentParser(prog="./evals/run_all.sh", description=__doc__.split("\n")[0],
                                  epilog=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="(default) a smoke run that still shows the effects, ~15-20 min")
     g.add_argument("--full", action="store_true", help="the reproduction at this machine's scale, <= 10 h on 2 cores")
-    ap.add_argument("--data", help="data folder holding wikitext-2/ (and ptb/); default $PHAX_DATA_DIR, ./data, ../shared/data")
+    ap.add_argument("--data", help="data folder holding wikitext-2/ (and ptb/); default $PHAX_DATA_DIR, else ./data (shipped)")
     ap.add_argument("--out", help="output folder (default evals/out/quick or evals/out/full)")
     ap.add_argument("--only", help="comma list of experiments (see below)")
     ap.add_argument("--force", action="store_true", help="redo the selected experiments' outputs")
@@ -98,6 +128,7 @@ def main(argv):
         note(f"note: {', '.join(missing)} not found; the lm study runs on {', '.join(c for c in st['corpora'] if c in corpora)} only")
         st["corpora"] = [c for c in st["corpora"] if c in corpora]
     os.makedirs(out, exist_ok=True)
+    corpora = link_outside(corpora, out)
     if a.force:
         for e in only:
             shutil.rmtree(os.path.join(out, e), ignore_errors=True)
@@ -109,7 +140,7 @@ def main(argv):
         if back:
             note(f"restored from {archive.root()} (the committed record of earlier runs): pieces {', '.join(back)}")
     build = os.environ.get("BUILD_DIR", "build")
-    runner = Runner(build, out)
+    runner = Runner(build, out, corpora)
     job = Job(runner, st, out, a.data, corpora)
     t0 = time.time()
     load0 = open("/proc/loadavg").read().split()[:3]
@@ -121,19 +152,29 @@ def main(argv):
                 continue
             t = time.time()
             l0 = open("/proc/loadavg").read().split()[:3]
+            runs.DATA_SEEN.clear()
             getattr(job, f"exp_{e}")()
             note(f"{e}: {time.time() - t:.0f} s")
             if os.path.exists(os.path.join(out, e, "results.json")):
                 # When and how long: the pieces' table of the summary.
                 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+                # provenance: the commit, build and machine (provenance.current); data: the
+                # corpora its runs and evaluations read, by name and checksums.
+                seen = {os.path.realpath(f) for f in runs.DATA_SEEN}
+                used = [n for n, f in corpora.items() if os.path.realpath(f) in seen]
                 save(os.path.join(out, e, "piece.json"),
                      dict(seconds=round(time.time() - t), finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                          commit=commit, load_start=l0, load_end=open("/proc/loadavg").read().split()[:3]))
+                          commit=commit, load_start=l0, load_end=open("/proc/loadavg").read().split()[:3],
+                          piece=e, provenance=provenance.current(build),
+                          data=provenance.corpora_record(corpora, used)))
                 if keep and archive.save_piece(out, e):
                     note(f"{e}: recorded in {archive.root()}/{e} (commit it: the outputs in {out} are not)")
     say("report")
+    # The invocation as the summary shows it: a --data folder outside the repository by no path.
+    shown = [provenance.OUTSIDE if i and argv[i - 1] == "--data" and provenance.inside(x) is None else x
+             for i, x in enumerate(argv)]
     report.write(out, st, corpora, dict(load_start=load0, seconds=time.time() - t0,
-                                        invocation="./evals/run_all.sh" + ("".join(" " + x for x in argv))))
+                                        invocation="./evals/run_all.sh" + ("".join(" " + x for x in shown))))
     return 0
 
 

@@ -1037,19 +1037,49 @@ def claim_tests(claims, key):
     return BUILD[key](claims) if key in BUILD else []
 
 
-def claims_tables(claims, alpha=ALPHA):
-    """The claims table (one row per claim of PAPER), the verdict rules and the tests table."""
+# The pieces each claim rests on (provenance.gate: one commit and one build, or no verdict).
+CLAIM_PIECES = {"pha_tr": ["lm", "ptb"], "par_ser": ["lm", "ptb"], "no_attn": ["ablation", "lm"],
+                "sandwich": ["sandwich", "lm"], "iso": ["iso", "lm"], "short_extrap": ["recall"],
+                "stoch_both": ["recall", "niah"]}
+
+
+def claim_gates(out, claims):
+    """Per claim (allowed, note) from the piece.json of the pieces it rests on (the mqar pieces
+    for the SWAX claims when their tests replace the recall piece's)."""
+    from . import provenance, report_mqar
+    gates = {}
+    for key, names in CLAIM_PIECES.items():
+        if key in ("short_extrap", "stoch_both") and key + "_tests" in claims:
+            names = report_mqar.PIECES
+        pieces = {}
+        for n in names:
+            pj = os.path.join(out, n, "piece.json")
+            if os.path.exists(pj):
+                with open(pj) as f:
+                    pieces[n] = json.load(f)
+        gates[key] = provenance.gate(pieces) if len(pieces) > 1 else (True, None)
+    return gates
+
+
+def claims_tables(claims, alpha=ALPHA, gates=None):
+    """The claims table (one row per claim of PAPER), the verdict rules and the tests table.
+    gates: per claim (allowed, note) (claim_gates); a claim not allowed gets no verdict."""
     order = [(k, claim_tests(claims, k)) for k in PAPER]
     judged = judge(order, alpha)
+    gates = gates or {}
     rows, trows = [], []
     for key, tests in order:
+        ok, gnote = gates.get(key, (True, None))
         measured = "; ".join(shown(t) for t in tests) or "n/a"
+        if gnote:
+            measured += f"; {gnote}"
         if key in ("short_extrap", "stoch_both") and claims.get("mqar_note"):
             measured += f"; MQAR at the paper's window ratios: {claims['mqar_note']}"
         fg = FIGS.get(key, "")
         if key in ("short_extrap", "stoch_both") and key + "_tests" in claims:
             fg = "mqar_distance, mqar_window"
-        rows.append([PAPER[key], claim_verdict(judged[key]), measured, fg])
+        rows.append([PAPER[key], claim_verdict(judged[key]) if ok else "no verdict (pieces of different commits "
+                     "or builds; PHAX_EVAL_ALLOW_MIXED=1 judges them anyway and says which)", measured, fg])
         trows += [test_row(SHORT.get(key, key), r, alpha) for r in judged[key]]
     m = sum(1 for rs in judged.values() for r in rs if r["p"] is not None)
     txt = md_table(["claim (paper)", "verdict", "what phax measured (mean ± sd over seeds)", "figure"], rows)
@@ -1115,7 +1145,7 @@ def write(out, st, corpora, meta):
     if prow:
         head += "Pieces (wall time on this machine):\n\n" + md_table(
             ["piece", "time", "finished", "commit", "load at start", "load at end"], prow) + "\n"
-    head += "## Claims\n\n" + claims_tables(claims) + ("The scale is this machine's (about a million "
+    head += "## Claims\n\n" + claims_tables(claims, gates=claim_gates(out, claims)) + ("The scale is this machine's (about a million "
              "non-embedding parameters, minutes to an hour of training on 2 cores), not the papers'.\n\n")
     with open(os.path.join(out, "summary.md.tmp"), "w") as f:
         f.write(head + body + f"\nEverything is under `{out}`: runs/ (cmd.txt, log.jsonl, train.out, checkpoints), "

@@ -103,8 +103,9 @@ def section(out, st, P, claims, md_table, fig, load):
             r = [q for q in res["sweep"] if q["arm"] == arm and q["lr"] == x]
             v = r[0]["val"] if r and r[0]["val"] else None
             cells.append(f"{v['val_loss']:.3f} / {v['val_acc']:.2f}" if v else "-")
-        rows.append([label(arm)] + cells + [f"{res['best'][arm]:g}" + ("" if any(q["arm"] == arm for q in res["sweep"])
-                                                                      else " (short's)")])
+        b = res["best"].get(arm)
+        rows.append([label(arm)] + cells + ["-" if b is None else f"{b:g}" + (
+            "" if any(q["arm"] == arm for q in res["sweep"]) else " (short's)")])
     txt += (f"Learning rates (seed 1, {res['steps']} steps; final validation loss / accuracy of the answers at T, "
             f"{t['pairs']} pairs and {t['queries']} queries, floor {floor_mqar(t['pairs'], t['queries']):.2f}; the "
             "lowest loss picks the rate every seed uses):\n\n" +

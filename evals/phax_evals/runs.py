@@ -2,7 +2,14 @@
 interrupted, evaluations whose outputs are reused, parameter counts of configs.
 
 Every path handed to phax and written into an output is relative to the
-repository root (the job runs there), never an absolute path of the machine.
+repository root (the job runs there), never an absolute path of the machine. A build
+folder outside the repository is written "$BUILD_DIR" in the commands recorded; a corpus
+folder outside it is handed to phax through a link in OUT (main.py).
+
+A run's identity (its cmd.txt) does not depend on the build folder or on where its corpus
+lies: those are provenance (provenance.json beside cmd.txt: commit, build, libraries, CPU,
+the data's checksums), and a finished run whose data checksums differ from the corpus now
+is refused, not reused.
 """
 import json
 import os
@@ -10,7 +17,10 @@ import shlex
 import shutil
 import subprocess
 
-from . import archive
+from . import archive, provenance
+
+SHOWN = {}  # path prefix outside the repository -> what recorded commands say instead
+DATA_SEEN = set()  # --data folders handed to phax since main.py last cleared it (a piece's corpora)
 
 
 class JobError(Exception):
@@ -26,7 +36,52 @@ def note(msg):
 
 
 def quote_cmd(argv):
-    return " ".join(shlex.quote(a) for a in argv)
+    """The command as recorded: a path under a folder of SHOWN (a build folder outside the
+    repository) is written from its placeholder."""
+    out = []
+    for a in argv:
+        for pre, name in SHOWN.items():
+            if a == pre or a.startswith(pre + os.sep):
+                out.append(name + shlex.quote(a[len(pre):]) if a != pre else name)
+                break
+        else:
+            out.append(shlex.quote(a))
+    return " ".join(out)
+
+
+def note_data(argv):
+    argv = list(argv)
+    for i, a in enumerate(argv[:-1]):
+        if a == "--data":
+            DATA_SEEN.add(os.path.normpath(argv[i + 1]))
+
+
+def corpus_name(folder, corpora):
+    """The corpus a --data folder holds: its name in corpora (name -> folder), else the
+    folder's own name (data/ptb and ../shared/data/ptb are both 'ptb')."""
+    n = os.path.normpath(folder)
+    for name, f in (corpora or {}).items():
+        if os.path.normpath(f) == n or os.path.realpath(f) == os.path.realpath(folder):
+            return name
+    return os.path.basename(n)
+
+
+def identity(text, corpora=None):
+    """cmd.txt's text with what is provenance, not identity, taken out: the program's folder
+    (build, build-dev, "$BUILD_DIR") and where the corpus lies (--data by corpus name)."""
+    lines = text.strip().splitlines()
+    if not lines:
+        return ""
+    try:
+        argv = shlex.split(lines[0])
+    except ValueError:
+        return text.strip()
+    if argv:
+        argv[0] = os.path.basename(argv[0])
+    for i in range(len(argv) - 1):
+        if argv[i] == "--data":
+            argv[i + 1] = "<" + corpus_name(argv[i + 1], corpora) + ">"
+    return "\n".join([" ".join(argv)] + lines[1:])
 
 
 def write_atomic(path, text):
@@ -42,6 +97,7 @@ def run_logged(stage, argv, log, cmdfile=None, outputs=()):
     """Run argv with its output in log; a failure ends the job with its last line. The
     outputs it made (and cmdfile, log) go into the record (evals/results/full)."""
     os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
+    note_data(argv)
     if cmdfile:
         write_atomic(cmdfile, quote_cmd(argv) + "\n")
     with open(log, "w") as f:
@@ -59,11 +115,14 @@ def run_logged(stage, argv, log, cmdfile=None, outputs=()):
 
 
 class Runner:
-    def __init__(self, build_dir, out):
+    def __init__(self, build_dir, out, corpora=None):
         build_dir = os.path.relpath(build_dir)  # commands and summaries name no machine's folders
+        if provenance.inside(build_dir) is None:  # recorded commands name no folder outside
+            SHOWN[build_dir] = '"$BUILD_DIR"'
         self.phax = os.path.join(build_dir, "phax")
         self.build_dir = build_dir
         self.out = out
+        self.corpora = corpora or {}  # name -> folder: a run's data by name and checksums
         self.runs = os.path.join(out, "runs")
         os.makedirs(self.runs, exist_ok=True)
         self._info = {}
@@ -74,6 +133,7 @@ class Runner:
         needs: outputs made from the run's checkpoint; a run restored from the record (no
         checkpoint) is trained again when one of them is missing. Returns the run folder."""
         d = os.path.join(self.runs, name)
+        note_data(args)
         if os.path.exists(os.path.join(d, archive.MARK)) and any(not os.path.exists(p) for p in needs):
             note(f"{stage}: {name} is in the record without its checkpoint, which an output needs: training it again")
             shutil.rmtree(d)
@@ -87,9 +147,13 @@ class Runner:
         cmd_txt = os.path.join(d, "cmd.txt")
         if os.path.exists(ck) or os.path.exists(os.path.join(d, "DONE")):
             old = open(cmd_txt).read().strip() if os.path.exists(cmd_txt) else ""
-            if old != line:
+            if identity(old, self.corpora) != identity(line, self.corpora):
                 raise JobError(f"{stage}: {d} holds a run made with other settings (see its cmd.txt); "
                                f"redo it with --force, or use another --out")
+            other = self.other_data(d, args)
+            if other:
+                raise JobError(f"{stage}: {d} was trained on other {other} data than the corpus now "
+                               f"(the checksums in its provenance.json); redo it with --force, or use another --out")
             if os.path.exists(os.path.join(d, "DONE")):
                 note(f"{stage}: reusing the finished run {desc}")
                 return d
@@ -100,6 +164,7 @@ class Runner:
             os.makedirs(d, exist_ok=True)
             write_atomic(cmd_txt, line + "\n")
             say(f"{stage}: training {desc}")
+        resumed = argv[2] == "--resume"
         with open(os.path.join(d, "train.out"), "a") as log:
             p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             last = ""
@@ -113,10 +178,41 @@ class Runner:
             rc = p.wait()
         if rc != 0:
             raise JobError(f"{stage}: training {name} failed: {last} (log: {d}/train.out)")
+        write_atomic(os.path.join(d, "provenance.json"),
+                     json.dumps(dict(provenance.current(self.build_dir), data=self.run_data(args), resumed=resumed),
+                                indent=1, sort_keys=True) + "\n")
         open(os.path.join(d, "DONE"), "w").close()
         archive.record_run(d)
         self._info.pop(d, None)
         return d
+
+    # --- provenance -----------------------------------------------------------------------------
+    def run_data(self, args):
+        """{corpus: {folder, files: {file: sha256}}} of the corpus a run reads (none for the
+        synthetic tasks)."""
+        args = list(args)
+        if "--data" not in args[:-1]:
+            return {}
+        folder = args[args.index("--data") + 1]
+        name = corpus_name(folder, self.corpora)
+        return provenance.corpora_record({name: folder})
+
+    def other_data(self, d, args):
+        """The corpus name when the finished run d recorded other checksums for it than the
+        corpus has now (files compared by name, .xz or not); None when they agree or d
+        recorded none."""
+        try:
+            with open(os.path.join(d, "provenance.json")) as f:
+                old = json.load(f).get("data") or {}
+        except (OSError, ValueError):
+            return None
+
+        def files(rec):
+            return {k[:-3] if k.endswith(".xz") else k: v for k, v in rec.get("files", {}).items()}
+        for name, rec in self.run_data(args).items():
+            if name in old and files(old[name]) != files(rec):
+                return name
+        return None
 
     # --- what a run holds -----------------------------------------------------------------------
     def log(self, run_dir):
