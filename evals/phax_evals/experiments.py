@@ -110,7 +110,7 @@ class Job:
 
     def exp_ptb(self):
         if "ptb" not in self.s["corpora"]:
-            note("ptb: not in this mode or no PTB found (--full; data/ptb, ../shared/data/ptb or --data)")
+            note("ptb: not in this mode or no PTB found (--full; data/ptb or --data)")
             return
         self.lm_study("ptb", "ptb")
 
