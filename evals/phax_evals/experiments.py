@@ -333,7 +333,11 @@ class Job:
             return "swa", dict(w_short=T, w_long=T, p_short=0.0), 0, s["mqar_full_lengths"]
         fam, ov = S.MQAR_ARMS[arm]
         # Each model is read at the window it ended training with: short at w_short, the others
-        # at w_long (stochastic anneals to it); mlstm_only has no window.
+        # at w_long (stochastic anneals to it); mlstm_only has no window. Short trains at w_short
+        # only, so its w_long is w_short too: the validation while training (at w_long) then
+        # reads it at its own window, which the learning-rate choice and the curves need.
+        if arm == "short":
+            ov = dict(ov, w_long=m["w_short"])
         w = m["w_short"] if arm == "short" else -1
         return fam, ov, w, s["mqar_lengths"]
 

@@ -48,6 +48,8 @@ MQAR_MODEL = dict(d_model=64, n_layers=4, n_heads=4, n_kv_heads=2, mlstm_heads=1
 MQAR_TASK = dict(pairs=8, queries=8, vary=1, eval_queries=4)
 # Arms: the full-attention reference (the SWA family with a window of T: full causal attention at
 # T; evaluated with --window 0, full attention at every length) and the window regimes.
+# (experiments.mqar_arm sets the short regime's w_long to its w_short: it trains at w_short only,
+# and its validation while training, at w_long, then reads it at the window it learned with.)
 MQAR_ARMS = dict(full=("swa", dict(w_short=MQAR_T, w_long=MQAR_T, p_short=0.0)), **REGIMES)
 # The pieces, one arm each (each under about an hour alone on 2 cores, the reference's about two:
 # its attention is full at T): per arm a learning-rate sweep on seed 1, then the other seeds at
