@@ -16,15 +16,21 @@
 static double logsig(double z) { return fmin(z, 0.0) - log1p(exp(-fabs(z))); }
 static double sigm(double z) { return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z)); }
 
-int phax_naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
-                     double *df, const double *gh, const double *q, const double *k, const double *v,
-                     const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh, double eps) {
+// cumsum = 0: the log-decays summed directly from r = t down (D̃_ts rounded per added
+// term); cumsum = 1: as the difference of cumulative sums cs_t − cs_s, cs_r = Σ_{u≤r} logσ(f̃_u)
+// (what many PyTorch versions write). Both are sound; the second carries an absolute error of
+// ~u·|cs_t| in every decay, which grows with T, so phax check takes the larger error of the two
+// (src/oracle.c, op_mlstm).
+static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
+                       double *df, const double *gh, const double *q, const double *k, const double *v,
+                       const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh, double eps,
+                       int cumsum) {
     size_t nqk = (size_t)B * T * H * dqk, nv = (size_t)B * T * H * dvh, ng = (size_t)B * T * H;
     double *D = malloc((size_t)T * sizeof *D), *E = malloc((size_t)T * sizeof *E), *g = malloc((size_t)T * sizeof *g);
     double *dD = malloc((size_t)T * sizeof *dD), *qh = malloc((size_t)dqk * sizeof *qh),
-           *dqh = malloc((size_t)dqk * sizeof *dqh);
-    if (!D || !E || !g || !dD || !qh || !dqh) {
-        free(D), free(E), free(g), free(dD), free(qh), free(dqh);
+           *dqh = malloc((size_t)dqk * sizeof *dqh), *cs = malloc((size_t)T * sizeof *cs);
+    if (!D || !E || !g || !dD || !qh || !dqh || !cs) {
+        free(D), free(E), free(g), free(dD), free(qh), free(dqh), free(cs);
         return phax_fail("check: out of memory (mlstm baseline)");
     }
     memset(dq, 0, nqk * sizeof *dq), memset(dk, 0, nqk * sizeof *dk), memset(dv, 0, nv * sizeof *dv);
@@ -32,13 +38,16 @@ int phax_naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk
     double sc = R(1.0 / R(sqrt((double)dqk)));
 #define GI(t) (((size_t)b * T + (t)) * H + hh)
     for (int b = 0; b < B; b++)
-        for (int hh = 0; hh < H; hh++)
+        for (int hh = 0; hh < H; hh++) {
+            if (cumsum)
+                for (int r = 0; r < T; r++) cs[r] = R((r ? cs[r - 1] : 0.0) + R(logsig(R(fg[GI(r)]))));
             for (int t = 0; t < T; t++) {
-                // D̃_ts = Σ_{r=s+1..t} logσ(f̃_r) + ĩ_s, summed from r = t down; m = max_s D̃_ts.
+                // D̃_ts = Σ_{r=s+1..t} logσ(f̃_r) + ĩ_s, summed from r = t down (or cs_t − cs_s);
+                // m = max_s D̃_ts.
                 double F = 0, m = -INFINITY;
                 int arg = 0;
                 for (int s = t; s >= 0; s--) {
-                    D[s] = R(F + R(ig[GI(s)]));
+                    D[s] = cumsum ? R(R(cs[t] - cs[s]) + R(ig[GI(s)])) : R(F + R(ig[GI(s)]));
                     F = R(F + R(logsig(R(fg[GI(s)]))));
                 }
                 for (int s = 0; s <= t; s++)
@@ -92,9 +101,23 @@ int phax_naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk
                     acc = R(acc + dD[s]);
                 }
             }
+        }
 #undef GI
-    free(D), free(E), free(g), free(dD), free(qh), free(dqh);
+    free(D), free(E), free(g), free(dD), free(qh), free(dqh), free(cs);
     return PHAX_OK;
+}
+
+int phax_naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
+                     double *df, const double *gh, const double *q, const double *k, const double *v,
+                     const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh, double eps) {
+    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, 0);
+}
+
+int phax_naive_mlstm_cumsum(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
+                            double *df, const double *gh, const double *q, const double *k, const double *v,
+                            const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh,
+                            double eps) {
+    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, 1);
 }
 
 // The recurrent form (docs/spec.md §2.9): per row and head the states C (dqk, dv), n (dqk),

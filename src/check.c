@@ -115,12 +115,17 @@ phax_check_report *phax_check_judge(const phax_oracle_eval *ev, const phax_st_fi
                 break;
             }
             double nt = dist(o->truth, NULL, o->n), et = dist(x, o->truth, o->n), eb = dist(o->base, o->truth, o->n);
-            // The baseline's error: the largest of its five roundings (nearest, four stochastic).
+            // The baseline's error: the largest of its five roundings (nearest, four stochastic)
+            // and of another sound algorithm's baseline where the op has one (base_alt).
             for (int k = 0; k < (int)(sizeof o->base_sr / sizeof *o->base_sr); k++)
                 if (o->base_sr[k]) {
                     double ek = dist(o->base_sr[k], o->truth, o->n);
                     if (!(ek <= eb)) eb = ek;
                 }
+            if (o->base_alt) {
+                double ea = dist(o->base_alt, o->truth, o->n);
+                if (!(ea <= eb)) eb = ea;
+            }
             free(x);
             double scale = nt > 0 && isfinite(nt) ? nt : 1;
             phax_check_row *w = &r->row[r->nrow++];

@@ -58,6 +58,14 @@ int phax_naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk
                      double *df, const double *gh, const double *q, const double *k, const double *v,
                      const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_, double eps);
 
+// The same with the log-decays formed as differences of cumulative sums (cs_t − cs_s), the other
+// standard way to write the parallel form; its rounding grows with T where the direct sum's
+// does not, so phax check's bound takes the larger of the two baselines' errors.
+int phax_naive_mlstm_cumsum(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
+                            double *df, const double *gh, const double *q, const double *k, const double *v,
+                            const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_,
+                            double eps);
+
 // mLSTM, recurrent form from the stabiliser m0 (ref_mlstm_recurrent_fwd/_bwd's contract), outputs
 // overwritten; shapes as phax_naive_mlstm.
 int phax_naive_mlstm_recurrent(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
