@@ -286,7 +286,8 @@ int phax_mqar_train_sample(uint64_t seed, uint64_t index, int pairs, int queries
     int span = 0;  // the whole region
     if (vary) {
         pairs = 1 + (int)phax_rng_below(&r, (uint64_t)pairs);
-        queries = queries < pairs ? queries : pairs;
+        int half = (pairs + 1) / 2;  // at most half the pairs asked: elimination stays weak
+        queries = queries < half ? queries : half;
         int N = T + 1 - 2 * pairs - queries;
         span = queries + (int)phax_rng_below(&r, (uint64_t)(N - queries + 1));
     }

@@ -134,7 +134,9 @@ int phax_mqar_sample(uint64_t seed, int n, int pairs, int queries, int32_t *toke
 // index); x[t] = s[t] (t < T), y[qpos[j]] = the value of query j, −1 elsewhere.
 // x, y: (T). vary ≠ 0, a curriculum of easier rows: the row's pair count is
 // drawn first from the same stream, uniform in 1..P, its queries are
-// min(Q, that), and the queries go among the first M region items, M uniform
+// min(Q, ⌈that / 2⌉) (at most half the pairs asked, so that answering by
+// elimination — the last of all pairs is the value left — stays a weak
+// shortcut), and the queries go among the first M region items, M uniform
 // in [Q, N] (N = T + 1 − 2P − Q), so that short key-to-query distances (a
 // strong gradient for the lookup while the memory still forgets) mix with long
 // ones up to T.
