@@ -221,24 +221,24 @@ static int put(octx *c, const char *name, const double *x, int ndim, const int64
     return PHAX_OK;
 }
 
-// The baseline of an output put before (phax check only; the array is kept, not copied).
-static int put_base(octx *c, const char *name, double *x) {
+// The column of an output put before (phax check's baselines attach to it).
+static phax_oracle_tensor *col_of(octx *c, const char *name) {
     for (int i = 0; i < c->ncol; i++)
-        if (!strcmp(c->col[i].name, name)) {
-            c->col[i].base = x;
-            return PHAX_OK;
-        }
-    return phax_fail("check: no output '%s' for the baseline (internal)", name);
+        if (!strcmp(c->col[i].name, name)) return &c->col[i];
+    phax_fail("check: no output '%s' for the baseline (internal)", name);
+    return NULL;
 }
 
-// Another sound algorithm's baseline of an output put before (phax check only; kept, not copied).
+// The baseline of an output put before (phax check only; the array is kept, not copied).
+static int put_base(octx *c, const char *name, double *x) {
+    phax_oracle_tensor *o = col_of(c, name);
+    return o ? (o->base = x, PHAX_OK) : PHAX_ERR;
+}
+
+// Another sound algorithm's baseline of an output put before (kept, not copied).
 static int put_alt(octx *c, const char *name, double *x) {
-    for (int i = 0; i < c->ncol; i++)
-        if (!strcmp(c->col[i].name, name)) {
-            c->col[i].base_alt = x;
-            return PHAX_OK;
-        }
-    return phax_fail("check: no output '%s' for the baseline (internal)", name);
+    phax_oracle_tensor *o = col_of(c, name);
+    return o ? (o->base_alt = x, PHAX_OK) : PHAX_ERR;
 }
 
 // The upstream gradient of output `out`: tensor "grad.<out>" from IN when
