@@ -374,8 +374,20 @@ class Job:
         res = dict(T=T, task=t, model=s["mqar_model"], seeds=s["mqar_seeds"], samples=s["mqar_samples"],
                    steps=s["mqar_steps"], lrs=s["mqar_lrs"], arms=arms, w_short=s["mqar_model"]["w_short"],
                    w_long=s["mqar_model"]["w_long"], sweep=[], best={}, runs=[])
+        seeds = s["mqar_seeds"]
+        if exp == "mqar_ref":  # the sweep and seed 1; mqar_ref2 the other seeds at its rate
+            seeds = seeds[:1]
+        elif exp == "mqar_ref2":
+            seeds = seeds[1:]
+        res["seeds"] = seeds
         for arm in arms:
-            if arm.startswith("w"):
+            if exp == "mqar_ref2":
+                rp = os.path.join(self.out, "mqar_ref", "results.json")
+                if not os.path.exists(rp):
+                    raise JobError(f"{exp}: takes the rate mqar_ref chose: run mqar_ref first "
+                                   "(./evals/run_all.sh --full --only mqar_ref)")
+                res["best"][arm] = load(rp)["best"][arm]
+            elif arm.startswith("w"):
                 sl = os.path.join(self.out, "mqar_short", "results.json")
                 if not os.path.exists(sl):
                     raise JobError(f"{exp}: the window sweep takes the short regime's rate: run mqar_short first "
@@ -392,7 +404,7 @@ class Job:
                 res["best"][arm] = min(ok, key=lambda r: r["val"]["val_loss"])["lr"] if ok else s["mqar_lrs"][0]
             _, _, w, mult = self.mqar_arm(arm)
             lengths = [k * T for k in mult]
-            for seed in s["mqar_seeds"]:
+            for seed in seeds:
                 lr = res["best"][arm]
                 prefix = os.path.join(self.out, exp, f"mqar-{arm}-s{seed}")
                 d = self.mqar_train(exp, arm, seed, lr, needs=[prefix + ".json"])
@@ -416,6 +428,9 @@ class Job:
     # One method per piece (main.py calls exp_<piece>); the arms of each are in settings.
     def exp_mqar_ref(self):
         self.mqar_piece("mqar_ref")
+
+    def exp_mqar_ref2(self):
+        self.mqar_piece("mqar_ref2")
 
     def exp_mqar_short(self):
         self.mqar_piece("mqar_short")

@@ -12,7 +12,7 @@ from .experiments import Job, save
 from .runs import JobError, Runner, note, say
 
 EXPERIMENTS = ["lm", "recall", "sandwich", "efficiency", "ptb", "ablation", "iso", "bind", "niah", "niah_ctl",
-               "mqar_ref", "mqar_short", "mqar_long", "mqar_stoch", "mqar_swa", "mqar_mlstm", "mqar_w32", "mqar_w512"]
+               "mqar_ref", "mqar_ref2", "mqar_short", "mqar_long", "mqar_stoch", "mqar_swa", "mqar_mlstm", "mqar_w32", "mqar_w512"]
 HELP = """experiments (--only takes a comma list; default all; each is a resumable piece):
   lm          PHA, transformer and serial hybrid with matched non-embedding parameters
               (within 3 %), the same token budget, on WikiText-2; test perplexity,
@@ -36,8 +36,9 @@ HELP = """experiments (--only takes a comma list; default all; each is a resumab
               state memory vs context; every family; fitted log-log slopes
   mqar_ref    (full) multi-query associative recall at the SWAX paper's window ratios
               (T 1024, windows T/128 and T/8; docs/recall.md): the full-attention
-              reference; a learning-rate sweep on seed 1, then 3 seeds at the best
-              rate, accuracy by key-to-query distance at 1x..32x T
+              reference; a learning-rate sweep on seed 1, accuracy by key-to-query
+              distance at 1x..32x T; mqar_ref2: its seeds 2 and 3 at the chosen rate
+              (the other pieces do both: sweep, then 3 seeds)
   mqar_short  (full) the same for SWAX short; mqar_long, mqar_stoch: long, stochastic
   mqar_swa    (full) the same for the SWA-only control; mqar_mlstm: mLSTM-only
   mqar_w32    (full) SWAX at the fixed window T/32 (the short regime's rate; needs

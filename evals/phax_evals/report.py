@@ -1128,7 +1128,7 @@ def write(out, st, corpora, meta):
              f"- invocation: `{meta['invocation']}` (from the repository root; {meta['seconds']:.0f} s, reused outputs not counted)\n"
              f"- data: {', '.join(f'{k} ({v})' for k, v in corpora.items())}\n\n")
     pieces = ["lm", "ptb", "ablation", "sandwich", "iso", "recall", "bind", "niah", "niah_ctl", "efficiency",
-              "mqar_ref", "mqar_short", "mqar_long", "mqar_stoch", "mqar_swa", "mqar_mlstm", "mqar_w32",
+              "mqar_ref", "mqar_ref2", "mqar_short", "mqar_long", "mqar_stoch", "mqar_swa", "mqar_mlstm", "mqar_w32",
               "mqar_w512"]
     done = [p for p in pieces if load(out, p)]
     if st["mode"] == "full" and len(done) < len(pieces):

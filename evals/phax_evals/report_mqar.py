@@ -50,7 +50,7 @@ def ms(xs, digits=3):
     return f"{statistics.fmean(xs):.{digits}f} ± {statistics.stdev(xs):.{digits}f} (n={len(xs)})"
 
 
-PIECES = ["mqar_ref", "mqar_short", "mqar_long", "mqar_stoch", "mqar_swa", "mqar_mlstm", "mqar_w32", "mqar_w512"]
+PIECES = ["mqar_ref", "mqar_ref2", "mqar_short", "mqar_long", "mqar_stoch", "mqar_swa", "mqar_mlstm", "mqar_w32", "mqar_w512"]
 
 
 def merged(out, load):
@@ -64,7 +64,8 @@ def merged(out, load):
             continue
         if res is None:
             res = dict(r, arms=[], runs=[], sweep=[], best={})
-        res["arms"] += r["arms"]
+        res["arms"] += [a for a in r["arms"] if a not in res["arms"]]
+        res["seeds"] = sorted(set(res["seeds"]) | set(r["seeds"]))
         res["runs"] += r["runs"]
         res["sweep"] += r["sweep"]
         res["best"].update(r["best"])

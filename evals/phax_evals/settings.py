@@ -57,7 +57,9 @@ MQAR_ARMS = dict(full=("swa", dict(w_short=MQAR_T, w_long=MQAR_T, p_short=0.0)),
 # its attention is full at T): per arm a learning-rate sweep on seed 1, then the other seeds at
 # the best rate. The window sweep's fixed windows ("w<W>") take the short regime's rate (the
 # same family with one fixed window), so those pieces need mqar_short.
-MQAR_PIECES = {"mqar_ref": ["full"], "mqar_short": ["short"], "mqar_long": ["long"], "mqar_stoch": ["stochastic"],
+# The reference (full attention at T, ~2x a SWAX run's time) is split in two: its sweep with
+# seed 1 (mqar_ref), then seeds 2 and 3 at the rate it chose (mqar_ref2).
+MQAR_PIECES = {"mqar_ref": ["full"], "mqar_ref2": ["full"], "mqar_short": ["short"], "mqar_long": ["long"], "mqar_stoch": ["stochastic"],
                "mqar_swa": ["swa_only"], "mqar_mlstm": ["mlstm_only"],
                "mqar_w%d" % (MQAR_T // 32): ["w%d" % (MQAR_T // 32)], "mqar_w%d" % (MQAR_T // 2): ["w%d" % (MQAR_T // 2)]}
 
@@ -125,7 +127,7 @@ def mode_settings(mode, tiny=False):
             mqar_T=64, mqar_B=4, mqar_model=dict(MQAR_MODEL, d_model=32, n_layers=2, w_short=2, w_long=8),
             mqar_task=dict(pairs=4, queries=4, vary=1, eval_queries=2), mqar_steps=6, mqar_lrs=[1e-3, 3e-3],
             mqar_seeds=[1, 2], mqar_lengths=[1, 2], mqar_full_lengths=[1], mqar_samples=4,
-            mqar_pieces={"mqar_ref": ["full"], "mqar_short": ["short"], "mqar_long": ["long"],
+            mqar_pieces={"mqar_ref": ["full"], "mqar_ref2": ["full"], "mqar_short": ["short"], "mqar_long": ["long"],
                          "mqar_stoch": ["stochastic"], "mqar_swa": ["swa_only"], "mqar_mlstm": ["mlstm_only"],
                          "mqar_w32": ["w4"], "mqar_w512": ["w16"]},
         )
