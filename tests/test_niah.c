@@ -890,7 +890,7 @@ Test(niah, passkey_train_rows) {
     size_t n;
     int32_t *ids = encode(v, big, &n);
     const int T = 128;
-    int32_t x[128], y[128];
+    int32_t x[200], y[200];  // rows of 128 here, of 200 in the mix below
     int32_t dot = phax_vocab_id(v, ".", 1), eos = phax_vocab_eos(v);
     for (int D = 1; D <= 3; D++) {
         phax_niah *t = pk_task(v, ids, n, 0, D, 1u << PHAX_NIAH_PASSKEY);
