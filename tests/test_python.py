@@ -269,7 +269,68 @@ def _example(tmp, op):
     return p
 
 
-PARTS = {"oracle": part_oracle, "check": part_check, "checkpoint": part_checkpoint, "errors": part_errors}
+# --- pip install ./python and phax.testing, from the installed copy -----------------------------
+INSTALLED_CHECK = r"""
+import os, sys
+import numpy as np
+import phax
+from phax.testing import assert_matches_oracle
+assert os.path.realpath(phax.__file__).startswith(os.path.realpath(sys.argv[1])), phax.__file__
+rng = np.random.default_rng(int(sys.argv[2]))
+x, w, b, gy = rng.uniform(-1, 1, (3, 5, 8)), rng.uniform(-.5, .5, (6, 8)), rng.uniform(-1, 1, 6), rng.standard_normal((3, 5, 6))
+f = lambda a: a.astype(np.float32)
+xf, wf, bf, gf = f(x), f(w), f(b), f(gy)
+x2, g2 = xf.reshape(-1, 8), gf.reshape(-1, 6)
+ours = {"y": xf @ wf.T + bf, "grad.x": (g2 @ wf).reshape(xf.shape), "grad.weight": g2.T @ x2, "grad.bias": g2.sum(0)}
+inputs = {"x": x, "weight": w, "bias": b, "grad.y": gy}
+rep = assert_matches_oracle("linear", inputs, ours, precision="f32")
+assert rep.passed
+bad = dict(ours, **{"grad.weight": ours["grad.weight"] * 1.01})
+try:
+    assert_matches_oracle("linear", inputs, bad, precision="f32")
+    raise SystemExit("a 1 % error in grad.weight passed")
+except AssertionError as e:
+    msg = str(e)
+    assert msg.startswith("phax check linear at f32: FAIL") and "grad.weight" in msg and "ratio" in msg, msg
+try:
+    assert_matches_oracle("linear", inputs, {"y": ours["y"]}, precision="f32")
+    raise SystemExit("missing gradients were accepted")
+except phax.Error as e:
+    assert "missing" in str(e), e
+print("installed ok")
+"""
+
+
+def part_install(tmp):
+    """pip installs ./python (no network: --no-build-isolation, the system's setuptools) into a
+    folder; that copy, with PHAX_LIB, checks a float32 linear layer in one line
+    (phax.testing.assert_matches_oracle: a PASS returns, a 1 % error raises AssertionError with
+    the table, a missing output phax.Error); without PHAX_LIB and outside the checkout it says
+    how to point it at the library."""
+    target, src = os.path.join(tmp, "site"), os.path.join(tmp, "src")
+    # From a copy: setuptools writes build/ and *.egg-info beside the sources it builds.
+    shutil.copytree(os.path.join(ROOT, "python"), src, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
+                        "--quiet", "--target", target, src],
+                       capture_output=True, text=True)
+    expect(r.returncode == 0, f"pip install ./python failed (scripts/setup.sh installs python3-pip and "
+                              f"python3-setuptools): {r.stderr[-2000:]}")
+    if r.returncode:
+        return
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = target
+    r = subprocess.run([sys.executable, "-c", INSTALLED_CHECK, target, str(SEED)], capture_output=True, text=True,
+                       env=env, cwd=tmp)
+    expect(r.returncode == 0 and "installed ok" in r.stdout, f"installed phax: {r.stdout}{r.stderr}")
+    env.pop("PHAX_LIB", None), env.pop("LD_LIBRARY_PATH", None)  # (meson sets the latter: the loader path)
+    r = subprocess.run([sys.executable, "-c", "import numpy as np, phax; phax.oracle('silu', x=np.ones((1, 2)))"],
+                       capture_output=True, text=True, env=env, cwd=tmp)
+    expect(r.returncode != 0 and "set PHAX_LIB=" in r.stderr, f"installed phax without PHAX_LIB: {r.stderr[-800:]}")
+    print("ok install: pip install ./python; phax.testing.assert_matches_oracle PASS, FAIL and MISMATCH")
+
+
+PARTS = {"oracle": part_oracle, "check": part_check, "checkpoint": part_checkpoint, "errors": part_errors,
+         "install": part_install}
 
 if __name__ == "__main__":
     parts = sys.argv[1:] or list(PARTS)

@@ -32,15 +32,25 @@ _FROM_ST = {v: np.dtype("<" + k) if k != "b1" else np.dtype(bool) for k, v in _T
 
 
 def library_path():
-    """Where libphax is looked for, in order; the first that exists is used."""
+    """Where libphax is looked for, in order; the first that exists is used: $PHAX_LIB; the
+    build folder of the checkout this package sits in (python/phax -> build/libphax.so); a
+    libphax.so beside this file; the system's loader path (ctypes.util.find_library). An
+    installed package (pip install ./python) has no checkout around it: set PHAX_LIB."""
     env = os.environ.get("PHAX_LIB")
     if env:
+        if not os.path.exists(env):
+            raise Error(f"PHAX_LIB={env}: no such file (build it with ninja -C build; it is build/libphax.so)")
         return env
     here = os.path.dirname(os.path.abspath(__file__))
     for p in (os.path.join(here, "..", "..", "build", "libphax.so"), os.path.join(here, "libphax.so")):
         if os.path.exists(p):
             return os.path.normpath(p)
-    raise Error("libphax.so not found: build it (ninja -C build) or set PHAX_LIB to its path")
+    import ctypes.util
+    found = ctypes.util.find_library("phax")
+    if found:
+        return found
+    raise Error("libphax.so not found: this package is ctypes over the C library, which pip does not build; "
+                "build it in the phax checkout (ninja -C build) and set PHAX_LIB=<checkout>/build/libphax.so")
 
 
 _lib = None
