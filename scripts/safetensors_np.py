@@ -16,7 +16,7 @@ def write_safetensors(path, tensors, metadata):
     names = {np.dtype(v): k for k, v in DTYPES.items()}
     header, blobs, off = {}, [], 0
     for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
+        a = np.ascontiguousarray(tensors[name]).reshape(np.shape(tensors[name]))  # a 0-d array stays 0-d
         b = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
         header[name] = {"dtype": names[np.dtype(a.dtype.newbyteorder("<"))], "shape": list(a.shape),
                         "data_offsets": [off, off + len(b)]}

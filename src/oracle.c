@@ -1070,7 +1070,13 @@ static void ex_mlstm(exw *e) {
     ex_f(e, "igate", -3, 3, 3, 2, 7, 2), ex_f(e, "fgate", 1, 5, 3, 2, 7, 2), ex_meta(e, "form", "parallel");
 }
 static void ex_mix(exw *e) { ex_f(e, "branches", -1, 1, 3, 3, 5, 6), ex_f(e, "p", -1, 1, 1, 3); }
-static void ex_cross_entropy(exw *e) { ex_f(e, "logits", -3, 3, 3, 2, 5, 11), ex_i(e, "targets", 11, 2, 2, 5); }
+// The loss is a scalar: training backpropagates 1 into it, so the example gives grad.loss = 1
+// (a 0-d tensor) rather than leave the oracle to draw one N(0, 1) (docs/conventions.md).
+static void ex_cross_entropy(exw *e) {
+    ex_f(e, "logits", -3, 3, 3, 2, 5, 11), ex_i(e, "targets", 11, 2, 2, 5);
+    double one = 1.0;
+    if (!e->err && phax_st_add_f64(e->w, "grad.loss", &one, 0, NULL)) e->err = PHAX_ERR;
+}
 static void ex_adamw(exw *e) {
     ex_f(e, "param", -1, 1, 2, 3, 4), ex_f(e, "gradient", -1, 1, 2, 3, 4), ex_meta(e, "step", "1"),
         ex_meta(e, "lr", "0.001");

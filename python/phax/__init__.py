@@ -131,7 +131,8 @@ def _as_array(name, v):
     if key not in _TO_ST:
         raise Error(f"tensor '{name}': numpy dtype {v.dtype} has no safetensors dtype phax reads "
                     f"(float64/32/16, int8..64, uint8..64)")
-    return np.ascontiguousarray(v, dtype=v.dtype.newbyteorder("<"))
+    # ascontiguousarray makes a 0-d array 1-d: the shape is put back (a scalar stays shape []).
+    return np.ascontiguousarray(v, dtype=v.dtype.newbyteorder("<")).reshape(v.shape)
 
 
 def encode(tensors, metadata=None):
