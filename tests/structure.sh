@@ -77,7 +77,9 @@ where-table)
         [ -n "$section" ] || { echo "structure: $f: no \"Where things live\" section" >&2; status=1; continue; }
         rows=$(printf '%s\n' "$section" | awk -F'|' '/^\|/ && !/^\|[-| ]*$/ { gsub(/^ +| +$/, "", $2); print $2 }')
         for fam in $families; do
-            printf '%s\n' "$rows" | grep -qx "$fam" || { echo "structure: $f: no row for $fam" >&2; status=1; }
+            # A here-string, not printf | grep -q: grep -q leaves at the first match, and under
+            # pipefail printf's write into the closed pipe (SIGPIPE) failed the pipeline at random.
+            grep -qx "$fam" <<<"$rows" || { echo "structure: $f: no row for $fam" >&2; status=1; }
         done
         paths=$(printf '%s\n' "$section" | grep -o '`[^`]*`' | tr -d '`' | grep '/' | grep -v '[<> ]' | sort -u || true)
         n=$(printf '%s\n' "$paths" | grep -c . || true)
@@ -108,7 +110,7 @@ where-table-selftest)
         echo "structure: where-table passed a table with $bad (misspelt from $victim)" >&2
         exit 1
     fi
-    printf '%s\n' "$out" | grep -q "$bad does not exist" || { echo "structure: where-table failed without naming $bad: $out" >&2; exit 1; }
+    grep -q "$bad does not exist" <<<"$out" || { echo "structure: where-table failed without naming $bad: $out" >&2; exit 1; }
     echo "structure: where-table catches a misspelt path: $out"
     ;;
 runner-via-table)
