@@ -695,6 +695,13 @@ static int op_ssm_recurrent(octx *c) { return op_ssm(c, 1); }
 
 static const char *const FORMS[] = {"parallel", "recurrent", NULL};
 
+// The six outputs of the mLSTM op given to a baseline setter (put_base, put_alt) in one go.
+static int put_mlstm(octx *c, int (*set)(octx *, const char *, double *), double *x[6]) {
+    static const char *const names[6] = {"h", "grad.q", "grad.k", "grad.v", "grad.igate", "grad.fgate"};
+    for (int i = 0; i < 6; i++) TRY(set(c, names[i], x[i]));
+    return PHAX_OK;
+}
+
 static int op_mlstm(octx *c) {
     int nq, nv;
     int64_t qs[8], vs[8];
@@ -747,12 +754,7 @@ static int op_mlstm(octx *c) {
     TRYP(bh && bq && bk && bv && bi && bf);
     if (form == 0) TRY(phax_naive_mlstm(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps));
     else TRY(phax_naive_mlstm_recurrent(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, m0));
-    TRY(put_base(c, "h", bh));
-    TRY(put_base(c, "grad.q", bq));
-    TRY(put_base(c, "grad.k", bk));
-    TRY(put_base(c, "grad.v", bv));
-    TRY(put_base(c, "grad.igate", bi));
-    TRY(put_base(c, "grad.fgate", bf));
+    TRY(put_mlstm(c, put_base, (double *[6]){bh, bq, bk, bv, bi, bf}));
     if (form != 0) return PHAX_OK;
     // The parallel form is also written with the decays as differences of cumulative sums,
     // whose rounding grows with T (check/mlstm.c): its baseline too, the bound the larger.
@@ -760,12 +762,7 @@ static int op_mlstm(octx *c) {
            *ai = dalloc(c, ng), *af = dalloc(c, ng);
     TRYP(ah && aq && ak && av && ai && af);
     TRY(phax_naive_mlstm_cumsum(c->prec, ah, aq, ak, av, ai, af, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps));
-    TRY(put_alt(c, "h", ah));
-    TRY(put_alt(c, "grad.q", aq));
-    TRY(put_alt(c, "grad.k", ak));
-    TRY(put_alt(c, "grad.v", av));
-    TRY(put_alt(c, "grad.igate", ai));
-    return put_alt(c, "grad.fgate", af);
+    return put_mlstm(c, put_alt, (double *[6]){ah, aq, ak, av, ai, af});
 }
 
 static int op_mix(octx *c) {
