@@ -1,1 +1,1 @@
-build-dev/phax recall --ckpt evals/out/full/runs/recall-bind-short-s2 --lengths 128,256,512,1024,2048,4096,8192 --depths 0,0.25,0.5,0.75,1 --samples 100 --pairs 4 --seed 0 --window 16 --json evals/out/full/bind/recall-bind-short-s2-w16.json
+build/phax recall --ckpt evals/out/full/runs/recall-bind-short-s2 --lengths 128,256,512,1024,2048,4096,8192 --depths 0,0.25,0.5,0.75,1 --samples 100 --pairs 4 --seed 0 --window 16 --json evals/out/full/bind/recall-bind-short-s2-w16.json

@@ -1,1 +1,1 @@
-build-dev/bench_model --family pha --T 1024 --config evals/out/full/configs/eff_pha.json --steps 5 --csv evals/out/full/efficiency/train_pha_T1024.csv
+build/bench_model --family pha --T 1024 --config evals/out/full/configs/eff_pha.json --steps 5 --csv evals/out/full/efficiency/train_pha_T1024.csv

@@ -1,1 +1,1 @@
-build-dev/bench_model --family pha --T 4096 --config evals/out/full/configs/eff_pha.json --steps 5 --csv evals/out/full/efficiency/train_pha_T4096.csv
+build/bench_model --family pha --T 4096 --config evals/out/full/configs/eff_pha.json --steps 5 --csv evals/out/full/efficiency/train_pha_T4096.csv

@@ -1,1 +1,1 @@
-build-dev/bench_model --family serial --T 16384 --config evals/out/full/configs/eff_serial.json --steps 5 --csv evals/out/full/efficiency/train_serial_T16384.csv
+build/bench_model --family serial --T 16384 --config evals/out/full/configs/eff_serial.json --steps 5 --csv evals/out/full/efficiency/train_serial_T16384.csv

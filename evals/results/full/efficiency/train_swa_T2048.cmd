@@ -1,1 +1,1 @@
-build-dev/bench_model --family swa --T 2048 --config evals/out/full/configs/eff_swa.json --steps 5 --csv evals/out/full/efficiency/train_swa_T2048.csv
+build/bench_model --family swa --T 2048 --config evals/out/full/configs/eff_swa.json --steps 5 --csv evals/out/full/efficiency/train_swa_T2048.csv

@@ -1,1 +1,1 @@
-build-dev/bench_model --family swax --T 512 --config evals/out/full/configs/eff_swax.json --steps 5 --csv evals/out/full/efficiency/train_swax_T512.csv
+build/bench_model --family swax --T 512 --config evals/out/full/configs/eff_swax.json --steps 5 --csv evals/out/full/efficiency/train_swax_T512.csv

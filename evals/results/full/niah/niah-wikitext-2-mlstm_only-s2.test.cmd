@@ -1,1 +1,1 @@
-build-dev/phax eval evals/out/full/runs/niah-wikitext-2-mlstm_only-s2 --data data/wikitext-2 --split test --cache-dir evals/out/full/cache --json evals/out/full/niah/niah-wikitext-2-mlstm_only-s2.test.json
+build/phax eval evals/out/full/runs/niah-wikitext-2-mlstm_only-s2 --data data/wikitext-2 --split test --cache-dir evals/out/full/cache --json evals/out/full/niah/niah-wikitext-2-mlstm_only-s2.test.json

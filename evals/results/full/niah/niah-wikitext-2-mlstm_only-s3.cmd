@@ -1,1 +1,1 @@
-build-dev/phax niah evals/out/full/runs/niah-wikitext-2-mlstm_only-s3 --data data/wikitext-2 --lengths 256,512,1024,2048,4096 --variants single,multikey --haystacks noise,text --n-depths 5 --samples 10 --seed 0 --csv evals/out/full/niah/niah-wikitext-2-mlstm_only-s3.csv
+build/phax niah evals/out/full/runs/niah-wikitext-2-mlstm_only-s3 --data data/wikitext-2 --lengths 256,512,1024,2048,4096 --variants single,multikey --haystacks noise,text --n-depths 5 --samples 10 --seed 0 --csv evals/out/full/niah/niah-wikitext-2-mlstm_only-s3.csv

@@ -1,1 +1,1 @@
-build-dev/phax eval evals/out/full/runs/lm-ptb-transformer-s3 --data ../shared/data/ptb --split test --cache-dir evals/out/full/cache --json evals/out/full/ptb/lm-ptb-transformer-s3.test.json
+build/phax eval evals/out/full/runs/lm-ptb-transformer-s3 --data data/ptb --split test --cache-dir evals/out/full/cache --json evals/out/full/ptb/lm-ptb-transformer-s3.test.json
