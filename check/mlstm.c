@@ -47,7 +47,11 @@ static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *
                 double F = 0, m = -INFINITY;
                 int arg = 0;
                 for (int s = t; s >= 0; s--) {
-                    D[s] = cumsum ? R(R(cs[t] - cs[s]) + R(ig[GI(s)])) : R(F + R(ig[GI(s)]));
+                    if (cumsum) {
+                        D[s] = R(R(cs[t] - cs[s]) + R(ig[GI(s)]));
+                        continue;
+                    }
+                    D[s] = R(F + R(ig[GI(s)]));
                     F = R(F + R(logsig(R(fg[GI(s)]))));
                 }
                 for (int s = 0; s <= t; s++)

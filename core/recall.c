@@ -207,10 +207,21 @@ int phax_mqar_min_len(int pairs, int queries, int *out) {
     return PHAX_OK;
 }
 
+int phax_mqar_min_row(int pairs, int queries, int *out) {
+    if (phax_mqar_min_len(pairs, queries, out)) return PHAX_ERR;
+    *out -= 1;
+    return PHAX_OK;
+}
+
+double phax_mqar_query_floor(int pairs, int j) {
+    if (pairs < 1 || pairs > PHAX_RECALL_MAX_PAIRS || j < 0 || j >= pairs) return NAN;
+    return 1.0 / (pairs - j);
+}
+
 double phax_mqar_floor(int pairs, int queries) {
     if (pairs < 1 || pairs > PHAX_RECALL_MAX_PAIRS || queries < 1 || queries > pairs) return NAN;
     double s = 0;
-    for (int j = 0; j < queries; j++) s += 1.0 / (pairs - j);
+    for (int j = 0; j < queries; j++) s += phax_mqar_query_floor(pairs, j);
     return s / queries;
 }
 
@@ -277,9 +288,11 @@ int phax_mqar_sample(uint64_t seed, int n, int pairs, int queries, int32_t *toke
 int phax_mqar_train_sample(uint64_t seed, uint64_t index, int pairs, int queries, int vary, int T,
                            int32_t *x, int32_t *y, phax_mqar_layout *lay) {
     if (!x || !y) return phax_fail("phax_mqar_train_sample: NULL argument");
-    if (T >= PHAX_RECALL_MAX_LEN || check_mqar(T + 1, pairs, queries))
+    int min_T;
+    if (phax_mqar_min_row(pairs, queries, &min_T)) return PHAX_ERR;
+    if (T < min_T || T >= PHAX_RECALL_MAX_LEN)
         return phax_fail("mqar: a training row of %d tokens is outside [%d, %d] for %d pairs and %d "
-                         "queries", T, 2 * pairs + 2 * queries - 1, PHAX_RECALL_MAX_LEN - 1, pairs, queries);
+                         "queries", T, min_T, PHAX_RECALL_MAX_LEN - 1, pairs, queries);
     // The sample has T + 1 tokens; its last (a filler or the last query's
     // value) is only ever a target, so x holds the first T.
     phax_rng r = phax_rng_stream(seed, index);

@@ -335,7 +335,7 @@ static void run_mqar_length(worker *w, int V, const recall_opts *o, int length, 
             c->correct += argmax(me->logits, V) == answer;
             c->logp += log_prob(me->logits, V, answer);
             c->dist += lay.distance[j];
-            c->floor += 1.0 / (o->pairs - j);
+            c->floor += phax_mqar_query_floor(o->pairs, j);
         }
         if (rc != PHAX_OK) {
 #pragma omp critical

@@ -229,6 +229,9 @@ int train_is_recall(const train_opts *o) { return !strcmp(o->task, "recall") || 
 
 int train_is_mqar(const train_opts *o) { return !strcmp(o->task, "mqar"); }
 
+// The --task names (lm: a corpus; recall, mqar: core/recall.c's rows).
+static int task_known(const char *t) { return !strcmp(t, "lm") || !strcmp(t, "recall") || !strcmp(t, "mqar"); }
+
 void train_check_numbers(const train_opts *o) {
     if (!(isfinite(o->lr) && o->lr >= 0)) die("--lr: must be a finite number >= 0, got %g", o->lr);
     if (!(isfinite(o->min_lr) && o->min_lr >= 0 && o->min_lr <= o->lr))
@@ -249,14 +252,11 @@ void train_check_numbers(const train_opts *o) {
     if (strcmp(o->tokenizer, "word") && strcmp(o->tokenizer, "byte"))
         die("--tokenizer: '%s' is not word or byte", o->tokenizer);
     if (o->vocab_max && strcmp(o->tokenizer, "word")) die("--vocab-max: only with --tokenizer word");
-    if (strcmp(o->task, "lm") && strcmp(o->task, "recall") && strcmp(o->task, "mqar"))
-        die("--task: '%s' is not lm, recall or mqar", o->task);
+    if (!task_known(o->task)) die("--task: '%s' is not lm, recall or mqar", o->task);
     if (train_is_recall(o)) {
         int min_T;
-        int bad = train_is_mqar(o) ? phax_mqar_min_len(o->recall_pairs, o->recall_queries, &min_T)
-                                   : phax_recall_min_row(o->recall_pairs, o->recall_queries, &min_T);
-        if (!bad && train_is_mqar(o)) min_T -= 1;  // a row is the sample less its last token
-        if (bad)
+        if (train_is_mqar(o) ? phax_mqar_min_row(o->recall_pairs, o->recall_queries, &min_T)
+                             : phax_recall_min_row(o->recall_pairs, o->recall_queries, &min_T))
             die("--recall-pairs %d, --recall-queries %d: %s", o->recall_pairs, o->recall_queries,
                 phax_error());
         if (o->T < min_T || o->T > PHAX_RECALL_MAX_LEN)
@@ -345,8 +345,7 @@ void train_opts_from_json(train_opts *o, const char *json, const char *where, js
                              "recall_queries", &queries))
         die("%s: training options unreadable: %s", where, e.text);
     o->recall_pairs = pairs, o->recall_queries = queries;
-    if (strcmp(o->task, "lm") && strcmp(o->task, "recall") && strcmp(o->task, "mqar"))
-        die("%s: training options unreadable: \"task\" is not lm, recall or mqar", where);
+    if (!task_known(o->task)) die("%s: training options unreadable: \"task\" is not lm, recall or mqar", where);
     if (train_is_recall(o) ? !json_is_null(train) : !json_is_string(train))
         die("%s: training options unreadable: \"train\" is not %s", where,
             train_is_recall(o) ? "null (--task recall)" : "a path");

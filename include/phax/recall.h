@@ -123,9 +123,13 @@ typedef struct {
     int distance[PHAX_RECALL_MAX_PAIRS];  // qpos[j] − 2·qpair[j]
 } phax_mqar_layout;
 
-// The shortest MQAR sample, 2P + 2Q tokens (errors for P, Q out of range).
+// The shortest MQAR sample, 2P + 2Q tokens, and the shortest training row, one
+// less (a row is a sample without its last token). Errors for P, Q out of range.
 int phax_mqar_min_len(int pairs, int queries, int *out);
-// The elimination floor: mean over j < Q of 1 / (P − j) (NaN for P, Q out of range).
+int phax_mqar_min_row(int pairs, int queries, int *out);
+// The elimination floor of query j (0-based, in text order): 1 / (P − j), and of a
+// prompt: its mean over j < Q (NaN for P, Q or j out of range).
+double phax_mqar_query_floor(int pairs, int j);
 double phax_mqar_floor(int pairs, int queries);
 // The sample of n tokens drawn from phax_rng_new(seed): tokens: (n); lay may be NULL.
 // Errors: P, Q out of range, n < phax_mqar_min_len or n > PHAX_RECALL_MAX_LEN.
