@@ -286,7 +286,7 @@ int phax_niah_haystack_parse(const char *s, phax_niah_haystack *out) {
 static int check_digits(phax_niah *t) {
     for (char c = '0'; c <= '9'; c++)
         if ((t->digit[c - '0'] = phax_vocab_id(t->v, &c, 1)) < 0)
-            return phax_fail("niah: the word vocabulary has no token '%c': the 7-digit needle "
+            return phax_fail("niah: the word vocabulary has no token '%c': the needle "
                              "values are written as single-digit words, so '0'..'9' must all be "
                              "in the vocabulary", c);
     return PHAX_OK;

@@ -442,8 +442,10 @@ int phax_niah_main(int argc, char **argv) {
     r.logits = malloc((size_t)ck.cfg.vocab_size * sizeof *r.logits);
     results *res = malloc(sizeof *res);
     if (!r.logits || !res) die("out of memory");
-    for (size_t i = 0; i < sizeof res->c / sizeof res->c[0][0][0][0]; i++)
-        (&res->c[0][0][0][0])[i] = (cell){NAN, NAN, NAN};  // cells not run: skipped
+    for (int a = 0; a < PHAX_NIAH_N_ALL_VARIANTS; a++)  // cells not run: skipped
+        for (int b = 0; b < PHAX_NIAH_N_HAYSTACKS; b++)
+            for (int l = 0; l < MAX_LIST; l++)
+                for (int d = 0; d < MAX_LIST; d++) res->c[a][b][l][d] = (cell){NAN, NAN, NAN};
     for (int vi = 0; vi < o.n_variants; vi++) {
         phax_niah_variant var = o.variants[vi];
         int min_len;

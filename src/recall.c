@@ -20,6 +20,7 @@
 #include "phax/data.h"
 #include "phax/backend.h"
 #include "phax/model_plan.h"
+#include "phax/niah.h"  // phax_niah_logprob
 #include "phax/recall.h"
 
 #define MAX_LIST 64
@@ -294,15 +295,6 @@ static int bin_of(const recall_opts *o, int d) {
     return b;  // −1: below the first edge (not counted)
 }
 
-// log softmax(x)[k], in double.
-static double log_prob(const float *x, int n, int k) {
-    double mx = x[0];
-    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    double z = 0;
-    for (int i = 0; i < n; i++) z += exp((double)x[i] - mx);
-    return (double)x[k] - mx - log(z);
-}
-
 // The prompts of one length; each query j is read by prefilling up to its key
 // (the logits of that token), then the prompt goes on from there. res: (n_bins).
 static void run_mqar_length(worker *w, int V, const recall_opts *o, int length, mq_cell *res, int nt) {
@@ -333,7 +325,7 @@ static void run_mqar_length(worker *w, int V, const recall_opts *o, int length, 
             mq_cell *c = &mine[b];
             c->n++;
             c->correct += argmax(me->logits, V) == answer;
-            c->logp += log_prob(me->logits, V, answer);
+            c->logp += phax_niah_logprob(me->logits, V, answer);  // log softmax at the answer
             c->dist += lay.distance[j];
             c->floor += phax_mqar_query_floor(o->pairs, j);
         }

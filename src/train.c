@@ -610,7 +610,7 @@ int phax_train_main(int argc, char **argv) {
         // Text haystacks come from the training tokens (never the validation split).
         phax_niah_opts no = {.passkey_digits = r.o.niah_digits, .train_variants = r.o.niah_variants};
         if (phax_niah_new(r.data.vocab, r.data.tr, r.data.ntr, &no, &r.niah))
-            die("--niah-frac: %s", phax_error());
+            die("%s: %s", r.o.niah_variants ? "--niah-variants" : "--niah-frac", phax_error());
         r.niah_seed = phax_seed_derive(r.o.seed, "train.niah");
         r.niah_mix_seed = phax_seed_derive(r.o.seed, "train.niah.mix");
         // Every variant must fit a row (multi-needle ones need ~2x a single needle):

@@ -95,6 +95,14 @@ static char *cycle(const char *s, size_t n) {
     return o;
 }
 
+// A text haystack: s repeated to n bytes, encoded with v (free the ids).
+static int32_t *cyclic_ids(const phax_vocab *v, const char *s, size_t n_bytes, size_t *n) {
+    char *big = cycle(s, n_bytes);
+    int32_t *ids = encode(v, big, n);
+    free(big);
+    return ids;
+}
+
 static char *cat(const char *const *parts, int n) {
     size_t len = 1;
     for (int i = 0; i < n; i++) len += strlen(parts[i]);
@@ -508,9 +516,8 @@ static void check_rows(const phax_vocab *v, const phax_niah *t, int T, int rows)
 
 Test(niah, train_rows) {
     phax_vocab *v = byte_vocab();
-    char *big = cycle("A first sentence. A second one.\nAnd a third line here. ", 5000);
     size_t n;
-    int32_t *ids = encode(v, big, &n);
+    int32_t *ids = cyclic_ids(v, "A first sentence. A second one.\nAnd a third line here. ", 5000, &n);
     phax_niah *t = task(v, ids, n, 0);
     check_rows(v, t, 900, 64);
     phax_vocab *w = word_vocab_of(HAND_TEXT);
@@ -522,7 +529,7 @@ Test(niah, train_rows) {
     cr_assert(strstr(phax_error(), "cannot hold"), "%s", phax_error());
     phax_niah_free(tw), phax_niah_free(t);
     phax_vocab_free(w), phax_vocab_free(v);
-    free(ids), free(big);
+    free(ids);
 }
 
 // --- errors -----------------------------------------------------------------------------------
@@ -795,9 +802,8 @@ Test(niah, passkey_byte_exact) {
 Test(niah, passkey_depth_and_values) {
     phax_vocab *v = word_vocab_of(PK_TEXT);
     static const char SENT[] = "The sky is blue . The grass is green . Here we go .\n";
-    char *big = cycle(SENT, 100 * strlen(SENT));
     size_t n;
-    int32_t *ids = encode(v, big, &n);
+    int32_t *ids = cyclic_ids(v, SENT, 100 * strlen(SENT), &n);
     phax_niah *t = pk_task(v, ids, n, 1, 0, 0);
     int32_t dot = phax_vocab_id(v, ".", 1), eos = phax_vocab_eos(v);
     for (int h = 0; h < 2; h++)
@@ -827,7 +833,7 @@ Test(niah, passkey_depth_and_values) {
     for (int i = 0; i < 10; i++) cr_assert(seen1[i] > 100, "1 digit: %d drawn %d times", i, seen1[i]);
     for (int i = 0; i < 100; i++) cr_assert(seen2[i] > 0, "2 digits: %02d never drawn", i);
     phax_niah_free(t1), phax_niah_free(t);
-    free(ids), free(big);
+    free(ids);
     phax_vocab_free(v);
 }
 
@@ -886,9 +892,8 @@ Test(niah, passkey_no_leak) {
 Test(niah, passkey_train_rows) {
     phax_vocab *v = word_vocab_of(PK_TEXT);
     static const char SENT[] = "The sky is blue . The grass is green . Here we go 1 2 3 .\n";
-    char *big = cycle(SENT, 150 * strlen(SENT));
     size_t n;
-    int32_t *ids = encode(v, big, &n);
+    int32_t *ids = cyclic_ids(v, SENT, 150 * strlen(SENT), &n);
     const int T = 128;
     int32_t x[200], y[200];  // rows of 128 here, of 200 in the mix below
     int32_t dot = phax_vocab_id(v, ".", 1), eos = phax_vocab_eos(v);
@@ -950,7 +955,7 @@ Test(niah, passkey_train_rows) {
     cr_assert(seen[PHAX_NIAH_SINGLE] > 16 && seen[PHAX_NIAH_PASSKEY] > 16 &&
               seen[PHAX_NIAH_SINGLE] + seen[PHAX_NIAH_PASSKEY] == 64);
     phax_niah_free(mix), phax_niah_free(def), phax_niah_free(four);
-    free(ids), free(big);
+    free(ids);
     phax_vocab_free(v);
 }
 

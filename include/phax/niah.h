@@ -86,7 +86,7 @@ typedef struct phax_niah phax_niah;  // a task: vocabulary, encoded templates, k
 // the text haystack will not be used. opts may be NULL. Errors: a word vocabulary
 // without the digit words, template words missing with no "<unk>", fewer than
 // n_multi + 1 key words in the vocabulary, an id in text outside the vocabulary,
-// passkey_digits outside [0, 7], train_variants naming no variant, or naming passkey
+// passkey_digits outside [1, 7] (0: the default, 2), train_variants naming no variant, or naming passkey
 // with a word vocabulary that lacks a passkey word ("pass", "key", ...). Passkey
 // prompts of a task whose vocabulary lacks those words fail at phax_niah_build.
 int phax_niah_new(const phax_vocab *v, const int32_t *text, size_t n_text,
