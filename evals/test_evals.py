@@ -682,6 +682,26 @@ class Provenance(unittest.TestCase):
         self.assertIn("-march=x86-64-v3 (ptb)", m)
         self.assertEqual(len(m.splitlines()), 1)
         self.assertIn("buildtype", P.check_mixed([self.piece("lm"), self.piece("x", buildtype="debug")]))
+        # A piece whose reused runs were made by another build (run_builds, piece.json "runs").
+        old_run = self.piece("x", fast_c_args=["-std=c11", "-O3", "-march=native"])["provenance"]
+        new = self.piece("mqar_short", fast_c_args=["-std=c11", "-O3", "-march=x86-64-v4"])
+        self.assertIsNone(P.check_mixed([new]))
+        new["runs"] = P.run_builds([("r1", old_run), ("r2", new["provenance"]), ("r3", None)])
+        self.assertEqual([rb["runs"] for rb in new["runs"]], [["r1"], ["r2"]])
+        m = P.check_mixed([new])
+        self.assertIn("mixed builds: fast_c_args", m or "")
+        self.assertIn("mqar_short: r1", m)
+        new["runs"] = P.run_builds([("r2", new["provenance"])])
+        self.assertIsNone(P.check_mixed([new]))
+        # What else changes the bits: OpenBLAS's kernel, the thread count, the CPU's level.
+        for k, a, b in (("openblas", {"core": "SkylakeX"}, {"core": "Haswell"}),
+                        ("env", {"OMP_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "2"}),
+                        ("cpu", {"isa": "x86-64-v4"}, {"isa": "x86-64-v3"})):
+            pa, pb = self.piece("lm"), self.piece("ptb")
+            pa["provenance"][k], pb["provenance"][k] = a, b
+            self.assertIn("mixed builds", P.check_mixed([pa, pb]) or "", k)
+            pb["provenance"][k] = a
+            self.assertIsNone(P.check_mixed([pa, pb]), k)
         mixed = [self.piece("lm"), self.piece("ptb", commit="b" * 40)]
         old = os.environ.pop("PHAX_EVAL_ALLOW_MIXED", None)
         try:
@@ -753,7 +773,7 @@ class MqarReport(unittest.TestCase):
         c = lambda L, lo, hi, acc: dict(length=L, bin_lo=lo, bin_hi=hi, queries=100, correct=round(100 * acc),
                                         accuracy=acc, mean_logp=-1.0, mean_distance=(lo + hi) / 2, floor=0.3)
         # A prompt of 2T also has queries less than T back: they are not "beyond T".
-        return dict(arm=arm, seed=seed, lr=1e-3, window=4, cells=[c(self.T, 2, 4, near), c(self.T, 16, 32, far_T),
+        return dict(arm=arm, seed=seed, lr=1e-3, window=4, floor=(1 / 4 + 1 / 3) / 2, cells=[c(self.T, 2, 4, near), c(self.T, 16, 32, far_T),
                                                                   c(2 * self.T, 16, 32, near),
                                                                   c(2 * self.T, 64, 128, beyond)], curve=[])
 
@@ -769,14 +789,18 @@ class MqarReport(unittest.TestCase):
                     arms=["full", "short", "long", "stochastic"], sweep=[],
                     best=dict(full=1e-3, short=1e-3, long=1e-3, stochastic=1e-3), runs=runs)
 
-    def claims_for(self, ref_acc):
+    def claims_for(self, ref_acc, drop=()):
+        """The claims of a crafted mqar_ref piece holding every arm (less the arms in drop)."""
         from evals.phax_evals import report_mqar
         res = self.results(ref_acc)
-        load = lambda out, p: res if p == "mqar_ref" else None
+        res["runs"] = [r for r in res["runs"] if r["arm"] not in drop]
         claims = {}
         with tempfile.TemporaryDirectory() as t:
+            os.makedirs(os.path.join(t, "mqar_ref"))
+            with open(os.path.join(t, "mqar_ref", "results.json"), "w") as f:
+                json.dump(res, f)
             P = report.Plots(t, "test", True)
-            report_mqar.section(t, {}, P, claims, report.md_table, report.fig, load)
+            report_mqar.section(t, {}, P, claims)
         return claims
 
     def test_far_and_beyond_filters(self):
@@ -803,6 +827,17 @@ class MqarReport(unittest.TestCase):
         table = report.claims_tables(c)
         self.assertIn("MQAR at the paper's window ratios: task not learned", table)
 
+    def test_an_arm_not_run_gives_no_tests(self):
+        # long has not run: no "inconclusive (one seed)" from an empty arm; the note says which.
+        c = self.claims_for(0.95, drop=("long",))
+        self.assertNotIn("short_extrap_tests", c)
+        self.assertIn("long", c["mqar_note"])
+
+    def test_short_is_tested_against_its_floor(self):
+        t = self.claims_for(0.95)["short_extrap_tests"]
+        self.assertEqual(len(t), 2)
+        self.assertEqual([round(x, 2) for x in t[1]["b"]], [0.3, 0.3, 0.3])  # the floor of its queries
+
     def test_verdicts_from_the_tests(self):
         c = self.claims_for(0.95)
         table = report.claims_tables(c)
@@ -827,6 +862,10 @@ class ClaimGate(unittest.TestCase):
             self.assertIn("no verdict", row)
             self.assertIn("aaaaaaa (lm)", row)
             self.assertIn("bbbbbbb (ptb)", row)
+            # Its tests are not judged: none in the tests table, none in Holm's count.
+            self.assertNotIn("| PHA ≈ transformer |", table)
+            self.assertNotIn("The tests behind the verdicts", table)  # the only tests were blocked
+            self.assertNotIn("- PHA ≈ transformer:", table)
             os.environ["PHAX_EVAL_ALLOW_MIXED"] = "1"
             try:
                 table = report.claims_tables(claims, gates=report.claim_gates(t, claims))

@@ -354,10 +354,6 @@ class Job:
              "--eval-tokens", str(64 * s["mqar_T"]), "--seed", str(seed), "--log-every", "100"]
         return self.r.train(exp, f"mqar-{arm}-lr{lr:g}-s{seed}", a, needs=needs)
 
-    def mqar_val(self, d):
-        v = [l for l in self.r.log(d) if "val_loss" in l]
-        return v[-1] if v else None
-
     def mqar_piece(self, exp):
         """One mqar piece (S.MQAR_PIECES): per arm a learning-rate sweep on seed 1 (the lowest final
         validation loss of the answers at T picks the rate; the window sweep's fixed windows take
@@ -396,10 +392,11 @@ class Job:
             else:
                 for lr in s["mqar_lrs"]:
                     d = self.mqar_train(exp, arm, 1, lr)
-                    v = self.mqar_val(d)
-                    res["sweep"].append(dict(arm=arm, lr=lr, run=d, val=v,
-                                             curve=[l for l in self.r.log(d) if "val_loss" in l]))
-                    note(f"{exp}: {arm} lr {lr:g}: val_loss {v['val_loss']:.4f} val_acc {v['val_acc']:.3f}")
+                    curve = [l for l in self.r.log(d) if "val_loss" in l]
+                    v = curve[-1] if curve else None
+                    res["sweep"].append(dict(arm=arm, lr=lr, run=d, val=v, curve=curve))
+                    note(f"{exp}: {arm} lr {lr:g}: " + (f"val_loss {v['val_loss']:.4f} val_acc {v['val_acc']:.3f}"
+                                                        if v else "no validation line"))
                 ok = [r for r in res["sweep"] if r["arm"] == arm and r["val"] and math.isfinite(r["val"]["val_loss"])]
                 res["best"][arm] = min(ok, key=lambda r: r["val"]["val_loss"])["lr"] if ok else s["mqar_lrs"][0]
             _, _, w, mult = self.mqar_arm(arm)
@@ -415,43 +412,16 @@ class Job:
                     run_logged(exp, a + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd",
                                [prefix + ".json"])
                 ev = load(prefix + ".json")
-                res["runs"].append(dict(arm=arm, seed=seed, lr=lr, window=ev["window"], run=d, val=self.mqar_val(d),
-                                        curve=[l for l in self.r.log(d) if "val_loss" in l],
-                                        floor=ev["floor"], cells=ev["cells"]))
+                curve = [l for l in self.r.log(d) if "val_loss" in l]
+                res["runs"].append(dict(arm=arm, seed=seed, lr=lr, window=ev["window"], run=d,
+                                        val=curve[-1] if curve else None, curve=curve, floor=ev["floor"],
+                                        cells=ev["cells"]))
                 at_T = [c for c in ev["cells"] if c["length"] == T]
                 n = sum(c["queries"] for c in at_T)
                 acc = sum(c["correct"] for c in at_T) / n if n else float("nan")
                 note(f"{exp}: {arm} s{seed} (lr {lr:g}, window {ev['window']}): accuracy at T {acc:.3f} "
                      f"(floor {ev['floor']:.3f})")
         save(os.path.join(self.out, exp, "results.json"), res)
-
-    # One method per piece (main.py calls exp_<piece>); the arms of each are in settings.
-    def exp_mqar_ref(self):
-        self.mqar_piece("mqar_ref")
-
-    def exp_mqar_ref2(self):
-        self.mqar_piece("mqar_ref2")
-
-    def exp_mqar_short(self):
-        self.mqar_piece("mqar_short")
-
-    def exp_mqar_long(self):
-        self.mqar_piece("mqar_long")
-
-    def exp_mqar_stoch(self):
-        self.mqar_piece("mqar_stoch")
-
-    def exp_mqar_swa(self):
-        self.mqar_piece("mqar_swa")
-
-    def exp_mqar_mlstm(self):
-        self.mqar_piece("mqar_mlstm")
-
-    def exp_mqar_w32(self):
-        self.mqar_piece("mqar_w32")
-
-    def exp_mqar_w512(self):
-        self.mqar_piece("mqar_w512")
 
     # --- (d) SWAX window study: RULER-style needles in WikiText-2 -----------------------------------
     def exp_niah(self):

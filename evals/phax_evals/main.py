@@ -11,8 +11,8 @@ from . import archive, provenance, report, runs, settings
 from .experiments import Job, save
 from .runs import JobError, Runner, note, say
 
-EXPERIMENTS = ["lm", "recall", "sandwich", "efficiency", "ptb", "ablation", "iso", "bind", "niah", "niah_ctl",
-               "mqar_ref", "mqar_ref2", "mqar_short", "mqar_long", "mqar_stoch", "mqar_swa", "mqar_mlstm", "mqar_w32", "mqar_w512"]
+EXPERIMENTS = ["lm", "recall", "sandwich", "efficiency", "ptb", "ablation", "iso", "bind", "niah", "niah_ctl"] + \
+    list(settings.MQAR_PIECES)
 HELP = """experiments (--only takes a comma list; default all; each is a resumable piece):
   lm          PHA, transformer and serial hybrid with matched non-embedding parameters
               (within 3 %), the same token budget, on WikiText-2; test perplexity,
@@ -154,7 +154,11 @@ def main(argv):
             t = time.time()
             l0 = open("/proc/loadavg").read().split()[:3]
             runs.DATA_SEEN.clear()
-            getattr(job, f"exp_{e}")()
+            runner.runs_used.clear()
+            if e in settings.MQAR_PIECES:
+                job.mqar_piece(e)
+            else:
+                getattr(job, f"exp_{e}")()
             note(f"{e}: {time.time() - t:.0f} s")
             if os.path.exists(os.path.join(out, e, "results.json")):
                 # When and how long: the pieces' table of the summary.
@@ -167,6 +171,7 @@ def main(argv):
                      dict(seconds=round(time.time() - t), finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                           commit=commit, load_start=l0, load_end=open("/proc/loadavg").read().split()[:3],
                           piece=e, provenance=provenance.current(build),
+                          runs=provenance.run_builds(runner.runs_used),
                           data=provenance.corpora_record(corpora, used)))
                 if keep and archive.save_piece(out, e):
                     note(f"{e}: recorded in {archive.root()}/{e} (commit it: the outputs in {out} are not)")

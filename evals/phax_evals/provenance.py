@@ -293,6 +293,14 @@ def _prov(p):
     if pv:
         c = (pv.get("commit") or "unknown") + (" (dirty)" if pv.get("dirty") else "")
         b = {k: v for k, v in (pv.get("build") or {}).items() if k != "dir"}
+        # What else changes a run's bits (evals/README.md, Bit-reproducibility): OpenBLAS's kernel,
+        # the thread and kernel variables, the CPU's ISA level.
+        if isinstance(pv.get("openblas"), dict) and pv["openblas"].get("core"):
+            b["openblas.core"] = pv["openblas"]["core"]
+        for k, v in (pv.get("env") or {}).items():
+            b["env." + k] = v
+        if isinstance(pv.get("cpu"), dict) and pv["cpu"].get("isa"):
+            b["cpu.isa"] = pv["cpu"]["isa"]
         return c, b or None
     return (p.get("commit") or "unknown"), None
 
@@ -305,10 +313,36 @@ def _same_commit(a, b):
     return ca.startswith(cb) or cb.startswith(ca)  # a short sha of old pieces matches its full sha
 
 
+def run_builds(used):
+    """The distinct builds the runs of a piece were made with: [{runs: [...], provenance}], from
+    Runner.runs_used [(run, provenance.json or None)] (runs of before provenance left out)."""
+    out = []
+    for run, pv in used:
+        if not pv:
+            continue
+        b = _prov(pv)[1]
+        for o in out:
+            if _prov(o["provenance"])[1] == b:
+                o["runs"].append(run)
+                break
+        else:
+            out.append(dict(runs=[run], provenance=pv))
+    return out
+
+
 def _named(pieces):
-    if isinstance(pieces, dict):
-        return list(pieces.items())
-    return [(p.get("piece") or f"#{i + 1}", p) for i, p in enumerate(pieces)]
+    """(name, piece) pairs, and for each piece one more per build its runs were made with (their
+    commit taken as the piece's: a run's provenance.json records HEAD at its end)."""
+    named = list(pieces.items()) if isinstance(pieces, dict) else \
+        [(p.get("piece") or f"#{i + 1}", p) for i, p in enumerate(pieces)]
+    out = []
+    for name, p in named:
+        out.append((name, p))
+        c = _prov(p)[0]
+        for rb in p.get("runs") or []:
+            pv = dict(rb["provenance"], commit=c.split(" ")[0], dirty=c.endswith("(dirty)"))
+            out.append((f"{name}: {', '.join(rb['runs'][:2])}{' ...' if len(rb['runs']) > 2 else ''}", {"provenance": pv}))
+    return out
 
 
 def check_mixed(pieces):

@@ -46,6 +46,7 @@ import statistics
 import subprocess
 import time
 
+from . import settings as S
 from . import stats
 
 PAPER = {
@@ -1005,7 +1006,7 @@ def section_mqar(out, st, P, claims):
     """The mqar pieces (report_mqar.py): when the task is learned, their tests replace the
     recall piece's for the two SWAX claims; when not, claims["mqar_note"] says so beside them."""
     from . import report_mqar
-    return report_mqar.section(out, st, P, claims, md_table, fig, load)
+    return report_mqar.section(out, st, P, claims)
 
 
 SECTIONS = [section_lm, section_ablation, section_sandwich, section_iso, section_recall, section_niah,
@@ -1049,15 +1050,15 @@ def claim_gates(out, claims):
     from . import provenance, report_mqar
     gates = {}
     for key, names in CLAIM_PIECES.items():
-        if key in ("short_extrap", "stoch_both") and key + "_tests" in claims:
-            names = report_mqar.PIECES
+        if key + "_tests" in claims and key in report_mqar.CLAIM_PIECES:
+            names = report_mqar.CLAIM_PIECES[key]
         pieces = {}
         for n in names:
             pj = os.path.join(out, n, "piece.json")
             if os.path.exists(pj):
                 with open(pj) as f:
                     pieces[n] = json.load(f)
-        gates[key] = provenance.gate(pieces) if len(pieces) > 1 else (True, None)
+        gates[key] = provenance.gate(pieces) if pieces else (True, None)  # one piece's runs can differ too
     return gates
 
 
@@ -1065,12 +1066,15 @@ def claims_tables(claims, alpha=ALPHA, gates=None):
     """The claims table (one row per claim of PAPER), the verdict rules and the tests table.
     gates: per claim (allowed, note) (claim_gates); a claim not allowed gets no verdict."""
     order = [(k, claim_tests(claims, k)) for k in PAPER]
-    judged = judge(order, alpha)
     gates = gates or {}
+    # A claim without a verdict (pieces of different commits or builds) is not judged at all: its
+    # tests stay out of Holm's correction and out of the tests table.
+    blocked = {k for k, (ok, _) in gates.items() if not ok}
+    judged = judge([(k, ts) for k, ts in order if k not in blocked], alpha)
     rows, trows = [], []
     for key, tests in order:
         ok, gnote = gates.get(key, (True, None))
-        measured = "; ".join(shown(t) for t in tests) or "n/a"
+        measured = "; ".join(x for x in map(shown, tests) if x) or "n/a"
         if gnote:
             measured += f"; {gnote}"
         if key in ("short_extrap", "stoch_both") and claims.get("mqar_note"):
@@ -1078,21 +1082,27 @@ def claims_tables(claims, alpha=ALPHA, gates=None):
         fg = FIGS.get(key, "")
         if key in ("short_extrap", "stoch_both") and key + "_tests" in claims:
             fg = "mqar_distance, mqar_window"
-        rows.append([PAPER[key], claim_verdict(judged[key]) if ok else "no verdict (pieces of different commits "
-                     "or builds; PHAX_EVAL_ALLOW_MIXED=1 judges them anyway and says which)", measured, fg])
+        if not ok:
+            rows.append([PAPER[key], "no verdict (pieces of different commits or builds; PHAX_EVAL_ALLOW_MIXED=1 "
+                         "judges them anyway and says which)", measured, fg])
+            continue
+        rows.append([PAPER[key], claim_verdict(judged[key]), measured, fg])
         trows += [test_row(SHORT.get(key, key), r, alpha) for r in judged[key]]
     m = sum(1 for rs in judged.values() for r in rs if r["p"] is not None)
     txt = md_table(["claim (paper)", "verdict", "what phax measured (mean ± sd over seeds)", "figure"], rows)
     txt += "\n" + VERDICT_RULES + "\n\n"
     if trows:
         txt += (f"**The tests behind the verdicts** ({m} in Holm's correction; differences a - b in the "
-                f"units of the measure, 95 % confidence interval of the two-sided Welch test):\n\n")
+                f"units of the measure, 95 % confidence interval of the two-sided Welch test"
+                f"{'; the tests of claims without a verdict are left out' if blocked else ''}):\n\n")
         txt += md_table(["claim", "test: a vs b", "seeds per arm", "difference [95 % CI]", "p", "p after Holm",
                          "smallest effect of interest", "power at it", "seeds per arm for 80 % power",
                          "result"], trows) + "\n"
     # Why each far-from-paper claim is far (the reason strings of its tests, grouped).
     why = {}
     for key, tests in order:
+        if key in blocked:
+            continue
         for t in tests:
             if t.get("far_from_paper"):
                 reason = t["far_from_paper"] if isinstance(t["far_from_paper"], str) else "(no reason given)"
@@ -1127,9 +1137,8 @@ def write(out, st, corpora, meta):
              f"{' '.join(meta['load_start'])}, at end {' '.join(open('/proc/loadavg').read().split()[:3])}\n"
              f"- invocation: `{meta['invocation']}` (from the repository root; {meta['seconds']:.0f} s, reused outputs not counted)\n"
              f"- data: {', '.join(f'{k} ({v})' for k, v in corpora.items())}\n\n")
-    pieces = ["lm", "ptb", "ablation", "sandwich", "iso", "recall", "bind", "niah", "niah_ctl", "efficiency",
-              "mqar_ref", "mqar_ref2", "mqar_short", "mqar_long", "mqar_stoch", "mqar_swa", "mqar_mlstm", "mqar_w32",
-              "mqar_w512"]
+    pieces = ["lm", "ptb", "ablation", "sandwich", "iso", "recall", "bind", "niah", "niah_ctl", "efficiency"] + \
+        list(S.MQAR_PIECES)
     done = [p for p in pieces if load(out, p)]
     if st["mode"] == "full" and len(done) < len(pieces):
         head += (f"**Pieces run so far: {', '.join(done) or 'none'}; not yet: "

@@ -126,6 +126,7 @@ class Runner:
         self.runs = os.path.join(out, "runs")
         os.makedirs(self.runs, exist_ok=True)
         self._info = {}
+        self.runs_used = []  # (run, provenance.json or None) of the runs the current piece used
 
     # --- training -------------------------------------------------------------------------
     def train(self, stage, name, args, desc=None, needs=()):
@@ -156,6 +157,7 @@ class Runner:
                                f"(the checksums in its provenance.json); redo it with --force, or use another --out")
             if os.path.exists(os.path.join(d, "DONE")):
                 note(f"{stage}: reusing the finished run {desc}")
+                self.note_used(d)
                 return d
             say(f"{stage}: resuming {desc} ({d})")
             argv = [self.phax, "train", "--resume", "--log-every", "50", "--out", d]
@@ -184,9 +186,20 @@ class Runner:
         open(os.path.join(d, "DONE"), "w").close()
         archive.record_run(d)
         self._info.pop(d, None)
+        self.note_used(d)
         return d
 
     # --- provenance -----------------------------------------------------------------------------
+    def note_used(self, d):
+        """Keep the provenance of a run a piece uses (runs_used: main.py writes the builds they
+        were made with into piece.json, so a run reused from an older build shows as mixed)."""
+        try:
+            with open(os.path.join(d, "provenance.json")) as f:
+                pv = json.load(f)
+        except (OSError, ValueError):
+            pv = None  # a run of before provenance: nothing known about its build
+        self.runs_used.append((os.path.basename(d), pv))
+
     def run_data(self, args):
         """{corpus: {folder, files: {file: sha256}}} of the corpus a run reads (none for the
         synthetic tasks)."""

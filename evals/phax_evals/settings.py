@@ -127,8 +127,6 @@ def mode_settings(mode, tiny=False):
             mqar_T=64, mqar_B=4, mqar_model=dict(MQAR_MODEL, d_model=32, n_layers=2, w_short=2, w_long=8),
             mqar_task=dict(pairs=4, queries=4, vary=1, eval_queries=2), mqar_steps=6, mqar_lrs=[1e-3, 3e-3],
             mqar_seeds=[1, 2], mqar_lengths=[1, 2], mqar_full_lengths=[1], mqar_samples=4,
-            mqar_pieces={"mqar_ref": ["full"], "mqar_ref2": ["full"], "mqar_short": ["short"], "mqar_long": ["long"],
-                         "mqar_stoch": ["stochastic"], "mqar_swa": ["swa_only"], "mqar_mlstm": ["mlstm_only"],
-                         "mqar_w32": ["w4"], "mqar_w512": ["w16"]},
+            mqar_pieces=dict(MQAR_PIECES, mqar_w32=["w4"], mqar_w512=["w16"]),  # T 64: windows 4 and 16
         )
     return s
