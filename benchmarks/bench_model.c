@@ -79,8 +79,13 @@
 #include "phax/ref.h"
 #include "phax/ref_model.h"
 #include "bench_util.h"
+#include "phax/fcpu_gemm.h"
 
 #define MLSTM_CHUNK 64
+
+// --precision bf16: fast/cpu's matmuls on bf16 operands (fcpu_mm; docs/precision.md), in this
+// process and in the sweep's children.
+static const char *g_precision = "f32";
 #define MAX_STEPS 1000
 
 typedef struct {
@@ -440,6 +445,7 @@ static int run_child(const char *family, int T, int ref, int steps, int threads,
         args[a++] = "--result-fd", args[a++] = fds;
         if (steps > 0) args[a++] = "--steps", args[a++] = st;
         if (ref) args[a++] = "--ref";
+        args[a++] = "--precision", args[a++] = (char *)g_precision;
         args[a] = NULL;
         if (threads > 0) {
             char th[16];
@@ -569,6 +575,7 @@ static void usage(void) {
             "       bench_model --sweep [--families a,b] [--Ts 512,2048] [--no-ref] [--csv FILE]\n"
             "       bench_model --family F --T T [--B 1] [--steps N] [--warmup W] [--ref]\n"
             "                   [--window W] [--config FILE.json] [--csv FILE] [--parts]\n"
+            "  --precision f32|bf16: fast/cpu's matmuls in float32 (default) or on bf16 operands\n"
             "  --parts: also print where a step's time goes (sub-layers, kernels, head, AdamW)\n");
     exit(2);
 }
@@ -589,6 +596,7 @@ int main(int argc, char **argv) {
         else if (ARG("--window")) o.window = atoi(v);
         else if (ARG("--config")) o.config = v;
         else if (ARG("--csv")) csv_path = v;
+        else if (ARG("--precision")) g_precision = v;
         else if (ARG("--result-fd")) result_fd = atoi(v);
         else if (ARG("--families")) fams = v, do_sweep = 1;
         else if (ARG("--Ts")) Ts = v, do_sweep = 1;
@@ -601,6 +609,15 @@ int main(int argc, char **argv) {
         else usage();
 #undef ARG
     }
+    if (strcmp(g_precision, "f32") && strcmp(g_precision, "bf16")) {
+        fprintf(stderr, "bench_model: --precision: '%s' is not f32 or bf16\n", g_precision);
+        return 2;
+    }
+    if (!strcmp(g_precision, "bf16") && fcpu_mm_precision_set(FCPU_MM_BF16)) {
+        fprintf(stderr, "bench_model: --precision bf16: %s\n", phax_error());
+        return 2;
+    }
+    if (result_fd < 0) printf("matmul precision: %s\n", g_precision);
     if (do_sweep || !o.family[0]) return sweep(csv_path, fams, Ts, with_ref);
 
     if (o.T <= 0 || o.B <= 0) usage();

@@ -66,14 +66,14 @@ typedef struct {
     int M, N, K;
     const float *A, *B;
     float *C;
-    int split;  // 1: fcpu_sgemm; 0: cblas_sgemm with OpenBLAS's own threads
+    int split;  // 1: fcpu_mm (fcpu_sgemm, or bf16 operands where the thread asks); 0: cblas_sgemm
 } bench_sgemm_ctx;
 
 static inline void bench_sgemm_run(void *v) {
     bench_sgemm_ctx *g = v;
     int lda = g->ta == CblasNoTrans ? g->K : g->M, ldb = g->tb == CblasNoTrans ? g->N : g->K;
-    if (g->split)
-        fcpu_sgemm(g->ta, g->tb, g->M, g->N, g->K, 1.0f, g->A, lda, g->B, ldb, 0.0f, g->C, g->N);
+    if (g->split)  // the thread's matmul precision: the ceiling of what the models' matmuls run at
+        fcpu_mm(g->ta, g->tb, g->M, g->N, g->K, 1.0f, g->A, lda, g->B, ldb, 0.0f, g->C, g->N);
     else
         cblas_sgemm(CblasRowMajor, g->ta, g->tb, g->M, g->N, g->K, 1.0f, g->A, lda, g->B, ldb,
                     0.0f, g->C, g->N);

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 PKGS=(meson ninja-build pkg-config gcc libc6-dev libcriterion-dev libopenblas-dev libopenblas-openmp-dev libfftw3-dev
       libjansson-dev liblzma-dev xz-utils gnuplot-nox jq python3-numpy python3-pip python3-setuptools libopenmpi-dev
-      openmpi-bin)
+      openmpi-bin libdnnl-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do

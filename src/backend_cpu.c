@@ -7,6 +7,7 @@
 #include "phax/core.h"
 #include "phax/fcpu_basic.h"
 #include "phax/fcpu_decode.h"
+#include "phax/fcpu_gemm.h"
 #include "phax/fcpu_model.h"
 
 typedef struct {
@@ -202,6 +203,70 @@ const phax_backend_ops phax_backend_cpu = {
     .token_losses = token_losses,
     .zero_grad = zero_grad,
     .backward = backward,
+    .adamw_init = adamw_init,
+    .adamw_step = adamw_step,
+    .params_get = params_get,
+    .params_set = params_set,
+    .moments_get = moments_get,
+    .moments_set = moments_set,
+    .grads = grads,
+    .decoder_new = decoder_new,
+    .decoder_free = decoder_free,
+    .decoder_reset = decoder_reset,
+    .decoder_step = decoder_step,
+    .decoder_prefill = decoder_prefill,
+    .decoder_prefill_all = decoder_prefill_all,
+    .decoder_state_bytes = decoder_state_bytes,
+};
+
+// --- cpu_bf16: the same models with bf16 matmul operands -------------------------------------
+// Forward and backward run with this thread's matmul precision set to bf16 (fcpu_mm: the
+// linear layers, the FFN, the output projection; docs/precision.md) and restored on return;
+// parameters, gradients, AdamW moments, norms, softmax, the GSS/DSS kernel, the mLSTM and the
+// loss stay float32, and so do the decoders (one token at a time: no matmul to speed up).
+
+static phax_bmodel *model_new_bf16(const phax_backend_ops *be, const phax_model_cfg *cfg, uint64_t seed,
+                                   const float *params) {
+    if (!fcpu_bf16_available()) {
+        phax_fail("cpu_bf16: this phax was built without oneDNN (install libdnnl-dev and reconfigure; "
+                  "docs/precision.md)");
+        return NULL;
+    }
+    return model_new(be, cfg, seed, params);
+}
+
+#define IN_BF16(call)                                   \
+    int prev_ = fcpu_mm_precision();                    \
+    if (fcpu_mm_precision_set(FCPU_MM_BF16)) return PHAX_ERR; \
+    int rc_ = (call);                                   \
+    fcpu_mm_precision_set(prev_);                       \
+    return rc_
+
+static int forward_bf16(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T, int window,
+                        void *logits, double *loss) {
+    IN_BF16(forward(m, tokens, targets, B, T, window, logits, loss));
+}
+
+static int token_losses_bf16(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                             int window, float *losses) {
+    IN_BF16(token_losses(m, tokens, targets, B, T, window, losses));
+}
+
+static int backward_bf16(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T, int window,
+                         double *loss) {
+    IN_BF16(backward(m, tokens, targets, B, T, window, loss));
+}
+
+const phax_backend_ops phax_backend_cpu_bf16 = {
+    .name = "cpu_bf16",
+    .summary = "fast/cpu with bf16 matmul operands, float32 accumulation and state (oneDNN)",
+    .dtype = PHAX_DT_F32,
+    .model_new = model_new_bf16,
+    .model_free = model_free,
+    .forward = forward_bf16,
+    .token_losses = token_losses_bf16,
+    .zero_grad = zero_grad,
+    .backward = backward_bf16,
     .adamw_init = adamw_init,
     .adamw_step = adamw_step,
     .params_get = params_get,

@@ -54,6 +54,7 @@ typedef struct {
     unsigned niah_variants;  // --niah-variants: mask of phax_niah variants (0 = RULER's four)
     int niah_digits;         // --niah-digits: passkey digits (0 = the default, 2)
     const char *backend;  // as given ("fast" is the cpu backend) and stored in the state
+    const char *precision;  // --precision f32|bf16 or NULL: bf16 makes backend cpu_bf16
     // evaluation, checkpoints, output
     long eval_every, eval_tokens, ckpt_every, log_every, stop_after;
     const char *out, *cache_dir;

@@ -88,7 +88,11 @@ static void usage(FILE *f) {
         "                      multivalue, multiquery (default: these four), passkey\n"
         "  --niah-digits D     digits of a passkey value, 1..7 (default 2)\n"
         "  --backend B         cpu or fast (float32, OpenBLAS+OpenMP; default) or ref (float64,\n"
-        "                      tiny runs)\n"
+        "                      tiny runs); cpu_bf16 is cpu with bf16 matmul operands\n"
+        "  --precision P       f32 (default) or bf16: the cpu backend's matmuls (linear layers,\n"
+        "                      FFN, output projection) on bf16 operands with float32 accumulation\n"
+        "                      (oneDNN); everything else float32 (docs/precision.md). Same as\n"
+        "                      --backend cpu_bf16; kept by --resume\n"
         "evaluation and output:\n"
         "  --eval-every N      validate every N steps and at the end (default 200; 0 = end only)\n"
         "  --eval-tokens N     the first N tokens of the valid split, windows of --seq (default\n"
@@ -203,6 +207,7 @@ void train_parse_args(int argc, char **argv, train_opts *o, const char **changin
             if (phax_niah_digits_parse(val, &o->niah_digits)) die("%s: %s", flag, phax_error());
         }
         else if (!strcmp(flag, "--backend")) o->backend = val;
+        else if (!strcmp(flag, "--precision")) o->precision = val;
         else if (!strcmp(flag, "--eval-every")) o->eval_every = parse_long(flag, val, 0, 1L << 40);
         else if (!strcmp(flag, "--eval-tokens")) o->eval_tokens = parse_long(flag, val, 0, 1L << 40);
         else if (!strcmp(flag, "--ckpt-every")) o->ckpt_every = parse_long(flag, val, 0, 1L << 40);
@@ -210,6 +215,17 @@ void train_parse_args(int argc, char **argv, train_opts *o, const char **changin
         else if (!strcmp(flag, "--stop-after")) o->stop_after = parse_long(flag, val, 1, 1L << 40);
         else if (!strcmp(flag, "--out")) o->out = val;
         else die("unknown option '%s' (try --help)", flag);
+    }
+    if (o->precision) {  // --precision bf16 names the cpu backend's bf16 variant
+        int cpu = !strcmp(o->backend, "fast") || !strcmp(o->backend, "cpu") || !strcmp(o->backend, "cpu_bf16");
+        if (!strcmp(o->precision, "bf16")) {
+            if (!cpu) die("--precision bf16: only with the cpu backend (fast/cpu), not %s", o->backend);
+            o->backend = "cpu_bf16";
+        } else if (!strcmp(o->precision, "f32")) {
+            if (!strcmp(o->backend, "cpu_bf16")) die("--precision f32 contradicts --backend cpu_bf16");
+        } else {
+            die("--precision: '%s' is not f32 or bf16", o->precision);
+        }
     }
 }
 

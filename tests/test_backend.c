@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 
 #include "phax/backend.h"
+#include "phax/fcpu_gemm.h"
 #include "phax/fast.h"  // phax_cuda_info
 #include "phax/core.h"
 #include "harness.h"
@@ -68,7 +69,7 @@ static const char *cuda_frag(void) {
 
 Test(backend, unknown_and_unbuilt_names_fail_with_one_message) {
     cr_assert(phax_backend_find("nope") == NULL);
-    cr_assert(strstr(phax_error(), "'nope' is not a backend (ref, cpu, cuda, cuda_emu)"), "%s", phax_error());
+    cr_assert(strstr(phax_error(), "'nope' is not a backend (ref, cpu, cpu_bf16, cuda, cuda_emu)"), "%s", phax_error());
     cr_assert(phax_backend_find("cuda") == NULL);
     cr_assert(strstr(phax_error(), cuda_frag()), "%s (expected '%s')", phax_error(), cuda_frag());
     cr_assert(!strchr(phax_error(), '\n'));
@@ -339,8 +340,9 @@ Test(backend, train_takes_ref_cpu_and_fast) {
     sandbox s = sandbox_new();
     // cuda_emu: the cuda backend's code (fast/cuda under the shared runner, host↔device copies,
     // AdamW on the device, checkpoint and resume) on the CPU emulation of the CUDA model.
-    const char *names[] = {"ref", "cpu", "fast", "cuda_emu"};
-    for (int i = 0; i < 4; i++) {
+    // cpu_bf16: the same with bf16 matmul operands (when this build has oneDNN).
+    const char *names[] = {"ref", "cpu", "fast", "cuda_emu", "cpu_bf16"};
+    for (int i = 0; i < 4 + fcpu_bf16_available(); i++) {
         char *out = tu_join(s.dir, names[i]);
         expect_ok(&s, TINY(&s, out, names[i], "--family", "pha", "--train", s.data, "--stop-after", "1"), names[i]);
         char *o = tu_slurp(s.out, NULL);
@@ -356,7 +358,7 @@ Test(backend, train_takes_ref_cpu_and_fast) {
         free(out);
     }
     expect_fail(&s, TINY(&s, "x", "nope", "--family", "pha", "--train", s.data), "phax train: ",
-                "--backend: 'nope' is not a backend (ref, cpu, cuda, cuda_emu)");
+                "--backend: 'nope' is not a backend (ref, cpu, cpu_bf16, cuda, cuda_emu)");
     expect_fail(&s, TINY(&s, "x", "cuda", "--family", "pha", "--train", s.data), "phax train: ",
                 cuda_frag());
     sandbox_free(&s);

@@ -6,7 +6,8 @@
 //       rounding exact) it agrees with ref to summation order; at f32 within a bound derived
 //       below; its scratch stays within the memory plan's count of it.
 //   (b) "their" correct outputs PASS: phax's own float32 fast tier (fast/cpu, fcpu_model_*) at
-//       f32 and at bf16; a bf16 implementation (bf16 weights, float32 arithmetic, bf16
+//       f32 and at bf16; its bf16-matmul mode (the cpu_bf16 backend, when built with oneDNN)
+//       at bf16; a bf16 implementation (bf16 weights, float32 arithmetic, bf16
 //       outputs) at bf16; the baseline itself at bf16 on stochastically rounded weights.
 //   (c) plausible bugs FAIL with the ratio printed: each is the fast tier computing a wrong
 //       function, made exactly by transforming its inputs or outputs (below, `bug`).
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "phax/check.h"
+#include "phax/fcpu_gemm.h"
 #include "phax/fcpu_model.h"
 #include "phax/model_plan.h"
 #include "phax/ref_model.h"
@@ -182,8 +184,12 @@ static void write_theirs(const inputs *in, const outs *o, int bf16, const char *
 
 // The fast tier (float32) on config cfg (in's, or a variant with the same parameters by name
 // and, where cfg has a parameter in's lacks, `extra`), parameters params, call window `window`.
+// 1: fast_run's forward and backward run with bf16 matmul operands (the cpu_bf16 backend's mode).
+static int g_mm_bf16;
+
 static outs fast_run(const inputs *in, const phax_model_cfg *cfg, const double *params, int window,
                      const char *extra_name, const double *extra) {
+    if (g_mm_bf16) cr_assert(fcpu_mm_precision_set(FCPU_MM_BF16) == PHAX_OK, "%s", phax_error());
     fcpu_model m;
     cr_assert(fcpu_model_new(&m, cfg, 1) == PHAX_OK, "%s", phax_error());
     double *p = calloc(m.layout.numel, sizeof *p);
@@ -203,6 +209,7 @@ static outs fast_run(const inputs *in, const phax_model_cfg *cfg, const double *
     cr_assert(fcpu_model_forward(&m, ws, in->tok, in->tg, window, lg, &loss) == PHAX_OK, "%s", phax_error());
     fcpu_model_zero_grad(&m);
     cr_assert(fcpu_model_backward(&m, ws, in->tok, in->tg, window, &o.loss) == PHAX_OK, "%s", phax_error());
+    fcpu_mm_precision_set(FCPU_MM_F32);
     for (size_t i = 0; i < in->nV; i++) o.logits[i] = lg[i];
     // Gradients by name into in's layout (a variant's extra parameter has no place there).
     for (int i = 0; i < in->L.n; i++) {
@@ -531,14 +538,22 @@ static outs their(const inputs *in, bug bg, int bf16w) {
 static double fast_draw(const inputs *in, const char *what, int want) {
     outs f = their(in, OK, 0), h = their(in, OK, 1);
     char w[160];
-    int ok[3] = {1, 1, 1};
+    int ok[4] = {1, 1, 1, 1};
     snprintf(w, sizeof w, "%s: fast tier (float32)", what);
     double lq = judge_(in, &f, 0, "f32", want, w, &ok[0]);
     judge_(in, &f, 0, "bf16", want, w, &ok[1]);
     snprintf(w, sizeof w, "%s: bf16 weights and outputs, float32 arithmetic", what);
     judge_(in, &h, 1, "bf16", want, w, &ok[2]);
+    if (fcpu_bf16_available()) {  // the cpu_bf16 tier: bf16 matmul operands, float32 otherwise
+        g_mm_bf16 = 1;
+        outs b = their(in, OK, 0);
+        g_mm_bf16 = 0;
+        snprintf(w, sizeof w, "%s: fast tier with bf16 matmuls (cpu_bf16)", what);
+        judge_(in, &b, 0, "bf16", want, w, &ok[3]);
+        outs_free(&b);
+    }
     outs_free(&f), outs_free(&h);
-    return ok[0] && ok[1] && ok[2] ? lq : NAN;
+    return ok[0] && ok[1] && ok[2] && ok[3] ? lq : NAN;
 }
 static void fast_case(const mcase *mc, const char *what) {
     double lq[DRAWS];
@@ -597,10 +612,12 @@ Test(check, model_fast_mlstm) {
     fast_case(&m, "mLSTM only");
 }
 
+// bf16: bf16 weights and outputs, judged at bf16; with g_mm_bf16 set, the cpu_bf16 tier
+// (judged at bf16 too).
 static void bug_case(const mcase *mc, bug bg, int bf16) {
     inputs in = make_inputs(mc, 303 + (uint64_t)bg);
     outs o = their(&in, bg, bf16);
-    (void)judge(&in, &o, bf16, bf16 ? "bf16" : "f32", 0, bug_name(bg));
+    (void)judge(&in, &o, bf16, bf16 || g_mm_bf16 ? "bf16" : "f32", 0, bug_name(bg));
     outs_free(&o);
     inputs_free(&in);
 }
@@ -611,6 +628,14 @@ Test(check, model_gallery_pha) {
     for (int i = 0; i < 6; i++) bug_case(&m, bugs[i], 0);
     bug_case(&m, BUG_ALPHA, 1);
     bug_case(&m, BUG_WINDOW, 1);
+    // The same bugs in the cpu_bf16 tier (bf16 matmul operands), judged at bf16.
+    if (fcpu_bf16_available()) {
+        g_mm_bf16 = 1;
+        bug_case(&m, BUG_ALPHA, 0);
+        bug_case(&m, BUG_MIX_SOFTMAX, 0);
+        bug_case(&m, BUG_LAYER_GRAD, 0);
+        g_mm_bf16 = 0;
+    }
 }
 Test(check, model_gallery_transformer) {
     mcase m = make_case(PHAX_FAMILY_TRANSFORMER);

@@ -23,9 +23,9 @@ static void swiglu_hidden(float *keep, const float *x, const float *Wg, const fl
                           int d, int hid) {
     size_t m = n * (size_t)hid;
     float *a = keep, *b = a + m, *h = b + m;
-    fcpu_sgemm(CblasNoTrans, CblasTrans, (int)n, hid, d, 1.0f, x, d, Wg, d, 0.0f, a,
+    fcpu_mm(CblasNoTrans, CblasTrans, (int)n, hid, d, 1.0f, x, d, Wg, d, 0.0f, a,
                 hid);
-    fcpu_sgemm(CblasNoTrans, CblasTrans, (int)n, hid, d, 1.0f, x, d, Wu, d, 0.0f, b,
+    fcpu_mm(CblasNoTrans, CblasTrans, (int)n, hid, d, 1.0f, x, d, Wu, d, 0.0f, b,
                 hid);
     size_t nb = (m + EW_BLOCK - 1) / EW_BLOCK;
 #pragma omp parallel for schedule(static) if (m >= PAR_MIN / 4)
@@ -51,7 +51,7 @@ int fcpu_swiglu_fwd_keep(float *y, float *keep, const float *x, const float *Wg,
     }
     swiglu_hidden(keep, x, Wg, Wu, n, d, hid);
     const float *h = keep + 2 * n * (size_t)hid;
-    fcpu_sgemm(CblasNoTrans, CblasTrans, (int)n, d, hid, 1.0f, h, hid, Wd, hid,
+    fcpu_mm(CblasNoTrans, CblasTrans, (int)n, d, hid, 1.0f, h, hid, Wd, hid,
                 0.0f, y, d);
     return PHAX_OK;
 }
@@ -65,11 +65,11 @@ int fcpu_swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const fl
     const float *a = keep, *b = a + m, *h = b + m;
     float *da = ws, *db = da + m;
     if (dWd)  // (d, hid) += dyᵀ h
-        fcpu_sgemm(CblasTrans, CblasNoTrans, d, hid, (int)n, 1.0f, dy, d, h, hid,
+        fcpu_mm(CblasTrans, CblasNoTrans, d, hid, (int)n, 1.0f, dy, d, h, hid,
                     1.0f, dWd, hid);
     // dh = dy Wd: (n, d)(d, hid) → da's slot; then, with s = σ(a):
     // da = dh b s (1 + a σ(−a)), db = dh SiLU(a).
-    fcpu_sgemm(CblasNoTrans, CblasNoTrans, (int)n, hid, d, 1.0f, dy, d, Wd, hid,
+    fcpu_mm(CblasNoTrans, CblasNoTrans, (int)n, hid, d, 1.0f, dy, d, Wd, hid,
                 0.0f, da, hid);
     size_t nb = (m + EW_BLOCK - 1) / EW_BLOCK;
 #pragma omp parallel for schedule(static) if (m >= PAR_MIN / 4)
@@ -87,16 +87,16 @@ int fcpu_swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const fl
         }
     }
     if (dx) {  // (n, d) += da Wg + db Wu
-        fcpu_sgemm(CblasNoTrans, CblasNoTrans, (int)n, d, hid, 1.0f, da, hid, Wg, d,
+        fcpu_mm(CblasNoTrans, CblasNoTrans, (int)n, d, hid, 1.0f, da, hid, Wg, d,
                     1.0f, dx, d);
-        fcpu_sgemm(CblasNoTrans, CblasNoTrans, (int)n, d, hid, 1.0f, db, hid, Wu, d,
+        fcpu_mm(CblasNoTrans, CblasNoTrans, (int)n, d, hid, 1.0f, db, hid, Wu, d,
                     1.0f, dx, d);
     }
     if (dWg)  // (hid, d) += daᵀ x
-        fcpu_sgemm(CblasTrans, CblasNoTrans, hid, d, (int)n, 1.0f, da, hid, x, d,
+        fcpu_mm(CblasTrans, CblasNoTrans, hid, d, (int)n, 1.0f, da, hid, x, d,
                     1.0f, dWg, d);
     if (dWu)
-        fcpu_sgemm(CblasTrans, CblasNoTrans, hid, d, (int)n, 1.0f, db, hid, x, d,
+        fcpu_mm(CblasTrans, CblasNoTrans, hid, d, (int)n, 1.0f, db, hid, x, d,
                     1.0f, dWu, d);
     return PHAX_OK;
 }

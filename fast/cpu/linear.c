@@ -1,4 +1,4 @@
-// fast/cpu linear: y = x Wᵀ + b as one fcpu_sgemm over all rows (phax/fcpu_linear.h;
+// fast/cpu linear: y = x Wᵀ + b as one fcpu_mm over all rows (bf16 operands when the thread asks) (phax/fcpu_linear.h;
 // semantics: ref/linear.c).
 #include "ops_internal.h"
 
@@ -16,7 +16,7 @@ void fcpu_linear_fwd(float *y, const float *x, const float *W, const float *b, s
         for (size_t r = 0; r < n; r++) memcpy(&y[r * out], b, (size_t)out * sizeof(float));
         beta = 1.0f;
     }
-    fcpu_sgemm(CblasNoTrans, CblasTrans, (int)n, out, in, 1.0f, x, in, W, in, beta,
+    fcpu_mm(CblasNoTrans, CblasTrans, (int)n, out, in, 1.0f, x, in, W, in, beta,
                 y, out);
 }
 
@@ -42,9 +42,9 @@ void fcpu_linear_bwd(float *dx, float *dW, float *db, const float *dy, const flo
     if (db) colsum_add(db, dy, n, out);
     if (in <= 0) return;
     if (dx)  // (n, in) += (n, out)(out, in)
-        fcpu_sgemm(CblasNoTrans, CblasNoTrans, (int)n, in, out, 1.0f, dy, out, W,
+        fcpu_mm(CblasNoTrans, CblasNoTrans, (int)n, in, out, 1.0f, dy, out, W,
                     in, 1.0f, dx, in);
     if (dW)  // (out, in) += (n, out)ᵀ (n, in)
-        fcpu_sgemm(CblasTrans, CblasNoTrans, out, in, (int)n, 1.0f, dy, out, x, in,
+        fcpu_mm(CblasTrans, CblasNoTrans, out, in, (int)n, 1.0f, dy, out, x, in,
                     1.0f, dW, in);
 }

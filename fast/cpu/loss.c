@@ -112,7 +112,7 @@ int fcpu_linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, co
         const float *xt = &x[r0 * d];
         // logits = x_tile Wᵀ: (R, V)
         if (d > 0)
-            fcpu_sgemm(CblasNoTrans, CblasTrans, (int)R, V, d, 1.0f, xt, d, W, d,
+            fcpu_mm(CblasNoTrans, CblasTrans, (int)R, V, d, 1.0f, xt, d, W, d,
                         0.0f, L, V);
         else
             memset(L, 0, R * (size_t)V * sizeof(float));
@@ -161,10 +161,10 @@ int fcpu_linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, co
         for (int t = 0; t < nt_used; t++) total += part[t];
         if (!grad || d <= 0) continue;
         if (dx)  // (R, d) += G (R, V) W (V, d)
-            fcpu_sgemm(CblasNoTrans, CblasNoTrans, (int)R, d, V, 1.0f, L, V, W, d,
+            fcpu_mm(CblasNoTrans, CblasNoTrans, (int)R, d, V, 1.0f, L, V, W, d,
                         1.0f, &dx[r0 * d], d);
         if (dW)  // (V, d) += Gᵀ x_tile
-            fcpu_sgemm(CblasTrans, CblasNoTrans, V, d, (int)R, 1.0f, L, V, xt, d,
+            fcpu_mm(CblasTrans, CblasNoTrans, V, d, (int)R, 1.0f, L, V, xt, d,
                         1.0f, dW, d);
     }
     if (loss) *loss = (float)(total / (double)count);
@@ -184,7 +184,7 @@ int fcpu_linear_cross_entropy_rows(float *row_loss, const float *x, const float 
     for (size_t r0 = 0; r0 < n; r0 += tile) {
         size_t R = n - r0 < tile ? n - r0 : tile;
         if (d > 0)
-            fcpu_sgemm(CblasNoTrans, CblasTrans, (int)R, V, d, 1.0f, &x[r0 * d], d,
+            fcpu_mm(CblasNoTrans, CblasTrans, (int)R, V, d, 1.0f, &x[r0 * d], d,
                         W, d, 0.0f, L, V);
         else
             memset(L, 0, R * (size_t)V * sizeof(float));

@@ -172,6 +172,7 @@ struct phax_backend_ops {
 // build with nvcc).
 extern const phax_backend_ops phax_backend_ref;
 extern const phax_backend_ops phax_backend_cpu;
+extern const phax_backend_ops phax_backend_cpu_bf16;  // found by name only (src/backend.c)
 extern const phax_backend_ops phax_backend_cuda_emu;
 extern const phax_backend_ops phax_backend_cuda;
 

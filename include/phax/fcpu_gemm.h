@@ -32,4 +32,32 @@ void fcpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A
 // among them; a process that only decodes never calls this).
 void fcpu_blas_single(void);
 
+
+// --- Matmul precision (fast/cpu/gemm_bf16.c; docs/precision.md) ---------------------------------
+// The linear layers, the FFN and the output projection of the loss call fcpu_mm, which runs
+// fcpu_sgemm or, when this thread's matmul precision is FCPU_MM_BF16, fcpu_gemm_bf16. The
+// products inside attention, the mLSTM and the GSS/DSS kernel call fcpu_sgemm (or their own
+// tiles) and stay float32 in either precision.
+#define FCPU_MM_F32 0
+#define FCPU_MM_BF16 1
+
+// This thread's matmul precision (FCPU_MM_F32 unless set), and setting it: FCPU_MM_BF16 fails
+// (phax_error says why) in a build without oneDNN. Thread-local: a model call that sets it
+// on entry and restores it on return (src/backend_cpu.c's cpu_bf16 backend) changes no
+// other caller.
+int fcpu_mm_precision(void);
+int fcpu_mm_precision_set(int precision);
+void fcpu_mm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+             int ldb, float beta, float *C, int ldc);
+
+// C = alpha·op(Â)·op(B̂) + beta·C with Â, B̂ the operands rounded to bf16 (to nearest, ties
+// to even), every product and sum in float32 (oneDNN's matmul primitive): fcpu_sgemm's
+// arguments and contract (beta 0: C only written). Primitives are cached per thread; the
+// operands' bf16 copies live in a per-thread buffer that only grows.
+void fcpu_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                    int ldb, float beta, float *C, int ldc);
+int fcpu_bf16_available(void);                 // 1 when built with oneDNN
+const char *fcpu_bf16_impl(int M, int N, int K);  // oneDNN's implementation name for an M×N×K product
+float fcpu_bf16_round(float x);                // x to nearest bf16, ties to even (as the operands)
+
 #endif
