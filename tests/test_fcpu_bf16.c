@@ -105,7 +105,8 @@ static double run_case(const gcase *g, maker mk, phax_rng *r) {
 
 // Shapes (M, N, K): large enough for oneDNN's blocked kernels, ragged, tiny, K long, K odd.
 static const int SHAPES[][3] = {{131, 77, 65}, {70, 37, 129}, {5, 300, 97}, {3, 5, 7},
-                                {64, 64, 64},  {257, 19, 300}, {33, 1000, 9}, {512, 256, 256}};
+                                {64, 64, 64},  {257, 19, 300}, {33, 1000, 9}, {512, 256, 256},
+                                {300, 200, 700}};  // K past oneDNN's K block: its reduction loop
 static const float AB[][2] = {{1.0f, 0.0f}, {0.5f, 1.0f}, {-1.25f, -0.5f}};
 #define NSHAPES ((int)(sizeof SHAPES / sizeof *SHAPES))
 
