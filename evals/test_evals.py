@@ -171,6 +171,59 @@ class Smoke(unittest.TestCase):
             self.assertNotIn("== lm: training", r2.stdout)
             self.assertIn("reusing the finished run", r2.stdout)
 
+    def test_tiny_precision(self):
+        """The precision piece end to end in its tiny settings: 3 models x 2 precisions x 2 seeds,
+        the bf16 runs on the cpu_bf16 backend, the section with one verdict per model."""
+        phax = os.path.join(BUILD, "phax")
+        probe = subprocess.run([phax, "train", "--precision", "bf16", "--backend", "ref", "--family", "pha",
+                                "--task", "recall", "--out", "x"], capture_output=True, text=True)
+        if "only with the cpu backend" not in probe.stderr:
+            self.fail("phax train --precision bf16 --backend ref did not refuse: " + probe.stderr[-500:])
+        with tempfile.TemporaryDirectory(prefix="phax-evals-") as tmp:
+            out = os.path.relpath(os.path.join(tmp, "out"))
+            env = dict(os.environ, PHAX_EVAL_TINY="1", BUILD_DIR=os.path.relpath(BUILD), OMP_NUM_THREADS="2")
+            r = subprocess.run([sys.executable, "-m", "evals.phax_evals.main", "--only", "precision", "--out", out],
+                               env=env, capture_output=True, text=True, timeout=600)
+            if r.returncode and "built without oneDNN" in r.stderr + r.stdout:
+                self.skipTest("phax built without oneDNN")
+            self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+            res = json.load(open(os.path.join(out, "precision", "results.json")))
+            self.assertEqual(len(res["runs"]), 3 * 2 * 2)
+            for run in res["runs"]:
+                with open(os.path.join(run["run"], "cmd.txt")) as f:
+                    cmd = f.read()
+                self.assertIn("--precision " + run["precision"], cmd)
+            with open(os.path.join(out, "summary.md")) as f:
+                s = f.read()
+            self.assertIn("## precision: float32 or the bf16 tier", s)
+            sec = s[s.index("## precision"):]
+            for m in ("pha", "transformer", "swax"):
+                self.assertRegex(sec, r"\| " + m + r" \| 2 \|")
+
+
+class PrecisionVerdict(unittest.TestCase):
+    """report.precision_verdict: paired TOST at ±1 % on ln(ppl_bf16 / ppl_f32)."""
+
+    def test_known_answers(self):
+        from evals.phax_evals import report
+        # Tight and near 0: mean 0.001, sd 0.001, n 3: 90 % t-interval 0.001 ± 2.92·0.000577 = [-0.0007, 0.0027].
+        v, mu, ci90, ci95 = report.precision_verdict([0.0, 0.001, 0.002], 0.01)
+        self.assertTrue(v.startswith("equivalent"), v)
+        self.assertAlmostEqual(mu, math.expm1(0.001), places=12)
+        self.assertAlmostEqual(ci90[1], math.expm1(0.001 + 2.919985580 * 0.001 / math.sqrt(3)), places=8)
+        # Consistently 5 % worse: the 95 % interval excludes 0.
+        v, *_ = report.precision_verdict([0.05, 0.049, 0.051], 0.01)
+        self.assertTrue(v.startswith("differs"), v)
+        # Noisy: neither.
+        v, *_ = report.precision_verdict([0.03, -0.02, 0.01], 0.01)
+        self.assertTrue(v.startswith("inconclusive"), v)
+        # One pair: no interval.
+        v, mu, ci90, ci95 = report.precision_verdict([0.002], 0.01)
+        self.assertTrue(v.startswith("no verdict") and ci90 is None, v)
+        # NaN is dropped, not counted as a pair.
+        v, *_ = report.precision_verdict([0.0, float("nan")], 0.01)
+        self.assertTrue(v.startswith("no verdict"), v)
+
 
 
 # --- stats.py: the statistics behind the verdicts (known answers; run alone with

@@ -114,6 +114,40 @@ class Job:
             return
         self.lm_study("ptb", "ptb")
 
+    # --- precision: the same models in float32 and in the bf16 tier (docs/precision.md) --------
+    def exp_precision(self):
+        """PHA, transformer and SWAX at the lm piece's settings, each seed trained twice: float32
+        (--precision f32) and bf16 matmul operands (--precision bf16); test perplexity of each
+        in its own precision. Paired by seed: does the precision move the answer?"""
+        s = self.s
+        if not s["precision"]:
+            note("precision: not in quick mode (--full)")
+            return
+        corpus = s["corpora"][0]
+        base = dict(s["lm_base"])
+        models = s["prec_models"]
+        say(f"precision: {', '.join(models)} on {corpus} in f32 and bf16; seeds " + ",".join(map(str, s["prec_seeds"])))
+        cfgs = {m: write_config(self.cfg_dir, f"prec-{m}", dict(base, family=m)) for m in models}
+        res = dict(models=models, seeds=s["prec_seeds"], precisions=["f32", "bf16"], corpus=corpus, base=base,
+                   steps=s["lm_steps"], tokens=s["lm_steps"] * s["B"] * s["T"],
+                   configs={m: load(p) for m, p in cfgs.items()}, runs=[])
+        for seed in s["prec_seeds"]:
+            for m in models:
+                for prec in ("f32", "bf16"):
+                    name = f"prec-{corpus}-{m}-{prec}-s{seed}"
+                    prefix = os.path.join(self.out, "precision", name + ".test")
+                    d = self.r.train("precision", name, self.lm_train_args(corpus, cfgs[m], seed, s["lm_steps"],
+                                                                           extra=["--precision", prec]),
+                                     needs=[prefix + ".json"])
+                    # Scored in the precision it trained in (the bf16 tier's forward: bf16 matmuls).
+                    ppl = self.test_ppl("precision", d, corpus, prefix,
+                                        extra=["--backend", "cpu_bf16" if prec == "bf16" else "cpu"])
+                    rec = self.run_summary(d)
+                    rec.update(test_ppl=ppl, seed=seed, model=m, precision=prec, run=d)
+                    res["runs"].append(rec)
+                    note(f"precision: {name}: test ppl {ppl:.2f}, {rec['tokens_per_s'] or 0:.0f} tokens/s")
+        save(os.path.join(self.out, "precision", "results.json"), res)
+
     def lm_study(self, exp, corpus):
         s = self.s
         say(f"{exp}: PHA, transformer, serial on {corpus}; matched non-embedding parameters; seeds " +

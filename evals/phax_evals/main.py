@@ -12,7 +12,7 @@ from .experiments import Job, save
 from .runs import JobError, Runner, note, say
 
 EXPERIMENTS = ["lm", "recall", "sandwich", "efficiency", "ptb", "ablation", "iso", "bind", "niah", "niah_ctl"] + \
-    list(settings.MQAR_PIECES)
+    list(settings.MQAR_PIECES) + ["precision"]
 HELP = """experiments (--only takes a comma list; default all; each is a resumable piece):
   lm          PHA, transformer and serial hybrid with matched non-embedding parameters
               (within 3 %), the same token budget, on WikiText-2; test perplexity,
@@ -44,6 +44,9 @@ HELP = """experiments (--only takes a comma list; default all; each is a resumab
   mqar_w32    (full) SWAX at the fixed window T/32 (the short regime's rate; needs
               mqar_short); mqar_w512: T/2. With short (T/128) and long (T/8): the
               window sweep
+  precision   PHA, transformer and SWAX at the lm settings, each seed in float32 and in
+              the bf16 tier (--precision bf16, docs/precision.md): paired test-perplexity
+              differences with their CI, and whether they lie within +-1 %
 
 Finished runs and outputs in OUT are reused, interrupted runs resumed (phax train
 --resume); --force deletes the selected experiments' outputs (not the runs they share).

@@ -1009,8 +1009,88 @@ def section_mqar(out, st, P, claims):
     return report_mqar.section(out, st, P, claims)
 
 
+def precision_pairs(res):
+    """Per model: the seeds run in both precisions and their log ratios ln(ppl_bf16 / ppl_f32)."""
+    out = {}
+    for m in res["models"]:
+        by = {}
+        for r in res["runs"]:
+            if r["model"] == m:
+                by.setdefault(r["seed"], {})[r["precision"]] = r["test_ppl"]
+        seeds = sorted(k for k, v in by.items() if "f32" in v and "bf16" in v)
+        out[m] = dict(seeds=seeds, f32=[by[k]["f32"] for k in seeds], bf16=[by[k]["bf16"] for k in seeds],
+                      d=[math.log(by[k]["bf16"] / by[k]["f32"]) for k in seeds])
+    return out
+
+
+def precision_verdict(d, margin, alpha=ALPHA):
+    """Paired equivalence (TOST) of bf16 and f32 test perplexity on the log ratios d: equivalent
+    within ±margin (relative) when the (1 − 2·alpha) t-interval of the mean lies inside
+    ±ln(1 + margin); "differs" when the two-sided (1 − alpha) interval excludes 0; else
+    inconclusive. Returns (verdict, mean, ci90, ci95) with intervals as relative differences."""
+    d = _clean(d)
+    n = len(d)
+    if n < 2:
+        return "no verdict: fewer than 2 paired seeds", (math.exp(d[0]) - 1 if d else None), None, None
+    mu = statistics.fmean(d)
+    se = statistics.stdev(d) / math.sqrt(n)
+    rel = lambda x: math.exp(x) - 1  # noqa: E731
+    t90, t95 = stats.student_t_ppf(1 - alpha, n - 1), stats.student_t_ppf(1 - alpha / 2, n - 1)
+    ci90 = (rel(mu - t90 * se), rel(mu + t90 * se))
+    ci95 = (rel(mu - t95 * se), rel(mu + t95 * se))
+    lim = math.log1p(margin)
+    if mu - t90 * se > -lim and mu + t90 * se < lim:
+        v = f"equivalent within ±{100 * margin:g} % (TOST, α {alpha})"
+    elif ci95[0] > 0 or ci95[1] < 0:
+        v = "differs (the 95 % interval excludes 0)"
+    else:
+        v = f"inconclusive: neither shown within ±{100 * margin:g} % nor shown to differ"
+    return v, rel(mu), ci90, ci95
+
+
+def section_precision(out, st, P, claims):
+    res = load(out, "precision")
+    if not res:
+        return ""
+    margin = st.get("prec_margin", 0.01)
+    pairs = precision_pairs(res)
+    txt = "## precision: float32 or the bf16 tier (docs/precision.md)\n\n"
+    txt += (f"{', '.join(res['models'])} at the lm piece's settings ({json.dumps(res['base'])}, family defaults "
+            f"otherwise, T {st['T']}, batch {st['B']}, {res['steps']} steps = {res['tokens']:,} tokens, "
+            f"{res['corpus']}); each seed trained in float32 (`--precision f32`) and with bf16 matmul operands "
+            f"(`--precision bf16`), scored in its own precision on the test split. Paired by seed: the relative "
+            f"difference bf16/f32 − 1 of test perplexity, its 90 % and 95 % t-intervals, and a paired "
+            f"equivalence test (TOST) against ±{100 * margin:g} %. For scale, the seed-to-seed sd of the float32 "
+            f"perplexities.\n\n")
+    rows, verdicts = [], {}
+    for m, p in pairs.items():
+        v, mu, ci90, ci95 = precision_verdict(p["d"], margin)
+        verdicts[m] = v
+        tps = {pr: [r["tokens_per_s"] for r in res["runs"] if r["model"] == m and r["precision"] == pr
+                    and r.get("tokens_per_s")] for pr in ("f32", "bf16")}
+        speed = (f"{statistics.median(tps['bf16']) / statistics.median(tps['f32']):.2f}×"
+                 if tps["f32"] and tps["bf16"] else "n/a")
+        pct = lambda x: f"{100 * x:+.2f} %"  # noqa: E731
+        rows.append([m, len(p["seeds"]), fmt_ms(p["f32"]), fmt_ms(p["bf16"]),
+                     pct(mu) if mu is not None else "n/a",
+                     f"[{pct(ci90[0])}, {pct(ci90[1])}]" if ci90 else "n/a",
+                     f"[{pct(ci95[0])}, {pct(ci95[1])}]" if ci95 else "n/a",
+                     f"{100 * seed_sd(p['f32']) / statistics.fmean(p['f32']):.2f} %" if len(p["f32"]) > 1 else "n/a",
+                     speed, v])
+    txt += md_table(["model", "paired seeds", "f32 test ppl", "bf16 test ppl", "bf16 vs f32", "90 % CI",
+                     "95 % CI", "f32 seed sd", "bf16 speed", "verdict"], rows) + "\n"
+    ok = [m for m, v in verdicts.items() if v.startswith("equivalent")]
+    txt += ("**The evals may run in bf16** for " + ", ".join(ok) + " (each claim's arms in one precision and one "
+            "commit, recorded in its runs' cmd.txt)." if ok and len(ok) == len(verdicts) else
+            "**The evals stay in float32**: bf16 is not shown equivalent for " +
+            ", ".join(m for m in verdicts if m not in ok) + ".") + "\n\n"
+    claims["precision"] = verdicts
+    txt += cmds([os.path.join(r["run"], "cmd.txt") for r in res["runs"][:2]])
+    return txt
+
+
 SECTIONS = [section_lm, section_ablation, section_sandwich, section_iso, section_recall, section_niah,
-            section_mqar, section_efficiency]
+            section_mqar, section_efficiency, section_precision]
 
 # Per claim: its figures, the short name of the tests table, and how its tests are built from
 # what the sections left in `claims` (used when claims has no KEY + "_tests").
@@ -1138,7 +1218,7 @@ def write(out, st, corpora, meta):
              f"- invocation: `{meta['invocation']}` (from the repository root; {meta['seconds']:.0f} s, reused outputs not counted)\n"
              f"- data: {', '.join(f'{k} ({v})' for k, v in corpora.items())}\n\n")
     pieces = ["lm", "ptb", "ablation", "sandwich", "iso", "recall", "bind", "niah", "niah_ctl", "efficiency"] + \
-        list(S.MQAR_PIECES)
+        list(S.MQAR_PIECES) + ["precision"]
     done = [p for p in pieces if load(out, p)]
     if st["mode"] == "full" and len(done) < len(pieces):
         head += (f"**Pieces run so far: {', '.join(done) or 'none'}; not yet: "

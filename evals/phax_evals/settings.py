@@ -92,11 +92,12 @@ def mode_settings(mode, tiny=False):
         mqar=False, mqar_T=MQAR_T, mqar_B=MQAR_B, mqar_model=dict(MQAR_MODEL), mqar_task=dict(MQAR_TASK),
         mqar_pieces={k: list(v) for k, v in MQAR_PIECES.items()}, mqar_steps=2000, mqar_lrs=[1e-3, 3e-3, 1e-2],
         mqar_seeds=[1, 2, 3], mqar_lengths=[1, 2, 8, 32], mqar_full_lengths=[1, 2], mqar_samples=100,
+        precision=False, prec_models=["pha", "transformer", "swax"], prec_seeds=[1], prec_margin=0.01,
     )
     if mode == "full":
         s.update(
             corpora=["wikitext-2", "ptb"],
-            lm_seeds=[1, 2, 3],
+            lm_seeds=[1, 2, 3], precision=True, prec_seeds=[1, 2, 3],
             lm_steps=1000, warmup=50, eval_every=100, eval_tokens=32768, test_max=0,
             ablation=True, abl_seeds=[1, 2], abl_steps=1000,
             iso=True, iso_dims=[96, 160, 192], iso_seeds=[1, 2, 3], iso_T=[2048, 8192, 16384],
@@ -128,5 +129,6 @@ def mode_settings(mode, tiny=False):
             mqar_task=dict(pairs=4, queries=4, vary=1, eval_queries=2), mqar_steps=6, mqar_lrs=[1e-3, 3e-3],
             mqar_seeds=[1, 2], mqar_lengths=[1, 2], mqar_full_lengths=[1], mqar_samples=4,
             mqar_pieces=dict(MQAR_PIECES, mqar_w32=["w4"], mqar_w512=["w16"]),  # T 64: windows 4 and 16
+            precision=True, prec_seeds=[1, 2],  # two: the paired CI is computed
         )
     return s
