@@ -142,6 +142,118 @@ phax_check_report *phax_check_judge(const phax_oracle_eval *ev, const phax_st_fi
     return r;
 }
 
+// --- diagnosis of a FAIL: the known convention mismatches (docs/conventions.md) ----------------
+
+typedef struct {
+    phax_oracle_variant v;
+    char what[400];
+} candidate;
+
+// Does every judged tensor of THEIRS meet its row's bound against the truth of variant v?
+static int meets(const phax_check_report *r, const phax_st_file *th, const char *op, const char *in_path,
+                 const void *buf, size_t n, double max_mib, const phax_names *names, const phax_oracle_variant *v) {
+    phax_oracle_eval *ev = phax_oracle_truth_new(op, in_path, buf, n, v, max_mib, names);
+    if (!ev) return 0;
+    int ok = r->nrow > 0;
+    for (int i = 0; ok && i < r->nrow; i++) {
+        const phax_oracle_tensor *o = NULL;
+        for (int j = 0; j < phax_oracle_eval_count(ev); j++)
+            if (!strcmp(phax_oracle_eval_tensor(ev, j)->name, r->row[i].name)) o = phax_oracle_eval_tensor(ev, j);
+        const phax_st_tensor *t = o ? phax_st_find(th, o->name) : NULL;
+        double *x = t ? malloc((o->n ? o->n : 1) * sizeof *x) : NULL;
+        if (!x || phax_st_to_f64(t, x)) {
+            free(x);
+            ok = 0;
+            break;
+        }
+        double nt = dist(o->truth, NULL, o->n), et = dist(x, o->truth, o->n);
+        free(x);
+        double scale = nt > 0 && isfinite(nt) ? nt : 1;
+        ok = et / scale <= r->row[i].bound;
+    }
+    phax_oracle_eval_free(ev);
+    return ok;
+}
+
+void phax_check_diagnose(phax_check_report *r, const phax_st_file *th, const char *op, const char *in_path,
+                         const void *buf, size_t n, double max_mib, const phax_names *names) {
+    r->hint[0] = 0;
+    if (r->verdict != PHAX_VERDICT_FAIL || !r->nrow) return;
+    phax_st_file in = {0};
+    if (buf ? phax_st_read_mem(&in, buf, n, in_path) : phax_st_read(&in, in_path)) {
+        phax_st_free(&in);
+        return;
+    }
+    candidate cs[8];
+    int nc = 0;
+    if (!strcmp(op, "attention")) {
+        const char *ws = phax_st_meta(&in, "window"), *rs = phax_st_meta(&in, "rope"), *ss = phax_st_meta(&in, "score");
+        const phax_st_tensor *q = phax_st_find(&in, "q");
+        long w = ws ? strtol(ws, NULL, 10) : 0;
+        int rope = !rs || strcmp(rs, "0"), cosine = ss && !strcmp(ss, "cosine");
+        int dh = q && q->ndim == 4 ? (int)q->shape[3] : 0;
+        static char wb[2][24];
+        if (w > 0 && w < 1 << 30) {
+            snprintf(wb[0], sizeof wb[0], "%ld", w + 1);
+            cs[nc++] = (candidate){{.n = 1, .key = {"window"}, .value = {wb[0]}}, ""};
+            snprintf(cs[nc - 1].what, sizeof cs[nc - 1].what,
+                     "window %ld, one key more than IN's window=%ld: phax's window counts the query's own position "
+                     "(FlashAttention's window_size=(%ld, 0) is phax's window=%ld; docs/conventions.md)",
+                     w + 1, w, w, w + 1);
+            if (w > 1) {
+                snprintf(wb[1], sizeof wb[1], "%ld", w - 1);
+                cs[nc++] = (candidate){{.n = 1, .key = {"window"}, .value = {wb[1]}}, ""};
+                snprintf(cs[nc - 1].what, sizeof cs[nc - 1].what,
+                         "window %ld, one key fewer than IN's window=%ld: phax's window=w shows w keys, the query's "
+                         "own position included (docs/conventions.md)", w - 1, w);
+            }
+        }
+        if (rope) {
+            cs[nc++] = (candidate){{.rope_interleaved = 1}, ""};
+            snprintf(cs[nc - 1].what, sizeof cs[nc - 1].what,
+                     "RoPE with the interleaved pairing (2i, 2i+1): phax pairs i with i + dh/2 (rotate-half, "
+                     "GPT-NeoX/Hugging Face; docs/conventions.md)");
+            cs[nc++] = (candidate){{.n = 1, .key = {"rope"}, .value = {"0"}}, ""};
+            snprintf(cs[nc - 1].what, sizeof cs[nc - 1].what,
+                     "no RoPE: the attention op applies RoPE by default (rope=1); plain softmax(QK^T/sqrt(d)) is "
+                     "score=dot rope=0 (docs/conventions.md)");
+        }
+        if (dh > 0) {
+            cs[nc++] = (candidate){{.score_scale = cosine ? 1.0 / sqrt((double)dh) : sqrt((double)dh)}, ""};
+            snprintf(cs[nc - 1].what, sizeof cs[nc - 1].what, cosine
+                     ? "cosine scores divided by sqrt(dh): phax's cosine scores are c_h * cos(q, k) with no 1/sqrt(dh) "
+                       "(docs/conventions.md)"
+                     : "dot scores without the 1/sqrt(dh) scale: phax's dot scores are q.k/sqrt(dh) "
+                       "(docs/conventions.md)");
+        }
+    }
+    // Any op whose upstream gradients IN does not give: phax drew them N(0,1) from 'seed'.
+    int drawn = 0;
+    {
+        phax_oracle_eval *ev = phax_oracle_truth_new(op, in_path, buf, n, NULL, max_mib, names);
+        for (int j = 0; ev && j < phax_oracle_eval_count(ev); j++) {
+            const phax_oracle_tensor *o = phax_oracle_eval_tensor(ev, j);
+            if (o->upstream && !phax_st_find(&in, o->name)) drawn = 1;
+        }
+        phax_oracle_eval_free(ev);
+    }
+    if (drawn) {
+        cs[nc++] = (candidate){{.unit_upstream = 1}, ""};
+        snprintf(cs[nc - 1].what, sizeof cs[nc - 1].what,
+                 "upstream gradients of 1: IN gives no grad.<output>, so phax drew them N(0,1) from its 'seed'; "
+                 "put the upstream gradients you used into IN (e.g. grad.loss = 1) or use phax's (docs/oracle.md)");
+    }
+    phax_st_free(&in);
+    char err[1024];
+    snprintf(err, sizeof err, "%s", phax_error());  // a variant that cannot run leaves no error behind
+    for (int i = 0; i < nc; i++)
+        if (meets(r, th, op, in_path, buf, n, max_mib, names, &cs[i].v)) {
+            snprintf(r->hint, sizeof r->hint, "%s", cs[i].what);
+            break;
+        }
+    phax_fail("%s", err);
+}
+
 void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
     char pb[512];
     const char *op = r->op, *pn = r->pr->name;
@@ -163,7 +275,9 @@ void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
         }
         fprintf(fp, "], \"problems\": [");
         for (int i = 0; i < r->nprob; i++) fprintf(fp, "%s\"%s\"", i ? ", " : "", clean(r->prob[i], pb, sizeof pb));
-        fprintf(fp, "]}\n");
+        fprintf(fp, "]");
+        if (r->hint[0]) fprintf(fp, ", \"hint\": \"%s\"", clean(r->hint, pb, sizeof pb));
+        fprintf(fp, "}\n");
     } else if (r->nprob) {
         for (int i = 0; i < r->nprob; i++) fprintf(fp, "%s\n", r->prob[i]);
         fprintf(fp, "MISMATCH: %s does not hold op '%s''s outputs for %s (%d problem%s above); nothing judged\n",
@@ -188,6 +302,8 @@ void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
         else if (r->verdict)
             fprintf(fp, "FAIL: %d of %d tensors of %s exceed the %s bound (worst: %s, ratio %.3g)\n", r->nfail,
                     r->nrow, op, pn, r->row[worst].name, r->row[worst].ratio);
+        if (r->verdict && r->hint[0])
+            fprintf(fp, "hint: THEIRS passes against the truth with %s\n", r->hint);
         else
             fprintf(fp, "PASS: all %d tensors of %s within the %s bound (worst ratio %.3g, %s)\n", r->nrow, op, pn,
                     r->row[worst].ratio, r->row[worst].name);
@@ -239,6 +355,7 @@ int phax_check_main(int argc, char **argv) {
         phax_names_free(names);
         cannot("check: out of memory");
     }
+    phax_check_diagnose(r, &th, pos[0], pos[1], NULL, 0, max_mib, names);  // by phax's names
     for (int i = 0; names && i < r->nrow; i++) {  // rows under the user's names
         char theirs[PHAX_NAMES_MAX_LEN + 8];
         if (phax_names_to_theirs(names, r->row[i].name, theirs, sizeof theirs) == 1 &&

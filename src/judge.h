@@ -24,6 +24,7 @@ typedef struct phax_check_report {
     int nrow, nfail, nprob;
     phax_check_row *row;  // one per judged tensor (a model has one per parameter: hundreds)
     char (*prob)[512];    // MISMATCH: one line per problem, by name (at most one per tensor of either file)
+    char hint[512];       // FAIL: the convention THEIRS matches instead (phax_check_diagnose), or ""
 } phax_check_report;
 
 // Judges theirs against the truth and baseline in ev (made at precision pr for op on IN).
@@ -31,6 +32,13 @@ typedef struct phax_check_report {
 phax_check_report *phax_check_judge(const phax_oracle_eval *ev, const phax_st_file *theirs, const char *op,
                                     const char *in_label, const char *theirs_label, const phax_precision *pr);
 void phax_check_report_free(phax_check_report *r);
+// On a FAIL: judges THEIRS again against the truth under each known convention mismatch of the
+// op (attention: window w+1 or w−1, the interleaved RoPE pairing, RoPE off, scores without or
+// with an extra 1/√dh; any op: upstream gradients IN does not give set to 1 instead of drawn),
+// each tensor held to its row's bound; the first that every tensor meets is named in r->hint.
+// IN is in_path (buf NULL) or the image buf of n bytes labelled in_path. Nothing on failure.
+void phax_check_diagnose(phax_check_report *r, const phax_st_file *theirs, const char *op, const char *in_path,
+                         const void *buf, size_t n, double max_mib, const phax_names *names);
 // The report as `phax check` prints it (json: as with --json).
 void phax_check_print(FILE *fp, const phax_check_report *r, int json);
 

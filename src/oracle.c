@@ -41,7 +41,17 @@ typedef struct {
     int ncol, capcol;
     const phax_names *names;  // --names: IN's tensors renamed to phax's, OUT's named back
     int stochastic;           // phax check's stochastically rounded reruns (eval_new): only base is kept
+    // phax check's diagnosis (phax_oracle_truth_new): the truth under another convention.
+    const phax_oracle_variant *var;  // NULL: IN's own conventions
 } octx;
+
+// An attribute: the variant's value where it sets this key, else IN's metadata (NULL: absent).
+static const char *meta(octx *c, const char *key) {
+    if (c->var)
+        for (int i = 0; i < c->var->n; i++)
+            if (!strcmp(c->var->key[i], key)) return c->var->value[i];
+    return phax_st_meta(&c->in, key);
+}
 
 // --- sizes: saturating, so an absurd shape or attribute reads as "too large", never wraps ----
 static size_t smul(size_t a, size_t b) { return b && a > SIZE_MAX / b ? SIZE_MAX : a * b; }
@@ -116,7 +126,7 @@ static size_t numel(int ndim, const int64_t *s) {
 // Every attr_* sets *v to the default first, so *v is defined on every path
 // (and gcc -O2 has no maybe-uninitialized to report at the callers).
 static int attr_long(octx *c, const char *key, long def, long lo, long hi, long *v) {
-    const char *s = phax_st_meta(&c->in, key);
+    const char *s = meta(c, key);
     *v = def;
     if (!s) return PHAX_OK;
     char *end;
@@ -139,7 +149,7 @@ static int attr_int(octx *c, const char *key, int def, int lo, int hi, int *v) {
 }
 
 static int attr_double(octx *c, const char *key, double def, double *v) {
-    const char *s = phax_st_meta(&c->in, key);
+    const char *s = meta(c, key);
     *v = def;
     if (!s) return PHAX_OK;
     char *end;
@@ -153,7 +163,7 @@ static int attr_double(octx *c, const char *key, double def, double *v) {
 
 // Index of the attribute's value in `choices` (NULL-terminated); def if absent.
 static int attr_choice(octx *c, const char *key, const char *const *choices, int def, int *v) {
-    const char *s = phax_st_meta(&c->in, key);
+    const char *s = meta(c, key);
     *v = def;
     if (!s) return PHAX_OK;
     for (int i = 0; choices[i]; i++)
@@ -251,6 +261,10 @@ static double *upstream(octx *c, const char *out, int ndim, const int64_t *shape
     double *g;
     if (phax_st_find(&c->in, name)) {
         g = getf(c, name, ndim, shape);
+    } else if (c->var && c->var->unit_upstream) {  // the variant "every upstream gradient 1"
+        g = dalloc(c, numel(ndim, shape));
+        if (g)
+            for (size_t i = 0; i < numel(ndim, shape); i++) g[i] = 1.0;
     } else {
         g = dalloc(c, numel(ndim, shape));
         if (g)
@@ -514,9 +528,9 @@ static int op_attention(octx *c) {
     TRY(attr_double(c, "rope_base", PHAX_ROPE_BASE, &a.rope_base));
     TRY(attr_long(c, "pos0", 0, 0, LONG_MAX / 2, &a.pos0));
     if (phax_attn_cfg_check(&a)) return phax_fail("%s: %s", c->path, phax_error());
-    if (!a.rope && (phax_st_meta(&c->in, "rope_base") || phax_st_meta(&c->in, "pos0")))
+    if (!a.rope && (meta(c, "rope_base") || meta(c, "pos0")))
         return phax_fail("%s: attribute '%s' is given but rope is 0 (it is used only with rope=1)", c->path,
-                         phax_st_meta(&c->in, "rope_base") ? "rope_base" : "pos0");
+                         meta(c, "rope_base") ? "rope_base" : "pos0");
     if (!score && phax_st_find(&c->in, "logscale"))
         return phax_fail("%s: tensor 'logscale' is given but score is 'dot' (it is used only with score=cosine)",
                          c->path);
@@ -533,6 +547,36 @@ static int op_attention(octx *c) {
     double *y = dalloc(c, numel(4, ys)), *dq = dalloc(c, numel(4, qs)), *dk = dalloc(c, numel(4, ks)),
            *dv = dalloc(c, numel(4, vs)), *dl = dalloc(c, a.Hq);
     TRYP(y && dq && dk && dv && dl);
+    // Diagnosis variants (phax check): the interleaved RoPE pairing is phax's on q and k with each
+    // head's coordinates permuted (2i → i, 2i+1 → i + dh/2: the dot products do not change), and
+    // scores scaled by s are dot scores on s·q (cosine: logscale + ln s).
+    int il = c->var && c->var->rope_interleaved && a.rope && a.dh % 2 == 0;
+    double sc = c->var && c->var->score_scale > 0 ? c->var->score_scale : 1.0;
+    if (il || sc != 1.0) {
+        double *q2 = dalloc(c, numel(4, qs)), *k2 = dalloc(c, numel(4, ks)), *l2 = score ? dalloc(c, a.Hq) : NULL;
+        TRYP(q2 && k2 && (l2 || !score));
+        int dh = a.dh, h2 = dh / 2;
+        for (size_t r = 0; r < numel(4, qs) / (size_t)dh; r++)
+            for (int i = 0; i < dh; i++) q2[r * dh + (il ? (i % 2 ? h2 + i / 2 : i / 2) : i)] = q[r * dh + i] * (score ? 1 : sc);
+        for (size_t r = 0; r < numel(4, ks) / (size_t)dh; r++)
+            for (int i = 0; i < dh; i++) k2[r * dh + (il ? (i % 2 ? h2 + i / 2 : i / 2) : i)] = k[r * dh + i];
+        for (int h = 0; score && h < a.Hq; h++) l2[h] = l[h] + log(sc);
+        TRY(ref_attention_fwd(y, q2, k2, v, l2, B, T, &a));
+        double *gy = upstream(c, "y", 4, ys);
+        TRYP(gy);
+        double *dq2 = dalloc(c, numel(4, qs)), *dk2 = dalloc(c, numel(4, ks));
+        TRYP(dq2 && dk2);
+        TRY(ref_attention_bwd(dq2, dk2, dv, score ? dl : NULL, gy, q2, k2, v, l2, B, T, &a));
+        for (size_t r = 0; r < numel(4, qs) / (size_t)dh; r++)  // back through the permutation and scale
+            for (int i = 0; i < dh; i++) dq[r * dh + i] = dq2[r * dh + (il ? (i % 2 ? h2 + i / 2 : i / 2) : i)] * (score ? 1 : sc);
+        for (size_t r = 0; r < numel(4, ks) / (size_t)dh; r++)
+            for (int i = 0; i < dh; i++) dk[r * dh + i] = dk2[r * dh + (il ? (i % 2 ? h2 + i / 2 : i / 2) : i)];
+        TRY(put(c, "y", y, 4, ys));
+        TRY(put(c, "grad.q", dq, 4, qs));
+        TRY(put(c, "grad.k", dk, 4, ks));
+        TRY(put(c, "grad.v", dv, 4, vs));
+        return score ? put(c, "grad.logscale", dl, 1, ls) : PHAX_OK;
+    }
     TRY(ref_attention_fwd(y, q, k, v, l, B, T, &a));
     double *gy = upstream(c, "y", 4, ys);
     TRYP(gy);
@@ -1294,6 +1338,34 @@ static phax_oracle_eval *eval_new(const char *opname, const char *in_path, const
 phax_oracle_eval *phax_oracle_eval_new(const char *opname, const char *in_path, const phax_precision *pr,
                                        double max_mib, const phax_names *names) {
     return eval_new(opname, in_path, NULL, 0, pr, max_mib, names);
+}
+
+phax_oracle_eval *phax_oracle_truth_new(const char *opname, const char *in_path, const void *buf, size_t n,
+                                        const phax_oracle_variant *var, double max_mib, const phax_names *names) {
+    const oracle_op *op = find_op(opname);
+    if (!op) {
+        phax_fail("%s: unknown op '%s' (see phax oracle --list)", in_path, opname);
+        return NULL;
+    }
+    phax_oracle_eval *e = calloc(1, sizeof *e);
+    if (!e) {
+        phax_fail("check: out of memory");
+        return NULL;
+    }
+    octx *c = &e->c;  // out and prec NULL: every output kept in col, no baseline made
+    c->path = in_path, c->op = op->name, c->names = names, c->var = var;
+    long seed = 0;
+    int rc = read_in(c, in_path, buf, n);
+    if (!rc) set_limit(c, max_mib);
+    if (!rc) rc = check_names(c, op);
+    if (!rc) rc = attr_long(c, "seed", 0, 0, LONG_MAX, &seed);
+    c->rng = phax_rng_new((uint64_t)seed);  // the same upstream gradients as the judged run
+    if (!rc) rc = op->run(c);
+    if (rc) {
+        phax_oracle_eval_free(e);
+        return NULL;
+    }
+    return e;
 }
 
 phax_oracle_eval *phax_oracle_eval_new_mem(const char *opname, const void *in, size_t n, const char *label,

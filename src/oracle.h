@@ -25,6 +25,17 @@ typedef struct {
 
 typedef struct phax_oracle_eval phax_oracle_eval;
 
+// Another convention than IN's (phax check's diagnosis of a FAIL): attributes replaced (key[i] =
+// value[i], as strings in IN's metadata would be), every upstream gradient IN does not give set
+// to 1 instead of drawn, attention's RoPE with the interleaved pairing (2i, 2i+1), attention's
+// scores times score_scale (> 0; 0 or 1: unchanged).
+typedef struct {
+    int n;
+    const char *key[4], *value[4];
+    int unit_upstream, rope_interleaved;
+    double score_scale;
+} phax_oracle_variant;
+
 // Runs op on the tensors of IN (exactly as `phax oracle OP IN OUT` would) and, at precision
 // pr, the op's straightforward baseline on the same inputs and upstream gradients. NULL with
 // the reason in phax_error() (one line) on any failure, including an op without a baseline.
@@ -36,6 +47,10 @@ phax_oracle_eval *phax_oracle_eval_new(const char *op, const char *in_path, cons
 // IN's path in messages.
 phax_oracle_eval *phax_oracle_eval_new_mem(const char *op, const void *in, size_t n, const char *label,
                                            const phax_precision *pr, double max_mib);
+// The truth alone (no baselines) of op on IN (in_path, or the image buf of n bytes labelled
+// in_path) under the variant var (NULL: IN's own conventions).
+phax_oracle_eval *phax_oracle_truth_new(const char *op, const char *in_path, const void *buf, size_t n,
+                                        const phax_oracle_variant *var, double max_mib, const phax_names *names);
 int phax_oracle_eval_count(const phax_oracle_eval *e);
 const phax_oracle_tensor *phax_oracle_eval_tensor(const phax_oracle_eval *e, int i);
 void phax_oracle_eval_free(phax_oracle_eval *e);

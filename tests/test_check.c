@@ -36,7 +36,12 @@ static float r_f16(float x) { return (float)(_Float16)x; }  // IEEE binary16, ro
 #endif
 
 // --- their attention -----------------------------------------------------------------------------
-typedef enum { OK, BUG_CAUSAL, BUG_WINDOW, BUG_ROPE_K, BUG_GQA, BUG_STAB, BUG_FSTAB, BUG_ISTAB } bug;
+typedef enum {
+    OK, BUG_CAUSAL, BUG_WINDOW, BUG_ROPE_K, BUG_GQA, BUG_STAB, BUG_FSTAB, BUG_ISTAB,
+    // convention mismatches phax check names (its hint): RoPE pairs (2i, 2i+1), no RoPE at all,
+    // dot scores without 1/sqrt(dh), a window one key wider (FlashAttention's (w, 0))
+    BUG_ROPE_IL, BUG_NO_ROPE, BUG_NO_SCALE, BUG_WINDOW_WIDE
+} bug;
 
 typedef struct {
     int B, T, Hq, Hkv, dh, window, cosine, rope;
@@ -45,18 +50,20 @@ typedef struct {
 static size_t qn(const acase *c) { return (size_t)c->B * c->T * c->Hq * c->dh; }
 static size_t kn(const acase *c) { return (size_t)c->B * c->T * c->Hkv * c->dh; }
 
-// Rotate rows (B, T, H, dh) by sign·angle in place, their way: the table in float.
-static void their_rope(float *x, const acase *c, int H, float sign, rnd R) {
+// Rotate rows (B, T, H, dh) by sign·angle in place, their way: the table in float. il: the
+// interleaved pairing (2i, 2i+1) instead of phax's rotate-half (i, i + dh/2).
+static void their_rope(float *x, const acase *c, int H, float sign, rnd R, int il) {
     int half = c->dh / 2;
     for (int b = 0; b < c->B; b++)
         for (int t = 0; t < c->T; t++)
             for (int h = 0; h < H; h++) {
                 float *r = x + (((size_t)b * c->T + t) * H + h) * c->dh;
                 for (int i = 0; i < half; i++) {
+                    int i1 = il ? 2 * i : i, i2 = il ? 2 * i + 1 : i + half;
                     float th = R(powf(10000.0f, -2.0f * (float)i / (float)c->dh)), a = R((float)t * th);
-                    float cs = R(cosf(a)), sn = R(sign * R(sinf(a))), x1 = r[i], x2 = r[i + half];
-                    r[i] = R(R(x1 * cs) - R(x2 * sn));
-                    r[i + half] = R(R(x2 * cs) + R(x1 * sn));
+                    float cs = R(cosf(a)), sn = R(sign * R(sinf(a))), x1 = r[i1], x2 = r[i2];
+                    r[i1] = R(R(x1 * cs) - R(x2 * sn));
+                    r[i2] = R(R(x2 * cs) + R(x1 * sn));
                 }
             }
 }
@@ -90,16 +97,18 @@ static void their_attention(const acase *c, bug bg, rnd R, const double *q, cons
     cr_assert(qs && ks && vs && g && yo && dqs && dks && dvs && lse && qnrm && knrm && c->Hq <= 16 && dh <= 64);
     for (size_t i = 0; i < nq; i++) qs[i] = R((float)q[i]), g[i] = R((float)gy[i]);
     for (size_t i = 0; i < nk; i++) ks[i] = R((float)k[i]), vs[i] = R((float)v[i]);
-    if (c->rope) their_rope(qs, c, c->Hq, 1, R);
-    if (c->rope && bg != BUG_ROPE_K) their_rope(ks, c, c->Hkv, 1, R);
+    int rope = c->rope && bg != BUG_NO_ROPE, il = bg == BUG_ROPE_IL;
+    if (rope) their_rope(qs, c, c->Hq, 1, R, il);
+    if (rope && bg != BUG_ROPE_K) their_rope(ks, c, c->Hkv, 1, R, il);
     if (c->cosine) their_norm(qs, qnrm, nq / dh, dh, R), their_norm(ks, knrm, nk / dh, dh, R);
     for (int b = 0; b < c->B; b++)
         for (int h = 0; h < c->Hq; h++) {
             int j = bg == BUG_GQA ? h % c->Hkv : h / G;
             float lh = c->cosine ? R((float)l[h]) : 0;
-            float scale = c->cosine ? R(expf(fminf(lh, logf(100.0f)))) : R(1.0f / sqrtf((float)dh));
+            float scale = c->cosine ? R(expf(fminf(lh, logf(100.0f))))
+                          : bg == BUG_NO_SCALE ? 1.0f : R(1.0f / sqrtf((float)dh));
             for (int t = 0; t < c->T; t++) {
-                int lo = c->window ? t - c->window + 1 - (bg == BUG_WINDOW) : 0;
+                int lo = c->window ? t - c->window + 1 - (bg == BUG_WINDOW || bg == BUG_WINDOW_WIDE) : 0;
                 int hi = bg == BUG_CAUSAL && t + 1 < c->T ? t + 1 : t;
                 lo = lo < 0 ? 0 : lo;
                 size_t qi = ((size_t)b * c->T + t) * c->Hq + h;
@@ -141,8 +150,8 @@ static void their_attention(const acase *c, bug bg, rnd R, const double *q, cons
             }
         }
     if (c->cosine) their_norm_bwd(dqs, qs, qnrm, nq / dh, dh, R), their_norm_bwd(dks, ks, knrm, nk / dh, dh, R);
-    if (c->rope) their_rope(dqs, c, c->Hq, -1, R);
-    if (c->rope && bg != BUG_ROPE_K) their_rope(dks, c, c->Hkv, -1, R);
+    if (rope) their_rope(dqs, c, c->Hq, -1, R, il);
+    if (rope && bg != BUG_ROPE_K) their_rope(dks, c, c->Hkv, -1, R, il);
     for (size_t i = 0; i < nq; i++) y[i] = yo[i], dq[i] = dqs[i];
     for (size_t i = 0; i < nk; i++) dk[i] = dks[i], dv[i] = dvs[i];
     for (int h = 0; h < c->Hq; h++) dl[h] = dls[h];
@@ -516,6 +525,40 @@ Test(check, gallery_window_edge_cosine_bf16) {
     attention_case(&COS, BUG_WINDOW, r_bf16, "bf16", 0, "window edge off by one (cosine, bf16)");
 }
 Test(check, gallery_gqa_mod_bf16) { attention_case(&DOT, BUG_GQA, r_bf16, "bf16", 0, "GQA h % G (bf16)"); }
+
+// --- a FAIL that is a known convention mismatch is named (phax_check_diagnose) ------------------
+// Their correct float32 attention under another convention: FAIL, and the hint line names it;
+// a bug that is no convention (GQA h % G, causal off by one) gets no hint, nor does a PASS.
+static void hint_case(const acase *c, bug bg, const char *prec, const char *frag, const char *what) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    attention_files(c, in, th, bg, bg == OK ? r_f32 : r_f32);
+    run r = check("attention", in, th, prec, 0);
+    if (frag) {
+        expect_fail(&r, what);
+        char *h = strstr(r.out, "\nhint: ");
+        cr_expect(h && strstr(h, frag), "%s: no hint naming '%s':\n%s", what, frag, r.out);
+    } else {
+        cr_expect(!strstr(r.out, "hint:"), "%s: a hint where none fits:\n%s", what, r.out);
+    }
+    run_free(&r), free(in), free(th);
+}
+Test(check, hint_window_one_wider) {
+    hint_case(&DOT, BUG_WINDOW_WIDE, "f32", "window 6, one key more", "window w+1 (FlashAttention (w, 0))");
+    hint_case(&COS, BUG_WINDOW_WIDE, "bf16", "window 6, one key more", "window w+1, cosine, at bf16");
+}
+Test(check, hint_rope_interleaved) {
+    hint_case(&DOT, BUG_ROPE_IL, "f32", "interleaved pairing", "RoPE interleaved");
+    hint_case(&COS, BUG_ROPE_IL, "f32", "interleaved pairing", "RoPE interleaved, cosine");
+}
+Test(check, hint_rope_off) { hint_case(&DOT, BUG_NO_ROPE, "f32", "no RoPE", "no RoPE on q and k"); }
+Test(check, hint_missing_scale) { hint_case(&DOT, BUG_NO_SCALE, "f32", "without the 1/sqrt(dh)", "no 1/sqrt(dh)"); }
+Test(check, no_hint_for_other_bugs_or_a_pass) {
+    hint_case(&DOT, BUG_GQA, "f32", NULL, "GQA h % G");
+    acase c = DOT;
+    c.window = 0;
+    hint_case(&c, BUG_CAUSAL, "f32", NULL, "causal off by one");
+    hint_case(&DOT, OK, "f32", NULL, "correct");
+}
 
 static void conv_case(int shift, rnd R, const char *prec, int want_pass, const char *what) {
     char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
@@ -1032,6 +1075,38 @@ static void their_xent(rnd R, const double *x, const int32_t *tg, double gl, siz
     *loss = R(s / cnt);
 }
 
+// Cross-entropy with IN giving no grad.loss (phax draws it N(0,1) from 'seed'), theirs computed
+// with grad.loss = 1, as a loss's gradient usually is: FAIL, and the hint names the upstream
+// gradients; with grad.loss = 1 in IN the same THEIRS PASSes.
+Test(check, hint_upstream_gradient_not_given) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    phax_rng rng = phax_rng_new(77);
+    enum { N = 6, V = 40 };
+    int64_t ls[2] = {N, V}, ts[1] = {N}, zs[1] = {0};
+    double *lg = normal(N * V, &rng, 2), loss, dx[N * V], one = 1;
+    int32_t tg[N] = {3, -1, 0, 39, 17, 8};
+    their_xent(r_f32, lg, tg, 1.0, N, V, &loss, dx);
+    for (int with_one = 0; with_one < 2; with_one++) {
+        phax_st_writer *w = phax_st_writer_new(), *t = phax_st_writer_new();
+        add(w, "logits", lg, 2, ls);
+        cr_assert(phax_st_add_i32(w, "targets", tg, 1, ts) == PHAX_OK, "%s", phax_error());
+        if (with_one) add(w, "grad.loss", &one, 0, zs);
+        write_free(w, in);
+        add(t, "loss", &loss, 0, zs), add(t, "grad.logits", dx, 2, ls);
+        write_free(t, th);
+        run r = check("cross_entropy", in, th, "f32", 0);
+        if (with_one) {
+            expect_pass(&r, "cross_entropy, grad.loss = 1 in IN");
+        } else {
+            expect_fail(&r, "cross_entropy, grad.loss drawn by phax, theirs at 1");
+            char *h = strstr(r.out, "\nhint: ");
+            cr_expect(h && strstr(h, "upstream gradients of 1"), "no hint naming the upstream gradient:\n%s", r.out);
+        }
+        run_free(&r);
+    }
+    free(lg), free(in), free(th);
+}
+
 // One small op end to end: IN with the inputs (and the upstream gradient), THEIRS from their
 // code above, judged at prec. bug: their result perturbed the way a real slip would (below).
 enum { SN = 6, SD = 16, SH = 24, SV = 40 };
@@ -1104,7 +1179,7 @@ static void small_case(const char *op, rnd R, const char *prec, int bug, int wan
         float fx[SN * SD], fg[SN * SD];
         for (size_t i = 0; i < nr; i++) fx[i] = R((float)x[i]), fg[i] = R((float)gy[i]);
         if (!bug) {
-            their_rope(fx, &c, 2, 1, R), their_rope(fg, &c, 2, -1, R);
+            their_rope(fx, &c, 2, 1, R, 0), their_rope(fg, &c, 2, -1, R, 0);
         } else {
             for (size_t r = 0; r < nr / c.dh; r++)
                 for (int i = 0; i < c.dh / 2; i++) {
