@@ -306,6 +306,49 @@ Test(durable, run_folder_links_not_followed) {
     sandbox_free(&s);
 }
 
+// Hardening round 2, item 4: resume read a log.jsonl planted as a link to a readable file and
+// copied its lines into the run's (0644) log. It must refuse the link and read nothing.
+Test(durable, resume_refuses_a_planted_log_link) {
+    sandbox s = sandbox_new();
+    char *secret = tu_join(s.dir, "secret.jsonl"), *log = tu_join(s.run, "log.jsonl");
+    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "6"), "--stop-after", "3"));
+    tu_write_file(secret, "{\"step\": 1, \"secret\": \"HUNTER2\"}\n", 35);
+    cr_assert(unlink(log) == 0 && symlink(secret, log) == 0);
+    expect_error(&s, RUN("train", "--resume", "--out", s.run), "symbolic link");
+    struct stat sb;
+    cr_assert(lstat(log, &sb) == 0 && S_ISLNK(sb.st_mode), "the link was replaced by a copy");
+    char *e = tu_slurp(s.err, NULL), *o = tu_slurp(s.out, NULL);
+    cr_assert(!strstr(e, "HUNTER2") && !strstr(o, "HUNTER2"), "the linked file's content was printed");
+    free(e), free(o), free(secret), free(log);
+    sandbox_free(&s);
+}
+
+// Hardening round 2, item 2: the log was read whole under the 64 MiB text-file limit, so a
+// long run (a log past 64 MiB) could not resume. A log of 70 MB (its real lines, then lines
+// of later steps that a resume drops) resumes, keeping exactly the real lines.
+Test(durable, resume_with_a_log_past_64_mib) {
+    sandbox s = sandbox_new();
+    char *log = tu_join(s.run, "log.jsonl");
+    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "6"), "--stop-after", "3"));
+    size_t n0;
+    char *before = tu_slurp(log, &n0);
+    FILE *f = fopen(log, "a");
+    cr_assert(f);
+    char pad[1001];
+    memset(pad, 'x', 1000), pad[1000] = 0;
+    for (int i = 0; i < 70000; i++) fprintf(f, "{\"step\": %d, \"pad\": \"%s\"}\n", 1000 + i, pad);
+    fclose(f);
+    struct stat sb;
+    cr_assert(stat(log, &sb) == 0 && sb.st_size > (64L << 20), "the log is only %lld bytes", (long long)sb.st_size);
+    expect_ok(&s, RUN("train", "--resume", "--out", s.run));
+    size_t n1;
+    char *after = tu_slurp(log, &n1);
+    cr_assert(n1 > n0 && !memcmp(after, before, n0), "the log's first %zu bytes changed on resume", n0);
+    cr_assert(!strstr(after, "\"pad\""), "lines of later steps were kept");
+    free(before), free(after), free(log);
+    sandbox_free(&s);
+}
+
 // Item 11: 1e300 seconds wrapped to 1 step silently.
 Test(durable, time_budget_out_of_range_refused) {
     sandbox s = sandbox_new();
