@@ -314,6 +314,12 @@ int phax_eval_main(int argc, char **argv) {
             if (slash) strcpy(slash + 1, "cache");
             else strcpy(cache, "cache");
         }
+        // The default cache lies in the run folder (or beside the model): a link planted there
+        // must not send the caches elsewhere, as phax train refuses too (--cache-dir may name
+        // anything the user chooses).
+        struct stat csb;
+        if (lstat(cache, &csb) == 0 && S_ISLNK(csb.st_mode))
+            die("%s: a symbolic link; the default token cache must be a folder (or pass --cache-dir)", cache);
         // The default place may not be writable (a checkpoint in a read-only folder):
         // then tokenize in memory, saying so, rather than fail.
         const char *why = phax_mkdir_p(cache) != PHAX_OK ? phax_error()

@@ -6,6 +6,7 @@
 // in a folder where no cache can be made, the input.txt layout).
 #define _GNU_SOURCE  // vasprintf
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <lzma.h>
@@ -472,6 +473,58 @@ static void poison_tensor(const char *path, const char *name) {
     memset(b + 8 + hl + lo, 0xff, hi - lo);
     tu_write_file(path, b, n);
     free(key), free(b);
+}
+
+// Set every element of one F32 tensor of a safetensors file to v (finite weights that overflow).
+static void fill_tensor_f32(const char *path, const char *name, float v) {
+    size_t n;
+    char *b = tu_slurp(path, &n);
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)(uint8_t)b[i] << (8 * i);
+    char *key = tu_xprintf("\"%s\"", name);
+    char *p = memmem(b + 8, hl, key, strlen(key));
+    cr_assert(p, "no %s in %s", name, path);
+    char *dt = strstr(p, "\"dtype\"");
+    cr_assert(dt && strstr(dt, "\"F32\"") == strchr(dt + 7, '"'), "%s is not F32", name);
+    p = strchr(strstr(p, "\"data_offsets\""), '[');
+    unsigned long long lo = strtoull(p + 1, &p, 10), hi = strtoull(p + 1, NULL, 10);
+    cr_assert(8 + hl + hi <= n && lo < hi && (hi - lo) % 4 == 0);
+    for (unsigned long long o = lo; o < hi; o += 4) memcpy(b + 8 + hl + o, &v, 4);
+    tu_write_file(path, b, n);
+    free(key), free(b);
+}
+
+// Hardening round 2, item 5: finite weights of 3e38 overflow to non-finite logits; generate
+// printed a token and exited 0 where eval refuses. Now one line, nothing printed.
+Test(inputs, generate_refuses_non_finite_logits) {
+    sandbox s = sandbox_new("pha", 0);
+    char *ck = tu_xprintf("%s/checkpoint.safetensors", s.run);
+    fill_tensor_f32(ck, "blocks.0.ffn.w_down.weight", 3e38f);  // (embed.weight: RMSNorm scales it back)
+    int rc = phax_run(&s, "generate", s.run, "--prompt", "the cat", "--tokens", "3", NULL);
+    expect_error(&s, rc, "phax generate: ", "not finite");
+    char *o = tu_slurp(s.out, NULL);
+    cr_assert(!o[0], "generate printed: %s", o);
+    free(o), free(ck);
+    sandbox_free(&s);
+}
+
+// Hardening round 2, item 4: eval's default token cache (RUN/cache) followed a link planted
+// there (train refuses the same); now refused with one line, nothing written through it.
+Test(inputs, eval_refuses_a_planted_cache_link) {
+    sandbox s = sandbox_new("pha", 0);
+    char *cache = tu_xprintf("%s/cache", s.run), *elsewhere = tu_xprintf("%s/elsewhere", s.dir);
+    tu_rm_rf(cache);
+    cr_assert(mkdir(elsewhere, 0777) == 0 && symlink(elsewhere, cache) == 0);
+    int rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", NULL);
+    expect_error(&s, rc, "phax eval: ", "symbolic link");
+    DIR *d = opendir(elsewhere);
+    cr_assert(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    cr_assert(n == 0, "%d files written through the cache link", n);
+    free(cache), free(elsewhere);
+    sandbox_free(&s);
 }
 
 // NaN weights: eval never exits 0 with a nan perplexity and never fails with an empty
