@@ -690,9 +690,9 @@ static int cache_write(const char *path, const phax_vocab *v, uint64_t vhash,
     return rc;
 }
 
-int phax_tokens_load_cached_ex(const phax_vocab *v, const char *source_path,
-                               const char *cache_dir, int32_t **out, size_t *n,
-                               phax_cache_result *result, char **cache_path) {
+static int load_cached(const phax_vocab *v, const char *source_path, const char *cache_dir,
+                       const phax_source_identity *want, int32_t **out, size_t *n, phax_cache_result *result,
+                       char **cache_path) {
     if (!v || !source_path || !cache_dir || !out || !n)
         return phax_fail("phax_tokens_load_cached: NULL argument");
     if (cache_path) *cache_path = NULL;
@@ -705,6 +705,13 @@ int phax_tokens_load_cached_ex(const phax_vocab *v, const char *source_path,
     int rc = PHAX_ERR;
     if (phax_data_read_raw(source_path, &raw, &raw_n, &st) != PHAX_OK) return PHAX_ERR;
     uint64_t src_hash = phax_fnv1a64(PHAX_FNV_INIT, raw, raw_n);
+    // The bytes actually read, before any cache is read or written: a file swapped after
+    // the caller's own check (a link changed between two opens) is refused here.
+    if (want && ((uint64_t)raw_n != want->bytes || src_hash != want->fnv1a)) {
+        free(raw);
+        return phax_fail("%s: not the file this run was trained on (the bytes read differ in size or hash from "
+                         "the training state's); nothing was written", source_path);
+    }
     uint64_t vhash = phax_vocab_hash(v);
     if (phax_mkdir_p(cache_dir) != PHAX_OK) goto done;
 
@@ -765,7 +772,18 @@ done:
     return rc;
 }
 
+int phax_tokens_load_cached_ex(const phax_vocab *v, const char *source_path, const char *cache_dir, int32_t **out,
+                               size_t *n, phax_cache_result *result, char **cache_path) {
+    return load_cached(v, source_path, cache_dir, NULL, out, n, result, cache_path);
+}
+
 int phax_tokens_load_cached(const phax_vocab *v, const char *source_path, const char *cache_dir,
                             int32_t **out, size_t *n) {
-    return phax_tokens_load_cached_ex(v, source_path, cache_dir, out, n, NULL, NULL);
+    return load_cached(v, source_path, cache_dir, NULL, out, n, NULL, NULL);
+}
+
+int phax_tokens_load_expected(const phax_vocab *v, const char *source_path, const char *cache_dir,
+                              const phax_source_identity *want, int32_t **out, size_t *n) {
+    if (!want) return phax_fail("phax_tokens_load_expected: NULL identity");
+    return load_cached(v, source_path, cache_dir, want, out, n, NULL, NULL);
 }

@@ -92,6 +92,10 @@ typedef struct {
     int32_t *valid_tok;    // separately loaded valid tokens (NULL when split or none)
     const int32_t *tr, *va;
     size_t ntr, nva;
+    // --resume: the files' identities from the training state (corpus_check_files); the
+    // tokens are then loaded only from bytes that match them (phax_tokens_load_expected).
+    int expect;
+    phax_source_identity want[2];  // train, valid
 } corpus;
 
 // A corpus file must be a non-empty regular file (checked before anything is written).
@@ -103,7 +107,7 @@ void corpus_vocab(corpus *c, const train_opts *o);
 void corpus_tokens(corpus *c, const char *cache_dir);
 void corpus_free(corpus *c);
 // --resume: the data files must be the bytes the state names (1: checked here).
-int corpus_check_files(const corpus *c, const char *data_json, const char *where, int generation);
+int corpus_check_files(corpus *c, const char *data_json, const char *where, int generation);
 // The token-stream fields of two data identities agree.
 int corpus_same_tokens(const char *a, const char *b);
 // Identity of the token streams and of their files (stored in the state).

@@ -61,15 +61,18 @@ void corpus_vocab(corpus *c, const train_opts *o) {
 
 // cache_dir NULL: tokenize in memory and write no cache (a resumed run whose
 // data are not verified yet).
-static int load_tokens(const phax_vocab *v, const char *path, const char *cache_dir, int32_t **out,
-                       size_t *n) {
+// want (resume): the bytes read must be the state's (checked on what was read, before any
+// cache is written).
+static int load_tokens(const phax_vocab *v, const char *path, const char *cache_dir, const phax_source_identity *want,
+                       int32_t **out, size_t *n) {
+    if (cache_dir && want) return phax_tokens_load_expected(v, path, cache_dir, want, out, n);
     return cache_dir ? phax_tokens_load_cached(v, path, cache_dir, out, n)
                      : phax_encode_file(v, path, out, n);
 }
 
 void corpus_tokens(corpus *c, const char *cache_dir) {
     size_t n;
-    if (load_tokens(c->vocab, c->train, cache_dir, &c->all, &n)) die_lib();
+    if (load_tokens(c->vocab, c->train, cache_dir, c->expect ? &c->want[0] : NULL, &c->all, &n)) die_lib();
     if (c->split) {
         size_t ntr = n - n / 10;
         c->tr = c->all, c->ntr = ntr;
@@ -77,7 +80,8 @@ void corpus_tokens(corpus *c, const char *cache_dir) {
     } else {
         c->tr = c->all, c->ntr = n;
         if (c->valid) {
-            if (load_tokens(c->vocab, c->valid, cache_dir, &c->valid_tok, &c->nva)) die_lib();
+            if (load_tokens(c->vocab, c->valid, cache_dir, c->expect ? &c->want[1] : NULL, &c->valid_tok, &c->nva))
+                die_lib();
             c->va = c->valid_tok;
         }
     }
@@ -122,7 +126,7 @@ static json_t *file_identity(const char *path, json_int_t want_bytes) {
 // anything reads them further or writes. A state of an older phax has no file
 // identity: its tokens are then checked in memory before any cache is written.
 // Returns 1 when the files were checked here.
-int corpus_check_files(const corpus *c, const char *data_json, const char *where, int generation) {
+int corpus_check_files(corpus *c, const char *data_json, const char *where, int generation) {
     json_t *j = json_loads(data_json, 0, NULL);
     json_t *files = j ? json_object_get(j, "files") : NULL;
     if (!files) {
@@ -143,8 +147,16 @@ int corpus_check_files(const corpus *c, const char *data_json, const char *where
             die("%s: not the file this run was trained on (its size or hash differs from %s's); nothing was read or written",
                 paths[i], where);
         json_decref(got);
+        // Kept for the load itself, which checks the bytes it reads against them again (the
+        // file could be swapped between this open and the tokenizer's).
+        const char *hx = json_string_value(json_object_get(want, "fnv1a"));
+        char *end = NULL;
+        unsigned long long f = hx ? strtoull(hx, &end, 16) : 0;
+        if (!hx || !*hx || *end) die("%s: data file identity unreadable (\"%s\")", where, keys[i]);
+        c->want[i] = (phax_source_identity){(uint64_t)json_integer_value(wb), (uint64_t)f};
     }
     json_decref(j);
+    c->expect = 1;
     return 1;
 }
 

@@ -659,3 +659,38 @@ Test(tokenizer, vocab_max_keeps_the_most_frequent) {
     cr_assert(phax_vocab_build_text_max((const uint8_t *)s, strlen(s), "s", 2, &v) == PHAX_ERR);
     cr_assert(strstr(phax_error(), "s: a vocabulary capped at 2 words"), "%s", phax_error());
 }
+
+// Hardening round 2, item 1: resume checked a data file, then the tokenizer opened it again by
+// name, and the tokens' hashes were compared only after the cache was written; a link swapped
+// in between put another file's tokens into OUT/cache. phax_tokens_load_expected checks the
+// bytes it read against the state's identity before any cache is touched: the swap made
+// deterministic by handing it the other file under the expected identity of the first.
+Test(tokenizer, load_expected_refuses_other_bytes_before_any_cache) {
+    char *d = tu_tmpdir("phax_tok"), *real = tu_join(d, "train.txt"), *other = tu_join(d, "secret.txt");
+    char *cache = tu_join(d, "cache");
+    tu_write_file(real, "the cat sat on the mat\n", 23);
+    tu_write_file(other, "HUNTER2 is the password\n", 24);
+    phax_vocab *v;
+    cr_assert(phax_vocab_byte(&v) == PHAX_OK);
+    size_t rn;
+    char *rb = tu_slurp(real, &rn);
+    phax_source_identity want = {rn, phax_fnv1a64(PHAX_FNV_INIT, rb, rn)};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = phax_tokens_load_expected(v, other, cache, &want, &ids, &n);
+    cr_assert(rc == PHAX_ERR && !ids, "another file's bytes were accepted");
+    cr_assert(strstr(phax_error(), "not the file this run was trained on"), "%s", phax_error());
+    struct stat sb;
+    cr_assert(stat(cache, &sb) != 0, "a cache folder was made for the refused file");
+    // The same size, other bytes: the hash decides.
+    tu_write_file(other, "the cat sat on the rug\n", 23);
+    cr_assert(phax_tokens_load_expected(v, other, cache, &want, &ids, &n) == PHAX_ERR);
+    cr_assert(stat(cache, &sb) != 0, "a cache folder was made for the refused file");
+    // The real file loads, and its cache is made.
+    cr_assert(phax_tokens_load_expected(v, real, cache, &want, &ids, &n) == PHAX_OK, "%s", phax_error());
+    cr_assert(n == 23 && stat(cache, &sb) == 0);
+    free(ids), free(rb);
+    phax_vocab_free(v);
+    tu_rm_rf(d);
+    free(d), free(real), free(other), free(cache);
+}

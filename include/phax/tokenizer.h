@@ -117,4 +117,15 @@ int phax_tokens_load_cached_ex(const phax_vocab *v, const char *source_path,
                                const char *cache_dir, int32_t **out, size_t *n,
                                phax_cache_result *result, char **cache_path);
 
+// A source's identity as a training state stores it: its size in bytes and the FNV-1a of
+// those bytes as stored (for .xz: the compressed bytes).
+typedef struct {
+    uint64_t bytes, fnv1a;
+} phax_source_identity;
+// phax_tokens_load_cached, refusing (before any cache is read or written) when the bytes it
+// read are not `want`: the check is on what was read, so a file swapped after the caller's
+// own check cannot reach a cache (phax train --resume).
+int phax_tokens_load_expected(const phax_vocab *v, const char *source_path, const char *cache_dir,
+                              const phax_source_identity *want, int32_t **out, size_t *n);
+
 #endif
