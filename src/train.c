@@ -116,7 +116,6 @@ typedef struct {
     char *state_path;       // --resume: the state of the generation resumed
     char *log_path;
     char *options_json, *rng_json, *data_json;
-    int raw_checked;        // --resume: the data files' bytes matched the state's before any read
     FILE *log;
     int tty;
 } run;
@@ -446,7 +445,6 @@ static void resume_setup(run *r, const char *changing, phax_ckpt *ck, phax_ckpt_
     if (train_is_recall(&r->o)) {
         // No data files: the rows come from the seed; the vocabulary must be the task's.
         if (phax_recall_vocab_check(ck->vocab)) die("%s: %s", ck->path, phax_error());
-        r->raw_checked = 1;
         r->data.vocab = ck->vocab;
         ck->vocab = NULL;
         return;
@@ -454,11 +452,15 @@ static void resume_setup(run *r, const char *changing, phax_ckpt *ck, phax_ckpt_
     r->data.train = strdup(r->o.train_path);
     r->data.valid = r->o.valid_path ? strdup(r->o.valid_path) : NULL;
     r->data.split = split;
+    // The state must name its files' identities before any file it names is touched: a state
+    // without them (an older phax's layout, or a crafted one) is refused, not tokenized and
+    // compared (that read any file a crafted state named and printed its hash).
+    if (!corpus_has_identities(st->data_json))
+        die("%s: the training state names no data file identities; nothing was read (a run folder of an "
+            "older phax: train it again with this one)", r->state_path);
     corpus_check_file(r->data.train);
     if (r->data.valid) corpus_check_file(r->data.valid);
-    struct stat lsb;  // a generation's link (phax_ckpt_save_generation), or an older phax's file
-    int generation = lstat(r->model_path, &lsb) == 0 && S_ISLNK(lsb.st_mode);
-    r->raw_checked = corpus_check_files(&r->data, st->data_json, r->state_path, generation);
+    corpus_check_files(&r->data, st->data_json, r->state_path);
     r->data.vocab = ck->vocab;  // the checkpoint's vocabulary, not a rebuilt one
     ck->vocab = NULL;
 }
@@ -616,10 +618,7 @@ int phax_train_main(int argc, char **argv) {
         // caches elsewhere (an explicit --cache-dir may be anything the user names).
         if (!r.o.cache_dir && lstat(cache, &csb) == 0 && S_ISLNK(csb.st_mode))
             die("%s: a symbolic link; the run folder's cache must be a folder (or pass --cache-dir)", cache);
-        if (r.o.resume && !r.raw_checked) {
-            // A state without file identities: compare the tokens before any cache is written.
-            corpus_tokens(&r.data, NULL);
-        } else if (!rank0) {
+        if (!rank0) {
             corpus_tokens(&r.data, NULL);  // rank 0 alone writes the cache
         } else {
             if (phax_mkdir_p(cache)) die_lib();
@@ -627,9 +626,10 @@ int phax_train_main(int argc, char **argv) {
         }
         free(cache);
         r.data_json = corpus_identity(&r.data);
+        // No digest in the message: it would tell a crafted state's author about a file.
         if (r.o.resume && !corpus_same_tokens(r.data_json, st.data_json))
-            die("%s: the training data differ from the checkpoint's (%s, now %s)", r.data.train,
-                st.data_json, r.data_json);
+            die("%s: the training data differ from the checkpoint's (token counts or hashes); nothing was written",
+                r.data.train);
         r.eval_n = r.o.eval_tokens && (size_t)r.o.eval_tokens < r.data.nva ? (size_t)r.o.eval_tokens : r.data.nva;
         if (phax_sampler_init(&r.sampler, r.data.tr, r.data.ntr, r.o.B, r.o.T,
                               r.batch_seed = phax_seed_derive(r.o.seed, "train.batches")))

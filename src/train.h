@@ -106,8 +106,10 @@ void corpus_vocab(corpus *c, const train_opts *o);
 // data are not verified yet).
 void corpus_tokens(corpus *c, const char *cache_dir);
 void corpus_free(corpus *c);
-// --resume: the data files must be the bytes the state names (1: checked here).
-int corpus_check_files(corpus *c, const char *data_json, const char *where, int generation);
+// The data identity JSON of a state names its files' identities (the layout this phax writes).
+int corpus_has_identities(const char *data_json);
+// --resume: the data files must be the bytes the state names (refused with one line otherwise).
+void corpus_check_files(corpus *c, const char *data_json, const char *where);
 // The token-stream fields of two data identities agree.
 int corpus_same_tokens(const char *a, const char *b);
 // Identity of the token streams and of their files (stored in the state).

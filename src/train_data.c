@@ -122,20 +122,13 @@ static json_t *file_identity(const char *path, json_int_t want_bytes) {
     return json_pack("{s:I, s:s}", "bytes", total, "fnv1a", hx);
 }
 
-// --resume: the data files must be the bytes the state names, checked before
-// anything reads them further or writes. A state of an older phax has no file
-// identity: its tokens are then checked in memory before any cache is written.
-// Returns 1 when the files were checked here.
-int corpus_check_files(corpus *c, const char *data_json, const char *where, int generation) {
+// --resume: the data files must be the bytes the state names (its identities: the caller has
+// refused a state without them), checked before anything reads them further or writes; the
+// identities are kept for the load itself (c->want).
+void corpus_check_files(corpus *c, const char *data_json, const char *where) {
     json_t *j = json_loads(data_json, 0, NULL);
     json_t *files = j ? json_object_get(j, "files") : NULL;
-    if (!files) {
-        json_decref(j);
-        // Only a run folder of an older phax (files, no generation link) lacks identities;
-        // a generation without them was not written by phax: read nothing it names.
-        if (generation) die("%s: the training state names no data file identities; nothing was read", where);
-        return 0;
-    }
+    if (!files) die("%s: the training state names no data file identities; nothing was read", where);
     const char *keys[2] = {"train", "valid"};
     const char *paths[2] = {c->train, c->valid};
     for (int i = 0; i < 2; i++) {
@@ -157,7 +150,13 @@ int corpus_check_files(corpus *c, const char *data_json, const char *where, int 
     }
     json_decref(j);
     c->expect = 1;
-    return 1;
+}
+
+int corpus_has_identities(const char *data_json) {
+    json_t *j = json_loads(data_json, 0, NULL);
+    int has = j && json_is_object(json_object_get(j, "files"));
+    json_decref(j);
+    return has;
 }
 
 // The token-stream fields of two data identities agree (the file identity is

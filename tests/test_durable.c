@@ -242,6 +242,40 @@ Test(durable, resume_checks_data_before_reading) {
     sandbox_free(&s);
 }
 
+// Hardening round 2, item 3: a run folder in the pre-generation layout (a plain
+// checkpoint.safetensors, a state without file identities) made --resume tokenize whatever
+// file the state named and print its hash in the refusal. Now refused before the named file is
+// touched: it is a FIFO here, which any open or read would block on (or a stat refuse as "not
+// a regular file"), and the refusal names the identities, no digest.
+Test(durable, old_layout_refused_without_touching_named_files) {
+    sandbox s = sandbox_new();
+    char *fifo = tu_join(s.dir, "secret.fifo"), *model = tu_join(s.run, "checkpoint.safetensors");
+    cr_assert(mkfifo(fifo, 0600) == 0);
+    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "4"), "--stop-after", "2"));
+    craft_state(s.run, fifo, 1);
+    // The generation's files copied beside a plain checkpoint.safetensors: the older layout.
+    char target[512];
+    ssize_t k = readlink(model, target, sizeof target - 1);
+    cr_assert(k > 0);
+    target[k] = 0;
+    const char *sfx[] = {"", ".state.safetensors", ".vocab"};
+    for (int i = 0; i < 3; i++) {
+        char *from = tu_xprintf("%s/%s", s.run, target), *to = tu_xprintf("%s", model);
+        from = tu_xprintf("%.*s%s", (int)(strlen(from) - strlen(".safetensors")), from, i ? sfx[i] : ".safetensors");
+        to = tu_xprintf("%.*s%s", (int)(strlen(model) - strlen(".safetensors")), model, i ? sfx[i] : ".safetensors");
+        size_t n;
+        char *b = tu_slurp(from, &n);
+        unlink(to);
+        tu_write_file(to, b, n);
+        free(b), free(from), free(to);
+    }
+    expect_error(&s, RUN("train", "--resume", "--out", s.run), "names no data file identities; nothing was read");
+    char *e = tu_slurp(s.err, NULL);
+    cr_assert(!strstr(e, "fnv") && !strstr(e, "hash\""), "a digest in the refusal: %s", e);
+    free(e), free(fifo), free(model);
+    sandbox_free(&s);
+}
+
 // The options a state restores are held to the command line's ranges (a
 // crafted --seq of 1e9 would allocate without bound).
 Test(durable, resume_options_out_of_range_refused) {
