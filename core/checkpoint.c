@@ -298,7 +298,7 @@ static int load_vocab(const phax_st_file *f, phax_ckpt *ck) {
     struct stat sb;
     if (stat(ck->vocab_path, &sb) != 0)
         return phax_fail("%s: vocabulary file %s is missing", f->path, ck->vocab_path);
-    if (phax_vocab_load(ck->vocab_path, &ck->vocab)) {
+    if (phax_vocab_load_expect(ck->vocab_path, ck->cfg.vocab_size, &ck->vocab)) {
         return phax_fail("%s: vocabulary: %s", f->path, phax_error());
     }
     char got[17];

@@ -325,7 +325,31 @@ static int parse_metadata(phax_st_file *f, const char *path, json_t *m) {
     return PHAX_OK;
 }
 
+// JSON values of a header, counted without parsing it: separators and openers outside
+// strings. jansson spends ~100 bytes per value, so a header of many small values (a 100 MB
+// array of zeros) cost 2.1 GB to parse; a real header has ~8 values per tensor.
+static size_t header_values(const char *h, size_t n) {
+    size_t v = 1;
+    int in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = h[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == ',' || c == ':' || c == '[' || c == '{') {
+            v++;
+        }
+    }
+    return v;
+}
+
 static int parse_header(phax_st_file *f, const char *path, const char *hdr, size_t n) {
+    size_t nv = header_values(hdr, n);
+    if (nv > PHAX_ST_MAX_HEADER_VALUES)
+        return phax_fail("%s: header holds about %zu JSON values, more than the %d a header of %d tensors "
+                         "needs (refused before parsing it)", path, nv, PHAX_ST_MAX_HEADER_VALUES, PHAX_ST_MAX_TENSORS);
     json_error_t je;
     // DECODE_ANY: a scalar or array header parses, and is refused below as "not a JSON object".
     json_t *root = json_loadb(hdr, n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);

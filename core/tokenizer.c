@@ -471,11 +471,22 @@ static int parse_header(const char *line, size_t len, phax_tok_kind *kind, long 
     return 1;
 }
 
-int phax_vocab_load(const char *path, phax_vocab **out) {
+static int vocab_load(const char *path, long long expect, phax_vocab **out) {
     if (!path || !out) return phax_fail("phax_vocab_load: NULL argument");
     uint8_t *buf;
     size_t n;
-    if (phax_data_read(path, &buf, &n) != PHAX_OK) return PHAX_ERR;
+    // Expecting `expect` tokens, the file can hold at most ~1 KiB per token (1 MiB at least):
+    // read no more than that, so a small checkpoint naming a large (or .xz) vocabulary costs
+    // what its vocab_size allows, not the corpus-file limit.
+    size_t limit = phax_data_max_bytes();
+    if (expect > 0) {
+        size_t bound = (size_t)expect < ((size_t)1 << 30) ? ((size_t)expect << 10) + 64 : SIZE_MAX;
+        if (bound < ((size_t)1 << 20)) bound = (size_t)1 << 20;
+        if (bound < limit) phax_data_set_max_bytes(bound);
+    }
+    int rd = phax_data_read(path, &buf, &n);
+    if (expect > 0) phax_data_set_max_bytes(limit);
+    if (rd != PHAX_OK) return PHAX_ERR;
     const char *s = (const char *)buf;
     const char *nl = memchr(s, '\n', n);
     size_t hlen = nl ? (size_t)(nl - s) : n;
@@ -490,6 +501,10 @@ int phax_vocab_load(const char *path, phax_vocab **out) {
     }
     if (count < 1 || count > INT32_MAX || (kind == PHAX_TOK_BYTE && count != 256)) {
         phax_fail("%s:1: bad token count %lld for a %s vocabulary", path, count, kind_name(kind));
+        goto fail;
+    }
+    if (expect > 0 && count != expect) {  // before any token is read
+        phax_fail("%s:1: the header announces %lld tokens, %lld expected", path, count, expect);
         goto fail;
     }
     v = vocab_new(kind);
@@ -550,6 +565,13 @@ fail:
     phax_vocab_free(v);
     free(buf);
     return PHAX_ERR;
+}
+
+int phax_vocab_load(const char *path, phax_vocab **out) { return vocab_load(path, 0, out); }
+
+int phax_vocab_load_expect(const char *path, long long count, phax_vocab **out) {
+    if (count < 1) return phax_fail("phax_vocab_load_expect: count %lld < 1", count);
+    return vocab_load(path, count, out);
 }
 
 // ---------------------------------------------------------------------------

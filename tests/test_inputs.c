@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "phax/data.h"
+#include "phax/safetensors.h"
 #include "phax/tokenizer.h"
 #include "testutil.h"
 
@@ -57,6 +58,73 @@ static void write_xz_zeros(const char *path, size_t mib) {
     }
     lzma_end(&s);
     fclose(f);
+}
+
+// An .xz file: `head`, then `mib` MiB of the byte c (compresses to almost nothing).
+static void write_xz_fill(const char *path, const char *head, size_t mib, char c) {
+    lzma_stream s = LZMA_STREAM_INIT;
+    cr_assert(lzma_easy_encoder(&s, 0, LZMA_CHECK_CRC64) == LZMA_OK);
+    static uint8_t in[1 << 20], out[1 << 16];
+    FILE *f = fopen(path, "wb");
+    cr_assert(f);
+    for (size_t k = 0; k <= mib + 1; k++) {
+        size_t len = 0;
+        if (k == 0) len = strlen(head), memcpy(in, head, len);
+        else if (k <= mib) len = sizeof in, memset(in, c, len);
+        s.next_in = in, s.avail_in = len;
+        lzma_action a = k <= mib ? LZMA_RUN : LZMA_FINISH;
+        for (;;) {
+            s.next_out = out, s.avail_out = sizeof out;
+            lzma_ret r = lzma_code(&s, a);
+            cr_assert(r == LZMA_OK || r == LZMA_STREAM_END, "lzma_code %d", (int)r);
+            fwrite(out, 1, sizeof out - s.avail_out, f);
+            if (r == LZMA_STREAM_END || (a == LZMA_RUN && s.avail_in == 0)) break;
+        }
+    }
+    lzma_end(&s);
+    fclose(f);
+}
+
+// Hardening round 2, item 6: a small checkpoint naming a large .xz vocabulary cost 545 MB and
+// 2 s before its refusal. A checkpoint's vocabulary is read through phax_vocab_load_expect:
+// the header's count is compared first, and at most ~1 KiB per expected token is decompressed.
+Test(inputs, checkpoint_vocabulary_costs_what_its_size_allows) {
+    char *d = tu_tmpdir("phax_in"), *big = tu_join(d, "big.vocab.xz"), *small = tu_join(d, "small.vocab");
+    write_xz_fill(big, "phax-vocab word 300\n", 60, 'a');
+    phax_vocab *v = NULL;
+    double m0 = peak_mb();
+    cr_assert(phax_vocab_load_expect(big, 300, &v) == PHAX_ERR && !v, "a 60 MiB vocabulary was loaded");
+    cr_assert(strstr(phax_error(), big), "%s", phax_error());
+    double used = peak_mb() - m0;
+    cr_assert(TU_ASAN || used < 16, "peak grew by %.0f MB for a vocabulary of 300 tokens", used);
+    write_text(small, "phax-vocab word 5\na\nb\nc\nd\ne\n");
+    cr_assert(phax_vocab_load_expect(small, 300, &v) == PHAX_ERR);
+    cr_assert(strstr(phax_error(), "announces 5 tokens, 300 expected"), "%s", phax_error());
+    cr_assert(phax_vocab_load_expect(small, 5, &v) == PHAX_OK, "%s", phax_error());
+    cr_assert(phax_vocab_size(v) == 5);
+    phax_vocab_free(v);
+    cr_assert(phax_data_max_bytes() == PHAX_DATA_MAX_BYTES_DEFAULT, "the text-file limit was not restored");
+    tu_rm_rf(d);
+    free(d), free(big), free(small);
+}
+
+// Item 6: a header of many small JSON values (each costs the parser ~100 bytes) is refused
+// by its count before it is parsed: 20 MB of "0," cost ~1 GB to parse.
+Test(inputs, safetensors_header_of_many_values_refused_before_parsing) {
+    size_t hn = (20u << 20) + 1, k = (hn - 1) / 2;  // "[0,0,...,0]": k zeros
+    unsigned char *b = malloc(8 + hn);
+    cr_assert(b);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(hn >> (8 * i));
+    b[8] = '[';
+    for (size_t j = 0; j + 1 < k; j++) b[9 + 2 * j] = '0', b[10 + 2 * j] = ',';
+    b[8 + hn - 2] = '0', b[8 + hn - 1] = ']';
+    phax_st_file f;
+    double m0 = peak_mb();
+    cr_assert(phax_st_read_mem(&f, b, 8 + hn, "many.safetensors") == PHAX_ERR);
+    cr_assert(strstr(phax_error(), "JSON values") && strstr(phax_error(), "before parsing"), "%s", phax_error());
+    double used = peak_mb() - m0;
+    cr_assert(TU_ASAN || used < 64, "peak grew by %.0f MB", used);
+    free(b);
 }
 
 // --- text files are bounded ------------------------------------------------------------------

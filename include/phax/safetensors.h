@@ -63,6 +63,11 @@ int phax_dtype_parse(const char *name, phax_dtype *out);
 
 #define PHAX_ST_MAX_NDIM 8
 #define PHAX_ST_MAX_HEADER 100000000ull  // the reference's limit on N
+// A header's JSON values, counted before it is parsed (each costs jansson ~100 bytes): a tensor
+// entry is ~8 values (dtype, up to 8 dims, two offsets), so this admits 2^18 tensors and
+// bounds the parse at ~200 MB whatever the header's length.
+#define PHAX_ST_MAX_TENSORS (1 << 18)
+#define PHAX_ST_MAX_HEADER_VALUES (1 << 21)
 
 typedef struct {
     char *name;

@@ -66,6 +66,10 @@ uint64_t phax_vocab_hash(const phax_vocab *v);
 // "FILE:LINE: what".
 int phax_vocab_save(const phax_vocab *v, const char *path);
 int phax_vocab_load(const char *path, phax_vocab **out);
+// The same for a vocabulary that must hold `count` tokens (a checkpoint's vocab_size): the
+// header's count is compared first, and at most ~1 KiB per token (1 MiB at least) is read
+// or decompressed, so the cost is what count allows.
+int phax_vocab_load_expect(const char *path, long long count, phax_vocab **out);
 
 // --- encoding and decoding --------------------------------------------------------------
 // Encode a text; name (e.g. the file path) is used in the unknown-word error.
