@@ -2,6 +2,7 @@
 #define _GNU_SOURCE  // O_NOFOLLOW, O_CLOEXEC, O_DIRECTORY
 #include "phax/atomic_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "phax/core.h"
@@ -148,4 +150,39 @@ int phax_write_file_atomic(const char *path, const void *data, size_t n) {
     phax_atomic_file f;
     if (phax_atomic_begin(&f, path) || phax_atomic_write(&f, data, n)) return PHAX_ERR;
     return phax_atomic_commit(&f);
+}
+
+// "<anything>.tmp-" + 12 of [a-z0-9]: the names phax_atomic_begin makes.
+static int is_temp_name(const char *name) {
+    size_t n = strlen(name);
+    if (n < 5 + 12 + 1) return 0;
+    const char *t = name + n - 12 - 5;
+    if (memcmp(t, ".tmp-", 5)) return 0;
+    for (int i = 0; i < 12; i++) {
+        char c = t[5 + i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return 0;
+    }
+    return 1;
+}
+
+int phax_atomic_sweep(const char *dir, double min_age_s) {
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) return 0;  // no folder (or a link to one): nothing of ours to sweep
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return 0;
+    }
+    int removed = 0;
+    time_t now = time(NULL);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!is_temp_name(e->d_name)) continue;
+        struct stat sb;
+        if (fstatat(dfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode)) continue;
+        if (min_age_s > 0 && difftime(now, sb.st_mtime) < min_age_s) continue;
+        removed += unlinkat(dfd, e->d_name, 0) == 0;
+    }
+    closedir(d);
+    if (removed) phax_fsync_dir(dir);
+    return removed;
 }

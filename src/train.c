@@ -18,6 +18,7 @@
 // ones, the same on every rank, so every rank stops at the same step. Rank 0 alone writes (the
 // run folder, its lock, log, caches, checkpoints) and evaluates; the others wait at a barrier.
 #define _GNU_SOURCE  // sigaction
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -397,6 +398,24 @@ static long steps_for_budget(run *r) {
 
 // --resume: the options, config, vocabulary, parameters and moments of DIR's
 // checkpoint; the log cut back to the checkpoint's step.
+// The temporary files a killed training left (phax_atomic_sweep): in the run folder and its
+// generations, which only the lock's holder writes, all of them; in the default cache, which
+// phax eval writes too, those over a minute old (a cache is written in well under that).
+static void sweep_run_dir(const char *dir) {
+    phax_atomic_sweep(dir, 0);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strncmp(e->d_name, "ckpt-", 5)) continue;
+        char *sub = path_join(dir, e->d_name);
+        phax_atomic_sweep(sub, 0);
+        free(sub);
+    }
+    if (d) closedir(d);
+    char *cache = path_join(dir, "cache");
+    phax_atomic_sweep(cache, 60);
+    free(cache);
+}
+
 // One training per run folder: an exclusive lock on the folder, held (the
 // descriptor stays open) until the process exits, when the kernel drops it.
 static void lock_run_dir(const char *dir) {
@@ -407,6 +426,7 @@ static void lock_run_dir(const char *dir) {
             die("%s: another phax train is using this run folder (wait for it, or use another --out)", dir);
         die("%s: cannot lock the run folder: %s", dir, strerror(errno));
     }
+    sweep_run_dir(dir);
 }
 
 // The run folder has a current checkpoint (the link, even a dangling one).
@@ -595,6 +615,7 @@ int phax_train_main(int argc, char **argv) {
     if (ranks > r.o.B) die("--batch %d: fewer rows than the %d ranks (each rank computes rows of the batch)", r.o.B, ranks);
     if (!r.o.resume && rank0) {
         if (phax_mkdir_p(r.o.out)) die_lib();
+        if (phax_fsync_parent(r.o.out)) die_lib();  // the new folder's entry itself durable
         lock_run_dir(r.o.out);
         // Again under the lock: a run started at the same time may have checkpointed.
         if (holds_checkpoint(&r)) die("%s: holds a run already (use --resume, or another --out)", r.o.out);

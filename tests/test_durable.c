@@ -276,6 +276,41 @@ Test(durable, old_layout_refused_without_touching_named_files) {
     sandbox_free(&s);
 }
 
+// Hardening round 2, item 7: temporary files a kill left (the log's, a generation's, the token
+// cache's) were never cleaned. A training that takes the folder's lock sweeps them: in the run
+// folder and its generations all of them, in the cache those over a minute old (phax eval may be
+// writing there); other names and links are left alone.
+Test(durable, leftover_temporary_files_swept_on_resume) {
+    sandbox s = sandbox_new();
+    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "6"), "--stop-after", "3"));
+    char target[512], *model = tu_join(s.run, "checkpoint.safetensors");
+    ssize_t k = readlink(model, target, sizeof target - 1);
+    cr_assert(k > 0);
+    target[k] = 0;
+    char *gen = tu_xprintf("%s/%.*s", s.run, (int)(strrchr(target, '/') - target), target);
+    char *swept[] = {tu_join(s.run, "log.jsonl.tmp-abcdefghijkl"), tu_join(gen, "checkpoint.safetensors.tmp-0123456789ab"),
+                     tu_join(s.run, "cache/train.txt.tok.tmp-zzzzzzzzzzzz")};
+    char *kept[] = {tu_join(s.run, "cache/valid.txt.tok.tmp-yyyyyyyyyyyy"), tu_join(s.run, "notes.tmp-short"),
+                    tu_join(s.run, "link.tmp-aaaaaaaaaaaa")};
+    char *outside = tu_join(s.dir, "outside.txt");
+    tu_write_file(outside, "KEEP\n", 5);
+    for (int i = 0; i < 3; i++) tu_write_file(swept[i], "x", 1);
+    tu_write_file(kept[0], "x", 1), tu_write_file(kept[1], "x", 1);
+    cr_assert(symlink(outside, kept[2]) == 0);
+    struct timespec old[2] = {{time(NULL) - 120, 0}, {time(NULL) - 120, 0}};
+    cr_assert(utimensat(AT_FDCWD, swept[2], old, 0) == 0);  // the cache's: two minutes old
+    expect_ok(&s, RUN("train", "--resume", "--out", s.run));
+    struct stat sb;
+    for (int i = 0; i < 3; i++) cr_expect(lstat(swept[i], &sb) != 0, "%s was left", swept[i]);
+    for (int i = 0; i < 3; i++) cr_expect(lstat(kept[i], &sb) == 0, "%s was removed", kept[i]);
+    char *o = tu_slurp(outside, NULL);
+    cr_assert_str_eq(o, "KEEP\n");
+    free(o);
+    for (int i = 0; i < 3; i++) free(swept[i]), free(kept[i]);
+    free(outside), free(gen), free(model);
+    sandbox_free(&s);
+}
+
 // The options a state restores are held to the command line's ranges (a
 // crafted --seq of 1e9 would allocate without bound).
 Test(durable, resume_options_out_of_range_refused) {

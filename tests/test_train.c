@@ -204,13 +204,23 @@ Test(train, ckpt_wrong_family) {
 Test(train, ckpt_vocab_missing_or_changed) {
     fixture fx = fixture_new(PHAX_FAMILY_PHA, "m.safetensors");
     char *vp = tu_join(fx.dir, "m.vocab");
-    // A different vocabulary of another text: hash mismatch.
+    // The same number of tokens, one of them another: hash mismatch.
+    size_t n;
+    char *orig = tu_slurp(vp, &n);
+    char *last = orig + n - 1;  // the last token's line, replaced by a token no text here has
+    while (last > orig && last[-1] != '\n') last--;
+    char *changed = tu_xprintf("%.*szzz_other_token\n", (int)(last - orig), orig);
+    tu_write_file(vp, changed, strlen(changed));
+    expect_refused(fx.path, -1, fx.path, "has hash");
+    // A vocabulary of another text and size: refused on its header's count, before its tokens.
     static const char other[] = "one two three\n";
     phax_vocab *v2;
     cr_assert(phax_vocab_build_text((const uint8_t *)other, sizeof other - 1, "other", &v2) == PHAX_OK);
     cr_assert(phax_vocab_save(v2, vp) == PHAX_OK);
     phax_vocab_free(v2);
-    expect_refused(fx.path, -1, fx.path, "has hash");
+    expect_refused(fx.path, -1, fx.path, "expected");
+    tu_write_file(vp, orig, n);
+    free(orig), free(changed);
     cr_assert(unlink(vp) == 0);
     expect_refused(fx.path, -1, fx.path, "vocabulary file");
     expect_refused(fx.path, -1, fx.path, "is missing");

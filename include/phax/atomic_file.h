@@ -40,6 +40,12 @@ int phax_fsync_dir(const char *dir);
 // fsync the folder that holds path.
 int phax_fsync_parent(const char *path);
 
+// Removes the temporary files a killed writer left in dir (regular files named like
+// phax_atomic_begin's, "<name>.tmp-" + 12 of [a-z0-9]; links and other names are left alone),
+// those at least min_age_s old (0: all). For a folder only its caller writes (a run folder
+// under its lock); a shared one needs an age that no live writer reaches. The count removed.
+int phax_atomic_sweep(const char *dir, double min_age_s);
+
 // 12 characters of [a-z0-9] from the kernel's random source, NUL-terminated
 // (a temporary name nobody can predict).
 void phax_random_name(char out[13]);
