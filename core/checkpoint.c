@@ -328,11 +328,8 @@ static int load_counters(const phax_st_file *f, phax_ckpt *ck) {
     return PHAX_OK;
 }
 
-int phax_ckpt_load(const char *path, int expect_family, phax_ckpt *ck) {
-    if (!ck) return phax_fail("checkpoint: NULL argument");
+static int load_once(const char *path, int expect_family, phax_ckpt *ck) {
     memset(ck, 0, sizeof *ck);
-    if (!path) return phax_fail("checkpoint: NULL path");
-    if (!host_is_le()) return phax_fail("%s: checkpoints need a little-endian host", path);
     phax_st_file f = {0};
     ck->path = phax_ckpt_model_path(path);
     int rc = ck->path ? phax_st_read(&f, ck->path) : PHAX_ERR;
@@ -347,6 +344,28 @@ int phax_ckpt_load(const char *path, int expect_family, phax_ckpt *ck) {
     if (rc == PHAX_OK) copy_params(&f, &ck->layout, ck->params);
     phax_st_free(&f);
     if (rc != PHAX_OK) phax_ckpt_free(ck);
+    return rc;
+}
+
+// A run folder's link moves to each new generation and the training prunes the older ones: a
+// reader that resolved the link just before a prune finds its generation's files gone. When a
+// load fails and the link now names another generation, it is loaded instead (a few times: a
+// training that checkpoints every step moves it again).
+#define CKPT_LOAD_TRIES 8
+int phax_ckpt_load(const char *path, int expect_family, phax_ckpt *ck) {
+    if (!ck) return phax_fail("checkpoint: NULL argument");
+    memset(ck, 0, sizeof *ck);
+    if (!path) return phax_fail("checkpoint: NULL path");
+    if (!host_is_le()) return phax_fail("%s: checkpoints need a little-endian host", path);
+    int rc = PHAX_ERR;
+    for (int k = 0; k < CKPT_LOAD_TRIES; k++) {
+        char *before = phax_ckpt_model_path(path);
+        rc = load_once(path, expect_family, ck);
+        char *after = rc != PHAX_OK ? phax_ckpt_model_path(path) : NULL;
+        int moved = before && after && strcmp(before, after);
+        free(before), free(after);
+        if (rc == PHAX_OK || !moved) break;
+    }
     return rc;
 }
 

@@ -311,6 +311,40 @@ Test(durable, leftover_temporary_files_swept_on_resume) {
     sandbox_free(&s);
 }
 
+// Hardening round 2, item 7: a reader (phax info, eval) running while a training checkpoints
+// every step sometimes failed: the generation it resolved was pruned under it. phax_ckpt_load
+// now loads the generation the link names after such a failure. Readers in a loop against a
+// training that checkpoints every step: every load succeeds (timing decides how often the
+// race is hit; the count of loads that needed it is not observable, the failures are).
+Test(durable, readers_survive_generations_pruned_under_them) {
+    sandbox s = sandbox_new();
+    expect_ok(&s, RUN(TRAIN_ARGS(s.run, "2")));  // a first generation to read
+    pid_t pid = phax_start(&s, (const char *[]){"train", "--family", "pha", "--train", s.train, "--tokenizer", "byte",
+                                                 "--set", "d_model=16", "--set", "n_layers=1", "--seq", "16", "--batch",
+                                                 "2", "--steps", "400", "--eval-every", "0", "--ckpt-every", "1",
+                                                 "--out", tu_join(s.dir, "run2"), NULL});
+    char *run2 = tu_join(s.dir, "run2"), *link = tu_join(run2, "checkpoint.safetensors");
+    int loads = 0, failed = 0, status;
+    char first_error[1024] = "";
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        phax_ckpt ck;
+        struct stat sb;
+        if (lstat(link, &sb) != 0) continue;  // not yet
+        if (phax_ckpt_load(run2, -1, &ck) == PHAX_OK) {
+            loads++;
+            phax_ckpt_free(&ck);
+        } else {
+            if (!failed++) snprintf(first_error, sizeof first_error, "%s", phax_error());
+        }
+    }
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the training failed");
+    fprintf(stderr, "readers: %d loads during 400 checkpoints, %d failed\n", loads, failed);
+    cr_assert(loads > 20, "only %d loads overlapped the training", loads);
+    cr_assert(failed == 0, "%d of %d loads failed; the first: %s", failed, loads + failed, first_error);
+    free(run2), free(link);
+    sandbox_free(&s);
+}
+
 // The options a state restores are held to the command line's ranges (a
 // crafted --seq of 1e9 would allocate without bound).
 Test(durable, resume_options_out_of_range_refused) {
