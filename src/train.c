@@ -52,6 +52,16 @@ static int count_targets(const int32_t *y, size_t n) {
     return k;
 }
 
+// SIGINT (Ctrl-C) and SIGTERM (kill, systemd, Docker, Slurm): finish the step (and an
+// evaluation under way), checkpoint, exit 128 + the signal. A second signal cuts an
+// evaluation short (it is then not logged); the step still finishes and checkpoints.
+static volatile sig_atomic_t interrupted = 0, signals = 0;
+static void on_sigint(int sig) {
+    interrupted = sig;
+    if (signals < 2) signals++;
+}
+static int eval_cut;  // the last evaluation stopped at a second signal
+
 static double evaluate(trainer *t, const int32_t *tok, size_t n, int window) {
     phax_eval_iter it;
     if (phax_eval_iter_init(&it, tok, n, t->T)) die_lib();
@@ -71,6 +81,10 @@ static double evaluate(trainer *t, const int32_t *tok, size_t n, int window) {
             sum += loss * k, count += k;
         }
         if (rows < t->B) break;
+        if (signals >= 2) {
+            eval_cut = 1;
+            break;
+        }
     }
     return count ? sum / (double)count : NAN;
 }
@@ -135,6 +149,10 @@ static recall_eval evaluate_recall(run *r, int window) {
     double sum = 0;
     long count = 0, right = 0;
     for (size_t first = 0; first < r->eval_n; first += (size_t)t->B) {
+        if (signals >= 2) {
+            eval_cut = 1;
+            break;
+        }
         size_t n = r->eval_n - first < (size_t)t->B ? r->eval_n - first : (size_t)t->B;
         recall_rows(&r->o, t, r->recall_valid_seed, first, n, 0);
         size_t BT = (size_t)t->B * t->T;
@@ -156,10 +174,6 @@ static recall_eval evaluate_recall(run *r, int window) {
     return (recall_eval){count ? sum / (double)count : NAN, count ? (double)right / count : NAN, count};
 }
 
-// SIGINT (Ctrl-C) and SIGTERM (kill, systemd, Docker, Slurm): finish the
-// step, checkpoint, exit 128 + the signal.
-static volatile sig_atomic_t interrupted = 0;
-static void on_sigint(int sig) { interrupted = sig; }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
@@ -273,10 +287,21 @@ static void run_eval(run *r, long done) {
     dist_barrier();
 }
 
+// An evaluation cut short by a second signal is said so, and not logged (a partial mean is no
+// validation figure).
+static int eval_was_cut(long done, double t0) {
+    if (!eval_cut) return 0;
+    printf("\neval step %ld: cut short by a second signal after %.1fs (not logged)\n", done, now_s() - t0);
+    fflush(stdout);
+    return 1;
+}
+
 static void run_eval_rank0(run *r, long done) {
+    eval_cut = 0;
     if (r->recall) {
         double t0 = now_s();
         recall_eval e = evaluate_recall(r, -1);
+        if (eval_was_cut(done, t0)) return;
         char line[256];
         snprintf(line, sizeof line,
                  "{\"step\": %ld, \"val_loss\": %.9g, \"val_acc\": %.9g, \"val_rows\": %zu, "
@@ -291,6 +316,7 @@ static void run_eval_rank0(run *r, long done) {
     if (!r->data.va) return;
     double t0 = now_s();
     double vl = evaluate(&r->tr, r->data.va, r->eval_n, -1);
+    if (eval_was_cut(done, t0)) return;
     char line[256];
     snprintf(line, sizeof line, "{\"step\": %ld, \"val_loss\": %.9g, \"val_ppl\": %.9g, \"val_tokens\": %zu}",
              done, vl, exp(vl), r->eval_n);

@@ -345,6 +345,43 @@ Test(durable, readers_survive_generations_pruned_under_them) {
     sandbox_free(&s);
 }
 
+// Hardening round 2, item 7: a second Ctrl-C no longer cut a long final evaluation short. The
+// first signal lets the step and its evaluation finish; a second one now cuts the evaluation
+// (not logged), and the run still checkpoints and exits 130. Made deterministic by waiting for
+// the last step's log line (the final evaluation of a 1 MB validation split starts right after
+// it and takes seconds) before the two signals.
+Test(durable, second_sigint_cuts_the_final_evaluation_short) {
+    sandbox s = sandbox_new();
+    write_text(s.valid, 40000);  // ~1 MB: the final evaluation takes seconds
+    char *log = tu_join(s.run, "log.jsonl");
+    pid_t pid = phax_start(&s, (const char *[]){TRAIN_ARGS(s.run, "2"), "--valid", s.valid, "--eval-tokens", "0",
+                                                 "--log-every", "1", NULL});
+    double t0 = phax_clock();
+    for (;;) {
+        struct stat lsb;
+        char *l = stat(log, &lsb) == 0 ? tu_slurp(log, NULL) : NULL;
+        int at2 = l && strstr(l, "{\"step\": 2, \"loss\"");
+        free(l);
+        if (at2) break;
+        cr_assert(phax_clock() - t0 < 60, "no step 2 in the log after 60 s");
+        usleep(2000);
+    }
+    kill(pid, SIGINT);
+    usleep(50000);
+    kill(pid, SIGINT);
+    double t1 = phax_clock();
+    int rc = phax_wait(pid);
+    double waited = phax_clock() - t1;
+    char *o = tu_slurp(s.out, NULL), *l = tu_slurp(log, NULL);
+    cr_assert(rc == 130, "exit %d: %s", rc, o);
+    cr_assert(strstr(o, "cut short by a second signal"), "%s", o);
+    cr_assert(!strstr(l, "val_loss"), "the cut evaluation was logged: %s", l);
+    cr_assert(ckpt_step(s.run) == 2, "no checkpoint at step 2");
+    fprintf(stderr, "second SIGINT: exited %.2f s after it\n", waited);
+    free(o), free(l), free(log);
+    sandbox_free(&s);
+}
+
 // The options a state restores are held to the command line's ranges (a
 // crafted --seq of 1e9 would allocate without bound).
 Test(durable, resume_options_out_of_range_refused) {
