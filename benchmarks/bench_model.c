@@ -61,6 +61,8 @@
 // the machine sets it; benchmarks/run.sh sets OPENBLAS_THREAD_TIMEOUT=4).
 #define _DEFAULT_SOURCE  // wait4
 #include <errno.h>
+#include <fftw3.h>
+#include <omp.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -243,6 +245,48 @@ static double mm_flop(const phax_layout *L, const char *key, double n) {
     return 2.0 * n * e;
 }
 
+// The GSS sub-layer's kernels per layer, forward + backward (the counts step_flop uses): the
+// FFT convolution (m = 2T-point real transforms: 3 per channel for K, u, y forward and 5 per
+// (batch, channel) backward, 2.5·m·log2 m each, plus the spectra's products) and the DSS
+// kernel (a (Hs·T) × 2N real product forward, twice that backward).
+static double gss_fft_flop(const phax_model_cfg *c, int B, int T) {
+    double H = c->gss_hidden, m = 2.0 * T;
+    return (3 * H + 5 * B * H) * 2.5 * m * log2(m) + 18.0 * B * H * (m / 2 + 1);
+}
+static double gss_kernel_flop(const phax_model_cfg *c, int T) { return 12.0 * c->gss_hidden * c->gss_state * T; }
+
+// FFTW's own rate on this run's transforms: B·Hs real transforms of 2T points forward and back,
+// split over the OpenMP threads as fast/cpu/ssm.c splits them (one single-threaded FFTW_MEASURE
+// plan per direction, executed on each thread's own arrays), GFLOP/s at 2.5·m·log2 m per
+// transform: the ceiling the convolution's FFTs can reach here.
+static double fft_ceiling(int B, int H, int T) {
+    int m = 2 * T, howmany = B * H, nc = m / 2 + 1, nt = omp_get_max_threads();
+    size_t sx = ((size_t)2 * nc + 63) & ~(size_t)63, sX = ((size_t)nc + 31) & ~(size_t)31;  // aligned per thread
+    float *x = fftwf_alloc_real((size_t)nt * sx);
+    fftwf_complex *X = fftwf_alloc_complex((size_t)nt * sX);
+    if (!x || !X) return 0;
+    fftwf_plan f = fftwf_plan_dft_r2c_1d(m, x, X, FFTW_MEASURE);
+    fftwf_plan b = fftwf_plan_dft_c2r_1d(m, X, x, FFTW_MEASURE);
+    for (size_t i = 0; i < (size_t)nt * sx; i++) x[i] = (float)(i % 7) - 3;
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double t0 = phax_clock();
+#pragma omp parallel for schedule(static) num_threads(nt)
+        for (int j = 0; j < howmany; j++) {
+            int id = omp_get_thread_num();
+            float *xi = x + (size_t)id * sx;
+            fftwf_complex *Xi = X + (size_t)id * sX;
+            fftwf_execute_dft_r2c(f, xi, Xi);
+            fftwf_execute_dft_c2r(b, Xi, xi);  // unnormalised: x grows by m a round, 5 rounds stay finite
+        }
+        double t = phax_clock() - t0;
+        if (t < best) best = t;
+    }
+    fftwf_destroy_plan(f), fftwf_destroy_plan(b);
+    fftwf_free(x), fftwf_free(X);
+    return 2.0 * howmany * 2.5 * m * log2((double)m) / best * 1e-9;
+}
+
 static void parts_row(const char *name, double f_ms, double b_ms, double step_ms, double flop,
                       double ceil) {
     double t = f_ms + b_ms;
@@ -288,6 +332,29 @@ static void print_parts(const phax_model_cfg *c, const phax_layout *L, int B, in
                       b[i] - b[FCPU_PART_MLSTM_KERNEL], step_ms, 3 * mm_flop(L, ".mlstm.", n), ceil);
             parts_row("mlstm kernel (chunkwise)", f[FCPU_PART_MLSTM_KERNEL],
                       b[FCPU_PART_MLSTM_KERNEL], step_ms, 0, ceil);
+        } else if (i == FCPU_PART_GSS) {
+            // The branch by what binds it: its matmuls (with GELU, LayerNorm, gate) at the sgemm
+            // ceiling, the DSS kernel (a product) likewise, the convolution at FFTW's rate.
+            int ng = 0;
+            for (int l = 0; l < c->n_layers; l++) {
+                phax_block_plan bp;
+                phax_plan_block(c, l, &bp);
+                for (int j = 0; j < bp.nsub; j++) ng += bp.sub[j].kind == PHAX_SUB_GSS;
+            }
+            double fk = f[FCPU_PART_GSS_KERNEL], bk = b[FCPU_PART_GSS_KERNEL];
+            double fc = f[FCPU_PART_GSS_CONV], bc = b[FCPU_PART_GSS_CONV];
+            double mmf = 3 * mm_flop(L, ".gss.w", n), kf = ng * gss_kernel_flop(c, T), cf = ng * gss_fft_flop(c, B, T);
+            double fftc = fft_ceiling(B, c->gss_hidden, T);
+            parts_row("gss projections, gelu, ln, gate", f[i] - fk - fc, b[i] - bk - bc, step_ms, mmf, ceil);
+            parts_row("gss dss kernel", fk, bk, step_ms, kf, ceil);
+            char lab[64];
+            snprintf(lab, sizeof lab, "gss fft convolution (%% fftw)");
+            parts_row(lab, fc, bc, step_ms, cf, fftc);
+            // The roofline: each piece's FLOP at its own ceiling, summed, against the branch's time.
+            double model_ms = 1e3 * (mmf / (ceil * 1e9) + kf / (ceil * 1e9) + (fftc > 0 ? cf / (fftc * 1e9) : 0));
+            printf("  %-28s FFTW ceiling %.1f GFLOP/s (%d x %d-point r2c+c2r); the branch at its ceilings "
+                   "%.2f ms of %.2f: %.0f%%\n", "  (gss model)", fftc, B * c->gss_hidden, 2 * T, model_ms,
+                   f[i] + b[i], f[i] + b[i] > 0 ? 100 * model_ms / (f[i] + b[i]) : 0.0);
         } else {
             double fl = i == FCPU_PART_SWIGLU ? 3 * mm_flop(L, ".ffn.w_", n)
                         : i == FCPU_PART_AUX  ? 3 * mm_flop(L, ".ffn_aux.", n)

@@ -295,8 +295,8 @@ static void prof_next_half(fm_ctx *cx) {
 
 const char *fcpu_part_name(int part) {
     static const char *names[FCPU_NPARTS] = {"gss", "attention", "swiglu", "aux ffn", "dual ffn",
-                                             "mlstm", "attention kernel", "mlstm kernel", "head",
-                                             "total"};
+                                             "mlstm", "attention kernel", "mlstm kernel", "gss dss kernel",
+                                             "gss convolution", "head", "total"};
     return part >= 0 && part < FCPU_NPARTS ? names[part] : "?";
 }
 

@@ -121,9 +121,12 @@ static int gss_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     ops->linear_fwd(b->gxu, x, p->gss_wu, NULL, n, d, Hs);
     ops->gelu_fwd(b->gu, b->gxu, n * Hs);
     ops->layernorm_fwd(b->gub, b->gu, p->gss_ln_g, p->gss_ln_b, n, Hs, PHAX_LAYERNORM_EPS);
-    ops->dss_kernel_fwd(b->gK, p->gss_lre, p->gss_lim, p->gss_cre, p->gss_cim, Hs, N, cx->T, kws);
-    if (ops->ssm_conv_fwd(b->gys, b->gub, b->gK, p->gss_d, cx->B, cx->T, Hs, cx->ws->ssm_plan, kws))
-        return PHAX_ERR;
+    FM_PROF(cx, FCPU_PART_GSS_KERNEL,
+            ops->dss_kernel_fwd(b->gK, p->gss_lre, p->gss_lim, p->gss_cre, p->gss_cim, Hs, N, cx->T, kws));
+    int rc;
+    FM_PROF(cx, FCPU_PART_GSS_CONV,
+            rc = ops->ssm_conv_fwd(b->gys, b->gub, b->gK, p->gss_d, cx->B, cx->T, Hs, cx->ws->ssm_plan, kws));
+    if (rc) return PHAX_ERR;
     ops->linear_fwd(b->gyc, b->gys, p->gss_wc, NULL, n, Hs, F);
     ops->mul(b->ggt, b->gyc, b->gv, n * (size_t)F);  // gt = yc ⊙ v
     ops->linear_fwd(y, b->ggt, p->gss_wo, NULL, n, F, d);
@@ -148,11 +151,13 @@ static int gss_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, c
     // yc = ys Wcᵀ
     ops->linear_bwd(dys, g->gss_wc, NULL, dyc, b->gys, p->gss_wc, n, Hs, F);
     // ys = ssm_conv(ū, K, D); K = dss_kernel(Λ, C)
-    if (ops->ssm_conv_bwd(dub, dK, g->gss_d, dys, b->gub, b->gK, p->gss_d, B, T, Hs,
-                          cx->ws->ssm_plan, kws))
-        return PHAX_ERR;
-    ops->dss_kernel_bwd(g->gss_lre, g->gss_lim, g->gss_cre, g->gss_cim, dK, p->gss_lre, p->gss_lim,
-                        p->gss_cre, p->gss_cim, Hs, N, T, kws);
+    int rc;
+    FM_PROF(cx, FCPU_PART_GSS_CONV,
+            rc = ops->ssm_conv_bwd(dub, dK, g->gss_d, dys, b->gub, b->gK, p->gss_d, B, T, Hs, cx->ws->ssm_plan, kws));
+    if (rc) return PHAX_ERR;
+    FM_PROF(cx, FCPU_PART_GSS_KERNEL,
+            ops->dss_kernel_bwd(g->gss_lre, g->gss_lim, g->gss_cre, g->gss_cim, dK, p->gss_lre, p->gss_lim,
+                                p->gss_cre, p->gss_cim, Hs, N, T, kws));
     // ū = LayerNorm(u); u = GELU(xu); v = GELU(xv)
     ops->layernorm_bwd(du, g->gss_ln_g, g->gss_ln_b, dub, b->gu, p->gss_ln_g, n, Hs,
                        PHAX_LAYERNORM_EPS, kws);

@@ -82,7 +82,8 @@ int fcpu_model_backward(fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
 // --- where a call's time goes (for benchmarks; off by default) ---------------------------
 // With profiling on, every call on the workspace adds the wall-clock seconds of each part
 // to a table: the sub-layers by kind (each including its projections), the attention and
-// mLSTM kernels alone (also inside their sub-layer's time), the output head (projection
+// mLSTM kernels and the GSS sub-layer's DSS kernel and convolution alone (also inside their
+// sub-layer's time), the output head (projection
 // + loss; in a backward call its forward and backward run as one fused pass and count as
 // backward), and the whole call. Embedding, norms, residual adds and the PHA mix are the
 // call minus its sub-layers and head. On costs two clock reads per part.
@@ -91,6 +92,8 @@ enum {
     FCPU_PART_MLSTM,         // the sub-layers (fm_kind order)
     FCPU_PART_ATTN_KERNEL,   // fcpu_attention_fwd/bwd alone
     FCPU_PART_MLSTM_KERNEL,  // fcpu_mlstm_chunkwise_fwd/bwd alone
+    FCPU_PART_GSS_KERNEL,    // fcpu_dss_kernel_fwd/bwd alone (the GSS sub-layer's K)
+    FCPU_PART_GSS_CONV,      // fcpu_ssm_conv_fwd/bwd alone (the FFT convolution)
     FCPU_PART_HEAD,          // fused output projection + cross-entropy
     FCPU_PART_TOTAL,         // the whole call
     FCPU_NPARTS
