@@ -24,7 +24,7 @@ static double sigm(double z) { return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 +
 static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
                        double *df, const double *gh, const double *q, const double *k, const double *v,
                        const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh, double eps,
-                       int cumsum) {
+                       int cumsum, int stopgrad) {
     size_t nqk = (size_t)B * T * H * dqk, nv = (size_t)B * T * H * dvh, ng = (size_t)B * T * H;
     double *D = malloc((size_t)T * sizeof *D), *E = malloc((size_t)T * sizeof *E), *g = malloc((size_t)T * sizeof *g);
     double *dD = malloc((size_t)T * sizeof *dD), *qh = malloc((size_t)dqk * sizeof *qh),
@@ -79,6 +79,7 @@ static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *
                 dden = R(dden / den);
                 // Back through the branch of the normaliser, then each C̄_s = g_s E_s.
                 double dS = fabs(S) >= em ? (S >= 0 ? dden : -dden) : 0, dm = fabs(S) >= em ? 0 : R(-R(dden * em));
+                if (stopgrad) dS = 0, dm = 0;  // den and m held constant (PHAX_MLSTM_GRAD_STOPGRAD_NORMALIZER)
                 for (int i = 0; i < dqk; i++) dqh[i] = 0;
                 for (int s = 0; s <= t; s++) {
                     double dC = 0;
@@ -89,7 +90,7 @@ static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *
                         dv[GI(s) * dvh + j] = R(dv[GI(s) * dvh + j] + R(RM(C) * RM(R(R(gt[j]) / den))));
                     double dg = R(dC * E[s]);
                     dD[s] = R(R(dC * g[s]) * E[s]);
-                    dm = R(dm - dD[s]);
+                    if (!stopgrad) dm = R(dm - dD[s]);
                     for (int i = 0; i < dqk; i++) {
                         dqh[i] = R(dqh[i] + R(RM(dg) * RM(R(k[GI(s) * dqk + i]))));
                         dk[GI(s) * dqk + i] = R(dk[GI(s) * dqk + i] + R(RM(dg) * RM(qh[i])));
@@ -114,14 +115,21 @@ static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *
 int phax_naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
                      double *df, const double *gh, const double *q, const double *k, const double *v,
                      const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh, double eps) {
-    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, 0);
+    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, 0, 0);
+}
+
+int phax_naive_mlstm_grad(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
+                          double *df, const double *gh, const double *q, const double *k, const double *v,
+                          const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh, double eps,
+                          int cumsum, int grad) {
+    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, cumsum, grad != 0);
 }
 
 int phax_naive_mlstm_cumsum(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
                             double *df, const double *gh, const double *q, const double *k, const double *v,
                             const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh,
                             double eps) {
-    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, 1);
+    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, 1, 0);
 }
 
 // The recurrent form (docs/spec.md §2.9): per row and head the states C (dqk, dv), n (dqk),

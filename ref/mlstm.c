@@ -320,6 +320,17 @@ int ref_mlstm_parallel_bwd(double *dq, double *dk, double *dv_, double *digate, 
                             const double *dh, const double *q, const double *k, const double *v,
                             const double *igate, const double *fgate, int B, int T, int H,
                             int dqk, int dv, double eps) {
+    return ref_mlstm_parallel_bwd_grad(dq, dk, dv_, digate, dfgate, dh, q, k, v, igate, fgate, B, T, H, dqk, dv, eps,
+                                       PHAX_MLSTM_GRAD_EXACT);
+}
+
+int ref_mlstm_parallel_bwd_grad(double *dq, double *dk, double *dv_, double *digate, double *dfgate,
+                                const double *dh, const double *q, const double *k, const double *v,
+                                const double *igate, const double *fgate, int B, int T, int H, int dqk, int dv,
+                                double eps, int grad) {
+    // grad = PHAX_MLSTM_GRAD_STOPGRAD_NORMALIZER: the normaliser den and the stabiliser m are
+    // constants (no dS, no dm): the gradient a hand-written backward that detaches them computes.
+    const int stop = grad == PHAX_MLSTM_GRAD_STOPGRAD_NORMALIZER;
     int rc = PHAX_OK;
     const double sc = 1.0 / sqrt((double)dqk);
     double *D = scratch((size_t)T), *E = scratch((size_t)T), *G = scratch((size_t)T);
@@ -360,7 +371,9 @@ int ref_mlstm_parallel_bwd(double *dq, double *dk, double *dv_, double *digate, 
                 }
                 // --- den = max(|S|, e^{−m}) + eps: gradient to the branch taken ---
                 double dden = -hdot / den, dS = 0, dm = 0;
-                if (fabs(S) >= em)
+                if (stop)
+                    ;  // den and m held constant
+                else if (fabs(S) >= em)
                     dS = S > 0 ? dden : (S < 0 ? -dden : 0.0);
                 else
                     dm += -dden * em;
@@ -381,7 +394,7 @@ int ref_mlstm_parallel_bwd(double *dq, double *dk, double *dv_, double *digate, 
                     }
                     // E = e^{D̃ − m}: to D̃_ts and (negatively) to m.
                     dD[s] = dE * E[s];
-                    dm -= dE * E[s];
+                    if (!stop) dm -= dE * E[s];
                 }
                 // --- m = max_s D̃_ts: the argmax takes dm ---
                 dD[arg] += dm;

@@ -739,6 +739,7 @@ static int op_ssm_conv(octx *c) { return op_ssm(c, 0); }
 static int op_ssm_recurrent(octx *c) { return op_ssm(c, 1); }
 
 static const char *const FORMS[] = {"parallel", "recurrent", NULL};
+static const char *const GRADS[] = {"exact", "stopgrad-normalizer", NULL};  // PHAX_MLSTM_GRAD_* order
 
 // The six outputs of the mLSTM op given to a baseline setter (put_base, put_alt) in one go.
 static int put_mlstm(octx *c, int (*set)(octx *, const char *, double *), double *x[6]) {
@@ -760,9 +761,14 @@ static int op_mlstm(octx *c) {
     TRY(attr_double(c, "eps", PHAX_MLSTM_EPS, &eps));
     TRY(attr_double(c, "m0", 0.0, &m0));
     if (!(eps >= 0)) return phax_fail("%s: attribute 'eps' must be >= 0", c->path);
-    if (form == 0 && phax_st_meta(&c->in, "m0"))
+    if (form == 0 && meta(c, "m0"))
         return phax_fail("%s: attribute 'm0' is given but form is 'parallel' (m0 is the recurrent form's initial "
                          "stabiliser)", c->path);
+    int grad;  // the gradient convention (phax/ref.h): the parallel form's only
+    TRY(attr_choice(c, "grad", GRADS, 0, &grad));
+    if (form != 0 && grad != PHAX_MLSTM_GRAD_EXACT)
+        return phax_fail("%s: attribute 'grad' = 'stopgrad-normalizer' is for form 'parallel' (the recurrent form's "
+                         "gradient is the exact one)", c->path);
     int64_t gs[3] = {B, T, H};
     {  // q, k, v, gates; written twice: h, their gradients, grad.h; scratch: the recurrent
        // form's tape of T+1 states (dqk x dv) per sequence, or the parallel form's rows of T
@@ -785,7 +791,7 @@ static int op_mlstm(octx *c) {
     else TRY(ref_mlstm_recurrent_fwd(h, q, k, v, ig, fg, B, T, H, dqk, dv, eps, m0));
     double *gh = upstream(c, "h", 4, vs);
     TRYP(gh);
-    if (form == 0) TRY(ref_mlstm_parallel_bwd(dq, dk, dvv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps));
+    if (form == 0) TRY(ref_mlstm_parallel_bwd_grad(dq, dk, dvv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, grad));
     else TRY(ref_mlstm_recurrent_bwd(dq, dk, dvv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, m0));
     TRY(put(c, "h", h, 4, vs));
     TRY(put(c, "grad.q", dq, 4, qs));
@@ -797,7 +803,7 @@ static int op_mlstm(octx *c) {
     double *bh = dalloc(c, nvv), *bq = dalloc(c, nqk), *bk = dalloc(c, nqk), *bv = dalloc(c, nvv),
            *bi = dalloc(c, ng), *bf = dalloc(c, ng);
     TRYP(bh && bq && bk && bv && bi && bf);
-    if (form == 0) TRY(phax_naive_mlstm(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps));
+    if (form == 0) TRY(phax_naive_mlstm_grad(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, 0, grad));
     else TRY(phax_naive_mlstm_recurrent(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, m0));
     TRY(put_mlstm(c, put_base, (double *[6]){bh, bq, bk, bv, bi, bf}));
     if (form != 0 || c->stochastic) return PHAX_OK;  // the reruns' other baselines are not read
@@ -806,7 +812,7 @@ static int op_mlstm(octx *c) {
     double *ah = dalloc(c, nvv), *aq = dalloc(c, nqk), *ak = dalloc(c, nqk), *av = dalloc(c, nvv),
            *ai = dalloc(c, ng), *af = dalloc(c, ng);
     TRYP(ah && aq && ak && av && ai && af);
-    TRY(phax_naive_mlstm_cumsum(c->prec, ah, aq, ak, av, ai, af, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps));
+    TRY(phax_naive_mlstm_grad(c->prec, ah, aq, ak, av, ai, af, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, 1, grad));
     return put_mlstm(c, put_alt, (double *[6]){ah, aq, ak, av, ai, af});
 }
 
@@ -1186,8 +1192,9 @@ static const oracle_op OPS[] = {
      "y (B, T, H); grad.u, grad.lambda_re, grad.lambda_im, grad.c_re, grad.c_im, grad.d",
      "u lambda_re lambda_im c_re c_im d", "", "y"},
     {"mlstm", op_mlstm, ex_mlstm, "q (B, T, H, dqk), k (B, T, H, dqk), v (B, T, H, dv), igate (B, T, H), fgate (B, T, H)",
-     "form=parallel|recurrent, eps=1e-6, m0=0 (recurrent)", "h (B, T, H, dv); grad.q, grad.k, grad.v, grad.igate, grad.fgate",
-     "q k v igate fgate", "form eps m0", "h"},
+     "form=parallel|recurrent, eps=1e-6, m0=0 (recurrent), grad=exact|stopgrad-normalizer (parallel: the normaliser "
+     "and stabiliser held constant in the backward)", "h (B, T, H, dv); grad.q, grad.k, grad.v, grad.igate, grad.fgate",
+     "q k v igate fgate", "form eps m0 grad", "h"},
     {"mix", op_mix, ex_mix, "branches (nb, ...), p (nb)", "-", "y (...); grad.branches, grad.p", "branches p", "", "y"},
     {"cross_entropy", op_cross_entropy, ex_cross_entropy, "logits (..., V), targets (...) int, -1 = ignored", "-",
      "loss (scalar); grad.logits", "logits targets", "", "loss"},

@@ -40,7 +40,10 @@ typedef enum {
     OK, BUG_CAUSAL, BUG_WINDOW, BUG_ROPE_K, BUG_GQA, BUG_STAB, BUG_FSTAB, BUG_ISTAB,
     // convention mismatches phax check names (its hint): RoPE pairs (2i, 2i+1), no RoPE at all,
     // dot scores without 1/sqrt(dh), a window one key wider (FlashAttention's (w, 0))
-    BUG_ROPE_IL, BUG_NO_ROPE, BUG_NO_SCALE, BUG_WINDOW_WIDE
+    BUG_ROPE_IL, BUG_NO_ROPE, BUG_NO_SCALE, BUG_WINDOW_WIDE,
+    // not a bug under grad=stopgrad-normalizer: a hand-written mLSTM backward that holds the
+    // normaliser and the stabiliser constant
+    STOPGRAD
 } bug;
 
 typedef struct {
@@ -242,6 +245,7 @@ static void their_mlstm(int B, int T, int H, int dk_, int dv_, bug bg, rnd R, co
                 }
                 dden = R(-R(dden / den));
                 float dS = fabsf(S) >= em ? (S >= 0 ? dden : -dden) : 0, dm = fabsf(S) >= em ? 0 : R(-R(dden * em));
+                if (bg == STOPGRAD) dS = 0, dm = 0;  // den and m held constant
                 for (int i = 0; i < dk_; i++) dqh[i] = 0;
                 for (int s = 0; s <= t; s++) {
                     float dC = 0;
@@ -254,7 +258,8 @@ static void their_mlstm(int B, int T, int H, int dk_, int dv_, bug bg, rnd R, co
                             R((float)dv[IX(s) * dv_ + j] + R(C * R((float)gh[IX(t) * dv_ + j] / den)));
                     float dg = R(R(dC * E[s]) + R(dS * Es[s]));
                     dD[s] = R(R(R(dC * gq[s]) * E[s]) + R(R(dS * gq[s]) * Es[s]));
-                    if (bg != BUG_STAB) dm = R(dm - R(R(dC * gq[s]) * E[s]) - R(R(dS * gq[s]) * Es[s]));
+                    if (bg == STOPGRAD) (void)0;
+                    else if (bg != BUG_STAB) dm = R(dm - R(R(dC * gq[s]) * E[s]) - R(R(dS * gq[s]) * Es[s]));
                     else dm = R(dm - R(R(dC * gq[s]) * E[s]));
                     for (int i = 0; i < dk_; i++) {
                         dqh[i] = R(dqh[i] + R(dg * R((float)k[IX(s) * dk_ + i])));
@@ -751,6 +756,8 @@ Test(check, rounding_matches_the_formats) {
 // --- mLSTM --------------------------------------------------------------------------------------
 // One mLSTM case, either form: parallel (T 16, dqk = dv = 8), or recurrent from m0 = 0.5 (an
 // attribute; T 21 odd, dqk 6 ≠ dv 5). "Their" outputs from the float implementation of that form.
+static const char *g_mlstm_grad;  // mlstm_case: IN's 'grad' attribute (NULL: absent, exact)
+
 static void mlstm_case(int recurrent, bug bg, rnd R, const char *prec, int want_pass, const char *what) {
     const int B = 2, H = 2, T = recurrent ? 21 : 16, DK = recurrent ? 6 : 8, DV = recurrent ? 5 : 8;
     char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
@@ -766,6 +773,7 @@ static void mlstm_case(int recurrent, bug bg, rnd R, const char *prec, int want_
     add(w, "q", q, 4, qs), add(w, "k", k, 4, qs), add(w, "v", v, 4, vs), add(w, "igate", ig, 3, gs);
     add(w, "fgate", fg, 3, gs), add(w, "grad.h", gh, 4, vs);
     if (recurrent) cr_assert(!phax_st_add_meta(w, "form", "recurrent") && !phax_st_add_meta(w, "m0", "0.5"));
+    if (g_mlstm_grad) cr_assert(!phax_st_add_meta(w, "grad", g_mlstm_grad));
     write_free(w, in);
     double *h = malloc(nv * 8), *dq = malloc(nq * 8), *dk = malloc(nq * 8), *dv = malloc(nv * 8), *di = malloc(ng * 8),
            *df = malloc(ng * 8);
@@ -824,6 +832,17 @@ Test(check, gallery_mlstm_stabiliser_long_T) {
     mlstm_long_case(1024, 7, BUG_STAB, 0);
 }
 Test(check, mlstm_bf16_passes) { mlstm_case(0, OK, r_bf16, "bf16", 1, "mlstm, correct bf16"); }
+// grad=stopgrad-normalizer: a hand-written backward that holds the normaliser and stabiliser
+// constant PASSes under it (f32 and bf16) and FAILs under the default exact gradient; an exact
+// backward FAILs under it.
+Test(check, mlstm_stopgrad_normalizer_convention) {
+    g_mlstm_grad = "stopgrad-normalizer";
+    mlstm_case(0, STOPGRAD, r_f32, "f32", 1, "mlstm, stopgrad backward, grad=stopgrad-normalizer, f32");
+    mlstm_case(0, STOPGRAD, r_bf16, "bf16", 1, "mlstm, stopgrad backward, grad=stopgrad-normalizer, bf16");
+    mlstm_case(0, OK, r_f32, "f32", 0, "mlstm, exact backward judged under grad=stopgrad-normalizer");
+    g_mlstm_grad = NULL;
+    mlstm_case(0, STOPGRAD, r_f32, "f32", 0, "mlstm, stopgrad backward judged under the exact gradient");
+}
 Test(check, gallery_mlstm_stabiliser) { mlstm_case(0, BUG_STAB, r_f32, "f32", 0, "mLSTM stabiliser not subtracted in S"); }
 Test(check, gallery_mlstm_stabiliser_bf16) {
     mlstm_case(0, BUG_STAB, r_bf16, "bf16", 0, "mLSTM stabiliser not subtracted in S (bf16)");
@@ -894,6 +913,20 @@ Test(check, mlstm_baselines_at_f64_equal_ref) {
         }
         for (int a = 0; a < 2; a++)
             for (int j = 0; j < 6; j++) free(o[a][j]);
+    }
+    // grad = stopgrad-normalizer, both decay forms of the baseline against ref's.
+    for (int cs = 0; cs < 2; cs++) {
+        double *r[6], *b[6];
+        for (int j = 0; j < 6; j++) cr_assert((r[j] = calloc(sz[j], 8)) && (b[j] = calloc(sz[j], 8)));
+        cr_assert(!ref_mlstm_parallel_bwd_grad(r[1], r[2], r[3], r[4], r[5], gh, q, k, v, ig, fg, B, T, H, DK, DV,
+                                               PHAX_MLSTM_EPS, PHAX_MLSTM_GRAD_STOPGRAD_NORMALIZER));
+        cr_assert(!phax_naive_mlstm_grad(&F64, b[0], b[1], b[2], b[3], b[4], b[5], gh, q, k, v, ig, fg, B, T, H, DK, DV,
+                                         PHAX_MLSTM_EPS, cs, PHAX_MLSTM_GRAD_STOPGRAD_NORMALIZER));
+        for (int j = 1; j < 6; j++) {
+            double e = rel(b[j], r[j], sz[j]);
+            cr_expect(e <= 1e-11, "mlstm stopgrad baseline (cumsum %d) %s differs from ref: %.3g", cs, nm[j], e);
+        }
+        for (int j = 0; j < 6; j++) free(r[j]), free(b[j]);
     }
     free(q), free(k), free(v), free(gh), free(ig), free(fg);
 }

@@ -66,6 +66,12 @@ int phax_naive_mlstm_cumsum(const phax_precision *pr, double *h, double *dq, dou
                             const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_,
                             double eps);
 
+// Either form (cumsum 0/1) under a gradient convention (phax/ref.h's PHAX_MLSTM_GRAD_*).
+int phax_naive_mlstm_grad(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
+                          double *df, const double *gh, const double *q, const double *k, const double *v,
+                          const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_, double eps,
+                          int cumsum, int grad);
+
 // mLSTM, recurrent form from the stabiliser m0 (ref_mlstm_recurrent_fwd/_bwd's contract), outputs
 // overwritten; shapes as phax_naive_mlstm.
 int phax_naive_mlstm_recurrent(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,

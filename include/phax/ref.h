@@ -152,6 +152,17 @@ int ref_mlstm_parallel_bwd(double *dq, double *dk, double *dv_, double *digate, 
                             const double *dh, const double *q, const double *k, const double *v,
                             const double *igate, const double *fgate, int B, int T, int H,
                             int dqk, int dv, double eps);
+// The same under a gradient convention: PHAX_MLSTM_GRAD_EXACT (the function's own gradient, what
+// ref_mlstm_parallel_bwd computes) or PHAX_MLSTM_GRAD_STOPGRAD_NORMALIZER (the normaliser
+// max(|S_t|, e^{-m_t}) + eps and the stabiliser m_t held constant: what a hand-written backward
+// that detaches them computes; not the gradient of h, but of h with those two frozen at their
+// values, which tests/test_mlstm.c checks by finite differences of that frozen function).
+#define PHAX_MLSTM_GRAD_EXACT 0
+#define PHAX_MLSTM_GRAD_STOPGRAD_NORMALIZER 1
+int ref_mlstm_parallel_bwd_grad(double *dq, double *dk, double *dv_, double *digate, double *dfgate,
+                                const double *dh, const double *q, const double *k, const double *v,
+                                const double *igate, const double *fgate, int B, int T, int H, int dqk, int dv,
+                                double eps, int grad);
 
 // --- softplus mix (ref/mix.c) --------------------------------------------------------
 // w_i = softplus(p_i) / Σ_j softplus(p_j);  m = Σ_i w_i b_i.
