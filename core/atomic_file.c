@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,7 +75,7 @@ int phax_atomic_begin(phax_atomic_file *f, const char *path) {
     if (!f) return phax_fail("phax_atomic_begin: NULL argument");
     f->fd = -1, f->path = f->tmp = NULL;
     if (!path || !*path) return phax_fail("phax_atomic_begin: empty path");
-    size_t n = strlen(path) + 32;
+    size_t n = strlen(path) + 48;
     f->path = strdup(path), f->tmp = malloc(n);
     if (!f->path || !f->tmp) {
         release(f);
@@ -84,7 +85,9 @@ int phax_atomic_begin(phax_atomic_file *f, const char *path) {
     for (int tries = 0; tries < 100 && f->fd < 0 && e == EEXIST; tries++) {
         char r[13];
         phax_random_name(r);
-        snprintf(f->tmp, n, "%s.tmp-%s", path, r);
+        // The writer's pid in the name lets phax_atomic_sweep tell a dead writer's leftover from
+        // a live writer's file in a shared folder; the random part keeps it unpredictable.
+        snprintf(f->tmp, n, "%s.tmp-%ld-%s", path, (long)getpid(), r);
         // 0666: the kernel applies the umask, as for any file a program creates.
         f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         e = errno;
@@ -115,6 +118,24 @@ int phax_atomic_write(phax_atomic_file *f, const void *p, size_t n) {
     return PHAX_OK;
 }
 
+void phax_fault_point(const char *name) {
+    static const char *want;  // PHAX_FAULT_KILL=NAME[:N], read once
+    static long nth = 1, seen;
+    static int read_env;
+    if (!read_env) {
+        read_env = 1;
+        const char *e = getenv("PHAX_FAULT_KILL");
+        if (e && *e) {
+            static char buf[128];
+            snprintf(buf, sizeof buf, "%s", e);
+            char *colon = strrchr(buf, ':');
+            if (colon && colon[1] >= '0' && colon[1] <= '9') nth = strtol(colon + 1, NULL, 10), *colon = 0;
+            want = buf;
+        }
+    }
+    if (want && !strcmp(want, name) && ++seen == nth) raise(SIGKILL);
+}
+
 int phax_atomic_commit(phax_atomic_file *f) {
     if (!f || f->fd < 0) {
         if (f) release(f);
@@ -133,12 +154,14 @@ int phax_atomic_commit(phax_atomic_file *f) {
         release(f);
         return PHAX_ERR;
     }
+    phax_fault_point("atomic:before-rename");
     if (rename(f->tmp, f->path) != 0) {
         phax_fail("%s: cannot rename %s into place: %s", f->path, f->tmp, strerror(errno));
         unlink(f->tmp);
         release(f);
         return PHAX_ERR;
     }
+    phax_fault_point("atomic:after-rename");
     // The file is in place; a folder that cannot be synced only weakens durability.
     (void)phax_fsync_parent(f->path);
     release(f);
@@ -152,16 +175,23 @@ int phax_write_file_atomic(const char *path, const void *data, size_t n) {
     return phax_atomic_commit(&f);
 }
 
-// "<anything>.tmp-" + 12 of [a-z0-9]: the names phax_atomic_begin makes.
-static int is_temp_name(const char *name) {
+// "<anything>.tmp-<pid>-" + 12 of [a-z0-9]: the names phax_atomic_begin makes (and
+// "<anything>.tmp-" + 12, an earlier phax's, pid 0: unknown). Returns 1 and the pid, or 0.
+static int is_temp_name(const char *name, long *pid) {
     size_t n = strlen(name);
     if (n < 5 + 12 + 1) return 0;
-    const char *t = name + n - 12 - 5;
-    if (memcmp(t, ".tmp-", 5)) return 0;
-    for (int i = 0; i < 12; i++) {
-        char c = t[5 + i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return 0;
+    const char *r = name + n - 12;
+    for (int i = 0; i < 12; i++)
+        if (!((r[i] >= 'a' && r[i] <= 'z') || (r[i] >= '0' && r[i] <= '9'))) return 0;
+    if (!memcmp(r - 5, ".tmp-", 5)) {
+        *pid = 0;
+        return 1;
     }
+    if (r[-1] != '-') return 0;
+    const char *d = r - 1;  // digits of the pid before it, then ".tmp-"
+    while (d > name && d[-1] >= '0' && d[-1] <= '9') d--;
+    if (d == r - 1 || d - name < 5 || memcmp(d - 5, ".tmp-", 5)) return 0;
+    *pid = strtol(d, NULL, 10);
     return 1;
 }
 
@@ -176,10 +206,13 @@ int phax_atomic_sweep(const char *dir, double min_age_s) {
     int removed = 0;
     time_t now = time(NULL);
     for (struct dirent *e; (e = readdir(d));) {
-        if (!is_temp_name(e->d_name)) continue;
+        long pid;
+        if (!is_temp_name(e->d_name, &pid)) continue;
         struct stat sb;
         if (fstatat(dfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode)) continue;
-        if (min_age_s > 0 && difftime(now, sb.st_mtime) < min_age_s) continue;
+        // Young enough that a live writer may own it: kept, unless its writer is gone.
+        int writer_gone = pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+        if (min_age_s > 0 && difftime(now, sb.st_mtime) < min_age_s && !writer_gone) continue;
         removed += unlinkat(dfd, e->d_name, 0) == 0;
     }
     closedir(d);

@@ -663,6 +663,7 @@ int phax_ckpt_save_generation(const char *dir, const phax_ckpt *ck, const phax_l
     if (!spath) goto done;
     if (st && phax_ckpt_state_save(spath, L, st)) goto done;
     if (phax_ckpt_save(mpath, ck) || phax_fsync_dir(tpath)) goto done;
+    phax_fault_point("gen:files-written");
     // 2. Under its final name (a stale folder of that name is never current: remove it).
     if (remove_gen(dfd, dir, gen)) goto done;
     if (renameat(dfd, tmpname, dfd, gen) != 0) {
@@ -670,6 +671,7 @@ int phax_ckpt_save_generation(const char *dir, const phax_ckpt *ck, const phax_l
         goto done;
     }
     made = 0;
+    phax_fault_point("gen:folder-renamed");
     if (phax_fsync_dir(dir)) {
         (void)remove_gen(dfd, dir, gen);
         goto done;
@@ -685,6 +687,7 @@ int phax_ckpt_save_generation(const char *dir, const phax_ckpt *ck, const phax_l
         if (symlinkat(target, dfd, linktmp) == 0) linked = 1;
         else if (errno != EEXIST) break;
     }
+    if (linked) phax_fault_point("gen:link-made");
     if (!linked || renameat(dfd, linktmp, dfd, PHAX_CKPT_DEFAULT_NAME ".safetensors") != 0) {
         phax_fail("%s: cannot make %s current: %s", link, gen, strerror(errno));
         if (linked) unlinkat(dfd, linktmp, 0);
@@ -692,6 +695,7 @@ int phax_ckpt_save_generation(const char *dir, const phax_ckpt *ck, const phax_l
         goto done;
     }
     if (phax_fsync_dir(dir)) goto done;  // current but perhaps not durable: report it
+    phax_fault_point("gen:current");
     rc = PHAX_OK;
     // 4. Only now the older generations go (the previous one stays).
     prune_gens(dir, gen, prev);

@@ -10,7 +10,11 @@
 # after a random delay, then the run is finished. After a kill with no
 # checkpoint yet, the same command is run again (docs/train.md: it starts
 # over in the folder); otherwise `phax train --resume`. Prints one line per
-# trial and a summary; exit 0 only when every trial resumed and matched.
+# trial and a summary; exit 0 only when every trial resumed and matched, and
+# left no litter: after the finished run, the folder holds only the current
+# link, generations (ckpt-N), log.jsonl and cache/ with its token caches (no
+# temporary file or folder of an interrupted write: *.tmp-*, .ckpt-tmp-*,
+# .checkpoint.safetensors.link-*).
 set -uo pipefail
 PHAX=${1:?usage: $0 PHAX_BIN [TRIALS [SIGNAL [SEED]]]}
 TRIALS=${2:-30}
@@ -48,7 +52,12 @@ ref_ms=$((($(date +%s%N) - t0) / 1000000))
 ckdir() { dirname "$(realpath "$1/checkpoint.safetensors")"; }
 ref_dir=$(ckdir "$work/ref")
 
-bad=0 unresumable=0 identical=0 kills=0 restarts=0 hit=0
+bad=0 unresumable=0 identical=0 kills=0 restarts=0 hit=0 littered=0
+# Entries of a finished run folder that are not the run's own (one per line, relative).
+litter() {
+    (cd "$1" && find . -mindepth 1 \( -name '*.tmp-*' -o -name '.ckpt-tmp-*' -o -name '.checkpoint.safetensors.link-*' \
+        -o \( -path './cache/*' ! -name '*.tok' \) \) -print)
+}
 for ((t = 1; t <= TRIALS; t++)); do
     run="$work/run$t"
     note=""
@@ -91,10 +100,15 @@ for ((t = 1; t <= TRIALS; t++)); do
     done
     cmp -s <(strip_timing "$work/ref/log.jsonl") <(strip_timing "$run/log.jsonl") || { same=0; note+=" log differs"; }
     if ((same)); then identical=$((identical + 1)); else bad=$((bad + 1)); fi
+    left=$(litter "$run")
+    if [ -n "$left" ]; then
+        littered=$((littered + 1))
+        note+=" litter: $(echo "$left" | tr '\n' ' ')"
+    fi
     [[ $note == *kill@* ]] && hit=$((hit + 1))
     echo "trial $t:${note:- no kill landed} -> $( ((same)) && echo identical || echo DIFFERENT)"
     rm -rf "$run"
 done
 echo "kill_resume: SIG$SIG seed $SEED: $TRIALS trials ($hit with a kill that landed), $kills kills, $restarts restarts before a first checkpoint," \
-    "$unresumable unresumable, $identical bit-identical, $bad different (reference run ${ref_ms} ms)"
-((unresumable == 0 && bad == 0))
+    "$unresumable unresumable, $identical bit-identical, $bad different, $littered with litter (reference run ${ref_ms} ms)"
+((unresumable == 0 && bad == 0 && littered == 0))

@@ -278,8 +278,8 @@ Test(durable, old_layout_refused_without_touching_named_files) {
 
 // Hardening round 2, item 7: temporary files a kill left (the log's, a generation's, the token
 // cache's) were never cleaned. A training that takes the folder's lock sweeps them: in the run
-// folder and its generations all of them, in the cache those over a minute old (phax eval may be
-// writing there); other names and links are left alone.
+// folder and its generations all of them, in the cache those of a writer that is gone or over a
+// minute old (phax eval may be writing there); other names and links are left alone.
 Test(durable, leftover_temporary_files_swept_on_resume) {
     sandbox s = sandbox_new();
     expect_ok(&s, RUN(TRAIN_ARGS(s.run, "6"), "--stop-after", "3"));
@@ -288,26 +288,32 @@ Test(durable, leftover_temporary_files_swept_on_resume) {
     cr_assert(k > 0);
     target[k] = 0;
     char *gen = tu_xprintf("%s/%.*s", s.run, (int)(strrchr(target, '/') - target), target);
+    // A writer that is gone: a child that has exited (its pid, reaped, names no process).
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    char *dead_name = tu_xprintf("cache/valid.txt.tok.tmp-%ld-deadwriter00", (long)dead);
+    char *live_name = tu_xprintf("cache/other.txt.tok.tmp-%ld-livewriter00", (long)getpid());
     char *swept[] = {tu_join(s.run, "log.jsonl.tmp-abcdefghijkl"), tu_join(gen, "checkpoint.safetensors.tmp-0123456789ab"),
-                     tu_join(s.run, "cache/train.txt.tok.tmp-zzzzzzzzzzzz")};
+                     tu_join(s.run, "cache/train.txt.tok.tmp-zzzzzzzzzzzz"), tu_join(s.run, dead_name)};
     char *kept[] = {tu_join(s.run, "cache/valid.txt.tok.tmp-yyyyyyyyyyyy"), tu_join(s.run, "notes.tmp-short"),
-                    tu_join(s.run, "link.tmp-aaaaaaaaaaaa")};
+                    tu_join(s.run, "link.tmp-aaaaaaaaaaaa"), tu_join(s.run, live_name)};
     char *outside = tu_join(s.dir, "outside.txt");
     tu_write_file(outside, "KEEP\n", 5);
-    for (int i = 0; i < 3; i++) tu_write_file(swept[i], "x", 1);
-    tu_write_file(kept[0], "x", 1), tu_write_file(kept[1], "x", 1);
+    for (int i = 0; i < 4; i++) tu_write_file(swept[i], "x", 1);  // the dead writer's: fresh
+    tu_write_file(kept[0], "x", 1), tu_write_file(kept[1], "x", 1), tu_write_file(kept[3], "x", 1);
     cr_assert(symlink(outside, kept[2]) == 0);
     struct timespec old[2] = {{time(NULL) - 120, 0}, {time(NULL) - 120, 0}};
     cr_assert(utimensat(AT_FDCWD, swept[2], old, 0) == 0);  // the cache's: two minutes old
     expect_ok(&s, RUN("train", "--resume", "--out", s.run));
     struct stat sb;
-    for (int i = 0; i < 3; i++) cr_expect(lstat(swept[i], &sb) != 0, "%s was left", swept[i]);
-    for (int i = 0; i < 3; i++) cr_expect(lstat(kept[i], &sb) == 0, "%s was removed", kept[i]);
+    for (int i = 0; i < 4; i++) cr_expect(lstat(swept[i], &sb) != 0, "%s was left", swept[i]);
+    for (int i = 0; i < 4; i++) cr_expect(lstat(kept[i], &sb) == 0, "%s was removed", kept[i]);
     char *o = tu_slurp(outside, NULL);
     cr_assert_str_eq(o, "KEEP\n");
     free(o);
-    for (int i = 0; i < 3; i++) free(swept[i]), free(kept[i]);
-    free(outside), free(gen), free(model);
+    for (int i = 0; i < 4; i++) free(swept[i]), free(kept[i]);
+    free(outside), free(gen), free(model), free(dead_name), free(live_name);
     sandbox_free(&s);
 }
 
@@ -379,6 +385,80 @@ Test(durable, second_sigint_cuts_the_final_evaluation_short) {
     cr_assert(ckpt_step(s.run) == 2, "no checkpoint at step 2");
     fprintf(stderr, "second SIGINT: exited %.2f s after it\n", waited);
     free(o), free(l), free(log);
+    sandbox_free(&s);
+}
+
+// Hardening round 2: targeted kills at each commit point (PHAX_FAULT_KILL=NAME:N makes the
+// N-th arrival at a named point kill the process; include/phax/atomic_file.h): in every atomic
+// file write (before and after its rename: logs, caches, checkpoint files) and at each step of
+// making a checkpoint generation current. Each run is then finished by resuming (or starting
+// over before a first checkpoint): it must end bit-identical to a run never killed, and leave
+// no temporary file or folder behind.
+static int has_litter(const char *dir, char *what, size_t n) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));) {
+        const char *nm = e->d_name;
+        if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
+        char *p = tu_join(dir, nm);
+        struct stat sb;
+        if (strstr(nm, ".tmp-") || !strncmp(nm, ".ckpt-tmp-", 10) || !strncmp(nm, ".checkpoint.safetensors.link-", 29)) {
+            snprintf(what, n, "%s", p);
+            found = 1;
+        } else if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            found = has_litter(p, what, n);
+        }
+        free(p);
+    }
+    closedir(d);
+    return found;
+}
+
+Test(durable, kill_at_each_commit_point) {
+    sandbox s = sandbox_new();
+    char *ref = tu_join(s.dir, "ref");
+#define KARGS(run) TRAIN_ARGS(run, "6"), "--valid", s.valid, "--eval-every", "2", "--ckpt-every", "1"
+    expect_ok(&s, RUN(KARGS(ref)));
+    char *want_path = tu_join(ref, "checkpoint.safetensors");
+    size_t wn;
+    char *want = tu_slurp(want_path, &wn);
+    static const char *points[] = {"atomic:before-rename", "atomic:after-rename", "gen:files-written",
+                                   "gen:folder-renamed",   "gen:link-made",       "gen:current"};
+    int landed = 0, trials = 0;
+    for (size_t pi = 0; pi < sizeof points / sizeof *points; pi++)
+        for (int nth = 1; nth <= 3; nth += 2) {
+            char *run = tu_xprintf("%s/run-%zu-%d", s.dir, pi, nth), *spec = tu_xprintf("%s:%d", points[pi], nth);
+            setenv("PHAX_FAULT_KILL", spec, 1);
+            int rc = RUN(KARGS(run));
+            unsetenv("PHAX_FAULT_KILL");
+            trials++;
+            cr_assert(rc == 0 || rc == 1000 + SIGKILL, "%s: exit %d", spec, rc);
+            landed += rc != 0;
+            for (int k = 0; rc != 0 && k < 3; k++) {  // finish it: resume, or start over before a checkpoint
+                struct stat sb;
+                char *link = tu_join(run, "checkpoint.safetensors");
+                int has = lstat(link, &sb) == 0;
+                free(link);
+                rc = has ? RUN("train", "--resume", "--out", run) : RUN(KARGS(run));
+            }
+            char *e = tu_slurp(s.err, NULL);
+            cr_assert(rc == 0, "%s: not resumable (exit %d): %s", spec, rc, e);
+            free(e);
+            char *got_path = tu_join(run, "checkpoint.safetensors");
+            size_t gn;
+            char *got = tu_slurp(got_path, &gn);
+            cr_expect(gn == wn && !memcmp(got, want, wn), "%s: the finished model differs from the never-killed run's",
+                      spec);
+            char what[1024];
+            cr_expect(!has_litter(run, what, sizeof what), "%s: litter left: %s", spec, what);
+            free(got), free(got_path), free(run), free(spec);
+        }
+#undef KARGS
+    fprintf(stderr, "commit-point kills: %d of %d trials killed at their point, all resumed bit-identical\n", landed,
+            trials);
+    cr_assert(landed >= trials - 2, "only %d of %d kills landed", landed, trials);
+    free(want), free(want_path), free(ref);
     sandbox_free(&s);
 }
 

@@ -40,10 +40,20 @@ int phax_fsync_dir(const char *dir);
 // fsync the folder that holds path.
 int phax_fsync_parent(const char *path);
 
+// Fault injection for the kill tests (tests/test_durable.c, kill_at_each_commit_point): with
+// PHAX_FAULT_KILL=NAME[:N] in the environment, the N-th (default 1st) time the commit point
+// NAME is reached the process kills itself with SIGKILL. Without the variable: nothing. The
+// points: atomic:before-rename, atomic:after-rename (every atomic file: logs, caches,
+// checkpoint files), gen:files-written, gen:folder-renamed, gen:link-made, gen:current
+// (a checkpoint generation, core/checkpoint.c).
+void phax_fault_point(const char *name);
+
 // Removes the temporary files a killed writer left in dir (regular files named like
-// phax_atomic_begin's, "<name>.tmp-" + 12 of [a-z0-9]; links and other names are left alone),
-// those at least min_age_s old (0: all). For a folder only its caller writes (a run folder
-// under its lock); a shared one needs an age that no live writer reaches. The count removed.
+// phax_atomic_begin's, "<name>.tmp-<pid>-" + 12 of [a-z0-9], or an earlier phax's without the
+// pid; links and other names are left alone): those whose writer process is gone, and those
+// at least min_age_s old (0: all). For a folder only its caller writes (a run folder under its
+// lock) min_age_s is 0; a shared one (a cache) keeps a young file of a live writer. The count
+// removed.
 int phax_atomic_sweep(const char *dir, double min_age_s);
 
 // 12 characters of [a-z0-9] from the kernel's random source, NUL-terminated
