@@ -512,63 +512,6 @@ static void resume_setup(run *r, const char *changing, phax_ckpt *ck, phax_ckpt_
 }
 
 // Keep the log lines of steps <= keep_step (a resumed run rewrites the rest).
-// The log's lines of steps ≤ keep_step, the rest dropped (a resume continues after them).
-// Streamed line by line into an atomic replacement, so a log of any length resumes (a long
-// run logs hundreds of MB; reading it whole under the corpus-file limit refused runs past
-// ~200k logged steps). The log is opened without following a link and must be a regular
-// file: a symlink planted at OUT/log.jsonl is refused, not read through. A line longer than
-// LOG_LINE_MAX (no line phax writes comes near it) is dropped like any line that is not a
-// step's record.
-#define LOG_LINE_MAX (1 << 20)
-static void truncate_log(const char *path, long keep_step) {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return;
-        if (errno == ELOOP) die("%s: is a symbolic link, not the run's log (remove it to resume)", path);
-        die("%s: cannot open the log: %s", path, strerror(errno));
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        die("%s: is not a regular file, not the run's log (remove it to resume)", path);
-    }
-    FILE *in = fdopen(fd, "r");
-    if (!in) {
-        close(fd);
-        die("out of memory");
-    }
-    phax_atomic_file out;
-    if (phax_atomic_begin(&out, path)) {
-        fclose(in);
-        die_lib();
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int failed = 0;
-    while (!failed && (len = getline(&line, &cap, in)) >= 0) {
-        size_t n = (size_t)len;
-        if (n && line[n - 1] == '\n') n--;
-        if (n > LOG_LINE_MAX) continue;
-        json_t *j = json_loadb(line, n, 0, NULL);
-        json_t *st = j ? json_object_get(j, "step") : NULL;
-        if (st && json_is_integer(st) && json_integer_value(st) <= keep_step) {
-            line[n] = '\n';
-            failed = phax_atomic_write(&out, line, n + 1) != PHAX_OK;
-        }
-        json_decref(j);
-    }
-    int read_error = ferror(in);
-    free(line);
-    fclose(in);
-    if (failed) die_lib();
-    if (read_error) {
-        phax_atomic_abort(&out);
-        die("%s: cannot read the log", path);
-    }
-    if (phax_atomic_commit(&out)) die_lib();
-}
-
 static void new_run_setup(run *r) {
     train_check_opts(&r->o);
     if (holds_checkpoint(r)) die("%s: holds a run already (use --resume, or another --out)", r->o.out);
@@ -706,7 +649,7 @@ int phax_train_main(int argc, char **argv) {
     }
     if (r.o.resume) {
         trainer_restore(&r.tr, &ck, &st, r.state_path);
-        if (rank0) truncate_log(r.log_path, r.start);
+        if (rank0) train_log_truncate(r.log_path, r.start);
     } else {
         r.total = r.o.steps ? r.o.steps : r.o.time_budget > 0 ? steps_for_budget(&r) : DEFAULT_STEPS;
         dist_bcast_long(&r.total);  // --time-budget: rank 0's timing fixes every rank's steps

@@ -106,6 +106,10 @@ void corpus_vocab(corpus *c, const train_opts *o);
 // data are not verified yet).
 void corpus_tokens(corpus *c, const char *cache_dir);
 void corpus_free(corpus *c);
+// --resume: log.jsonl (path) keeps its lines of steps ≤ keep_step, streamed into an atomic
+// replacement; a link or a non-regular file there is refused (src/train_log.c).
+void train_log_truncate(const char *path, long keep_step);
+
 // The data identity JSON of a state names its files' identities (the layout this phax writes).
 int corpus_has_identities(const char *data_json);
 // --resume: the data files must be the bytes the state names (refused with one line otherwise).

@@ -42,6 +42,7 @@ for h in tests/fuzz/fuzz_*.c; do
     [[ $name == fuzz_oracle ]] && extra=(-Dphax_die=fz_oracle_die -ffp-contract=off src/oracle.c check/*.c)
     # phax train's state readers as they are; their refusals reach the harness through cli_die_hook.
     [[ $name == fuzz_trainstate ]] && extra=(-Isrc src/train_opts.c src/train_data.c src/cli.c)
+    [[ $name == fuzz_trainlog ]] && extra=(-Isrc src/train_log.c src/cli.c)
     "$CC" "${CFLAGS[@]}" -fsanitize=fuzzer "$h" tests/fuzz/fuzz_util.c "${extra[@]}" "${objs[@]}" "${LIBS[@]}" \
         -o "$OUT/$name" || { echo "fuzz: building $name failed" >&2; exit 1; }
 done
