@@ -5,6 +5,11 @@ Run with Debian's own python3, which has Debian's torch (python3-torch 1.13, CPU
 
     /usr/bin/python3 benchmarks/torch_baseline.py [--build build] [--families transformer,swax,pha]
         [--Ts 512,2048,8192] [--envs plain,tuned] [--steps N] [--threads 2] [--csv FILE]
+        [--precision f32|bf16]
+
+--precision bf16: PyTorch's own mixed precision on the CPU (the forward under
+torch.autocast("cpu", dtype=torch.bfloat16): its matmuls on bf16 operands, float32 weights and
+optimizer) against phax's `bench_model --precision bf16` (docs/precision.md).
 
 For every (family, T) it times a training step — forward, backward, gradient-norm
 clipping (1.0) and torch.optim.AdamW (lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight
@@ -384,10 +389,16 @@ def worker(a):
     seq = torch.randint(0, c["V"], (1, a.T + 1), generator=g)
     tok, tgt = seq[:, :-1].clone(), seq[:, 1:].clone()
     times, cpus, losses = [], [], []
+    bf16 = getattr(a, "precision", "f32") == "bf16"
     for s in range(a.warmup + a.steps):
         c0, t0 = time.process_time(), time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(tok, tgt)
+        if bf16:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(tok, tgt)
+            loss = loss.float()
+        else:
+            loss = model(tok, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -608,6 +619,8 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="timed steps (default 3, 2 at T >= 4096)")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+                    help="bf16: torch.autocast(cpu, bfloat16) against bench_model --precision bf16")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     ap.add_argument("--no-phax", action="store_true")
     ap.add_argument("--check", action="store_true",
@@ -703,7 +716,7 @@ def main():
                         continue
                     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--family", fam,
                            "--T", str(T), "--steps", str(steps), "--warmup", str(a.warmup),
-                           "--threads", str(a.threads)]
+                           "--threads", str(a.threads), "--precision", a.precision]
                     out, peak, rc, err = run_child(cmd, env_of[e], a.timeout)
                     res = next((json.loads(l[7:]) for l in out.splitlines() if l.startswith("RESULT ")), None)
                     if rc != 0 or res is None:
@@ -724,7 +737,8 @@ def main():
                           flush=True)
                 if have_phax:
                     with tempfile.NamedTemporaryFile(suffix=".csv") as tf:
-                        cmd = [bench, "--family", fam, "--T", str(T), "--B", "1", "--csv", tf.name]
+                        cmd = [bench, "--family", fam, "--T", str(T), "--B", "1", "--csv", tf.name,
+                               "--precision", a.precision]
                         out, peak, rc, err = run_child(cmd, phax_env, a.timeout)
                         lines = open(tf.name).read().splitlines()
                     if rc != 0 or len(lines) < 2:
