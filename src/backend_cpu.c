@@ -193,30 +193,23 @@ static size_t decoder_state_bytes(const phax_bdecoder *d) {
     return fcpu_decoder_state_bytes(((const cpu_decoder *)d)->d);
 }
 
+// The entries the cpu and cpu_bf16 tables share (all but the model calls that run matmuls).
+#define CPU_SHARED_OPS                                \
+    .dtype = PHAX_DT_F32, .model_free = model_free, .zero_grad = zero_grad, .adamw_init = adamw_init, \
+    .adamw_step = adamw_step, .params_get = params_get, .params_set = params_set,                     \
+    .moments_get = moments_get, .moments_set = moments_set, .grads = grads, .decoder_new = decoder_new, \
+    .decoder_free = decoder_free, .decoder_reset = decoder_reset, .decoder_step = decoder_step,       \
+    .decoder_prefill = decoder_prefill, .decoder_prefill_all = decoder_prefill_all,                   \
+    .decoder_state_bytes = decoder_state_bytes
+
 const phax_backend_ops phax_backend_cpu = {
     .name = "cpu",
     .summary = "float32 fast tier (fast/cpu: OpenBLAS + OpenMP)",
-    .dtype = PHAX_DT_F32,
     .model_new = model_new,
-    .model_free = model_free,
     .forward = forward,
     .token_losses = token_losses,
-    .zero_grad = zero_grad,
     .backward = backward,
-    .adamw_init = adamw_init,
-    .adamw_step = adamw_step,
-    .params_get = params_get,
-    .params_set = params_set,
-    .moments_get = moments_get,
-    .moments_set = moments_set,
-    .grads = grads,
-    .decoder_new = decoder_new,
-    .decoder_free = decoder_free,
-    .decoder_reset = decoder_reset,
-    .decoder_step = decoder_step,
-    .decoder_prefill = decoder_prefill,
-    .decoder_prefill_all = decoder_prefill_all,
-    .decoder_state_bytes = decoder_state_bytes,
+    CPU_SHARED_OPS,
 };
 
 // --- cpu_bf16: the same models with bf16 matmul operands -------------------------------------
@@ -260,25 +253,9 @@ static int backward_bf16(phax_bmodel *m, const int32_t *tokens, const int32_t *t
 const phax_backend_ops phax_backend_cpu_bf16 = {
     .name = "cpu_bf16",
     .summary = "fast/cpu with bf16 matmul operands, float32 accumulation and state (oneDNN)",
-    .dtype = PHAX_DT_F32,
     .model_new = model_new_bf16,
-    .model_free = model_free,
     .forward = forward_bf16,
     .token_losses = token_losses_bf16,
-    .zero_grad = zero_grad,
     .backward = backward_bf16,
-    .adamw_init = adamw_init,
-    .adamw_step = adamw_step,
-    .params_get = params_get,
-    .params_set = params_set,
-    .moments_get = moments_get,
-    .moments_set = moments_set,
-    .grads = grads,
-    .decoder_new = decoder_new,
-    .decoder_free = decoder_free,
-    .decoder_reset = decoder_reset,
-    .decoder_step = decoder_step,
-    .decoder_prefill = decoder_prefill,
-    .decoder_prefill_all = decoder_prefill_all,
-    .decoder_state_bytes = decoder_state_bytes,
+    CPU_SHARED_OPS,
 };

@@ -1297,6 +1297,20 @@ static int read_in(octx *c, const char *in_path, const void *buf, size_t n) {
     return rc ? rc : phax_names_apply(c->names, &c->in);
 }
 
+// IN read into c (set up by the caller), its names and the seed of its upstream gradients
+// checked, then op run on it. *seed: the seed (0 when absent).
+static int run_ctx(octx *c, const oracle_op *op, const char *in_path, const void *buf, size_t n, double max_mib,
+                   long *seed) {
+    *seed = 0;
+    int rc = read_in(c, in_path, buf, n);
+    if (!rc) set_limit(c, max_mib);
+    if (!rc) rc = check_names(c, op);
+    if (!rc) rc = attr_long(c, "seed", 0, 0, LONG_MAX, seed);
+    c->rng = phax_rng_new((uint64_t)*seed);
+    if (!rc) rc = op->run(c);
+    return rc;
+}
+
 static phax_oracle_eval *eval_new(const char *opname, const char *in_path, const void *buf, size_t n,
                                   const phax_precision *pr, double max_mib, const phax_names *names) {
     const oracle_op *op = find_op(opname);
@@ -1315,13 +1329,8 @@ static phax_oracle_eval *eval_new(const char *opname, const char *in_path, const
     }
     octx *c = &e->c;
     c->path = in_path, c->op = op->name, c->prec = pr, c->names = names;
-    long seed = 0;
-    int rc = read_in(c, in_path, buf, n);
-    if (!rc) set_limit(c, max_mib);
-    if (!rc) rc = check_names(c, op);
-    if (!rc) rc = attr_long(c, "seed", 0, 0, LONG_MAX, &seed);
-    c->rng = phax_rng_new((uint64_t)seed);
-    if (!rc) rc = op->run(c);
+    long seed;
+    int rc = run_ctx(c, op, in_path, buf, n, max_mib, &seed);
     for (int k = 0; k < SR_RUNS && !rc; k++) {
         octx *a = &e->alt[k];
         a->path = in_path, a->op = op->name, a->prec = pr, a->names = names, a->stochastic = 1;
@@ -1361,14 +1370,8 @@ phax_oracle_eval *phax_oracle_truth_new(const char *opname, const char *in_path,
     }
     octx *c = &e->c;  // out and prec NULL: every output kept in col, no baseline made
     c->path = in_path, c->op = op->name, c->names = names, c->var = var;
-    long seed = 0;
-    int rc = read_in(c, in_path, buf, n);
-    if (!rc) set_limit(c, max_mib);
-    if (!rc) rc = check_names(c, op);
-    if (!rc) rc = attr_long(c, "seed", 0, 0, LONG_MAX, &seed);
-    c->rng = phax_rng_new((uint64_t)seed);  // the same upstream gradients as the judged run
-    if (!rc) rc = op->run(c);
-    if (rc) {
+    long seed;  // the same upstream gradients as the judged run
+    if (run_ctx(c, op, in_path, buf, n, max_mib, &seed)) {
         phax_oracle_eval_free(e);
         return NULL;
     }

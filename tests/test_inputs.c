@@ -37,29 +37,6 @@ static double peak_mb(void) {
     return ru.ru_maxrss / 1024.0;
 }
 
-// An .xz file holding `mib` MiB of zero bytes, streamed through liblzma in 1 MiB pieces
-// (a few hundred bytes per MiB on disk: a decompression bomb).
-static void write_xz_zeros(const char *path, size_t mib) {
-    lzma_stream s = LZMA_STREAM_INIT;
-    cr_assert(lzma_easy_encoder(&s, 0, LZMA_CHECK_CRC64) == LZMA_OK);
-    static uint8_t in[1 << 20], out[1 << 16];
-    FILE *f = fopen(path, "wb");
-    cr_assert(f);
-    for (size_t k = 0; k <= mib; k++) {
-        s.next_in = in, s.avail_in = k < mib ? sizeof in : 0;
-        lzma_action a = k < mib ? LZMA_RUN : LZMA_FINISH;
-        for (;;) {
-            s.next_out = out, s.avail_out = sizeof out;
-            lzma_ret r = lzma_code(&s, a);
-            cr_assert(r == LZMA_OK || r == LZMA_STREAM_END, "lzma_code %d", (int)r);
-            fwrite(out, 1, sizeof out - s.avail_out, f);
-            if (r == LZMA_STREAM_END || (a == LZMA_RUN && s.avail_in == 0)) break;
-        }
-    }
-    lzma_end(&s);
-    fclose(f);
-}
-
 // An .xz file: `head`, then `mib` MiB of the byte c (compresses to almost nothing).
 static void write_xz_fill(const char *path, const char *head, size_t mib, char c) {
     lzma_stream s = LZMA_STREAM_INIT;
@@ -84,6 +61,12 @@ static void write_xz_fill(const char *path, const char *head, size_t mib, char c
     lzma_end(&s);
     fclose(f);
 }
+
+// An .xz file holding `mib` MiB of zero bytes, streamed through liblzma in 1 MiB pieces
+// (a few hundred bytes per MiB on disk: a decompression bomb).
+static void write_xz_zeros(const char *path, size_t mib) { write_xz_fill(path, "", mib, 0); }
+
+
 
 // Hardening round 2, item 6: a small checkpoint naming a large .xz vocabulary cost 545 MB and
 // 2 s before its refusal. A checkpoint's vocabulary is read through phax_vocab_load_expect:
@@ -524,42 +507,42 @@ Test(inputs, window_refused_for_pha_everywhere) {
     sandbox_free(&s);
 }
 
-// Overwrite the bytes of one tensor of a safetensors file with 0xff (NaN in F32 and F64).
-static void poison_tensor(const char *path, const char *name) {
-    size_t n;
-    char *b = tu_slurp(path, &n);
+// A safetensors file's bytes (*n of them) and where tensor `name`'s data lies: [*at, *at + *len).
+// f32: the tensor must be F32.
+static char *tensor_range(const char *path, const char *name, int f32, size_t *n, size_t *at, size_t *len) {
+    char *b = tu_slurp(path, n);
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)(uint8_t)b[i] << (8 * i);
     char *key = tu_xprintf("\"%s\"", name);
     char *p = memmem(b + 8, hl, key, strlen(key));
     cr_assert(p, "no %s in %s", name, path);
-    p = strstr(p, "\"data_offsets\"");
+    free(key);
+    char *dt = strstr(p, "\"dtype\"");
+    cr_assert(!f32 || (dt && strstr(dt, "\"F32\"") == strchr(dt + 7, '"')), "%s is not F32", name);
+    p = strchr(strstr(p, "\"data_offsets\""), '[');
     cr_assert(p);
-    p = strchr(p, '[');
     unsigned long long lo = strtoull(p + 1, &p, 10), hi = strtoull(p + 1, NULL, 10);
-    cr_assert(8 + hl + hi <= n && lo < hi);
-    memset(b + 8 + hl + lo, 0xff, hi - lo);
+    cr_assert(8 + hl + hi <= *n && lo < hi);
+    *at = 8 + hl + lo, *len = hi - lo;
+    return b;
+}
+
+// Overwrite the bytes of one tensor of a safetensors file with 0xff (NaN in F32 and F64).
+static void poison_tensor(const char *path, const char *name) {
+    size_t n, at, len;
+    char *b = tensor_range(path, name, 0, &n, &at, &len);
+    memset(b + at, 0xff, len);
     tu_write_file(path, b, n);
-    free(key), free(b);
+    free(b);
 }
 
 // Set every element of one F32 tensor of a safetensors file to v (finite weights that overflow).
 static void fill_tensor_f32(const char *path, const char *name, float v) {
-    size_t n;
-    char *b = tu_slurp(path, &n);
-    uint64_t hl = 0;
-    for (int i = 0; i < 8; i++) hl |= (uint64_t)(uint8_t)b[i] << (8 * i);
-    char *key = tu_xprintf("\"%s\"", name);
-    char *p = memmem(b + 8, hl, key, strlen(key));
-    cr_assert(p, "no %s in %s", name, path);
-    char *dt = strstr(p, "\"dtype\"");
-    cr_assert(dt && strstr(dt, "\"F32\"") == strchr(dt + 7, '"'), "%s is not F32", name);
-    p = strchr(strstr(p, "\"data_offsets\""), '[');
-    unsigned long long lo = strtoull(p + 1, &p, 10), hi = strtoull(p + 1, NULL, 10);
-    cr_assert(8 + hl + hi <= n && lo < hi && (hi - lo) % 4 == 0);
-    for (unsigned long long o = lo; o < hi; o += 4) memcpy(b + 8 + hl + o, &v, 4);
+    size_t n, at, len;
+    char *b = tensor_range(path, name, 1, &n, &at, &len);
+    for (size_t o = 0; o + 4 <= len; o += 4) memcpy(b + at + o, &v, 4);
     tu_write_file(path, b, n);
-    free(key), free(b);
+    free(b);
 }
 
 // Hardening round 2, item 5: finite weights of 3e38 overflow to non-finite logits; generate
@@ -585,11 +568,7 @@ Test(inputs, eval_refuses_a_planted_cache_link) {
     cr_assert(mkdir(elsewhere, 0777) == 0 && symlink(elsewhere, cache) == 0);
     int rc = phax_run(&s, "eval", s.run, "--data", s.data, "--split", "valid", NULL);
     expect_error(&s, rc, "phax eval: ", "symbolic link");
-    DIR *d = opendir(elsewhere);
-    cr_assert(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
-    closedir(d);
+    int n = tu_dir_count(elsewhere);
     cr_assert(n == 0, "%d files written through the cache link", n);
     free(cache), free(elsewhere);
     sandbox_free(&s);

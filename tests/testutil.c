@@ -448,3 +448,12 @@ char *tu_log_without_timing(const char *path) {
     free(t);
     return o;
 }
+
+int tu_dir_count(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}

@@ -44,7 +44,8 @@ char *tu_tmpdir(const char *tag);                  // a fresh folder $TMPDIR (or
 char *tu_join(const char *dir, const char *name);  // malloc'd "dir/name"
 void tu_write_file(const char *path, const void *p, size_t n);
 void tu_rm_rf(const char *path);                   // a file, or a folder and everything in it
-char *tu_slurp(const char *path, size_t *n);       // the whole file, NUL-terminated; *n its length (n may be NULL)
+char *tu_slurp(const char *path, size_t *n);
+int tu_dir_count(const char *dir);  // entries of a folder not starting with '.' (−1: cannot open it)       // the whole file, NUL-terminated; *n its length (n may be NULL)
 int tu_exists(const char *path);                   // anything at path (links followed)
 char *tu_xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));  // malloc'd
 // NULL when a phax command failed as it must on bad input (exit status 1, and one stderr line,
