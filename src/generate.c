@@ -146,9 +146,12 @@ int phax_generate_main(int argc, char **argv) {
         // A token from logits that are not finite is no result (as phax eval refuses a non-finite
         // loss): overflowing or non-finite weights. Nothing is printed.
         for (int j = 0; j < V; j++)
-            if (!isfinite(lg[j]))
+            if (!isfinite(lg[j])) {
+                int nan = isnan(lg[j]);
+                free(lg), free(idx), free(p), free(out);
                 die("%s: the model's logits are not finite (%s at token %d of step %ld): non-finite or "
-                    "overflowing weights", ck.path, isnan(lg[j]) ? "nan" : "inf", j, s + 1);
+                    "overflowing weights", ck.path, nan ? "nan" : "inf", j, s + 1);
+            }
         out[s] = pick(lg, V, temp, (int)top_k, &r, idx, p);
         if (s + 1 < ntok && phax_bdecoder_step(d, out[s], lg)) die_lib();
     }

@@ -258,11 +258,12 @@ Test(durable, old_layout_refused_without_touching_named_files) {
     ssize_t k = readlink(model, target, sizeof target - 1);
     cr_assert(k > 0);
     target[k] = 0;
-    const char *sfx[] = {"", ".state.safetensors", ".vocab"};
+    const char *sfx[] = {".safetensors", ".state.safetensors", ".vocab"};
     for (int i = 0; i < 3; i++) {
-        char *from = tu_xprintf("%s/%s", s.run, target), *to = tu_xprintf("%s", model);
-        from = tu_xprintf("%.*s%s", (int)(strlen(from) - strlen(".safetensors")), from, i ? sfx[i] : ".safetensors");
-        to = tu_xprintf("%.*s%s", (int)(strlen(model) - strlen(".safetensors")), model, i ? sfx[i] : ".safetensors");
+        char *gen = tu_xprintf("%s/%s", s.run, target);
+        char *from = tu_xprintf("%.*s%s", (int)(strlen(gen) - strlen(".safetensors")), gen, sfx[i]);
+        char *to = tu_xprintf("%.*s%s", (int)(strlen(model) - strlen(".safetensors")), model, sfx[i]);
+        free(gen);
         size_t n;
         char *b = tu_slurp(from, &n);
         unlink(to);
@@ -325,11 +326,11 @@ Test(durable, leftover_temporary_files_swept_on_resume) {
 Test(durable, readers_survive_generations_pruned_under_them) {
     sandbox s = sandbox_new();
     expect_ok(&s, RUN(TRAIN_ARGS(s.run, "2")));  // a first generation to read
+    char *run2 = tu_join(s.dir, "run2"), *link = tu_join(run2, "checkpoint.safetensors");
     pid_t pid = phax_start(&s, (const char *[]){"train", "--family", "pha", "--train", s.train, "--tokenizer", "byte",
                                                  "--set", "d_model=16", "--set", "n_layers=1", "--seq", "16", "--batch",
                                                  "2", "--steps", "400", "--eval-every", "0", "--ckpt-every", "1",
-                                                 "--out", tu_join(s.dir, "run2"), NULL});
-    char *run2 = tu_join(s.dir, "run2"), *link = tu_join(run2, "checkpoint.safetensors");
+                                                 "--out", run2, NULL});
     int loads = 0, failed = 0, status;
     char first_error[1024] = "";
     while (waitpid(pid, &status, WNOHANG) == 0) {
@@ -528,7 +529,8 @@ Test(durable, resume_refuses_a_planted_log_link) {
     sandbox s = sandbox_new();
     char *secret = tu_join(s.dir, "secret.jsonl"), *log = tu_join(s.run, "log.jsonl");
     expect_ok(&s, RUN(TRAIN_ARGS(s.run, "6"), "--stop-after", "3"));
-    tu_write_file(secret, "{\"step\": 1, \"secret\": \"HUNTER2\"}\n", 35);
+    const char *line = "{\"step\": 1, \"secret\": \"HUNTER2\"}\n";
+    tu_write_file(secret, line, strlen(line));
     cr_assert(unlink(log) == 0 && symlink(secret, log) == 0);
     expect_error(&s, RUN("train", "--resume", "--out", s.run), "symbolic link");
     struct stat sb;
