@@ -1,0 +1,1 @@
+build-x86-64-v4/phax eval evals/out/full/runs/prec-wikitext-2-transformer-bf16-s2 --data data/wikitext-2 --split test --cache-dir evals/out/full/cache --backend cpu_bf16 --json evals/out/full/precision/prec-wikitext-2-transformer-bf16-s2.test.json
