@@ -72,18 +72,31 @@ static fcpu_model_ws *ws_for(cpu_model *c, int B, int T) {
     return c->ws;
 }
 
+// The thread's matmul precision for a call on m: bf16 on the cpu_bf16 backend (docs/precision.md),
+// float32 otherwise; *prev: what to restore (mm_leave) when the call returns.
+static int mm_enter(const phax_bmodel *m, int *prev) {
+    *prev = fcpu_mm_precision();
+    return fcpu_mm_precision_set(m->be == &phax_backend_cpu_bf16 ? FCPU_MM_BF16 : FCPU_MM_F32);
+}
+static int mm_leave(int prev, int rc) {
+    fcpu_mm_precision_set(prev);
+    return rc;
+}
+
 static int forward(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                    int window, void *logits, double *loss) {
     fcpu_model_ws *ws = ws_for(cm(m), B, T);
-    if (!ws) return PHAX_ERR;
-    return fcpu_model_forward(&cm(m)->fm, ws, tokens, targets, window, (float *)logits, loss);
+    int prev;
+    if (!ws || mm_enter(m, &prev)) return PHAX_ERR;
+    return mm_leave(prev, fcpu_model_forward(&cm(m)->fm, ws, tokens, targets, window, (float *)logits, loss));
 }
 
 static int token_losses(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                         int window, float *losses) {
     fcpu_model_ws *ws = ws_for(cm(m), B, T);
-    if (!ws) return PHAX_ERR;
-    return fcpu_model_token_losses(&cm(m)->fm, ws, tokens, targets, window, losses);
+    int prev;
+    if (!ws || mm_enter(m, &prev)) return PHAX_ERR;
+    return mm_leave(prev, fcpu_model_token_losses(&cm(m)->fm, ws, tokens, targets, window, losses));
 }
 
 static void zero_grad(phax_bmodel *m) { fcpu_model_zero_grad(&cm(m)->fm); }
@@ -91,8 +104,9 @@ static void zero_grad(phax_bmodel *m) { fcpu_model_zero_grad(&cm(m)->fm); }
 static int backward(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                     int window, double *loss) {
     fcpu_model_ws *ws = ws_for(cm(m), B, T);
-    if (!ws) return PHAX_ERR;
-    return fcpu_model_backward(&cm(m)->fm, ws, tokens, targets, window, loss);
+    int prev;
+    if (!ws || mm_enter(m, &prev)) return PHAX_ERR;
+    return mm_leave(prev, fcpu_model_backward(&cm(m)->fm, ws, tokens, targets, window, loss));
 }
 
 static int adamw_init(phax_bmodel *m, const unsigned char *decay) {
@@ -193,9 +207,11 @@ static size_t decoder_state_bytes(const phax_bdecoder *d) {
     return fcpu_decoder_state_bytes(((const cpu_decoder *)d)->d);
 }
 
-// The entries the cpu and cpu_bf16 tables share (all but the model calls that run matmuls).
+// The entries the cpu and cpu_bf16 tables share: all but model_new (the model calls set the
+// matmul precision from the model's backend: mm_enter).
 #define CPU_SHARED_OPS                                \
-    .dtype = PHAX_DT_F32, .model_free = model_free, .zero_grad = zero_grad, .adamw_init = adamw_init, \
+    .dtype = PHAX_DT_F32, .forward = forward, .token_losses = token_losses, .backward = backward, \
+    .model_free = model_free, .zero_grad = zero_grad, .adamw_init = adamw_init, \
     .adamw_step = adamw_step, .params_get = params_get, .params_set = params_set,                     \
     .moments_get = moments_get, .moments_set = moments_set, .grads = grads, .decoder_new = decoder_new, \
     .decoder_free = decoder_free, .decoder_reset = decoder_reset, .decoder_step = decoder_step,       \
@@ -206,14 +222,11 @@ const phax_backend_ops phax_backend_cpu = {
     .name = "cpu",
     .summary = "float32 fast tier (fast/cpu: OpenBLAS + OpenMP)",
     .model_new = model_new,
-    .forward = forward,
-    .token_losses = token_losses,
-    .backward = backward,
     CPU_SHARED_OPS,
 };
 
 // --- cpu_bf16: the same models with bf16 matmul operands -------------------------------------
-// Forward and backward run with this thread's matmul precision set to bf16 (fcpu_mm: the
+// Forward and backward run with this thread's matmul precision set to bf16 (mm_enter; fcpu_mm: the
 // linear layers, the FFN, the output projection; docs/precision.md) and restored on return;
 // parameters, gradients, AdamW moments, norms, softmax, the GSS/DSS kernel, the mLSTM and the
 // loss stay float32, and so do the decoders (one token at a time: no matmul to speed up).
@@ -228,34 +241,9 @@ static phax_bmodel *model_new_bf16(const phax_backend_ops *be, const phax_model_
     return model_new(be, cfg, seed, params);
 }
 
-#define IN_BF16(call)                                   \
-    int prev_ = fcpu_mm_precision();                    \
-    if (fcpu_mm_precision_set(FCPU_MM_BF16)) return PHAX_ERR; \
-    int rc_ = (call);                                   \
-    fcpu_mm_precision_set(prev_);                       \
-    return rc_
-
-static int forward_bf16(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T, int window,
-                        void *logits, double *loss) {
-    IN_BF16(forward(m, tokens, targets, B, T, window, logits, loss));
-}
-
-static int token_losses_bf16(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T,
-                             int window, float *losses) {
-    IN_BF16(token_losses(m, tokens, targets, B, T, window, losses));
-}
-
-static int backward_bf16(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T, int window,
-                         double *loss) {
-    IN_BF16(backward(m, tokens, targets, B, T, window, loss));
-}
-
 const phax_backend_ops phax_backend_cpu_bf16 = {
     .name = "cpu_bf16",
     .summary = "fast/cpu with bf16 matmul operands, float32 accumulation and state (oneDNN)",
     .model_new = model_new_bf16,
-    .forward = forward_bf16,
-    .token_losses = token_losses_bf16,
-    .backward = backward_bf16,
     CPU_SHARED_OPS,
 };
