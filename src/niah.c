@@ -204,7 +204,10 @@ static int32_t *load_text(const niah_opts *o, const phax_vocab *v, size_t *n, si
     int tail_tenth = 0;
     char *path = o->text_path ? strdup(o->text_path) : find_valid(o->data_dir, &tail_tenth);
     int32_t *ids;
-    if (phax_encode_file(v, path, &ids, n)) die_lib();
+    if (phax_encode_file(v, path, &ids, n)) {
+        free(path);  // (the refusal is one line; under LeakSanitizer a held path made it two)
+        die_lib();
+    }
     if (tail_tenth) *off = *n - *n / 10;
     fprintf(stderr, "haystack text: %s, %zu tokens\n", path, *n - *off);
     free(path);
