@@ -87,9 +87,9 @@ static double parse_depth(const char *flag, const char *s) {
     return v;
 }
 
-// Split a comma list into at most max items (pointers into a copy of s).
-static int split_list(const char *flag, const char *s, char **items, int max) {
-    char *copy = strdup(s);
+// Split a comma list into at most max items (pointers into *copy, a copy of s the caller frees).
+static int split_list(const char *flag, const char *s, char **items, int max, char **copy_out) {
+    char *copy = *copy_out = strdup(s);
     if (!copy) die("out of memory");
     int n = 0;
     for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
@@ -97,12 +97,12 @@ static int split_list(const char *flag, const char *s, char **items, int max) {
         items[n++] = tok;
     }
     if (n == 0) die("%s: empty list", flag);
-    return n;  // copy is kept: items point into it for the program's life
+    return n;
 }
 
 static void parse_list_option(niah_opts *o, const char *flag, const char *val) {
-    char *items[MAX_LIST];
-    int n = split_list(flag, val, items, MAX_LIST);
+    char *items[MAX_LIST], *copy;
+    int n = split_list(flag, val, items, MAX_LIST, &copy);
     for (int i = 0; i < n; i++) {
         if (!strcmp(flag, "--lengths")) {
             o->lengths[i] = (int)parse_long(flag, items[i], 1, 1 << 24);
@@ -120,6 +120,7 @@ static void parse_list_option(niah_opts *o, const char *flag, const char *val) {
     else if (!strcmp(flag, "--depths")) o->n_depths = n;
     else if (!strcmp(flag, "--variants")) o->n_variants = n;
     else o->n_haystacks = n;
+    free(copy);  // the values are parsed: nothing points into it
 }
 
 static void parse_args(int argc, char **argv, niah_opts *o) {
