@@ -40,8 +40,8 @@ int phax_capi_check(const char *op, const void *in, size_t n, const void *theirs
         phax_st_free(&th);
         return PHAX_ERR;
     }
+    phax_check_diagnose(r, ev, &th, op, IN_LABEL, in, n, max_mib, NULL);
     phax_oracle_eval_free(ev);
-    phax_check_diagnose(r, &th, op, IN_LABEL, in, n, max_mib, NULL);
     phax_st_free(&th);
     *out = r;
     return PHAX_OK;

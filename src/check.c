@@ -175,8 +175,8 @@ static int meets(const phax_check_report *r, const phax_st_file *th, const char 
     return ok;
 }
 
-void phax_check_diagnose(phax_check_report *r, const phax_st_file *th, const char *op, const char *in_path,
-                         const void *buf, size_t n, double max_mib, const phax_names *names) {
+void phax_check_diagnose(phax_check_report *r, const phax_oracle_eval *ev, const phax_st_file *th, const char *op,
+                         const char *in_path, const void *buf, size_t n, double max_mib, const phax_names *names) {
     r->hint[0] = 0;
     if (r->verdict != PHAX_VERDICT_FAIL || !r->nrow) return;
     phax_st_file in = {0};
@@ -185,6 +185,7 @@ void phax_check_diagnose(phax_check_report *r, const phax_st_file *th, const cha
         return;
     }
     candidate cs[8];
+    char wb[2][24];  // the windows the candidates name (they point here until the function returns)
     int nc = 0;
     if (!strcmp(op, "attention")) {
         const char *ws = phax_st_meta(&in, "window"), *rs = phax_st_meta(&in, "rope"), *ss = phax_st_meta(&in, "score");
@@ -192,7 +193,6 @@ void phax_check_diagnose(phax_check_report *r, const phax_st_file *th, const cha
         long w = ws ? strtol(ws, NULL, 10) : 0;
         int rope = !rs || strcmp(rs, "0"), cosine = ss && !strcmp(ss, "cosine");
         int dh = q && q->ndim == 4 ? (int)q->shape[3] : 0;
-        static char wb[2][24];
         if (w > 0 && w < 1 << 30) {
             snprintf(wb[0], sizeof wb[0], "%ld", w + 1);
             cs[nc++] = (candidate){{.n = 1, .key = {"window"}, .value = {wb[0]}}, ""};
@@ -227,15 +227,12 @@ void phax_check_diagnose(phax_check_report *r, const phax_st_file *th, const cha
                        "(docs/conventions.md)");
         }
     }
-    // Any op whose upstream gradients IN does not give: phax drew them N(0,1) from 'seed'.
+    // Any op whose upstream gradients IN does not give: phax drew them N(0,1) from 'seed'
+    // (the judged evaluation lists its upstream gradients).
     int drawn = 0;
-    {
-        phax_oracle_eval *ev = phax_oracle_truth_new(op, in_path, buf, n, NULL, max_mib, names);
-        for (int j = 0; ev && j < phax_oracle_eval_count(ev); j++) {
-            const phax_oracle_tensor *o = phax_oracle_eval_tensor(ev, j);
-            if (o->upstream && !phax_st_find(&in, o->name)) drawn = 1;
-        }
-        phax_oracle_eval_free(ev);
+    for (int j = 0; j < phax_oracle_eval_count(ev); j++) {
+        const phax_oracle_tensor *o = phax_oracle_eval_tensor(ev, j);
+        if (o->upstream && !phax_st_find(&in, o->name)) drawn = 1;
     }
     if (drawn) {
         cs[nc++] = (candidate){{.unit_upstream = 1}, ""};
@@ -355,7 +352,7 @@ int phax_check_main(int argc, char **argv) {
         phax_names_free(names);
         cannot("check: out of memory");
     }
-    phax_check_diagnose(r, &th, pos[0], pos[1], NULL, 0, max_mib, names);  // by phax's names
+    phax_check_diagnose(r, ev, &th, pos[0], pos[1], NULL, 0, max_mib, names);  // by phax's names
     for (int i = 0; names && i < r->nrow; i++) {  // rows under the user's names
         char theirs[PHAX_NAMES_MAX_LEN + 8];
         if (phax_names_to_theirs(names, r->row[i].name, theirs, sizeof theirs) == 1 &&

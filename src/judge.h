@@ -37,7 +37,9 @@ void phax_check_report_free(phax_check_report *r);
 // with an extra 1/√dh; any op: upstream gradients IN does not give set to 1 instead of drawn),
 // each tensor held to its row's bound; the first that every tensor meets is named in r->hint.
 // IN is in_path (buf NULL) or the image buf of n bytes labelled in_path. Nothing on failure.
-void phax_check_diagnose(phax_check_report *r, const phax_st_file *theirs, const char *op, const char *in_path,
+// ev: the evaluation r was judged on (its upstream gradients are read).
+void phax_check_diagnose(phax_check_report *r, const phax_oracle_eval *ev, const phax_st_file *theirs, const char *op,
+                         const char *in_path,
                          const void *buf, size_t n, double max_mib, const phax_names *names);
 // The report as `phax check` prints it (json: as with --json).
 void phax_check_print(FILE *fp, const phax_check_report *r, int json);
