@@ -628,11 +628,13 @@ Test(check, model_gallery_pha) {
     for (int i = 0; i < 6; i++) bug_case(&m, bugs[i], 0);
     bug_case(&m, BUG_ALPHA, 1);
     bug_case(&m, BUG_WINDOW, 1);
-    // The same bugs in the cpu_bf16 tier (bf16 matmul operands), judged at bf16.
+    // Bugs in the cpu_bf16 tier (bf16 matmul operands), judged at bf16: the ones the bf16 bound
+    // resolves on every draw (as the bf16 rows above; the mix-softmax bug sits at ratios 1–6 there,
+    // below bf16's resolution on some draws: not a case a bf16 judge can be asked to catch).
     if (fcpu_bf16_available()) {
         g_mm_bf16 = 1;
         bug_case(&m, BUG_ALPHA, 0);
-        bug_case(&m, BUG_MIX_SOFTMAX, 0);
+        bug_case(&m, BUG_WINDOW, 0);
         bug_case(&m, BUG_LAYER_GRAD, 0);
         g_mm_bf16 = 0;
     }
