@@ -40,14 +40,15 @@ class Job:
         self.cache = os.path.join(out, "cache")
 
     # --- shared pieces ----------------------------------------------------------------------
-    def lm_train_args(self, corpus, cfg_path, seed, steps, T=None, B=None, extra=()):
+    def lm_train_args(self, corpus, cfg_path, seed, steps, T=None, B=None, extra=(), lr=None):
         s = self.s
+        lr = lr or s["lr"]  # the floor of the cosine stays a tenth of the peak (2e-4 at the default 2e-3)
         a = ["--config", cfg_path, "--data", self.corpora[corpus], "--tokenizer", "word"]
         vm = s["vocab_max"].get(corpus, 0)
         if vm:
             a += ["--vocab-max", str(vm)]
         a += ["--seq", str(T or s["T"]), "--batch", str(B or s["B"]), "--steps", str(steps),
-              "--lr", str(s["lr"]), "--min-lr", str(s["min_lr"]), "--warmup", str(s["warmup"]),
+              "--lr", str(lr), "--min-lr", str(s["min_lr"] if lr == s["lr"] else lr / 10), "--warmup", str(s["warmup"]),
               "--eval-every", str(s["eval_every"]), "--eval-tokens", str(s["eval_tokens"]),
               "--seed", str(seed), "--log-every", "50", "--cache-dir", self.cache]
         return a + list(extra)
@@ -91,6 +92,102 @@ class Job:
                     val_ppl=val[-1]["val_ppl"] if val else None,
                     curve=[[l["step"], l["val_ppl"]] for l in val],
                     mix=[[l["step"], l["mix"]] for l in log if "mix" in l])
+
+    # --- fair learning rates (issue 28): a sweep per model on one seed -------------------------
+    def lr_name(self, kind, corpus, key, lr, seed):
+        """The run of KEY at rate LR: the default rate keeps the name these runs always had (so a
+        sweep's default point is the lm/iso run itself, and the lm piece reuses the sweep's run at
+        the chosen rate); another rate names itself."""
+        tag = "" if lr == self.s["lr"] else f"-lr{lr:g}"
+        return f"{kind}-{corpus}-{key}{tag}-s{seed}"
+
+    def best_lr(self, key):
+        """The rate the sweep chose for KEY (OUT/lr or OUT/lr_iso results.json), else the default
+        (the sweep not run: every earlier record trained at the default)."""
+        for piece in ("lr", "lr_iso"):
+            p = os.path.join(self.out, piece, "results.json")
+            if os.path.exists(p):
+                b = load(p)["best"].get(key)
+                if b:
+                    return b
+        return self.s["lr"]
+
+    def lr_sweep(self, piece, kind, corpus, models):
+        """models: key -> (config path, non-embedding count). Seed s['lr_seed'] at every rate of
+        s['lr_grid'] (the cosine's floor a tenth of the peak, warmup and steps as the lm runs);
+        when the best rate lies at an end of what was tried, the next factor of 2 beyond it is
+        tried too, up to s['lr_extend'] times. The rate is chosen by the final validation
+        perplexity (32k validation tokens; the test split is never looked at); a run that
+        diverges (phax train stops on a non-finite loss) counts as infinite."""
+        s = self.s
+        seed = s["lr_seed"]
+        res = dict(grid=s["lr_grid"], seed=seed, corpus=corpus, steps=s["lm_steps"], default=s["lr"],
+                   models={}, best={})
+        for key, (path, n) in models.items():
+            pts = {}
+
+            def run(lr):
+                name = self.lr_name(kind, corpus, key, lr, seed)
+                try:
+                    d = self.r.train(piece, name, self.lm_train_args(corpus, path, seed, s["lm_steps"], lr=lr))
+                except JobError as e:
+                    if "is NaN" not in str(e) and "Inf" not in str(e):
+                        raise
+                    pts[lr] = dict(val_ppl=math.inf, curve=[], run=os.path.join(self.r.runs, name), diverged=True)
+                    note(f"{piece}: {key} lr {lr:g}: diverged")
+                    return
+                rs = self.run_summary(d)
+                v = rs["val_ppl"] if rs["val_ppl"] is not None else math.inf
+                pts[lr] = dict(val_ppl=v, curve=rs["curve"], run=d, tokens_per_s=rs["tokens_per_s"], diverged=False)
+                note(f"{piece}: {key} lr {lr:g}: validation ppl {v:.2f}")
+
+            for lr in s["lr_grid"]:
+                run(lr)
+            for _ in range(s["lr_extend"]):
+                best = min(pts, key=lambda x: pts[x]["val_ppl"])
+                nxt = best / 2 if best == min(pts) else best * 2 if best == max(pts) else None
+                if nxt is None or nxt in pts:
+                    break
+                run(nxt)
+            best = min(pts, key=lambda x: pts[x]["val_ppl"])
+            ends = best in (min(pts), max(pts))
+            res["models"][key] = dict(nonemb=n, best=best, at_edge=ends,
+                                      points=[dict(lr=lr, **v) for lr, v in sorted(pts.items())])
+            res["best"][key] = best
+            note(f"{piece}: {key}: best lr {best:g}" + (" (at the end of the range tried)" if ends else ""))
+        save(os.path.join(self.out, piece, "results.json"), res)
+
+    def exp_lr(self):
+        """PHA, transformer and serial (the lm piece's matched configs), one seed, lr_grid."""
+        if not self.s["lr_sweep"]:
+            note("lr: not in quick mode (--full)")
+            return
+        corpus = self.s["corpora"][0]
+        say(f"lr: learning-rate sweep of PHA, transformer, serial on {corpus}, seed {self.s['lr_seed']}, rates "
+            + ", ".join(f"{x:g}" for x in self.s["lr_grid"]))
+        cfgs, _ = self.lm_configs()
+        self.lr_sweep("lr", "lm", corpus, cfgs)
+
+    def iso_cfgs(self):
+        """The iso piece's transformer sizes: key transformer_d<D> -> (config path, count)."""
+        s = self.s
+        out = {}
+        for dm in s["iso_dims"]:
+            L = s["iso_layers"].get(dm, s["lm_base"]["n_layers"])
+            cfg = dict(s["lm_base"], family="transformer", d_model=dm, n_layers=L,
+                       head_dim=max(1, dm // s["lm_base"]["n_heads"]))
+            key = f"transformer_d{dm}" + ("" if L == s["lm_base"]["n_layers"] else f"_L{L}")
+            out[key] = (write_config(self.cfg_dir, key, cfg), self.count_cfg(cfg))
+        return out
+
+    def exp_lr_iso(self):
+        """The iso piece's transformer sizes, one seed, lr_grid."""
+        if not self.s["lr_sweep"] or not self.s["iso"]:
+            note("lr_iso: not in quick mode (--full)")
+            return
+        corpus = self.s["corpora"][0]
+        say(f"lr_iso: learning-rate sweep of the iso transformers on {corpus}, seed {self.s['lr_seed']}")
+        self.lr_sweep("lr_iso", "iso", corpus, self.iso_cfgs())
 
     # --- (a) PHA, transformer, serial on each corpus, matched parameter counts ---------------
     def pha_target(self, base=None):
@@ -158,15 +255,19 @@ class Job:
         for m, (path, n) in cfgs.items():
             note(f"lm: {m}: {n} non-embedding parameters (PHA {target}, {100 * (n - target) / target:+.1f} %)")
             res["models"][m] = dict(config=path, nonemb=n, config_json=load(path))
+        # Each model at the rate the lr piece chose for it on WikiText-2 (the default without it).
+        lrs = {m: self.best_lr(m) for m in cfgs}
+        for m in cfgs:
+            res["models"][m]["lr"] = lrs[m]
         for seed in s["lm_seeds"]:
             for m, (path, n) in cfgs.items():
-                name = f"lm-{corpus}-{m}-s{seed}"
+                name = self.lr_name("lm", corpus, m, lrs[m], seed)
                 prefix = os.path.join(self.out, exp, name + ".test")
-                d = self.r.train(exp, name, self.lm_train_args(corpus, path, seed, s["lm_steps"]),
+                d = self.r.train(exp, name, self.lm_train_args(corpus, path, seed, s["lm_steps"], lr=lrs[m]),
                                  needs=[prefix + ".json"])
                 ppl = self.test_ppl(exp, d, corpus, prefix)
                 rec = self.run_summary(d)
-                rec.update(test_ppl=ppl, corpus=corpus, seed=seed, model=m, run=d,
+                rec.update(test_ppl=ppl, corpus=corpus, seed=seed, model=m, run=d, lr=lrs[m],
                            params=self.r.counts(d)[0])
                 res.setdefault("runs", []).append(rec)
                 note(f"{exp}: {name}: test ppl {ppl:.2f}")
@@ -185,22 +286,24 @@ class Job:
         models = {"pha": (write_config(self.cfg_dir, "pha", base), target)}
         for name, (ov, knob) in S.ABLATIONS.items():
             models[name] = self.matched_cfg(name, base, ov, knob, target)
+        # Every arm at PHA's rate (the lr piece's choice; the arms are PHA with a branch off).
+        lr = self.best_lr("pha")
         res = dict(target=target, models={m: dict(nonemb=n, config_json=load(p)) for m, (p, n) in models.items()},
-                   seeds=s["abl_seeds"], steps=s["abl_steps"], runs=[])
+                   seeds=s["abl_seeds"], steps=s["abl_steps"], lr=lr, runs=[])
         corpus = s["corpora"][0]
         for seed in s["abl_seeds"]:
             for m, (path, n) in models.items():
                 # PHA itself is the lm run when the settings agree (same name, same command).
-                name = f"lm-{corpus}-pha-s{seed}" if m == "pha" and s["abl_steps"] == s["lm_steps"] \
-                    else f"abl-{corpus}-{m}-s{seed}"
-                if m == "pha" and name.startswith("lm-"):
+                lm_pha = m == "pha" and s["abl_steps"] == s["lm_steps"]
+                name = self.lr_name("lm" if lm_pha else "abl", corpus, m, lr, seed)
+                if lm_pha:
                     path = write_config(self.cfg_dir, "pha", base)
-                prefix = os.path.join(self.out, "lm" if name.startswith("lm-") else "ablation", name + ".test")
-                d = self.r.train("ablation", name, self.lm_train_args(corpus, path, seed, s["abl_steps"]),
+                prefix = os.path.join(self.out, "lm" if lm_pha else "ablation", name + ".test")
+                d = self.r.train("ablation", name, self.lm_train_args(corpus, path, seed, s["abl_steps"], lr=lr),
                                  needs=[prefix + ".json"])
                 ppl = self.test_ppl("ablation", d, corpus, prefix)
                 rec = self.run_summary(d)
-                rec.update(model=m, seed=seed, test_ppl=ppl, nonemb=n, run=d)
+                rec.update(model=m, seed=seed, test_ppl=ppl, nonemb=n, run=d, lr=lr)
                 res["runs"].append(rec)
                 note(f"ablation: {name}: test ppl {ppl:.2f}")
         save(os.path.join(self.out, "ablation", "results.json"), res)
@@ -215,9 +318,11 @@ class Job:
             base = dict(s["lm_base"], family="pha", n_layers=L)
             path = write_config(self.cfg_dir, "pha" if L == s["lm_base"]["n_layers"] else f"pha_L{L}", base)
             runs = []
+            lr = self.best_lr("pha")
             for seed in s["sandwich_seeds"]:
-                name = f"lm-{corpus}-pha-s{seed}" if L == s["lm_base"]["n_layers"] else f"mix-{corpus}-pha_L{L}-s{seed}"
-                d = self.r.train("sandwich", name, self.lm_train_args(corpus, path, seed, s["lm_steps"]))
+                name = self.lr_name("lm", corpus, "pha", lr, seed) if L == s["lm_base"]["n_layers"] \
+                    else self.lr_name("mix", corpus, f"pha_L{L}", lr, seed)
+                d = self.r.train("sandwich", name, self.lm_train_args(corpus, path, seed, s["lm_steps"], lr=lr))
                 rs = self.run_summary(d)
                 if not rs["mix"]:
                     raise JobError(f"sandwich: {d}/log.jsonl has no mix weights")
@@ -265,21 +370,19 @@ class Job:
         # The lm transformer (matched parameters) is one size; the others scale d_model.
         sizes[f"d{s['lm_base']['d_model']}_matched"] = dict(config=lm["models"]["transformer"]["config"], nonemb=lm["models"]["transformer"]["nonemb"],
                            runs=[r for r in lm["runs"] if r["model"] == "transformer" and r["corpus"] == corpus])
-        for dm in s["iso_dims"]:
-            heads = s["lm_base"]["n_heads"]
-            cfg = dict(s["lm_base"], family="transformer", d_model=dm, head_dim=max(1, dm // heads))
-            path = write_config(self.cfg_dir, f"transformer_d{dm}", cfg)
+        for key, (path, n) in self.iso_cfgs().items():
+            lr = self.best_lr(key)
             runs = []
             for seed in s["iso_seeds"]:
-                name = f"iso-{corpus}-transformer_d{dm}-s{seed}"
+                name = self.lr_name("iso", corpus, key, lr, seed)
                 prefix = os.path.join(self.out, "iso", name + ".test")
-                d = self.r.train("iso", name, self.lm_train_args(corpus, path, seed, s["lm_steps"]),
+                d = self.r.train("iso", name, self.lm_train_args(corpus, path, seed, s["lm_steps"], lr=lr),
                                  needs=[prefix + ".json"])
                 ppl = self.test_ppl("iso", d, corpus, prefix)
                 rec = self.run_summary(d)
-                rec.update(seed=seed, test_ppl=ppl, run=d)
+                rec.update(seed=seed, test_ppl=ppl, run=d, lr=lr)
                 runs.append(rec)
-            sizes[f"d{dm}"] = dict(config=path, nonemb=self.count_cfg(cfg), runs=runs)
+            sizes[key[len("transformer_"):]] = dict(config=path, nonemb=n, runs=runs, lr=lr)
         pha_cfg = lm["models"]["pha"]["config"]
         pha_ppl = [r["test_ppl"] for r in lm["runs"] if r["model"] == "pha" and r["corpus"] == corpus]
         # Efficiency of PHA and every transformer size at each T.

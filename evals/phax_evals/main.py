@@ -11,9 +11,13 @@ from . import archive, provenance, report, runs, settings
 from .experiments import Job, save
 from .runs import JobError, Runner, note, say
 
-EXPERIMENTS = ["lm", "recall", "sandwich", "efficiency", "ptb", "ablation", "iso", "bind", "niah", "niah_ctl"] + \
+EXPERIMENTS = ["lr", "lr_iso", "lm", "recall", "sandwich", "efficiency", "ptb", "ablation", "iso", "bind", "niah", "niah_ctl"] + \
     list(settings.MQAR_PIECES) + ["precision"]
 HELP = """experiments (--only takes a comma list; default all; each is a resumable piece):
+  lr          (full) learning-rate sweep of PHA, transformer and serial on seed 1
+              (1e-3, 2e-3, 4e-3, extended by x2 where the best is at an end), chosen
+              by validation perplexity; lm, ptb, ablation, sandwich train at its choice
+  lr_iso      (full) the same for the iso piece's transformer sizes
   lm          PHA, transformer and serial hybrid with matched non-embedding parameters
               (within 3 %), the same token budget, on WikiText-2; test perplexity,
               validation curves, tokens/s; seeds 1 (quick) or 3 (full)

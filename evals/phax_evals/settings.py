@@ -92,12 +92,13 @@ def mode_settings(mode, tiny=False):
         mqar=False, mqar_T=MQAR_T, mqar_B=MQAR_B, mqar_model=dict(MQAR_MODEL), mqar_task=dict(MQAR_TASK),
         mqar_pieces={k: list(v) for k, v in MQAR_PIECES.items()}, mqar_steps=2000, mqar_lrs=[1e-3, 3e-3, 1e-2],
         mqar_seeds=[1, 2, 3], mqar_lengths=[1, 2, 8, 32], mqar_full_lengths=[1, 2], mqar_samples=100,
+        lr_sweep=False, lr_seed=1, lr_grid=[1e-3, 2e-3, 4e-3], lr_extend=2, iso_layers={},
         precision=False, prec_models=["pha", "transformer", "swax"], prec_seeds=[1], prec_margin=0.01,
     )
     if mode == "full":
         s.update(
             corpora=["wikitext-2", "ptb"],
-            lm_seeds=[1, 2, 3], precision=True, prec_seeds=[1, 2, 3],
+            lm_seeds=[1, 2, 3], precision=True, lr_sweep=True, prec_seeds=[1, 2, 3],
             lm_steps=1000, warmup=50, eval_every=100, eval_tokens=32768, test_max=0,
             ablation=True, abl_seeds=[1, 2], abl_steps=1000,
             iso=True, iso_dims=[96, 160, 192], iso_seeds=[1, 2, 3], iso_T=[2048, 8192, 16384],
