@@ -1,6 +1,6 @@
 """Tests of the main job (meson suite `evals`): the verdict arithmetic on crafted numbers,
 and a smoke run of the job itself in its tiny settings (PHAX_EVAL_TINY=1: every piece
-in seconds) that must exit 0 and write a summary with the seven claims and no absolute
+in seconds) that must exit 0 and write a summary with the eight claims and no absolute
 path. Run from the repository root: python3 evals/test_evals.py [BUILD_DIR]."""
 import json
 import math
@@ -156,7 +156,7 @@ class Smoke(unittest.TestCase):
             with open(os.path.join(out, "summary.md")) as f:
                 s = f.read()
             claims = s[s.index("## Claims"):].split("\n\n")[1].splitlines()
-            self.assertEqual(len(claims), 2 + 7, claims)
+            self.assertEqual(len(claims), 2 + 8, claims)
             for name in ("lm", "recall", "sandwich", "efficiency"):
                 self.assertTrue(os.path.exists(os.path.join(out, name, "results.json")), name)
             for root in (os.path.abspath("."), os.path.realpath(tmp)):
@@ -567,12 +567,54 @@ class ClaimWords(unittest.TestCase):
         r = report.judge([("sandwich", report.tests_sandwich([(4, [True], 3)]))])["sandwich"][0]
         self.assertEqual(r["word"], "inconclusive (one seed)")
 
+    def test_scaling_slope_and_test(self):
+        # An exact power law gives its exponent; the seeds' slopes are tested below 0.
+        xs = [0.55e6, 1.18e6, 2.2e6]
+        self.assertAlmostEqual(report.scaling_slope(xs, [300 * x ** -0.07 for x in xs]), -0.07, places=12)
+        r = report.judge([("scaling", report.tests_scaling({"pha": [-0.10, -0.12, -0.09]}))])["scaling"][0]
+        self.assertEqual(r["word"], "holds")
+        r = report.judge([("scaling", report.tests_scaling({"pha": [0.01, -0.01, 0.002]}))])["scaling"][0]
+        self.assertNotEqual(r["word"], "holds")
+        self.assertEqual(report.tests_scaling({"pha": []}), [])
+
+    def test_lr_sweep_extends_at_an_end(self):
+        """The sweep tries the next factor of 2 while the best lies at an end of what was tried,
+        stops inside, and counts a diverged run as infinitely bad."""
+        from evals.phax_evals import experiments, runs as R
+        curve = {1e-3: 90.0, 2e-3: 80.0, 4e-3: 70.0, 8e-3: 65.0, 1.6e-2: "nan", 3.2e-2: "nan"}
+        tried = []
+
+        class FakeRunner:
+            runs = "runs"
+
+            def train(self, stage, name, args, needs=()):
+                lr = float(args[args.index("--lr") + 1])
+                tried.append(lr)
+                if curve[lr] == "nan":
+                    raise R.JobError(f"{stage}: training {name} failed: step 9: loss is NaN; stopped")
+                return str(lr)
+
+        with tempfile.TemporaryDirectory() as t:
+            st = dict(lr=2e-3, min_lr=2e-4, lr_seed=1, lr_grid=[1e-3, 2e-3, 4e-3], lr_extend=3, lm_steps=10,
+                      warmup=1, eval_every=5, eval_tokens=64, T=8, B=2, vocab_max={})
+            job = experiments.Job(FakeRunner(), st, t, None, {"c": "data/c"})
+            job.run_summary = lambda d: dict(val_ppl=curve[float(d)], curve=[], tokens_per_s=1.0)
+            job.lr_sweep("lr", "lm", "c", {"m": ("cfg.json", 100)})
+            res = json.load(open(os.path.join(t, "lr", "results.json")))
+        self.assertEqual(tried, [1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2])  # 1.6e-2 diverged: 8e-3 is inside
+        self.assertEqual(res["best"]["m"], 8e-3)
+        self.assertFalse(res["models"]["m"]["at_edge"])
+        self.assertTrue(res["models"]["m"]["points"][-1]["diverged"])
+
     def test_iso_directions_outside_holm(self):
-        res = report.judge([("iso", report.tests_iso(((1.5, 0.8), True))), ("c", [_t(HAND_A, HAND_B)])])
+        r3 = report.judge([("iso", report.tests_iso(((1.5, 0.8, 0.7), True)))])["iso"]
+        self.assertEqual(len(r3), 3)
+        self.assertEqual(report.claim_verdict(r3), "paper's direction, not tested")
+        res = report.judge([("iso", report.tests_iso(((1.5, 0.8, None), True))), ("c", [_t(HAND_A, HAND_B)])])
         self.assertEqual([r["p"] for r in res["iso"]], [None, None])
         self.assertEqual(res["c"][0]["m"], 1)
         self.assertEqual(report.claim_verdict(res["iso"]), "paper's direction, not tested")
-        res = report.judge([("iso", report.tests_iso(((0.9, 1.2), True)))])
+        res = report.judge([("iso", report.tests_iso(((0.9, 1.2, None), True)))])
         self.assertEqual(report.claim_verdict(res["iso"]),
                          "not reproduced at this scale (opposite direction, not tested)")
         row = report.test_row("iso", res["iso"][0])

@@ -64,6 +64,8 @@ class Job:
         """A training config (no vocab_size: the tokenizer's) whose non-embedding count is
         within 3 % of target, the knob found on a counting copy."""
         cfg = dict(base, **overrides)
+        if knob == "unmatched":  # an arm that keeps the smaller count on purpose (settings.ABLATIONS)
+            return write_config(self.cfg_dir, name, cfg), self.count_cfg(cfg)
         if knob:
             cnt_dir = os.path.join(self.cfg_dir, "count")
             path, n = match_params(self.r, cnt_dir, name, dict(cfg, vocab_size=8192), knob, target)
@@ -293,6 +295,8 @@ class Job:
         corpus = s["corpora"][0]
         for seed in s["abl_seeds"]:
             for m, (path, n) in models.items():
+                if seed not in s["abl_seeds"][:S.ABL_FEW_SEEDS.get(m, len(s["abl_seeds"]))]:
+                    continue
                 # PHA itself is the lm run when the settings agree (same name, same command).
                 lm_pha = m == "pha" and s["abl_steps"] == s["lm_steps"]
                 name = self.lr_name("lm" if lm_pha else "abl", corpus, m, lr, seed)
@@ -310,25 +314,84 @@ class Job:
 
     # --- (c) sandwich: mix weights at two depths ---------------------------------------------------
     def exp_sandwich(self):
+        """Depths below 12: the lm depth (the lm runs) and the deeper ones, trained
+        sandwich_deep_steps (3x the lm runs in full mode)."""
+        self.sandwich_study("sandwich", [L for L in self.s["sandwich_depths"] if L < 12])
+
+    def exp_sandwich12(self):
+        """12 blocks (and deeper), 3 seeds, trained sandwich_deep_steps: ~90 min alone."""
+        deep = [L for L in self.s["sandwich_depths"] if L >= 12]
+        if not deep:
+            note("sandwich12: not in quick mode (--full)")
+            return
+        self.sandwich_study("sandwich12", deep)
+
+    def sandwich_study(self, exp, depths):
         s = self.s
-        say("sandwich: PHA mix weights at depths " + ",".join(map(str, s["sandwich_depths"])))
+        say(f"{exp}: PHA mix weights at depths " + ",".join(map(str, depths)))
         corpus = s["corpora"][0]
-        res = dict(depths={}, seeds=s["sandwich_seeds"])
-        for L in s["sandwich_depths"]:
+        res = dict(depths={}, seeds=s["sandwich_seeds"], steps={})
+        lr = self.best_lr("pha")
+        for L in depths:
             base = dict(s["lm_base"], family="pha", n_layers=L)
-            path = write_config(self.cfg_dir, "pha" if L == s["lm_base"]["n_layers"] else f"pha_L{L}", base)
+            lm_depth = L == s["lm_base"]["n_layers"]
+            path = write_config(self.cfg_dir, "pha" if lm_depth else f"pha_L{L}", base)
+            steps = s["lm_steps"] if lm_depth else s["sandwich_deep_steps"]
             runs = []
-            lr = self.best_lr("pha")
             for seed in s["sandwich_seeds"]:
-                name = self.lr_name("lm", corpus, "pha", lr, seed) if L == s["lm_base"]["n_layers"] \
-                    else self.lr_name("mix", corpus, f"pha_L{L}", lr, seed)
-                d = self.r.train("sandwich", name, self.lm_train_args(corpus, path, seed, s["lm_steps"], lr=lr))
+                name = self.lr_name("lm", corpus, "pha", lr, seed) if lm_depth \
+                    else self.lr_name("mix", corpus, f"pha_L{L}_n{steps}", lr, seed)
+                d = self.r.train(exp, name, self.lm_train_args(corpus, path, seed, steps, lr=lr))
                 rs = self.run_summary(d)
                 if not rs["mix"]:
-                    raise JobError(f"sandwich: {d}/log.jsonl has no mix weights")
-                runs.append(dict(seed=seed, final=rs["mix"][-1][1], trajectory=rs["mix"], run=d))
+                    raise JobError(f"{exp}: {d}/log.jsonl has no mix weights")
+                runs.append(dict(seed=seed, final=rs["mix"][-1][1], trajectory=rs["mix"], run=d, val_ppl=rs["val_ppl"]))
             res["depths"][str(L)] = runs
-        save(os.path.join(self.out, "sandwich", "results.json"), res)
+            res["steps"][str(L)] = steps
+        save(os.path.join(self.out, exp, "results.json"), res)
+
+    # --- scaling: three widths at a fixed tokens-per-parameter budget ---------------------------
+    def exp_scaling_s(self):
+        self.scaling_piece("scaling_s")
+
+    def exp_scaling_l(self):
+        self.scaling_piece("scaling_l")
+
+    def scaling_piece(self, exp):
+        """PHA, transformer and serial at d_model settings.SCALE_DIMS[exp] (4 blocks, head dim d/4),
+        the other two families matched to PHA's count by the FFN width (as in lm); steps =
+        the lm runs' steps x PHA's count here / PHA's count at the lm width (the same tokens per
+        parameter); each family at its lr-piece rate; test perplexity on the whole test split.
+        The middle size is the lm piece."""
+        s = self.s
+        if not s["lr_sweep"]:
+            note(f"{exp}: not in quick mode (--full)")
+            return
+        corpus = s["corpora"][0]
+        dm = s["scale_dims"][exp]
+        base = dict(s["lm_base"], d_model=dm, head_dim=max(1, dm // s["lm_base"]["n_heads"]))
+        cfgs, target = self.lm_configs(base, tag=f"_d{dm}")
+        mid = self.pha_target()
+        steps = max(1, round(s["lm_steps"] * target / mid))
+        say(f"{exp}: PHA, transformer, serial at d {dm} ({target:,} non-embedding parameters, "
+            f"{steps} steps: the lm runs' tokens per parameter); seeds " + ",".join(map(str, s["scale_seeds"])))
+        res = dict(d_model=dm, target=target, mid_target=mid, steps=steps, tokens=steps * s["B"] * s["T"],
+                   seeds=s["scale_seeds"], models={}, runs=[])
+        for m, (path, n) in cfgs.items():
+            res["models"][m] = dict(nonemb=n, config_json=load(path), lr=self.best_lr(m))
+        for seed in s["scale_seeds"]:
+            for m, (path, n) in cfgs.items():
+                lr = res["models"][m]["lr"]
+                name = self.lr_name("scale", corpus, f"{m}_d{dm}", lr, seed)
+                prefix = os.path.join(self.out, exp, name + ".test")
+                d = self.r.train(exp, name, self.lm_train_args(corpus, path, seed, steps, lr=lr),
+                                 needs=[prefix + ".json"])
+                ppl = self.test_ppl(exp, d, corpus, prefix)
+                rec = self.run_summary(d)
+                rec.update(test_ppl=ppl, seed=seed, model=m, run=d, lr=lr, nonemb=n)
+                res["runs"].append(rec)
+                note(f"{exp}: {name}: test ppl {ppl:.2f}")
+        save(os.path.join(self.out, exp, "results.json"), res)
 
     # --- (b) iso-perplexity efficiency ------------------------------------------------------------
     def bench_model(self, stage, cfg_path, family, T, prefix):
@@ -350,7 +413,8 @@ class Job:
             return {int(r["context"]): dict(prefill_tok_s=float(r["prefill_tok_s"]),
                                             step_tok_s=float(r["step_tok_s"]),
                                             state_bytes=float(r["state_bytes"]),
-                                            peak_mb=float(r["peak_rss_mb"])) for r in csv.DictReader(f)}
+                                            peak_mb=float(r["peak_rss_mb"]),
+                                            params=int(r["params"])) for r in csv.DictReader(f)}
 
     def exp_iso(self):
         s = self.s
@@ -368,7 +432,7 @@ class Job:
                 v["config"] = write_config(self.cfg_dir, os.path.splitext(os.path.basename(v["config"]))[0], v["config_json"])
         sizes = {}
         # The lm transformer (matched parameters) is one size; the others scale d_model.
-        sizes[f"d{s['lm_base']['d_model']}_matched"] = dict(config=lm["models"]["transformer"]["config"], nonemb=lm["models"]["transformer"]["nonemb"],
+        sizes[f"d{s['lm_base']['d_model']}_matched"] = dict(config=lm["models"]["transformer"]["config"], nonemb=lm["models"]["transformer"]["nonemb"], lr=lm["models"]["transformer"].get("lr", s["lr"]),
                            runs=[r for r in lm["runs"] if r["model"] == "transformer" and r["corpus"] == corpus])
         for key, (path, n) in self.iso_cfgs().items():
             lr = self.best_lr(key)
@@ -383,24 +447,56 @@ class Job:
                 rec.update(seed=seed, test_ppl=ppl, run=d, lr=lr)
                 runs.append(rec)
             sizes[key[len("transformer_"):]] = dict(config=path, nonemb=n, runs=runs, lr=lr)
-        pha_cfg = lm["models"]["pha"]["config"]
         pha_ppl = [r["test_ppl"] for r in lm["runs"] if r["model"] == "pha" and r["corpus"] == corpus]
-        # Efficiency of PHA and every transformer size at each T.
-        eff = {}
-        os.makedirs(os.path.join(self.out, "iso"), exist_ok=True)
-        for key, cfg_path, fam in [("pha", pha_cfg, "pha")] + [(k, v["config"], "transformer") for k, v in sizes.items()]:
-            e = dict(train={}, decode={})
-            for T in s["iso_T"]:
-                e["train"][str(T)] = self.bench_model("iso", cfg_path, fam, T, os.path.join(self.out, "iso", f"bench_{key}_T{T}"))
-            e["decode"] = {str(k): v for k, v in self.bench_decode("iso", cfg_path, fam, s["iso_T"],
-                                                                   os.path.join(self.out, "iso", f"decode_{key}")).items()}
-            eff[key] = e
-            note(f"iso: {key}: " + ", ".join(f"T {T}: {e['train'][str(T)]['tokens_per_s']:.0f} tok/s, "
-                                             f"{e['train'][str(T)]['peak_mb']:.0f} MB" for T in s["iso_T"]))
         save(os.path.join(self.out, "iso", "results.json"),
              dict(pha_ppl=pha_ppl, pha_nonemb=lm["models"]["pha"]["nonemb"],
-                  sizes={k: dict(nonemb=v["nonemb"], test_ppl=[r["test_ppl"] for r in v["runs"]]) for k, v in sizes.items()},
-                  efficiency=eff, T=s["iso_T"]))
+                  pha_lr=lm["models"]["pha"].get("lr", s["lr"]), pha_config=lm["models"]["pha"]["config_json"],
+                  sizes={k: dict(nonemb=v["nonemb"], lr=v["lr"], config=load(v["config"]),
+                                 test_ppl=[r["test_ppl"] for r in v["runs"]]) for k, v in sizes.items()},
+                  T=s["iso_T"]))
+
+    def exp_iso_bench(self):
+        """Timings and memory of PHA and of the transformers whose perplexities bracket PHA's
+        (the iso piece's; the nearest when none does), batch 1 at each iso_T: training step
+        (bench_model: tokens/s, peak resident memory of the fresh process, its activation
+        workspace and its parameters + gradients + AdamW state), prefill and decode (bench_decode:
+        tokens/s, decoder state bytes, peak). iso_reps repeats, each a fresh process, the models
+        taken in turn within a repeat so that a slow spell of the machine falls on all of them;
+        the report takes medians and prints the spread and the load."""
+        from .report import interp_match, mean_sd
+        s = self.s
+        if not s["iso"]:
+            note("iso_bench: not in quick mode (--full)")
+            return
+        ip = os.path.join(self.out, "iso", "results.json")
+        if not os.path.exists(ip):
+            raise JobError("iso_bench: needs the iso piece's results (run --only iso first)")
+        iso = load(ip)
+        sizes = [(v["nonemb"], mean_sd(v["test_ppl"])[0], k) for k, v in iso["sizes"].items() if v["test_ppl"]]
+        k0, k1, f, n_match, bracketed = interp_match(sizes, mean_sd(iso["pha_ppl"])[0])
+        chosen = [k0] + ([k1] if k1 != k0 else [])
+        say(f"iso_bench: PHA and transformer {', '.join(chosen)} at T {', '.join(map(str, s['iso_T']))}; "
+            f"{s['iso_reps']} repeats")
+        cfgs = {"pha": (write_config(self.cfg_dir, "iso_pha", iso["pha_config"]), "pha")}
+        for k in chosen:
+            cfgs[k] = (write_config(self.cfg_dir, f"iso_transformer_{k}", iso["sizes"][k]["config"]), "transformer")
+        d = os.path.join(self.out, "iso_bench")
+        os.makedirs(d, exist_ok=True)
+        res = dict(T=s["iso_T"], reps=s["iso_reps"], pair=chosen, fraction=f, n_match=n_match, bracketed=bracketed,
+                   params={}, train={k: {str(T): [] for T in s["iso_T"]} for k in cfgs},
+                   decode={k: {str(T): [] for T in s["iso_T"]} for k in cfgs}, loads=[])
+        for rep in range(s["iso_reps"]):
+            res["loads"].append(open("/proc/loadavg").read().split()[:3])
+            for key, (path, fam) in cfgs.items():
+                for T in s["iso_T"]:
+                    res["train"][key][str(T)].append(self.bench_model("iso_bench", path, fam, T,
+                                                                      os.path.join(d, f"bench_{key}_T{T}_r{rep}")))
+                dec = self.bench_decode("iso_bench", path, fam, s["iso_T"], os.path.join(d, f"decode_{key}_r{rep}"))
+                for T in s["iso_T"]:
+                    res["decode"][key][str(T)].append(dec[T])
+                res["params"][key] = dec[s["iso_T"][0]].get("params")
+            note(f"iso_bench: repeat {rep + 1}/{s['iso_reps']} done")
+        save(os.path.join(d, "results.json"), res)
 
     # --- (d) SWAX window study: the synthetic recall task --------------------------------------------
     def recall_args(self, model, task, seed):

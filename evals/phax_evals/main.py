@@ -11,7 +11,8 @@ from . import archive, provenance, report, runs, settings
 from .experiments import Job, save
 from .runs import JobError, Runner, note, say
 
-EXPERIMENTS = ["lr", "lr_iso", "lm", "recall", "sandwich", "efficiency", "ptb", "ablation", "iso", "bind", "niah", "niah_ctl"] + \
+EXPERIMENTS = ["lr", "lr_iso", "lm", "recall", "sandwich", "efficiency", "ptb", "ablation", "iso", "iso_bench",
+               "sandwich12", "scaling_s", "scaling_l", "bind", "niah", "niah_ctl"] + \
     list(settings.MQAR_PIECES) + ["precision"]
 HELP = """experiments (--only takes a comma list; default all; each is a resumable piece):
   lr          (full) learning-rate sweep of PHA, transformer and serial on seed 1
@@ -25,10 +26,16 @@ HELP = """experiments (--only takes a comma list; default all; each is a resumab
   ablation    (full) PHA without attention, without GSS, without the FFN branch, with
               a frozen equal mix; matched parameters; 2 seeds
   sandwich    PHA's softplus mix weights per block at the end of training and their
-              trajectory, at depths 4 (the lm runs) and 8 (full)
-  iso         (full) transformers of three more widths; the size of PHA's perplexity
-              (interpolated); training, prefill and decode tokens/s and memory at
-              T 2k, 8k, 16k for PHA and that transformer
+              trajectory, at depths 4 (the lm runs) and 8 (full: 3,000 steps)
+  sandwich12  (full) the same at 12 blocks, 3,000 steps, 3 seeds
+  scaling_s   (full) PHA, transformer, serial at d 88 (~0.6 M non-embedding parameters),
+              the lm runs' tokens per parameter, 3 seeds; scaling_l: d 176 (~2.2 M); the
+              middle size is the lm piece
+  iso         (full) transformers of five more widths (d 96 ... 320), 3 seeds each; the
+              size of PHA's perplexity (interpolated)
+  iso_bench   (full) PHA and the two transformers that bracket its perplexity: training
+              (tokens/s, peak, workspace, parameter state), prefill and decode (tokens/s,
+              state) at T 2k, 8k, 16k; 5 repeats in fresh processes, medians
   recall      SWAX window regimes (short, long, stochastic; full: also SWA-only and
               mLSTM-only) on the synthetic recall task (docs/recall.md), one needle:
               accuracy by length (1x..16x T, 64x in full) and depth

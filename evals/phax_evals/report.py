@@ -55,6 +55,7 @@ PAPER = {
     "no_attn": "removing attention hurts most (PHA paper's ablation)",
     "sandwich": "learned mix is a sandwich: GSS dominates first and last blocks, attention the middle",
     "iso": "at 8k context and equal perplexity: +23.9 % training throughput, -22.0 % memory vs attention-only",
+    "scaling": "PHA improves with size (PHA paper: 90 M -> 180 M, test ppl 17.16 -> 16.42)",
     "short_extrap": "short SWA windows make the mLSTM layers learn long-range recall (needles far beyond the training length)",
     "stoch_both": "stochastic windows (annealed to long) keep short-context quality and the long-range recall",
 }
@@ -108,7 +109,7 @@ SANDWICH_NULL = dict(draws=20000, seed=25)  # the random-mix null rate, by simul
 # T 256 for the WikiText-2 perplexity): every window claim is far.
 FAR_PHA = ("PHA paper: 125-180 M parameters; here d 128 (~1.2 M non-embedding parameters) and 1-2 M "
            "training tokens")
-FAR_SANDWICH = FAR_PHA + " (500-1,000 steps), 4 and 8 blocks"
+FAR_SANDWICH = FAR_PHA + " (1,000-3,000 steps), 4 to 12 blocks"
 FAR_ISO = "PHA paper: its size on its hardware; here d 128 on this machine's CPU cores, batch 1"
 FAR_SWAX = ("SWAX paper: 1.4 B and 7 B models on text, 16k context, windows 128/2048; here d 64 on "
             "synthetic recall (T 128, windows 16/128) and d 128 on WikiText-2 (T 256)")
@@ -431,7 +432,9 @@ def section_lm(out, st, P, claims):
         return ""
     txt = "## lm: PHA, transformer, serial hybrid (matched parameters, same tokens)\n\n"
     txt += (f"Models: {json.dumps(lm['base'])}, T {st['T']}, batch {st['B']}, {lm['steps']} steps = "
-            f"{lm['tokens']:,} training tokens each (the same token budget), AdamW lr {st['lr']} → {st['min_lr']}. "
+            f"{lm['tokens']:,} training tokens each (the same token budget), AdamW, peak rate "
+            + ", ".join(f"{m} {v.get('lr', st['lr']):g}" for m, v in lm["models"].items())
+            + " (each model's choice of the lr sweep where it has run, else the default; cosine to a tenth). "
             f"Non-embedding parameters matched to PHA's {lm['target']:,} within 3 % by the FFN hidden width:\n\n")
     txt += md_table(["model", "non-embedding params", "vs PHA", "ffn_hidden"],
                     [[m, f"{v['nonemb']:,}", f"{100 * (v['nonemb'] - lm['target']) / lm['target']:+.1f} %",
@@ -581,8 +584,11 @@ def sandwich_ok(w):
 
 def section_sandwich(out, st, P, claims):
     sw = load(out, "sandwich")
-    if not sw:
+    sw12 = load(out, "sandwich12")
+    if not sw and not sw12:
         return ""
+    sw = dict(sw or {}, depths=dict((sw or {}).get("depths", {}), **(sw12 or {}).get("depths", {})),
+              steps=dict((sw or {}).get("steps", {}), **(sw12 or {}).get("steps", {})))
     txt = "## sandwich: PHA's learned mix weights per block\n\n"
     txt += ("Softplus-normalised branch weights [GSS, attention, FFN] of each block at the end of training "
             "(block 0 nearest the embedding), mean over seeds; the sandwich test per seed: GSS weight in the "
@@ -596,7 +602,9 @@ def section_sandwich(out, st, P, claims):
         rows = []
         for b in range(int(L)):
             rows.append([b] + [fmt_ms([w[b][k] for w in ws], 3) for k in range(nb)])
-        txt += f"**{L} blocks** ({len(runs)} seeds):\n\n" + md_table(["block"] + branches, rows) + "\n"
+        steps = sw["steps"].get(L)
+        txt += (f"**{L} blocks** ({len(runs)} seeds" + (f", {steps} steps" if steps else "") + "):\n\n"
+                + md_table(["block"] + branches, rows) + "\n")
         ok = [sandwich_ok(w) for w in ws]
         txt += f"Sandwich per seed: {', '.join('yes' if o else 'no' for o in ok)}.\n\n"
         results.append((L, ok, nb))
@@ -690,9 +698,10 @@ def section_iso(out, st, P, claims):
     txt = "## iso: PHA against an attention-only transformer of the same perplexity\n\n"
     pha_m = mean_sd(iso["pha_ppl"])[0]
     sizes = [(v["nonemb"], mean_sd(v["test_ppl"])[0], k) for k, v in iso["sizes"].items() if v["test_ppl"]]
-    rows = [[k, f"{n:,}", fmt_ms(iso["sizes"][k]["test_ppl"])] for n, _, k in sorted(sizes)]
-    rows.append(["PHA", f"{iso['pha_nonemb']:,}", fmt_ms(iso["pha_ppl"])])
-    txt += md_table(["model", "non-embedding params", "test ppl"], rows) + "\n"
+    rows = [[k, f"{n:,}", f"{iso['sizes'][k].get('lr', st['lr']):g}", fmt_ms(iso["sizes"][k]["test_ppl"])]
+            for n, _, k in sorted(sizes)]
+    rows.append(["PHA", f"{iso['pha_nonemb']:,}", f"{iso.get('pha_lr', st['lr']):g}", fmt_ms(iso["pha_ppl"])])
+    txt += md_table(["model", "non-embedding params", "lr", "test ppl"], rows) + "\n"
     k0, k1, f, n_match, bracketed = interp_match(sizes, pha_m)
     txt += (f"PHA's perplexity {pha_m:.2f} is matched by a transformer of ~{n_match:,.0f} non-embedding parameters "
             + (f"(interpolated between {k0} and {k1}, fraction {f:.2f}, linear in log parameters; its costs are "
@@ -700,6 +709,89 @@ def section_iso(out, st, P, claims):
                f"— not bracketed by the sizes trained: the nearest, {k0}, stands in (the ratios below are then "
                f"{'a lower bound of PHA’s advantage' if pha_m < min(s[1] for s in sizes) else 'an upper bound'})")
             + ".\n\n")
+    if "efficiency" in iso:  # a record made before the iso_bench piece: one timing per model
+        return txt + section_iso_single(iso, st, P, claims, k0, k1, f, n_match, bracketed)
+    ib = load(out, "iso_bench")
+    if not ib:
+        claims["iso"] = (None, bracketed)
+        return txt + "(timings: the iso_bench piece has not run.)\n\n"
+    if ib["pair"] != ([k0, k1] if k1 != k0 else [k0]):
+        txt += (f"**The iso_bench piece timed {', '.join(ib['pair'])}, not the pair the iso results now give "
+                f"({k0}, {k1}): run `--force --only iso_bench`.**\n\n")
+    g0, g1 = ib["pair"][0], ib["pair"][-1]
+    fb = ib["fraction"]
+    reps = ib["reps"]
+
+    def per_rep(part, T, fn):
+        """The ratio PHA / interpolated transformer per repeat (repeat i of each, taken in
+        turn within one repeat), for fn(record) -> the metric."""
+        out_ = []
+        for i in range(reps):
+            a = fn(ib[part]["pha"][str(T)][i], "pha")
+            x0 = fn(ib[part][g0][str(T)][i], g0)
+            x1 = fn(ib[part][g1][str(T)][i], g1)
+            out_.append(a / math.exp((1 - fb) * math.log(x0) + fb * math.log(x1)))
+        return out_
+
+    def weights_state(rec, key):  # inference: the weights in float32 plus the decoder state
+        return 4.0 * ib["params"][key] + rec["state_bytes"]
+
+    series = [("training tokens/s", "train", lambda r, k: r["tokens_per_s"]),
+              ("training peak memory", "train", lambda r, k: r["peak_mb"]),
+              ("training workspace", "train", lambda r, k: r["ws_mb"]),
+              ("inference memory (weights + state)", "decode", weights_state),
+              ("prefill tokens/s", "decode", lambda r, k: r["prefill_tok_s"]),
+              ("decode tokens/s", "decode", lambda r, k: r["step_tok_s"])]
+    rows, data, at8k = [], "", None
+    table = {}
+    for name, part, fn in series:
+        data += f"T\t{name}\n"
+        for T in ib["T"]:
+            v = per_rep(part, T, fn)
+            med = statistics.median(v)
+            table[(name, T)] = (med, min(v), max(v))
+            data += f"{T}\t{med}\t{min(v)}\t{max(v)}\n"
+        data += "\n\n"
+    for T in ib["T"]:
+        rows.append([T] + [f"{table[(n, T)][0]:.2f} [{table[(n, T)][1]:.2f}, {table[(n, T)][2]:.2f}]" for n, _, _ in series])
+        if T == 8192:
+            at8k = (table[("training tokens/s", T)][0], table[("training peak memory", T)][0],
+                    table[("inference memory (weights + state)", T)][0])
+    med = lambda xs: statistics.median(xs)
+    abs_rows = []
+    for key in ["pha"] + list(dict.fromkeys(ib["pair"])):
+        for T in ib["T"]:
+            tr_ = ib["train"][key][str(T)]
+            de = ib["decode"][key][str(T)]
+            abs_rows.append([key, T, f"{med([r['tokens_per_s'] for r in tr_]):.0f}",
+                             f"{med([r['peak_mb'] for r in tr_]):.0f}", f"{med([r['ws_mb'] for r in tr_]):.0f}",
+                             f"{med([r['state_mb'] for r in tr_]):.1f}",
+                             f"{(4.0 * ib['params'][key] + med([r['state_bytes'] for r in de])) / 2**20:.1f}",
+                             f"{med([r['prefill_tok_s'] for r in de]):.0f}", f"{med([r['step_tok_s'] for r in de]):.0f}"])
+    loads = ", ".join(" ".join(l) for l in ib["loads"])
+    txt += (f"Timings: batch 1, {reps} repeats, each a fresh process, the three models in turn within a repeat "
+            f"(load averages at the start of each repeat: {loads}). Training: `bench_model` (a step's tokens/s; "
+            "peak resident memory of the process; the activation workspace; parameters, gradients and AdamW "
+            "state). Inference: `bench_decode` (prefill, then per-token decode at that context; the weights in "
+            "float32 plus the decoder state: KV cache, GSS/mLSTM state). Medians, with [lowest, highest] over "
+            "the repeats of the per-repeat ratio PHA / transformer (the transformer interpolated geometrically "
+            f"between {g0} and {g1} at fraction {fb:.2f}; ratio > 1: PHA higher). The paper: +23.9 % training "
+            "throughput and −22.0 % memory at 8k; −39.6 % memory at 2048.\n\n")
+    txt += md_table(["T"] + [n for n, _, _ in series], rows) + "\n"
+    txt += "Medians per model:\n\n" + md_table(
+        ["model", "T", "train tokens/s", "train peak MB", "workspace MB", "params+grads+AdamW MB",
+         "inference MB (weights + state)", "prefill tokens/s", "decode tokens/s"], abs_rows) + "\n"
+    txt += fig(P.draw("iso_bench", "iso_efficiency", data,
+                      f"PHA {iso['pha_nonemb'] / 1e6:.2f} M / transformer {n_match / 1e6:.2f} M non-embedding params "
+                      + (f"of PHA's {st['corpora'][0]} ppl" if bracketed else f"({k0}: nearest PHA's ppl, not equal)")
+                      + f"; batch 1, median of {reps}, bars: range", n=len(series))) + "\n"
+    claims["iso"] = (at8k, bracketed)
+    return txt
+
+
+def section_iso_single(iso, st, P, claims, k0, k1, f, n_match, bracketed):
+    """The iso record of before the iso_bench piece: one timing per model in iso/results.json."""
+    txt = ""
     eff = iso["efficiency"]
 
     def tr(metric, T, part="train"):
@@ -729,27 +821,35 @@ def section_iso(out, st, P, claims):
                       f"PHA {iso['pha_nonemb'] / 1e6:.2f} M / transformer {n_match / 1e6:.2f} M non-embedding params "
                       + (f"of PHA's {st['corpora'][0]} ppl" if bracketed else
                          f"({k0}: nearest PHA's ppl, not equal)") + "; batch 1, one timing")) + "\n"
-    claims["iso"] = (at8k, bracketed)
+    claims["iso"] = ((at8k[0], at8k[1], None) if at8k else None, bracketed)
     return txt
 
 
 def tests_iso(x):
     """At 8k and equal perplexity, faster and smaller: the directions of PHA / transformer
-    training throughput (above 1) and peak memory (below 1), single timings (no seeds): outside
-    Holm, "not tested"."""
+    training throughput (above 1) and memory (below 1; training peak, and inference: weights
+    + decoder state when the iso_bench piece measured it), medians of repeated timings (no
+    seeds: a repeat measures the machine's noise, not a model's): outside Holm, "not tested"."""
     if not x or not x[0]:
         return []
-    (r_tps, r_mem), bracketed = x
-    why = "one timing per model, no seeds" + ("" if bracketed else "; perplexity match not bracketed")
-    return [dict(label="throughput at 8k", a=[r_tps], b=[1.0], direction="greater", kind="direction",
-                 min_effect=0.239, far_from_paper=FAR_ISO, why_untested=why,
-                 what="training tokens/s PHA / matched transformer above 1 (paper: 1.239)",
-                 shown=f"at 8k: training throughput {100 * (r_tps - 1):+.1f} %"),
-            dict(label="memory at 8k", a=[r_mem], b=[1.0], direction="less", kind="direction",
-                 min_effect=0.22, far_from_paper=FAR_ISO, why_untested=why,
-                 what="peak memory PHA / matched transformer below 1 (paper: 0.78)",
-                 shown=f"peak memory {100 * (r_mem - 1):+.1f} %" + ("" if bracketed else
-                                                                     " (perplexity match not bracketed)"))]
+    (r_tps, r_mem, r_inf), bracketed = x
+    why = ("timings, no seeds" if r_inf is not None else "one timing per model, no seeds") + \
+        ("" if bracketed else "; perplexity match not bracketed")
+    nb = "" if bracketed else " (perplexity match not bracketed)"
+    t = [dict(label="throughput at 8k", a=[r_tps], b=[1.0], direction="greater", kind="direction",
+              min_effect=0.239, far_from_paper=FAR_ISO, why_untested=why,
+              what="training tokens/s PHA / matched transformer above 1 (paper: 1.239)",
+              shown=f"at 8k: training throughput {100 * (r_tps - 1):+.1f} %"),
+         dict(label="training memory at 8k", a=[r_mem], b=[1.0], direction="less", kind="direction",
+              min_effect=0.22, far_from_paper=FAR_ISO, why_untested=why,
+              what="training peak memory PHA / matched transformer below 1 (paper: 0.78)",
+              shown=f"training peak memory {100 * (r_mem - 1):+.1f} %" + nb)]
+    if r_inf is not None:
+        t.append(dict(label="inference memory at 8k", a=[r_inf], b=[1.0], direction="less", kind="direction",
+                      min_effect=0.22, far_from_paper=FAR_ISO, why_untested=why,
+                      what="inference memory (weights + decoder state) PHA / matched transformer below 1",
+                      shown=f"inference memory {100 * (r_inf - 1):+.1f} %" + nb))
+    return t
 
 
 def verdict_iso(x):
@@ -1089,15 +1189,114 @@ def section_precision(out, st, P, claims):
     return txt
 
 
-SECTIONS = [section_lm, section_ablation, section_sandwich, section_iso, section_recall, section_niah,
+def section_lr(out, st, P, claims):
+    """The learning-rate sweeps (pieces lr and lr_iso): validation perplexity per rate, the
+    chosen rate per model, and whether it lies at the end of the range tried."""
+    txt = ""
+    for piece, what in (("lr", "PHA, transformer, serial (the lm configs)"), ("lr_iso", "the iso transformers")):
+        r = load(out, piece)
+        if not r:
+            continue
+        if not txt:
+            txt = "## lr: a fair learning rate for every model\n\n"
+        rates = sorted({p["lr"] for m in r["models"].values() for p in m["points"]})
+        txt += (f"{what}: seed {r['seed']}, {r['steps']} steps on {r['corpus']}, AdamW peak rate swept over "
+                f"{', '.join(f'{x:g}' for x in r['grid'])} (cosine to a tenth of it), extended by a factor of 2 "
+                "where the best lay at an end; chosen by the final validation perplexity (32k tokens; the test "
+                "split is not looked at). Every seed of every piece then trains at the chosen rate; the runs "
+                f"before this sweep used {r['default']:g} for all.\n\n")
+        rows, data = [], ""
+        for m, v in r["models"].items():
+            by = {p["lr"]: p for p in v["points"]}
+            rows.append([m] + [("diverged" if by[x].get("diverged") else f"{by[x]['val_ppl']:.2f}") +
+                               (" **best**" if x == v["best"] else "") if x in by else "—" for x in rates]
+                        + [f"{v['best']:g}" + (" (at an end)" if v.get("at_edge") else "")])
+            data += f"lr\t{m}\n" + "".join(f"{p['lr']}\t{p['val_ppl']}\n" for p in v["points"]
+                                          if not p.get("diverged")) + "\n\n"
+        txt += md_table(["model"] + [f"lr {x:g}" for x in rates] + ["chosen"], rows) + "\n"
+        txt += fig(P.draw("lr_sweep", f"lr_sweep_{piece}", data, f"{r['corpus']}, {r['steps']} steps",
+                          n=len(r["models"]))) + "\n"
+    return txt
+
+
+def scaling_slope(xs, ys):
+    """Least-squares slope of ln y on ln x."""
+    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    mx, my = statistics.fmean(lx), statistics.fmean(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+
+
+PAPER_SCALING_SLOPE = math.log(16.42 / 17.16) / math.log(2)  # 90 M -> 180 M: -0.064 per ln-doubling
+
+
+def section_scaling(out, st, P, claims):
+    """PHA, transformer and serial at three widths (scaling_s, lm, scaling_l): test perplexity
+    vs non-embedding parameters; per family and seed the slope of ln ppl on ln parameters over
+    the sizes (seed i's run at each size: independent runs, so the slopes of different seeds are
+    independent)."""
+    sm, lg, lm = load(out, "scaling_s"), load(out, "scaling_l"), load(out, "lm")
+    if not sm and not lg:
+        return ""
+    corpus = st["corpora"][0]
+    sizes = []  # (label, {model: nonemb}, {model: {seed: ppl}})
+    for label, r in (("small", sm), ("lm", lm), ("large", lg)):
+        if not r:
+            continue
+        runs = [x for x in r["runs"] if x.get("corpus", corpus) == corpus]
+        sizes.append((label, {m: v["nonemb"] for m, v in r["models"].items()},
+                      {m: {x["seed"]: x["test_ppl"] for x in runs if x["model"] == m} for m in r["models"]},
+                      r.get("d_model", st["lm_base"]["d_model"]), r.get("steps", st["lm_steps"])))
+    txt = "## scaling: perplexity vs size at a fixed tokens-per-parameter budget\n\n"
+    txt += ("PHA, transformer and serial at d " + ", ".join(str(z[3]) for z in sizes) + " (4 blocks; the "
+            "transformer and serial matched to PHA's non-embedding count at each width), steps "
+            + ", ".join(str(z[4]) for z in sizes) + f" (the same tokens per parameter), {corpus}, each family at its "
+            "lr-piece rate. Slope: least squares of ln(test ppl) on ln(parameters) over the sizes, one per seed; "
+            f"the paper's 90 M → 180 M (17.16 → 16.42) is a slope of {PAPER_SCALING_SLOPE:.3f}.\n\n")
+    models = [m for m in ("pha", "transformer", "serial") if all(m in z[1] for z in sizes)]
+    rows, data, slopes = [], "", {}
+    for m in models:
+        seeds = sorted(set.intersection(*[set(z[2][m]) for z in sizes])) if len(sizes) >= 2 else []
+        sl = [scaling_slope([z[1][m] for z in sizes], [z[2][m][sd] for z in sizes]) for sd in seeds] \
+            if len(sizes) >= 2 else []
+        slopes[m] = sl
+        rows.append([m] + [f"{z[1][m]:,}: {fmt_ms(list(z[2][m].values()))}" for z in sizes]
+                    + [fmt_ms(sl, 3) if sl else "—"])
+        ms = mean_sd(sl)[0] if sl else None
+        data += f"params\t{m}" + (f" (slope {ms:.3f})" if ms is not None else "") + "\n"
+        for z in sizes:
+            mu, sd, _ = mean_sd(list(z[2][m].values()))
+            data += f"{z[1][m]}\t{mu}\t{sd or 0}\n"
+        data += "\n\n"
+    txt += md_table(["model"] + [f"{z[0]} (d {z[3]}): params: test ppl" for z in sizes] + ["slope (mean ± sd)"], rows) + "\n"
+    txt += fig(P.draw("scaling", "scaling", data, f"{corpus}, 4 blocks, seeds per point as in the table",
+                      n=len(models))) + "\n"
+    if len(sizes) == 3:
+        claims["scaling"] = slopes
+    return txt
+
+
+def tests_scaling(slopes):
+    """PHA improves with size: its per-seed slope of ln ppl on ln parameters below 0 (one-sample
+    t, one-sided); the smallest effect of interest the paper's slope."""
+    if not slopes or not slopes.get("pha"):
+        return []
+    a = slopes["pha"]
+    return [dict(label="PHA slope < 0", a=a, b=[0.0] * len(a), direction="less", alternative="one-sided",
+                 min_effect=-PAPER_SCALING_SLOPE, far_from_paper=FAR_PHA + "; three sizes ~0.55-2.2 M",
+                 what="slope of ln test ppl on ln non-embedding parameters, per seed, below 0 (one-sample t)",
+                 shown=f"PHA slope {fmt_ms(a, 3)}" + "".join(f"; {m} {fmt_ms(v, 3)}" for m, v in slopes.items()
+                                                           if m != "pha" and v))]
+
+
+SECTIONS = [section_lr, section_lm, section_ablation, section_sandwich, section_iso, section_scaling, section_recall, section_niah,
             section_mqar, section_efficiency, section_precision]
 
 # Per claim: its figures, the short name of the tests table, and how its tests are built from
 # what the sections left in `claims` (used when claims has no KEY + "_tests").
 FIGS = {"pha_tr": "lm_curves_*", "par_ser": "lm_curves_*", "no_attn": "ablation", "sandwich": "sandwich_L*",
-        "iso": "iso_efficiency", "short_extrap": "recall_*_length", "stoch_both": "recall_*_length, niah_length"}
+        "iso": "iso_efficiency", "scaling": "scaling", "short_extrap": "recall_*_length", "stoch_both": "recall_*_length, niah_length"}
 SHORT = {"pha_tr": "PHA ≈ transformer", "par_ser": "parallel > serial", "no_attn": "-attention hurts most",
-         "sandwich": "sandwich", "iso": "iso (8k)", "short_extrap": "short windows → recall",
+         "sandwich": "sandwich", "iso": "iso (8k)", "scaling": "scaling", "short_extrap": "short windows → recall",
          "stoch_both": "stochastic keeps both"}
 BUILD = {
     "pha_tr": lambda c: tests_pha_tr(c.get("pha_tr")),
@@ -1105,6 +1304,7 @@ BUILD = {
     "no_attn": lambda c: tests_no_attn(c.get("no_attn")),
     "sandwich": lambda c: tests_sandwich(c.get("sandwich")),
     "iso": lambda c: tests_iso(c.get("iso")),
+    "scaling": lambda c: tests_scaling(c.get("scaling")),
     "short_extrap": lambda c: tests_short_extrap(c.get("recall")),
     "stoch_both": lambda c: tests_stoch(c.get("recall"), c.get("niah")),
 }
@@ -1120,7 +1320,8 @@ def claim_tests(claims, key):
 
 # The pieces each claim rests on (provenance.gate: one commit and one build, or no verdict).
 CLAIM_PIECES = {"pha_tr": ["lm", "ptb"], "par_ser": ["lm", "ptb"], "no_attn": ["ablation", "lm"],
-                "sandwich": ["sandwich", "lm"], "iso": ["iso", "lm"], "short_extrap": ["recall"],
+                "sandwich": ["sandwich", "sandwich12", "lm"], "iso": ["iso", "iso_bench", "lm"],
+                "scaling": ["scaling_s", "lm", "scaling_l"], "short_extrap": ["recall"],
                 "stoch_both": ["recall", "niah"]}
 
 
@@ -1217,7 +1418,8 @@ def write(out, st, corpora, meta):
              f"{' '.join(meta['load_start'])}, at end {' '.join(open('/proc/loadavg').read().split()[:3])}\n"
              f"- invocation: `{meta['invocation']}` (from the repository root; {meta['seconds']:.0f} s, reused outputs not counted)\n"
              f"- data: {', '.join(f'{k} ({v})' for k, v in corpora.items())}\n\n")
-    pieces = ["lm", "ptb", "ablation", "sandwich", "iso", "recall", "bind", "niah", "niah_ctl", "efficiency"] + \
+    pieces = ["lr", "lr_iso", "lm", "ptb", "ablation", "sandwich", "sandwich12", "iso", "iso_bench", "scaling_s",
+              "scaling_l", "recall", "bind", "niah", "niah_ctl", "efficiency"] + \
         list(S.MQAR_PIECES) + ["precision"]
     done = [p for p in pieces if load(out, p)]
     if st["mode"] == "full" and len(done) < len(pieces):

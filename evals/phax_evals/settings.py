@@ -13,7 +13,18 @@ ABLATIONS = {
     "pha_nogss": (dict(use_gss=False), "ffn_hidden"),
     "pha_noffn": (dict(use_ffn=False), "gss_expand"),
     "pha_frozenmix": (dict(freeze_mix=True), None),
+    # Why does removing the FFN help? The same removal with nothing given back (fewer
+    # parameters): if it still helps, the gain is the FFN's absence, not the wider GSS.
+    "pha_noffn_bare": (dict(use_ffn=False), "unmatched"),
 }
+# Arms that explain another arm rather than test a claim run fewer seeds.
+ABL_FEW_SEEDS = {"pha_noffn_bare": 3}
+
+# Scaling (issue 28): PHA, transformer and serial at three widths about x2 apart in
+# non-embedding parameters (the middle one is the lm piece's d 128), each family matched to
+# PHA's count at its width; steps scaled with PHA's count so tokens per parameter stay those
+# of the lm runs (1,000 steps x 2,048 tokens at ~1.18 M). One piece per outer size.
+SCALE_DIMS = {"scaling_s": 88, "scaling_l": 176}
 
 # SWAX window regimes (both window studies): family and config keys.
 REGIMES = {
@@ -75,7 +86,7 @@ def mode_settings(mode, tiny=False):
         lm_seeds=[1],
         lm_steps=500, warmup=30, eval_every=50, eval_tokens=8192, test_max=16384,
         ablation=False, abl_seeds=[1], abl_steps=200,
-        iso_dims=[], iso_seeds=[1], iso_T=[2048], iso=False,
+        iso_dims=[], iso_seeds=[1], iso_T=[2048], iso=False, iso_reps=1,
         sandwich_depths=[4], sandwich_seeds=[1],
         recall_tasks={"needle": dict(pairs=1, queries=1, steps=800)},
         recall_models=["short", "long", "stochastic"],
@@ -92,7 +103,8 @@ def mode_settings(mode, tiny=False):
         mqar=False, mqar_T=MQAR_T, mqar_B=MQAR_B, mqar_model=dict(MQAR_MODEL), mqar_task=dict(MQAR_TASK),
         mqar_pieces={k: list(v) for k, v in MQAR_PIECES.items()}, mqar_steps=2000, mqar_lrs=[1e-3, 3e-3, 1e-2],
         mqar_seeds=[1, 2, 3], mqar_lengths=[1, 2, 8, 32], mqar_full_lengths=[1, 2], mqar_samples=100,
-        lr_sweep=False, lr_seed=1, lr_grid=[1e-3, 2e-3, 4e-3], lr_extend=2, iso_layers={},
+        scale_dims=dict(SCALE_DIMS), scale_seeds=[1], sandwich_deep_steps=500,
+        lr_sweep=False, lr_seed=1, lr_grid=[1e-3, 2e-3, 4e-3], lr_extend=3, iso_layers={},
         precision=False, prec_models=["pha", "transformer", "swax"], prec_seeds=[1], prec_margin=0.01,
     )
     if mode == "full":
@@ -100,9 +112,14 @@ def mode_settings(mode, tiny=False):
             corpora=["wikitext-2", "ptb"],
             lm_seeds=[1, 2, 3], precision=True, lr_sweep=True, prec_seeds=[1, 2, 3],
             lm_steps=1000, warmup=50, eval_every=100, eval_tokens=32768, test_max=0,
-            ablation=True, abl_seeds=[1, 2], abl_steps=1000,
-            iso=True, iso_dims=[96, 160, 192], iso_seeds=[1, 2, 3], iso_T=[2048, 8192, 16384],
-            sandwich_depths=[4, 8], sandwich_seeds=[1, 2, 3],
+            # 8 seeds per arm: 80 % power for a 3 % difference at the spread of the first two
+            # (sd up to 2.3 ppl at ~85; evals/README.md).
+            ablation=True, abl_seeds=[1, 2, 3, 4, 5, 6, 7, 8], abl_steps=1000,
+            # d 256 and 320 added so that PHA's perplexity can lie between two trained sizes.
+            iso=True, iso_dims=[96, 160, 192, 256, 320], iso_seeds=[1, 2, 3], iso_T=[2048, 8192, 16384], iso_reps=5,
+            # 4 blocks: the lm runs; 8 and 12 (piece sandwich12) trained 3x longer.
+            sandwich_depths=[4, 8, 12], sandwich_seeds=[1, 2, 3], sandwich_deep_steps=3000,
+            scale_seeds=[1, 2, 3],
             recall_tasks={"needle": dict(pairs=1, queries=1, steps=800),
                           "bind": dict(pairs=4, queries=4, steps=3000)},
             recall_models=list(REGIMES),
@@ -120,12 +137,14 @@ def mode_settings(mode, tiny=False):
         s.update(
             lm_base=dict(d_model=32, n_layers=2, n_heads=2, n_kv_heads=1),
             recall_model=dict(RECALL_MODEL, d_model=32, n_layers=2),
-            iso_dims=[48] if s["iso"] else [], sandwich_depths=s["sandwich_depths"][:1],
+            iso_dims=[48] if s["iso"] else [],
+            sandwich_depths=[2, 3, 12] if mode == "full" else [2],
+            scale_dims=dict(scaling_s=24, scaling_l=44), sandwich_deep_steps=8,
             lm_steps=6, warmup=2, eval_every=3, eval_tokens=512, test_max=1024, abl_steps=6,
             recall_tasks={k: dict(v, steps=6) for k, v in s["recall_tasks"].items()},
             recall_lengths=[1, 2], recall_depths=[0, 1], recall_samples=4,
             niah_steps=6, niah_lengths=[1, 2], niah_depths=2, niah_samples=1,
-            iso_T=[256], eff_T=[128, 256], eff_contexts=[128, 256], eff_steps=1,
+            iso_T=[256], iso_reps=2, eff_T=[128, 256], eff_contexts=[128, 256], eff_steps=1,
             mqar_T=64, mqar_B=4, mqar_model=dict(MQAR_MODEL, d_model=32, n_layers=2, w_short=2, w_long=8),
             mqar_task=dict(pairs=4, queries=4, vary=1, eval_queries=2), mqar_steps=6, mqar_lrs=[1e-3, 3e-3],
             mqar_seeds=[1, 2], mqar_lengths=[1, 2], mqar_full_lengths=[1], mqar_samples=4,
