@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_args.h"
 #include "judge.h"
 #include "oracle.h"
 #include "phax/check.h"
@@ -308,25 +309,11 @@ void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
 }
 
 int phax_check_main(int argc, char **argv) {
-    const char *pos[3], *pname = "f32", *map = NULL;
-    int npos = 0, json = 0;
-    double max_mib = -1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) pname = argv[++i];
-        else if (!strcmp(argv[i], "--names") && i + 1 < argc) map = argv[++i];
-        else if (!strcmp(argv[i], "--max-memory") && i + 1 < argc) {
-            char *end;
-            max_mib = strtod(argv[++i], &end);
-            if (end == argv[i] || *end || !(max_mib >= 1 && max_mib <= 1 << 30))
-                cannot("check: --max-memory takes a size in MiB, from 1 to 2^30");
-        }
-        else if (npos < 3 && argv[i][0] != '-') pos[npos++] = argv[i];
-        else npos = 4;
-    }
-    if (npos != 3)
-        cannot("usage: phax check OP IN.safetensors THEIRS.safetensors [--precision f32|tf32|bf16|f16] [--json] "
-               "[--max-memory MIB] [--names MAP.json]");
+    check_opts o;
+    check_parse_args(argc, argv, &o);
+    const char *pos[3] = {o.op, o.in, o.theirs}, *pname = o.precision, *map = o.names;
+    int json = o.json;
+    double max_mib = o.max_mib;
     const phax_precision *pr = phax_precision_find(pname);
     if (!pr) cannot("check: --precision must be one of f32, tf32, bf16, f16");
     // --names MAP.json: IN's and THEIRS's tensors under the user's names; judged under phax's,

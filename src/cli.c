@@ -13,22 +13,37 @@
 
 void (*cli_die_hook)(const char *line);
 
-_Noreturn void cli_die(const char *cmd, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
+void (*cli_exit_hook)(int code);
+
+_Noreturn void cli_exit(int code) {
+    if (cli_exit_hook) cli_exit_hook(code);
+    exit(code);
+}
+
+static _Noreturn void die_v(int code, const char *cmd, const char *fmt, va_list ap) {
     if (cli_die_hook) {
         char line[4096];
         int k = snprintf(line, sizeof line, "%s: ", cmd);
         if (k > 0 && (size_t)k < sizeof line) vsnprintf(line + k, sizeof line - (size_t)k, fmt, ap);
-        va_end(ap);
         cli_die_hook(line);
-        exit(1);  // not reached: the hook ends the process
+        exit(code);  // not reached: the hook ends the process
     }
     fprintf(stderr, "%s: ", cmd);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
+    exit(code);
+}
+
+_Noreturn void cli_die(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    die_v(1, cmd, fmt, ap);
+}
+
+_Noreturn void cli_die_code(int code, const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    die_v(code, cmd, fmt, ap);
 }
 
 long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi) {
@@ -46,12 +61,6 @@ uint64_t cli_parse_u64(const char *cmd, const char *flag, const char *s) {
     unsigned long long v = strtoull(s, &end, 10);
     if (!*s || *end || errno || *s == '-') cli_die(cmd, "%s: '%s' is not a non-negative integer", flag, s);
     return v;
-}
-
-const phax_backend_ops *cli_backend(const char *cmd, const char *name) {
-    const phax_backend_ops *be = phax_backend_find(name);
-    if (!be) cli_die(cmd, "--backend: %s", phax_error());
-    return be;
 }
 
 void cli_check_window(const char *cmd, const phax_model_cfg *c, long window) {

@@ -16,6 +16,12 @@ _Noreturn void cli_die(const char *cmd, const char *fmt, ...) __attribute__((for
 // Set (by src/dist.c, for a run of several MPI ranks): cli_die hands it the line (without its
 // newline) instead of printing it and exiting; it must not return.
 extern void (*cli_die_hook)(const char *line);
+// The same with exit status `code` (phax check refuses with 2).
+_Noreturn void cli_die_code(int code, const char *cmd, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+// exit(code) after --help or a usage line; through cli_exit_hook when set (it must not return:
+// a fuzz harness jumps back out of the parser).
+_Noreturn void cli_exit(int code);
+extern void (*cli_exit_hook)(int code);
 // The integer value of option `flag`, or cli_die when s is not an integer in [lo, hi].
 long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi);
 // The unsigned 64-bit value of option `flag` (a seed), or cli_die when s is not one.

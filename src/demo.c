@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_args.h"
 #include "phax/ref.h"
 
 #define MAXIN 8
@@ -114,14 +115,10 @@ static void add_in(demo_op *o, double *x, size_t n) {
 }
 
 int phax_demo_main(int argc, char **argv) {
-    uint64_t seed = 1;
-    int T = 64;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--T") && i + 1 < argc) T = atoi(argv[++i]);
-        else phax_die("demo: unknown argument '%s' (use --seed N, --T N)", argv[i]);
-    }
-    if (T < 1 || T > 4096) phax_die("demo: --T %d out of range [1, 4096]", T);
+    demo_opts o;
+    demo_parse_args(argc, argv, &o);
+    uint64_t seed = o.seed;
+    int T = o.T;
     phax_rng r = phax_rng_new(seed);
     printf("phax demo: ref (float64) ops on random input, seed %llu, T = %d\n",
            (unsigned long long)seed, T);

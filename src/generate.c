@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cmd_args.h"
 #include "phax/checkpoint.h"
 #include "phax/data.h"
 #include "phax/backend.h"
@@ -21,32 +22,6 @@
 
 #define now_s phax_clock
 
-static void usage(FILE *f) {
-    fputs("usage: phax generate CHECKPOINT (--prompt TEXT | --prompt-file FILE) [options]\n"
-          "  --tokens N       tokens to generate (default 100)\n"
-          "  --temperature T  0 = greedy (default 0); > 0 samples from softmax(logits / T)\n"
-          "  --top-k K        sample among the K most likely tokens only (default 0 = all)\n"
-          "  --seed S         sampling seed (default 1)\n"
-          "  --window W       SWA window of the swax/swa/mlstm families (default w_long); the pha\n"
-          "                   family's window is its attn_window, so --window is refused there\n"
-          "  --max-corpus-bytes N  the most bytes --prompt-file may hold (phax --help)\n"
-          "  --stats          print prefill and decode tokens/s and the state size to stderr\n"
-          "  --backend B      cpu (float32, default) or ref (float64 oracle, naive decoder: slow)\n"
-          "The prompt is encoded with the checkpoint's vocabulary (word: split on whitespace,\n"
-          "each newline an <eos>; a word not in the vocabulary is an error unless it has <unk>).\n",
-          f);
-}
-
-#define parse_long(flag, s, lo, hi) cli_parse_long("phax generate", flag, s, lo, hi)
-
-static double parse_f64(const char *flag, const char *s) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || end == s || !isfinite(v) || v < 0)
-        die("%s: '%s' is not a finite non-negative number", flag, s);
-    return v;
-}
 
 // Greedy: the first maximum. Sampled: softmax(logits / temp) over the top k.
 static int32_t pick(const float *lg, int V, double temp, int top_k, phax_rng *r, int *idx, double *p) {
@@ -77,33 +52,14 @@ static int32_t pick(const float *lg, int V, double temp, int top_k, phax_rng *r,
 }
 
 int phax_generate_main(int argc, char **argv) {
-    const char *ckpt_path = NULL, *prompt = NULL, *prompt_file = NULL;
-    long ntok = 100, top_k = 0, window = -1;
-    double temp = 0;
-    uint64_t seed = 1;
-    int stats = 0;
-    const char *backend = "cpu";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define TAKE() (v ? (i++, v) : (die("%s needs a value", a), v))
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage(stdout), exit(0);
-        else if (!strcmp(a, "--prompt")) prompt = TAKE();
-        else if (!strcmp(a, "--prompt-file")) prompt_file = TAKE();
-        else if (!strcmp(a, "--tokens")) ntok = parse_long(a, TAKE(), 0, PHAX_MAX_SEQ);
-        else if (!strcmp(a, "--temperature")) temp = parse_f64(a, TAKE());
-        else if (!strcmp(a, "--top-k")) top_k = parse_long(a, TAKE(), 0, 1L << 30);
-        else if (!strcmp(a, "--seed")) seed = (uint64_t)parse_long(a, TAKE(), 0, (1L << 62));
-        else if (!strcmp(a, "--window")) window = parse_long(a, TAKE(), 0, PHAX_MAX_SEQ);
-        else if (!strcmp(a, "--stats")) stats = 1;
-        else if (!strcmp(a, "--backend")) backend = TAKE();
-        else if (a[0] == '-' && a[1]) die("unknown option '%s' (see phax generate --help)", a);
-        else if (!ckpt_path) ckpt_path = a;
-        else die("unexpected argument '%s'", a);
-#undef TAKE
-    }
-    if (!ckpt_path) usage(stderr), exit(2);
-    if (!prompt == !prompt_file) die("give exactly one of --prompt and --prompt-file");
-    const phax_backend_ops *be = cli_backend("phax generate", backend);
+    gen_opts o;
+    generate_parse_args(argc, argv, &o);
+    const char *ckpt_path = o.ckpt, *prompt = o.prompt, *prompt_file = o.prompt_file;
+    long ntok = o.ntok, top_k = o.top_k, window = o.window;
+    double temp = o.temp;
+    uint64_t seed = o.seed;
+    int stats = o.stats;
+    const phax_backend_ops *be = cli_backend("phax generate", o.backend);
     char *text = NULL;
     if (prompt_file) {
         uint8_t *buf;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cmd_args.h"
 #include "phax/checkpoint.h"
 #include "phax/fcpu_model.h"
 #include "phax/model.h"
@@ -116,25 +117,11 @@ static int ends_with(const char *s, const char *suf) {
     return n >= k && !strcmp(s + n - k, suf);
 }
 
-static long parse_dim(const char *flag, const char *v) { return cli_parse_long("phax info", flag, v, 1, PHAX_MAX_SEQ); }
-
 int phax_model_info_main(int argc, char **argv) {
-    const char *path = NULL;
-    int B = 0, T = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            puts("usage: phax info CHECKPOINT|RUN_DIR|CONFIG.json [--batch B] [--seq T]\n"
-                 "The resolved config, parameters per component, and the memory of a fast/cpu\n"
-                 "training step at (B, T) (default: the checkpoint's, else 8 x train_len).");
-            return 0;
-        }
-        if (!strcmp(argv[i], "--batch") && i + 1 < argc) B = (int)parse_dim("--batch", argv[++i]);
-        else if (!strcmp(argv[i], "--seq") && i + 1 < argc) T = (int)parse_dim("--seq", argv[++i]);
-        else if (argv[i][0] == '-') die("unknown option '%s' (try --help)", argv[i]);
-        else if (!path) path = argv[i];
-        else die("unexpected argument '%s'", argv[i]);
-    }
-    if (!path) die("no checkpoint or config given");
+    info_opts o;
+    info_parse_args(argc, argv, &o);
+    const char *path = o.path;
+    int B = o.B, T = o.T;
     phax_model_cfg cfg;
     phax_ckpt ck = {0};
     int have_ckpt = !ends_with(path, ".json");

@@ -17,6 +17,7 @@
 #include "phax/ref.h"
 #include "phax/ref_model.h"
 #include "phax/safetensors.h"
+#include "cmd_args.h"
 #include "oracle.h"
 
 
@@ -1457,51 +1458,30 @@ int phax_oracle_run_mem(const char *opname, const void *in, size_t n, const char
 }
 
 int phax_oracle_main(int argc, char **argv) {
-    if (argc >= 2 && (!strcmp(argv[1], "--list") || !strcmp(argv[1], "-l"))) {
+    oracle_opts o;
+    oracle_parse_args(argc, argv, &o);
+    if (o.list) {
         list_ops();
         return 0;
     }
-    if (argc == 4 && !strcmp(argv[2], "--example")) {
-        const oracle_op *op = find_op(argv[1]);
-        if (!op) phax_die("oracle: unknown op '%s' (see phax oracle --list)", argv[1]);
+    if (o.example_out) {
+        const oracle_op *op = find_op(o.op);
+        if (!op) phax_die("oracle: unknown op '%s' (see phax oracle --list)", o.op);
         phax_rng r = phax_rng_new(phax_hash_str(op->name));
         exw e = {.w = phax_st_writer_new(), .r = &r};
         if (!e.w) phax_die("%s", phax_error());
         op->example(&e);
         if (!e.err) e.err = phax_st_add_meta(e.w, "op", op->name);
         if (!e.err) e.err = phax_st_add_meta(e.w, "seed", "0");
-        if (e.err || phax_st_write(e.w, argv[3])) {
+        if (e.err || phax_st_write(e.w, o.example_out)) {
             phax_st_writer_free(e.w);
             phax_die("%s", phax_error());
         }
         phax_st_writer_free(e.w);
         return 0;
     }
-    // --max-memory MIB (anywhere after "oracle"): the memory limit, replacing the default.
-    // --names MAP.json: IN's tensors under the user's names, OUT's written under them too.
-    const char *pos[3], *map = NULL;
-    int npos = 0;
-    double max_mib = -1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--names")) {
-            if (i + 1 >= argc) phax_die("oracle: --names takes a name map (MAP.json; docs/oracle.md)");
-            map = argv[++i];
-        } else if (!strcmp(argv[i], "--max-memory")) {
-            char *end;
-            errno = 0;
-            max_mib = i + 1 < argc ? strtod(argv[i + 1], &end) : -1;
-            if (i + 1 >= argc || errno || end == argv[i + 1] || *end || !(max_mib >= 1 && max_mib <= 1 << 30))
-                phax_die("oracle: --max-memory takes a size in MiB, from 1 to 2^30");
-            i++;
-        } else if (npos < 3) {
-            pos[npos++] = argv[i];
-        } else {
-            npos = 4;
-        }
-    }
-    if (npos != 3)
-        phax_die("usage: phax oracle [--max-memory MIB] [--names MAP.json] OP IN.safetensors OUT.safetensors | "
-                 "phax oracle OP --example IN.safetensors | phax oracle --list");
+    const char *pos[3] = {o.op, o.in, o.out}, *map = o.names;
+    double max_mib = o.max_mib;
     phax_names *names = map ? phax_names_load(map) : NULL;
     if (map && !names) phax_die("%s", phax_error());
     phax_st_writer *w = NULL;

@@ -145,7 +145,7 @@ void train_parse_args(int argc, char **argv, train_opts *o, const char **changin
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
-            exit(0);
+            cli_exit(0);
         }
         if (strncmp(a, "--", 2)) die("unexpected argument '%s' (try --help)", a);
         // "--flag=value" or "--flag value"

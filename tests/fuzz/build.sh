@@ -39,10 +39,13 @@ for h in tests/fuzz/fuzz_*.c; do
     extra=()
     # src/oracle.c as it is (with phax check's precision baselines, check/, which it calls);
     # its exit (phax_die) becomes the harness's longjmp.
-    [[ $name == fuzz_oracle ]] && extra=(-Dphax_die=fz_oracle_die -ffp-contract=off src/oracle.c check/*.c)
+    [[ $name == fuzz_oracle ]] && extra=(-Dphax_die=fz_oracle_die -ffp-contract=off src/oracle.c src/tool_args.c src/cli.c check/*.c)
     # phax train's state readers as they are; their refusals reach the harness through cli_die_hook.
     [[ $name == fuzz_trainstate ]] && extra=(-Isrc src/train_opts.c src/train_data.c src/cli.c)
     [[ $name == fuzz_trainlog ]] && extra=(-Isrc src/train_log.c src/cli.c)
+    # Every command's parser (src/cmd_args.h); refusals and --help through cli_die_hook / cli_exit_hook.
+    [[ $name == fuzz_cli ]] && extra=(-Isrc src/cli.c src/eval_args.c src/niah_args.c src/recall_args.c
+                                      src/generate_args.c src/tool_args.c src/train_opts.c)
     "$CC" "${CFLAGS[@]}" -fsanitize=fuzzer "$h" tests/fuzz/fuzz_util.c "${extra[@]}" "${objs[@]}" "${LIBS[@]}" \
         -o "$OUT/$name" || { echo "fuzz: building $name failed" >&2; exit 1; }
 done

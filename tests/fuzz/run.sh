@@ -26,10 +26,17 @@ done
 shift $((OPTIND - 1))
 tests/fuzz/build.sh >/dev/null || exit 1
 harnesses=("$@")
-((${#harnesses[@]})) || harnesses=(safetensors config checkpoint vocab corpus tokcache oracle)
+# Default: every harness of tests/fuzz (fuzz_<h>.c; fuzz_util and the replay's selftest are none).
+if ((${#harnesses[@]} == 0)); then
+    for f in tests/fuzz/fuzz_*.c; do
+        h=$(basename "${f%.c}")
+        h=${h#fuzz_}
+        [[ $h == util || $h == selftest ]] || harnesses+=("$h")
+    done
+fi
 
 one() {  # harness → exit status; log in $OUT/logs/<h>.log
-    local h=$1 corpus="$OUT/corpus/$1" crashes="$OUT/crashes/$1/"
+    local h=$1 corpus="$OUT/corpus/$1" crashes="$PWD/$OUT/crashes/$1/"  # absolute: a harness may chdir
     mkdir -p "$corpus" "$crashes" "$OUT/logs"
     [ -x "$OUT/fuzz_$h" ] || { echo "fuzz: no harness $h" >&2; return 1; }
     local opts=()
