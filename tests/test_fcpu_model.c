@@ -31,7 +31,8 @@
 #include <stddef.h>
 
 #include "phax/fcpu_f32_ops.h"  // the op table the runner calls through (op_table_complete)
-#include "phax/fcpu_model.h"  // the fast/cpu-only tests at the end (workspace size, profile)
+#include "phax/fcpu_model.h"
+#include "phax/model_plan.h"  // the fast/cpu-only tests at the end (workspace size, profile)
 #include "phax/ref_model.h"
 
 #define U32 0x1p-24
@@ -409,6 +410,28 @@ Test(cpu_model, workspace_linear_in_T) {
         cr_expect(ratio <= 4.2, "%s: workspace grows faster than T (%.2f for 4x T)",
                   phax_family_name(c.family), ratio);
         fcpu_model_ws_free(w1), fcpu_model_ws_free(w2);
+        fcpu_model_free(&m);
+    }
+}
+
+// The workspace by part (phax info) adds up to the arena the workspace allocates, for every
+// family, and each family has exactly the parts its blocks use.
+Test(cpu_model, workspace_breakdown_adds_up) {
+    for (int f = 0; f < PHAX_FAMILY_COUNT; f++) {
+        phax_model_cfg c = base_cfg((phax_family)f);
+        fcpu_model m;
+        cr_assert(fcpu_model_new(&m, &c, 1) == PHAX_OK);
+        fcpu_model_ws *w = fcpu_model_ws_new(&m, 2, 37);
+        size_t part[FCPU_WS_NPARTS], sum = 0;
+        cr_assert(w && fcpu_model_ws_breakdown(&m.cfg, 2, 37, part) == PHAX_OK, "%s", phax_error());
+        for (int i = 0; i < FCPU_WS_NPARTS; i++) sum += part[i];
+        cr_expect(sum == fcpu_model_ws_bytes(w), "%s: parts add to %zu, the arena is %zu",
+                  phax_family_name(c.family), sum, fcpu_model_ws_bytes(w));
+        int pha = c.family == PHAX_FAMILY_PHA;
+        cr_expect(!part[FCPU_WS_MIX] == !pha, "%s: mix buffers %zu", phax_family_name(c.family), part[FCPU_WS_MIX]);
+        cr_expect(!part[FCPU_WS_BRANCH + PHAX_SUB_ATTN] == (c.family == PHAX_FAMILY_MLSTM),
+                  "%s: attention part %zu", phax_family_name(c.family), part[FCPU_WS_BRANCH + PHAX_SUB_ATTN]);
+        fcpu_model_ws_free(w);
         fcpu_model_free(&m);
     }
 }

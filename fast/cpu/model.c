@@ -133,12 +133,22 @@ static void ws_bind(fcpu_model_ws *w, const fcpu_model *m) {
 // Workspace layout (runs twice: count, then assign).
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
-static void ws_layout(fcpu_model_ws *w, fm_arena *a, const phax_model_cfg *c) {
+// part (may be NULL): the bytes of each FCPU_WS_* part, added up as the layout goes.
+static void ws_layout(fcpu_model_ws *w, fm_arena *a, const phax_model_cfg *c, size_t *part) {
     const phax_f32_ops *ops = w->ops;
     int B = w->B, T = w->T, d = c->d_model, L = c->n_layers;
-    size_t n = (size_t)B * T, nd = n * (size_t)d;
+    size_t n = (size_t)B * T, nd = n * (size_t)d, mark = a->off;
+#define TALLY(p)                                                      \
+    do {                                                              \
+        if (part && a->off != SIZE_MAX) part[p] += a->off - mark;     \
+        mark = a->off;                                                \
+    } while (0)
     for (int i = 0; i < w->nx; i++) w->xs[i] = fm_take(a, nd);
-    for (int j = 0; j < w->nsub; j++) fm_branch_layout(ops, a, &w->br[j], c, B, T);
+    TALLY(FCPU_WS_RESIDUAL);
+    for (int j = 0; j < w->nsub; j++) {
+        fm_branch_layout(ops, a, &w->br[j], c, B, T);
+        TALLY(FCPU_WS_BRANCH + w->br[j].kind);
+    }
     size_t bwd = 0, kws = 0;
     for (int j = 0; j < w->nsub; j++) {
         bwd = zmax(bwd, fm_branch_bwd_len(w->br[j].kind, c, n, T));
@@ -155,15 +165,21 @@ static void ws_layout(fcpu_model_ws *w, fm_arena *a, const phax_model_cfg *c) {
         }
         w->dmix = fm_take(a, (size_t)nb * nd);
         w->pzero = fm_take(a, PHAX_PLAN_MAX_SUB);  // zero: the arena comes zeroed
+        TALLY(FCPU_WS_MIX);
     } else {
         for (int j = 0; j < w->nsub; j++) w->hs[j] = fm_take(a, nd);
+        TALLY(FCPU_WS_RESIDUAL);
         w->xf = fm_take(a, nd);
     }
     w->tmp = fm_take(a, nd);
     w->d1 = fm_take(a, nd), w->d2 = fm_take(a, nd);
+    TALLY(FCPU_WS_SCRATCH);
     w->bws = fm_take(a, bwd);
+    TALLY(FCPU_WS_BWD);
     w->kws_bytes = kws;
     w->kws = fm_take(a, (kws + sizeof(float) - 1) / sizeof(float));
+    TALLY(FCPU_WS_KERNEL);
+#undef TALLY
 }
 
 // A workspace with its layout counted (w->bytes) but no arena yet (one arena for
@@ -207,7 +223,7 @@ static fcpu_model_ws *ws_plan(const phax_f32_ops *ops, const phax_model_cfg *c, 
     }
     if (phax_plan_has(c, PHAX_SUB_GSS) && !(w->ssm_plan = ops->ssm_plan_new(B, T, c->gss_hidden))) goto fail;
     fm_arena a = {NULL, 0};
-    ws_layout(w, &a, c);
+    ws_layout(w, &a, c, NULL);
     w->bytes = a.off;
     if (w->bytes == SIZE_MAX) {  // fm_take saturated
         phax_fail("model workspace: batch %d x %d of this model does not fit the address space", B, T);
@@ -228,7 +244,7 @@ fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T) {
         return NULL;
     }
     fm_arena a = {w->arena, 0};
-    ws_layout(w, &a, c);
+    ws_layout(w, &a, c, NULL);
     ws_bind(w, m);
     return w;
 }
@@ -238,6 +254,26 @@ size_t fcpu_model_ws_size(const phax_model_cfg *cfg, int B, int T) {
     size_t n = w ? w->bytes : 0;
     fcpu_model_ws_free(w);
     return n;
+}
+
+_Static_assert(FCPU_WS_BRANCH + PHAX_SUB_COUNT == FCPU_WS_MIX, "one workspace part per branch kind");
+
+int fcpu_model_ws_breakdown(const phax_model_cfg *cfg, int B, int T, size_t bytes[FCPU_WS_NPARTS]) {
+    memset(bytes, 0, FCPU_WS_NPARTS * sizeof *bytes);
+    fcpu_model_ws *w = ws_plan(fcpu_f32_ops(), cfg, B, T);
+    if (!w) return PHAX_ERR;
+    fm_arena a = {NULL, 0};
+    ws_layout(w, &a, cfg, bytes);  // the same count again, by part
+    fcpu_model_ws_free(w);
+    return PHAX_OK;
+}
+
+const char *fcpu_ws_part_name(int part) {
+    static const char *names[FCPU_WS_NPARTS] = {
+        "residual stream", "gss branch", "attention branch", "swiglu branch", "aux ffn branch",
+        "dual ffn branch", "mlstm branch", "pha mix buffers", "step scratch", "backward scratch",
+        "kernel scratch"};
+    return part >= 0 && part < FCPU_WS_NPARTS ? names[part] : "?";
 }
 
 void fcpu_model_ws_free(fcpu_model_ws *w) {
