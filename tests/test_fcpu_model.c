@@ -645,7 +645,9 @@ Test(cpu_model, another_table_drives_the_runner) {
                tc.n.sig_bwd, tc.n.cap, tc.n.cap_bwd, tc.n.linear);
         cr_expect(tc.n.zero > 0 && tc.n.linear > 0, "%s: zero or linear_fwd not reached", fam);
         if (c.family == PHAX_FAMILY_PHA)
-            cr_expect(tc.n.axpy == c.n_layers && tc.n.scale == c.n_layers && tc.n.mul > 0 &&
+            // axpy: z = α x + mix once per block forward, and again in its backward, which
+            // recomputes z rather than keeping it (fast/cpu/model.c, ws_layout).
+            cr_expect(tc.n.axpy == 2 * c.n_layers && tc.n.scale == c.n_layers && tc.n.mul > 0 &&
                           tc.n.mul_bwd > 0 && tc.n.acc > 0,
                       "%s: the residual, GSS gate or dual-FFN ops not reached through the table",
                       fam);
