@@ -2,7 +2,7 @@
 // fast/cpu/model_branches.c) calls, as function pointers. The runner reaches kernels,
 // elementwise ops, scratch sizes and its arena only through a table, so the same runner
 // drives any tier that fills one: fast/cpu fills one (fcpu_f32_ops(), phax/fcpu_f32_ops.h),
-// a later fast/cuda fills another with device pointers in the same roles.
+// fast/cuda fills another with device pointers in the same roles (fast/cuda/f32_ops.cu).
 //
 // Conventions (those of phax/fcpu.h, which the cpu table's kernels are):
 //   * Every pointer argument points into the tier's memory (the arena from `alloc`, the

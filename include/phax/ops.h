@@ -1,5 +1,5 @@
 // phax ops: the tier-neutral op contract shared by every tier — ref/ (the float64
-// oracle), fast/cpu and a later fast/cuda. It holds what an op's caller must agree on
+// oracle), fast/cpu and fast/cuda. It holds what an op's caller must agree on
 // with every implementation of it: attribute structs (attention, AdamW), the score
 // modes, the constants fixed by the spec, and the checks and defaults of the
 // attribute structs (core/ops.c). No kernel lives here: each tier computes its ops
