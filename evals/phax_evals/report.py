@@ -527,7 +527,8 @@ def section_ablation(out, st, P, claims):
     txt = "## ablation: which PHA branch matters\n\n"
     txt += (f"PHA and PHA with one change, {ab['steps']} steps each, non-embedding parameters matched to PHA's "
             f"{ab['target']:,} within 3 % (the removed branch's parameters given to the FFN, or to the GSS "
-            f"expansion when the FFN is removed). Test perplexity on {st['corpora'][0]}:\n\n")
+            f"expansion when the FFN is removed; `pha_noffn_bare`: removed with nothing given back), every arm "
+            f"at PHA's learning rate {ab.get('lr', st['lr']):g}. Test perplexity on {st['corpora'][0]}:\n\n")
     rows, by = [], {}
     for m, info in ab["models"].items():
         rs = [r for r in ab["runs"] if r["model"] == m]
@@ -536,6 +537,18 @@ def section_ablation(out, st, P, claims):
         rows.append([m, f"{info['nonemb']:,}", json.dumps(knob) if knob else "-", fmt_ms(by[m]),
                      ", ".join(f"{x:.2f}" for x in by[m])])
     txt += md_table(["model", "non-embedding params", "width changed", "test ppl (mean ± sd)", "per seed"], rows) + "\n"
+    if by.get("pha_noffn_bare") and by.get("pha_noffn") and by.get("pha"):
+        # Why removing the FFN helps: the same removal with nothing given back.
+        w = stats.welch(by["pha_noffn_bare"], by["pha"])
+        w2 = stats.welch(by["pha_noffn"], by["pha_noffn_bare"])
+        ci = lambda r: f"[{r['ci'][0]:+.2f}, {r['ci'][1]:+.2f}]" if r.get("ci") else "(no CI)"
+        txt += ("**The −FFN result.** `pha_noffn` gives the FFN branch's parameters to the GSS expansion; "
+                f"`pha_noffn_bare` removes the branch and gives nothing back ({ab['models']['pha_noffn_bare']['nonemb']:,} "
+                f"non-embedding parameters). Bare minus PHA: {w['diff']:+.2f} ppl, 95 % CI {ci(w)}; "
+                f"−FFN (wider GSS) minus bare: {w2['diff']:+.2f} ppl, 95 % CI {ci(w2)} (Welch; "
+                f"{len(by['pha_noffn_bare'])} and {len(by['pha'])} seeds). A bare removal that is no worse than "
+                "PHA says the FFN branch costs more than it brings at this scale; the second difference is what "
+                "the parameters given to the GSS branch buy.\n\n")
     data = "model\tppl\tsd\n"
     for i, m in enumerate(ab["models"]):
         mu, sd, _ = mean_sd(by[m])
