@@ -112,7 +112,7 @@ static void print_memory(const phax_model_cfg *c, size_t n, int B, int T) {
     size_t part[FCPU_WS_NPARTS];
     if (ws && !fcpu_model_ws_breakdown(c, B, T, part))  // where the workspace goes
         for (int i = 0; i < FCPU_WS_NPARTS; i++)
-            if (part[i]) printf("    %-20s %12s\n", fcpu_ws_part_name(i), human((double)part[i], b));
+            if (part[i]) printf("    %-20s %12s\n", fcpu_model_ws_part_name(i), human((double)part[i], b));
     printf("  %-22s %12s\n", "total", human(4 * p + (double)ws, b));
 }
 

@@ -270,7 +270,7 @@ int fcpu_model_ws_breakdown(const phax_model_cfg *cfg, int B, int T, size_t byte
     return PHAX_OK;
 }
 
-const char *fcpu_ws_part_name(int part) {
+const char *fcpu_model_ws_part_name(int part) {
     static const char *names[FCPU_WS_NPARTS] = {
         "residual stream", "gss branch", "attention branch", "swiglu branch", "aux ffn branch",
         "dual ffn branch", "mlstm branch", "pha mix buffers", "step scratch", "backward scratch",

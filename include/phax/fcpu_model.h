@@ -75,7 +75,7 @@ enum {
     FCPU_WS_NPARTS
 };
 int fcpu_model_ws_breakdown(const phax_model_cfg *cfg, int B, int T, size_t bytes[FCPU_WS_NPARTS]);
-const char *fcpu_ws_part_name(int part);
+const char *fcpu_model_ws_part_name(int part);
 int fcpu_model_ws_B(const fcpu_model_ws *ws);
 int fcpu_model_ws_T(const fcpu_model_ws *ws);
 
