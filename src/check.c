@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "cmd_args.h"
 #include "judge.h"
 #include "oracle.h"
@@ -21,10 +22,8 @@
 #define PHAX_CHECK_C 4.0
 #define PHAX_CHECK_FLOOR 1.0
 
-static _Noreturn void cannot(const char *msg) {
-    fprintf(stderr, "phax: %s\n", msg);
-    exit(2);
-}
+// What cannot be judged: one line, exit 2 (as the command line's refusals, src/tool_args.c).
+static _Noreturn void cannot(const char *msg) { cli_die_code(2, "phax", "%s", msg); }
 
 // ‖a − b‖ over n (b NULL: ‖a‖); +inf when anything is NaN or inf.
 static double dist(const double *a, const double *b, size_t n) {
@@ -311,11 +310,10 @@ void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
 int phax_check_main(int argc, char **argv) {
     check_opts o;
     check_parse_args(argc, argv, &o);
-    const char *pos[3] = {o.op, o.in, o.theirs}, *pname = o.precision, *map = o.names;
+    const char *pos[3] = {o.op, o.in, o.theirs}, *map = o.names;
+    const phax_precision *pr = o.pr;
     int json = o.json;
     double max_mib = o.max_mib;
-    const phax_precision *pr = phax_precision_find(pname);
-    if (!pr) cannot("check: --precision must be one of f32, tf32, bf16, f16");
     // --names MAP.json: IN's and THEIRS's tensors under the user's names; judged under phax's,
     // reported under theirs.
     phax_names *names = map ? phax_names_load(map) : NULL;

@@ -55,6 +55,25 @@ long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, l
     return v;
 }
 
+double cli_parse_depth(const char *cmd, const char *flag, const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= 0.0 && v <= 1.0)) cli_die(cmd, "%s: '%s' is not a depth in [0, 1]", flag, s);
+    return v;
+}
+
+int cli_split_list(const char *cmd, const char *flag, const char *s, char buf[CLI_LIST_BYTES], char **items, int max) {
+    if (strlen(s) >= CLI_LIST_BYTES) cli_die(cmd, "%s: the list is too long", flag);
+    strcpy(buf, s);
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n == max) cli_die(cmd, "%s: more than %d items", flag, max);
+        items[n++] = t;
+    }
+    if (n == 0) cli_die(cmd, "%s: empty list", flag);
+    return n;
+}
+
 uint64_t cli_parse_u64(const char *cmd, const char *flag, const char *s) {
     char *end;
     errno = 0;

@@ -24,6 +24,12 @@ _Noreturn void cli_exit(int code);
 extern void (*cli_exit_hook)(int code);
 // The integer value of option `flag`, or cli_die when s is not an integer in [lo, hi].
 long cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi);
+// A number in [0, 1] (a needle depth), or cli_die "FLAG: 'S' is not a depth in [0, 1]".
+double cli_parse_depth(const char *cmd, const char *flag, const char *s);
+// Split the comma list s into at most max items, pointers into buf (a copy of s, of CLI_LIST_BYTES);
+// cli_die when s is longer than that, has more than max items, or none. Returns the count.
+#define CLI_LIST_BYTES 4096
+int cli_split_list(const char *cmd, const char *flag, const char *s, char buf[CLI_LIST_BYTES], char **items, int max);
 // The unsigned 64-bit value of option `flag` (a seed), or cli_die when s is not one.
 uint64_t cli_parse_u64(const char *cmd, const char *flag, const char *s);
 // The backend named by --backend (phax/backend.h), or cli_die with one line when the

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "phax/backend.h"
+#include "phax/check.h"
 #include "phax/niah.h"
 
 #define PHAX_CMD_MAX_LIST 64  // items of a comma list (--lengths, --depths, --bins)
@@ -95,6 +96,7 @@ void oracle_parse_args(int argc, char **argv, oracle_opts *o);
 // phax check (src/check.c); its refusals exit 2.
 typedef struct {
     const char *op, *in, *theirs, *precision, *names;
+    const phax_precision *pr;  // the --precision named (check/round.c)
     int json;
     double max_mib;  // -1: the default limit
 } check_opts;

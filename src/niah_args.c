@@ -43,34 +43,14 @@ static long parse_long(const char *flag, const char *s, long lo, long hi) {
     return cli_parse_long("phax niah", flag, s, lo, hi);
 }
 
-static double parse_depth(const char *flag, const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end || !(v >= 0.0 && v <= 1.0)) die("%s: '%s' is not a depth in [0, 1]", flag, s);
-    return v;
-}
-
-// Split a comma list into at most max items (pointers into *copy, a copy of s the caller frees).
-static int split_list(const char *flag, const char *s, char **items, int max, char **copy_out) {
-    char *copy = *copy_out = strdup(s);
-    if (!copy) die("out of memory");
-    int n = 0;
-    for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
-        if (n == max) die("%s: more than %d items", flag, max);
-        items[n++] = tok;
-    }
-    if (n == 0) die("%s: empty list", flag);
-    return n;
-}
-
 static void parse_list_option(niah_opts *o, const char *flag, const char *val) {
-    char *items[MAX_LIST], *copy;
-    int n = split_list(flag, val, items, MAX_LIST, &copy);
+    char buf[CLI_LIST_BYTES], *items[MAX_LIST];
+    int n = cli_split_list("phax niah", flag, val, buf, items, MAX_LIST);
     for (int i = 0; i < n; i++) {
         if (!strcmp(flag, "--lengths")) {
             o->lengths[i] = (int)parse_long(flag, items[i], 1, 1 << 24);
         } else if (!strcmp(flag, "--depths")) {
-            o->depths[i] = parse_depth(flag, items[i]);
+            o->depths[i] = cli_parse_depth("phax niah", flag, items[i]);
         } else if (!strcmp(flag, "--variants")) {
             if (n > PHAX_NIAH_N_ALL_VARIANTS || phax_niah_variant_parse(items[i], &o->variants[i]))
                 die("--variants: %s", n > PHAX_NIAH_N_ALL_VARIANTS ? "too many" : phax_error());
@@ -83,7 +63,6 @@ static void parse_list_option(niah_opts *o, const char *flag, const char *val) {
     else if (!strcmp(flag, "--depths")) o->n_depths = n;
     else if (!strcmp(flag, "--variants")) o->n_variants = n;
     else o->n_haystacks = n;
-    free(copy);  // the values are parsed: nothing points into it
 }
 
 void niah_parse_args(int argc, char **argv, niah_opts *o) {

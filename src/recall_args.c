@@ -53,15 +53,9 @@ static uint64_t parse_u64(const char *flag, const char *s) { return cli_parse_u6
 // A comma list of at most MAX_LIST items; each is handed to `item`.
 static int parse_list(const char *flag, const char *s, void (*item)(recall_opts *, int, const char *),
                       recall_opts *o) {
-    char buf[4096];
-    if (strlen(s) >= sizeof buf) die("%s: the list is too long", flag);
-    strcpy(buf, s);
-    int n = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (n == MAX_LIST) die("%s: more than %d items", flag, MAX_LIST);
-        item(o, n++, t);
-    }
-    if (n == 0) die("%s: empty list", flag);
+    char buf[CLI_LIST_BYTES], *items[MAX_LIST];
+    int n = cli_split_list("phax recall", flag, s, buf, items, MAX_LIST);
+    for (int i = 0; i < n; i++) item(o, i, items[i]);
     return n;
 }
 
@@ -70,10 +64,7 @@ static void length_item(recall_opts *o, int i, const char *s) {
 }
 
 static void depth_item(recall_opts *o, int i, const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end || !(v >= 0.0 && v <= 1.0)) die("--depths: '%s' is not a depth in [0, 1]", s);
-    o->depths[i] = v;
+    o->depths[i] = cli_parse_depth("phax recall", "--depths", s);
 }
 
 static void bin_item(recall_opts *o, int i, const char *s) {

@@ -29,17 +29,12 @@ void info_parse_args(int argc, char **argv, info_opts *o) {
     if (!o->path) cli_die("phax info", "no checkpoint or config given");
 }
 
-// --seed: any unsigned 64-bit integer (decimal, or 0x hex); --T: 1 .. 4096.
+// --seed: an unsigned 64-bit integer; --T: 1 .. 4096.
 void demo_parse_args(int argc, char **argv, demo_opts *o) {
     *o = (demo_opts){.seed = 1, .T = 64};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-            char *end;
-            errno = 0;
-            const char *v = argv[++i];
-            o->seed = strtoull(v, &end, 0);
-            if (end == v || *end || errno || *v == '-')
-                cli_die("phax", "demo: --seed '%s' is not a non-negative integer", v);
+            o->seed = cli_parse_u64("phax", "demo: --seed", argv[++i]);
         } else if (!strcmp(argv[i], "--T") && i + 1 < argc) {
             o->T = (int)cli_parse_long("phax", "demo: --T", argv[++i], 1, 4096);
         } else {
@@ -104,9 +99,7 @@ void check_parse_args(int argc, char **argv, check_opts *o) {
     if (npos != 3)
         cli_die_code(2, "phax", "usage: phax check OP IN.safetensors THEIRS.safetensors [--precision f32|tf32|bf16|f16] "
                                 "[--json] [--max-memory MIB] [--names MAP.json]");
-    static const char *const precs[] = {"f32", "tf32", "bf16", "f16"};
-    int known = 0;
-    for (int i = 0; i < 4; i++) known |= !strcmp(o->precision, precs[i]);
-    if (!known) cli_die_code(2, "phax", "check: --precision must be one of f32, tf32, bf16, f16");
+    if (!(o->pr = phax_precision_find(o->precision)))
+        cli_die_code(2, "phax", "check: --precision must be one of f32, tf32, bf16, f16");
     o->op = pos[0], o->in = pos[1], o->theirs = pos[2];
 }

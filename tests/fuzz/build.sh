@@ -45,7 +45,7 @@ for h in tests/fuzz/fuzz_*.c; do
     [[ $name == fuzz_trainlog ]] && extra=(-Isrc src/train_log.c src/cli.c)
     # Every command's parser (src/cmd_args.h); refusals and --help through cli_die_hook / cli_exit_hook.
     [[ $name == fuzz_cli ]] && extra=(-Isrc src/cli.c src/eval_args.c src/niah_args.c src/recall_args.c
-                                      src/generate_args.c src/tool_args.c src/train_opts.c)
+                                      src/generate_args.c src/tool_args.c src/train_opts.c check/round.c)
     "$CC" "${CFLAGS[@]}" -fsanitize=fuzzer "$h" tests/fuzz/fuzz_util.c "${extra[@]}" "${objs[@]}" "${LIBS[@]}" \
         -o "$OUT/$name" || { echo "fuzz: building $name failed" >&2; exit 1; }
 done
