@@ -37,16 +37,6 @@ static void on_die(const char *line) {
 }
 static void on_exit_(int code) { longjmp(out, 2 + code); }
 
-// The backends a command line may name; the harness has none of their code (phax train checks
-// the name while parsing; the other commands resolve it after).
-const phax_backend_ops *phax_backend_find(const char *name) {
-    static const phax_backend_ops dummy;
-    if (!strcmp(name, "cpu") || !strcmp(name, "ref") || !strcmp(name, "cpu_bf16") || !strcmp(name, "cuda_emu"))
-        return &dummy;
-    phax_fail("'%s' is not a backend", name);
-    return NULL;
-}
-
 #define REQUIRE(c) \
     do { \
         if (!(c)) fz_fail("an accepted command line breaks its promise", #c); \

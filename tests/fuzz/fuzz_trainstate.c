@@ -27,16 +27,6 @@ static void on_die(const char *line) {
     longjmp(refused, 1);
 }
 
-// The backends --resume may name; the harness has none of their code (a pointer is enough for
-// train_check_numbers, which only looks them up).
-const phax_backend_ops *phax_backend_find(const char *name) {
-    static const phax_backend_ops dummy;
-    if (!strcmp(name, "cpu") || !strcmp(name, "ref") || !strcmp(name, "cpu_bf16") || !strcmp(name, "cuda_emu"))
-        return &dummy;
-    phax_fail("'%s' is not a backend", name);
-    return NULL;
-}
-
 static char *zstr(const uint8_t *p, size_t n) {
     char *s = malloc(n + 1);
     if (!s) abort();
