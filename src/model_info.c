@@ -82,14 +82,6 @@ static void print_params(const phax_model_cfg *c, const phax_layout *L) {
     free(blk);
 }
 
-// The workspace is counted, not allocated (fcpu_model_ws_size): a config file
-// may describe a model far larger than this machine.
-static size_t ws_bytes(const phax_model_cfg *c, int B, int T) {
-    size_t n = fcpu_model_ws_size(c, B, T);
-    if (!n) die("%s", phax_error());
-    return n;
-}
-
 // Bytes as "1.5 MB" (decimal units).
 static const char *human(double bytes, char buf[32]) {
     static const char *unit[] = {"B", "kB", "MB", "GB", "TB"};
@@ -101,7 +93,11 @@ static const char *human(double bytes, char buf[32]) {
 
 // From the sizes alone: nothing of the model is allocated.
 static void print_memory(const phax_model_cfg *c, size_t n, int B, int T) {
-    size_t ws = ws_bytes(c, B, T);
+    // The workspace is counted, not allocated (a config file may describe a model far larger
+    // than this machine), by part.
+    size_t part[FCPU_WS_NPARTS], ws = 0;
+    if (fcpu_model_ws_breakdown(c, B, T, part)) die("%s", phax_error());
+    for (int i = 0; i < FCPU_WS_NPARTS; i++) ws += part[i];
     double p = 4.0 * n;
     char b[32];
     printf("memory, fast/cpu float32 training at batch %d x %d:\n", B, T);
@@ -109,10 +105,8 @@ static void print_memory(const phax_model_cfg *c, size_t n, int B, int T) {
     printf("  %-22s %12s\n", "gradients", human(p, b));
     printf("  %-22s %12s\n", "AdamW moments (m, v)", human(2 * p, b));
     printf("  %-22s %12s\n", "workspace", human((double)ws, b));
-    size_t part[FCPU_WS_NPARTS];
-    if (ws && !fcpu_model_ws_breakdown(c, B, T, part))  // where the workspace goes
-        for (int i = 0; i < FCPU_WS_NPARTS; i++)
-            if (part[i]) printf("    %-20s %12s\n", fcpu_model_ws_part_name(i), human((double)part[i], b));
+    for (int i = 0; i < FCPU_WS_NPARTS; i++)
+        if (part[i]) printf("    %-20s %12s\n", fcpu_model_ws_part_name(i), human((double)part[i], b));
     printf("  %-22s %12s\n", "total", human(4 * p + (double)ws, b));
 }
 

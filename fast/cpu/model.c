@@ -184,9 +184,9 @@ static void ws_layout(fcpu_model_ws *w, fm_arena *a, const phax_model_cfg *c, si
 #undef TALLY
 }
 
-// A workspace with its layout counted (w->bytes) but no arena yet (one arena for
-// everything, from the table's alloc_ws).
-static fcpu_model_ws *ws_plan(const phax_f32_ops *ops, const phax_model_cfg *c, int B, int T) {
+// A workspace with its layout counted (w->bytes; by part into `part` when not NULL) but no arena
+// yet (one arena for everything, from the table's alloc_ws).
+static fcpu_model_ws *ws_plan(const phax_f32_ops *ops, const phax_model_cfg *c, int B, int T, size_t *part) {
     if (B < 1 || T < 1) {
         phax_fail("model workspace: batch %d x %d must be at least 1 x 1", B, T);
         return NULL;
@@ -225,7 +225,7 @@ static fcpu_model_ws *ws_plan(const phax_f32_ops *ops, const phax_model_cfg *c, 
     }
     if (phax_plan_has(c, PHAX_SUB_GSS) && !(w->ssm_plan = ops->ssm_plan_new(B, T, c->gss_hidden))) goto fail;
     fm_arena a = {NULL, 0};
-    ws_layout(w, &a, c, NULL);
+    ws_layout(w, &a, c, part);
     w->bytes = a.off;
     if (w->bytes == SIZE_MAX) {  // fm_take saturated
         phax_fail("model workspace: batch %d x %d of this model does not fit the address space", B, T);
@@ -239,7 +239,7 @@ fail:
 
 fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T) {
     const phax_model_cfg *c = &m->cfg;
-    fcpu_model_ws *w = ws_plan(ops_of(m), c, B, T);
+    fcpu_model_ws *w = ws_plan(ops_of(m), c, B, T, NULL);
     if (!w) return NULL;
     if (!(w->arena = w->ops->alloc_ws(w->bytes))) {
         fcpu_model_ws_free(w);
@@ -251,21 +251,12 @@ fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T) {
     return w;
 }
 
-size_t fcpu_model_ws_size(const phax_model_cfg *cfg, int B, int T) {
-    fcpu_model_ws *w = ws_plan(fcpu_f32_ops(), cfg, B, T);
-    size_t n = w ? w->bytes : 0;
-    fcpu_model_ws_free(w);
-    return n;
-}
-
 _Static_assert(FCPU_WS_BRANCH + PHAX_SUB_COUNT == FCPU_WS_MIX, "one workspace part per branch kind");
 
 int fcpu_model_ws_breakdown(const phax_model_cfg *cfg, int B, int T, size_t bytes[FCPU_WS_NPARTS]) {
     memset(bytes, 0, FCPU_WS_NPARTS * sizeof *bytes);
-    fcpu_model_ws *w = ws_plan(fcpu_f32_ops(), cfg, B, T);
+    fcpu_model_ws *w = ws_plan(fcpu_f32_ops(), cfg, B, T, bytes);
     if (!w) return PHAX_ERR;
-    fm_arena a = {NULL, 0};
-    ws_layout(w, &a, cfg, bytes);  // the same count again, by part
     fcpu_model_ws_free(w);
     return PHAX_OK;
 }

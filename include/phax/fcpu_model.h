@@ -58,17 +58,16 @@ typedef struct fcpu_model_ws fcpu_model_ws;
 fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T);
 void fcpu_model_ws_free(fcpu_model_ws *ws);
 size_t fcpu_model_ws_bytes(const fcpu_model_ws *ws);  // the arena's size
-// The arena size fcpu_model_ws_new would allocate for a model of the resolved
-// config cfg, counted without allocating it (phax info); 0 on error (phax_error()).
-size_t fcpu_model_ws_size(const phax_model_cfg *cfg, int B, int T);
-// Where that arena goes, by part (FCPU_WS_*): the residual stream kept per block, each branch
-// kind's kept activations (all its instances), PHA's mix buffers (branch outputs before and after
-// their norms, the mix's input and gradient), the step's scratch rows, the shared backward and
-// kernel scratch. Counted as fcpu_model_ws_size counts; bytes[FCPU_WS_NPARTS]; PHAX_OK/ERR.
+// The arena fcpu_model_ws_new would allocate for a model of the resolved config cfg, counted
+// without allocating it (phax info), by part (FCPU_WS_*; the parts add up to the arena): the
+// residual stream kept per block, each branch kind's kept activations (all its instances), PHA's
+// mix buffers (the branches' raw outputs per block; one buffer each of their normed outputs, the
+// mix's input and its gradient), the step's scratch rows, the shared backward and kernel scratch.
+// bytes[FCPU_WS_NPARTS]; PHAX_OK, or PHAX_ERR (phax_error()).
 enum {
     FCPU_WS_RESIDUAL = 0,
     FCPU_WS_BRANCH,  // + phax_sub_kind: FCPU_WS_BRANCH + PHAX_SUB_GSS, ...
-    FCPU_WS_MIX = FCPU_WS_BRANCH + 6,
+    FCPU_WS_MIX = FCPU_WS_BRANCH + 6,  // + PHAX_SUB_COUNT (checked in fast/cpu/model.c)
     FCPU_WS_SCRATCH,
     FCPU_WS_BWD,
     FCPU_WS_KERNEL,
