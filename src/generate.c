@@ -54,51 +54,46 @@ static int32_t pick(const float *lg, int V, double temp, int top_k, phax_rng *r,
 int phax_generate_main(int argc, char **argv) {
     gen_opts o;
     generate_parse_args(argc, argv, &o);
-    const char *ckpt_path = o.ckpt, *prompt = o.prompt, *prompt_file = o.prompt_file;
-    long ntok = o.ntok, top_k = o.top_k, window = o.window;
-    double temp = o.temp;
-    uint64_t seed = o.seed;
-    int stats = o.stats;
     const phax_backend_ops *be = cli_backend("phax generate", o.backend);
     char *text = NULL;
-    if (prompt_file) {
+    if (o.prompt_file) {
         uint8_t *buf;
         size_t len;
-        if (phax_data_read(prompt_file, &buf, &len)) die_lib();
+        if (phax_data_read(o.prompt_file, &buf, &len)) die_lib();
         text = (char *)buf;
     } else {
-        text = strdup(prompt);
+        text = strdup(o.prompt);
     }
 
     phax_ckpt ck;
-    if (phax_ckpt_load(ckpt_path, -1, &ck)) die_lib();
+    if (phax_ckpt_load(o.ckpt, -1, &ck)) die_lib();
     // As phax eval: the decoder takes --window for the SWA layers only.
-    cli_check_window("phax generate", &ck.cfg, window);
+    cli_check_window("phax generate", &ck.cfg, o.window);
     int32_t *ids;
     size_t np;
     if (phax_encode_prompt(ck.vocab, text, &ids, &np)) die_lib();
     if (np == 0) die("the prompt is empty (no tokens)");
-    if (np + (size_t)ntok > PHAX_MAX_SEQ)
-        die("prompt (%zu tokens) + %ld new tokens exceed the maximum sequence length %d", np, ntok,
+    if (np + (size_t)o.ntok > PHAX_MAX_SEQ)
+        die("prompt (%zu tokens) + %ld new tokens exceed the maximum sequence length %d", np, o.ntok,
             PHAX_MAX_SEQ);
     // A model over the checkpoint's parameters: the decoder only reads them.
     phax_bmodel *m = phax_bmodel_new(be, &ck.cfg, 0, ck.params);
     if (!m) die_lib();
-    phax_bdecoder *d = phax_bdecoder_new(m, (int)(np + ntok), (int)window);
+    phax_bdecoder *d = phax_bdecoder_new(m, (int)(np + o.ntok), (int)o.window);
     if (!d) die_lib();
     int V = ck.cfg.vocab_size;
     float *lg = malloc((size_t)V * sizeof *lg);
     int *idx = malloc((size_t)V * sizeof *idx);
     double *p = malloc((size_t)V * sizeof *p);
-    int32_t *out = malloc(((size_t)ntok + 1) * sizeof *out);
+    int32_t *out = malloc(((size_t)o.ntok + 1) * sizeof *out);
     if (!lg || !idx || !p || !out) die("out of memory");
 
     // Prefill (passes of many tokens): the output head only at the last prompt token.
     double t0 = now_s();
     if (phax_bdecoder_prefill(d, ids, (int)np, lg)) die_lib();  // np ≤ PHAX_MAX_SEQ
     double t1 = now_s();
-    phax_rng r = phax_rng_stream(seed, phax_hash_str("generate"));
-    for (long s = 0; s < ntok; s++) {
+    phax_rng r = phax_rng_stream(o.seed, phax_hash_str("generate"));
+    for (long s = 0; s < o.ntok; s++) {
         // A token from logits that are not finite is no result (as phax eval refuses a non-finite
         // loss): overflowing or non-finite weights. Nothing is printed.
         for (int j = 0; j < V; j++)
@@ -108,21 +103,21 @@ int phax_generate_main(int argc, char **argv) {
                 die("%s: the model's logits are not finite (%s at token %d of step %ld): non-finite or "
                     "overflowing weights", ck.path, nan ? "nan" : "inf", j, s + 1);
             }
-        out[s] = pick(lg, V, temp, (int)top_k, &r, idx, p);
-        if (s + 1 < ntok && phax_bdecoder_step(d, out[s], lg)) die_lib();
+        out[s] = pick(lg, V, o.temp, (int)o.top_k, &r, idx, p);
+        if (s + 1 < o.ntok && phax_bdecoder_step(d, out[s], lg)) die_lib();
     }
     double t2 = now_s();
     char *gen;
     size_t glen;
-    if (phax_decode(ck.vocab, out, (size_t)ntok, &gen, &glen)) die_lib();
+    if (phax_decode(ck.vocab, out, (size_t)o.ntok, &gen, &glen)) die_lib();
     fputs(text, stdout);
     if (phax_vocab_kind(ck.vocab) == PHAX_TOK_WORD && glen && text[0] && text[strlen(text) - 1] != '\n')
         fputc(' ', stdout);
     fwrite(gen, 1, glen, stdout);
     fputc('\n', stdout);
-    if (stats)
+    if (o.stats)
         fprintf(stderr, "prefill %zu tokens %.0f tok/s; decode %ld tokens %.0f tok/s; state %.1f MB\n", np,
-                np / (t1 - t0), ntok, ntok / (t2 - t1 > 0 ? t2 - t1 : 1e-9),
+                np / (t1 - t0), o.ntok, o.ntok / (t2 - t1 > 0 ? t2 - t1 : 1e-9),
                 phax_bdecoder_state_bytes(d) / 1e6);
     free(gen), free(lg), free(idx), free(p), free(out), free(ids), free(text);
     phax_bdecoder_free(d);
