@@ -175,10 +175,8 @@ class Job:
         s = self.s
         out = {}
         for dm in s["iso_dims"]:
-            L = s["iso_layers"].get(dm, s["lm_base"]["n_layers"])
-            cfg = dict(s["lm_base"], family="transformer", d_model=dm, n_layers=L,
-                       head_dim=max(1, dm // s["lm_base"]["n_heads"]))
-            key = f"transformer_d{dm}" + ("" if L == s["lm_base"]["n_layers"] else f"_L{L}")
+            cfg = dict(s["lm_base"], family="transformer", d_model=dm, head_dim=max(1, dm // s["lm_base"]["n_heads"]))
+            key = f"transformer_d{dm}"
             out[key] = (write_config(self.cfg_dir, key, cfg), self.count_cfg(cfg))
         return out
 
@@ -364,7 +362,7 @@ class Job:
         parameter); each family at its lr-piece rate; test perplexity on the whole test split.
         The middle size is the lm piece."""
         s = self.s
-        if not s["lr_sweep"]:
+        if not s["scaling"]:
             note(f"{exp}: not in quick mode (--full)")
             return
         corpus = s["corpora"][0]

@@ -104,7 +104,7 @@ def mode_settings(mode, tiny=False):
         mqar_pieces={k: list(v) for k, v in MQAR_PIECES.items()}, mqar_steps=2000, mqar_lrs=[1e-3, 3e-3, 1e-2],
         mqar_seeds=[1, 2, 3], mqar_lengths=[1, 2, 8, 32], mqar_full_lengths=[1, 2], mqar_samples=100,
         scale_dims=dict(SCALE_DIMS), scale_seeds=[1], sandwich_deep_steps=500,
-        lr_sweep=False, lr_seed=1, lr_grid=[1e-3, 2e-3, 4e-3], lr_extend=3, iso_layers={},
+        lr_sweep=False, lr_seed=1, lr_grid=[1e-3, 2e-3, 4e-3], lr_extend=3, scaling=False,
         precision=False, prec_models=["pha", "transformer", "swax"], prec_seeds=[1], prec_margin=0.01,
     )
     if mode == "full":
@@ -119,7 +119,7 @@ def mode_settings(mode, tiny=False):
             iso=True, iso_dims=[96, 160, 192, 256, 320], iso_seeds=[1, 2, 3], iso_T=[2048, 8192, 16384], iso_reps=5,
             # 4 blocks: the lm runs; 8 and 12 (piece sandwich12) trained 3x longer.
             sandwich_depths=[4, 8, 12], sandwich_seeds=[1, 2, 3], sandwich_deep_steps=3000,
-            scale_seeds=[1, 2, 3],
+            scaling=True, scale_seeds=[1, 2, 3],
             recall_tasks={"needle": dict(pairs=1, queries=1, steps=800),
                           "bind": dict(pairs=4, queries=4, steps=3000)},
             recall_models=list(REGIMES),
