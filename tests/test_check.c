@@ -1525,6 +1525,8 @@ static int bug_shows(const char *ok_path, const char *bug_path, const char *ok_o
     return shows;
 }
 
+#define SWEEP_STAT(name) {name, 0, INFINITY, 0, 0, 0}  // nothing judged yet
+
 static int sweep_draws(void) {
     const char *e = getenv("PHAX_CHECK_DRAWS");
     int n = e ? atoi(e) : 3;
@@ -1594,8 +1596,8 @@ static int sweep_T(phax_rng *r, int draw, int ndraws) {
 // cosine scores, RoPE on and off, logits' spread 0.3-3; float32 and bf16.
 Test(check, sweep_attention, .timeout = 3600) {
     int n = sweep_draws();
-    sweep_stat st[2] = {{"attention online-softmax f32", 0, INFINITY, 0, 0, 0},
-                        {"attention online-softmax bf16", 0, INFINITY, 0, 0, 0}};
+    sweep_stat st[2] = {SWEEP_STAT("attention online-softmax f32"),
+                        SWEEP_STAT("attention online-softmax bf16")};
     char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors"),
          *ok = tu_join(g_dir, "ok.safetensors");
     for (int d = 0; d < n; d++)
@@ -1714,9 +1716,9 @@ static void their_conv_fft(int B, int T, int H, const double *u, const double *k
 // decaying or not; the gallery's kernel shifted by one lag.
 Test(check, sweep_ssm_conv, .timeout = 3600) {
     int n = sweep_draws();
-    sweep_stat st[3] = {{"ssm_conv direct f32", 0, INFINITY, 0, 0, 0},
-                        {"ssm_conv direct bf16", 0, INFINITY, 0, 0, 0},
-                        {"ssm_conv fft f32", 0, INFINITY, 0, 0, 0}};
+    sweep_stat st[3] = {SWEEP_STAT("ssm_conv direct f32"),
+                        SWEEP_STAT("ssm_conv direct bf16"),
+                        SWEEP_STAT("ssm_conv fft f32")};
     char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors"),
          *ok = tu_join(g_dir, "ok.safetensors");
     for (int dr = 0; dr < n; dr++)
@@ -1766,10 +1768,10 @@ Test(check, sweep_ssm_conv, .timeout = 3600) {
 // subtracted in S (parallel), i′ without −m (recurrent).
 Test(check, sweep_mlstm, .timeout = 3600) {
     int n = sweep_draws();
-    sweep_stat st[4] = {{"mlstm parallel cumsum f32", 0, INFINITY, 0, 0, 0},
-                        {"mlstm parallel cumsum bf16", 0, INFINITY, 0, 0, 0},
-                        {"mlstm recurrent f32", 0, INFINITY, 0, 0, 0},
-                        {"mlstm recurrent bf16", 0, INFINITY, 0, 0, 0}};
+    sweep_stat st[4] = {SWEEP_STAT("mlstm parallel cumsum f32"),
+                        SWEEP_STAT("mlstm parallel cumsum bf16"),
+                        SWEEP_STAT("mlstm recurrent f32"),
+                        SWEEP_STAT("mlstm recurrent bf16")};
     char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors"),
          *ok = tu_join(g_dir, "ok.safetensors");
     for (int dr = 0; dr < n; dr++)
