@@ -70,6 +70,12 @@ static void normalise_rows_bwd(const phax_precision *pr, double *g, const double
 int phax_naive_attention(const phax_precision *pr, double *y, double *dq, double *dk, double *dv, double *dl,
                          const double *gy, const double *q, const double *k, const double *v, const double *l,
                          int B, int T, const phax_attn_cfg *c) {
+    return phax_naive_attention_alg(pr, y, dq, dk, dv, dl, gy, q, k, v, l, B, T, c, 0);
+}
+
+int phax_naive_attention_alg(const phax_precision *pr, double *y, double *dq, double *dk, double *dv, double *dl,
+                             const double *gy, const double *q, const double *k, const double *v, const double *l,
+                             int B, int T, const phax_attn_cfg *c, int flash_D) {
     int Hq = c->Hq, Hkv = c->Hkv, dh = c->dh, dvh = c->dv, G = Hq / Hkv, cos_mode = c->score == PHAX_SCORE_COSINE;
     size_t nq = (size_t)B * T * Hq, nk = (size_t)B * T * Hkv;
     double *qs = malloc(nq * dh * sizeof *qs), *ks = malloc(nk * dh * sizeof *ks);
@@ -121,12 +127,16 @@ int phax_naive_attention(const phax_precision *pr, double *y, double *dq, double
                     const double *vs = vr + (((size_t)b * T + s) * Hkv + j) * dvh;
                     for (int i = 0; i < dvh; i++) yo[i] = R(yo[i] + R(RM(p[s - s0]) * RM(vs[i])));
                 }
-                // Backward of the row: dp = g·v, ds = p (dp − Σ p dp), then through the scale.
+                // Backward of the row: dp = g·v, ds = p (dp − D), then through the scale. D = Σ p dp
+                // (the softmax's Jacobian), or (flash_D) FlashAttention's rowsum(y ⊙ g): equal in
+                // exact arithmetic, but only the first cancels dp's rounding (at T 1, ds = 0 exactly),
+                // so the two err differently where dp's operands are rounded more than y·g's (tf32).
                 double D = 0;
+                for (int i = 0; flash_D && i < dvh; i++) D = R(D + R(yo[i] * g[i]));
                 for (int s = s0; s <= t; s++) {
                     size_t kvi = ((size_t)b * T + s) * Hkv + j;
                     dp[s - s0] = dot(pr, g, vr + kvi * dvh, dvh);
-                    D = R(D + R(p[s - s0] * dp[s - s0]));
+                    if (!flash_D) D = R(D + R(p[s - s0] * dp[s - s0]));
                     double *dvs = dv + kvi * dvh;
                     for (int i = 0; i < dvh; i++) dvs[i] = R(dvs[i] + R(RM(p[s - s0]) * RM(g[i])));
                 }

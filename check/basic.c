@@ -48,6 +48,19 @@ int phax_naive_linear(const phax_precision *pr, double *y, double *dx, double *d
 int phax_naive_norm(const phax_precision *pr, int layer, double *y, double *dx, double *dg, double *db,
                     const double *gy, const double *x, const double *g, const double *b, size_t n, int d, int w,
                     double eps) {
+    return phax_naive_norm_alg(pr, layer, y, dx, dg, db, gy, x, g, b, n, d, w, eps, 0);
+}
+
+// The one-pass variance's two sums, in float32 at least: a kernel at a narrower precision
+// accumulates in float32 (bf16 accumulators would cancel E[x²] − E[x]² to nothing at |mean| of
+// a few spreads, which is not a sound algorithm but a broken one).
+static double acc_round(const phax_precision *pr, double x) {
+    return pr->p >= 24 ? R(x) : phax_round(phax_precision_get(PHAX_PREC_F32), x);
+}
+
+int phax_naive_norm_alg(const phax_precision *pr, int layer, double *y, double *dx, double *dg, double *db,
+                        const double *gy, const double *x, const double *g, const double *b, size_t n, int d, int w,
+                        double eps, int one_pass) {
     double *xh = malloc((size_t)w * sizeof *xh), *dxh = malloc((size_t)w * sizeof *dxh);
     if (!xh || !dxh) {
         free(xh), free(dxh);
@@ -60,15 +73,27 @@ int phax_naive_norm(const phax_precision *pr, int layer, double *y, double *dx, 
         for (int o = 0; o < d; o += w) {
             const double *xr = x + r * d + o, *gr = gy + r * d + o;
             double mu = 0, var = 0;
-            if (layer) {
-                for (int i = 0; i < w; i++) mu = R(mu + R(xr[i]));
-                mu = R(mu * rw);
+            if (layer && one_pass) {  // var = E[x²] − E[x]², Σx and Σx² in one pass
+                double s2 = 0;
+                for (int i = 0; i < w; i++) {
+                    double xi = R(xr[i]);
+                    mu = acc_round(pr, mu + xi), s2 = acc_round(pr, s2 + acc_round(pr, xi * xi));
+                }
+                mu = acc_round(pr, mu * rw);
+                var = fmax(acc_round(pr, acc_round(pr, s2 * rw) - acc_round(pr, mu * mu)), 0);
+                mu = R(mu);
+            } else {
+                if (layer) {
+                    for (int i = 0; i < w; i++) mu = R(mu + R(xr[i]));
+                    mu = R(mu * rw);
+                }
+                for (int i = 0; i < w; i++) {
+                    double c = R(R(xr[i]) - mu);
+                    var = R(var + R(c * c));
+                }
+                var = R(var * rw);
             }
-            for (int i = 0; i < w; i++) {
-                double c = R(R(xr[i]) - mu);
-                var = R(var + R(c * c));
-            }
-            double rs = R(1.0 / R(sqrt(R(R(var * rw) + eps))));
+            double rs = R(1.0 / R(sqrt(R(var + eps))));
             double m1 = 0, m2 = 0;  // mean(dx̂), mean(dx̂ ⊙ x̂)
             for (int i = 0; i < w; i++) {
                 xh[i] = R(R(R(xr[i]) - mu) * rs);

@@ -50,6 +50,10 @@ typedef struct {
 static cx cmul(const phax_precision *pr, cx a, cx b) {
     return (cx){R(R(a.re * b.re) - R(a.im * b.im)), R(R(a.re * b.im) + R(a.im * b.re))};
 }
+// The same as a matrix product's term (tf32: the operands rounded to its 11 bits).
+static cx cmul_mm(const phax_precision *pr, cx a, cx b) {
+    return (cx){R(R(RM(a.re) * RM(b.re)) - R(RM(a.im) * RM(b.im))), R(R(RM(a.re) * RM(b.im)) + R(RM(a.im) * RM(b.re)))};
+}
 static cx cadd(const phax_precision *pr, cx a, cx b) { return (cx){R(a.re + b.re), R(a.im + b.im)}; }
 static cx csub(const phax_precision *pr, cx a, cx b) { return (cx){R(a.re - b.re), R(a.im - b.im)}; }
 static cx cdiv(const phax_precision *pr, cx a, cx b) {
@@ -77,11 +81,12 @@ int phax_naive_dss_kernel(const phax_precision *pr, double *k, double *dLre, dou
             cx C = {R(Cre[hn]), R(Cim[hn])}, Ct = cmul(pr, C, A), G = {0, 0}, Gp = {0, 0};
             for (int l = 0; l < T; l++) {
                 cx e = cexp_l(pr, lam, l);
-                cx ce = cmul(pr, Ct, e);
+                // k = C̃·V and G, G' = dk·Vᵀ are matrix products over the Vandermonde V = e^{λ l}
+                cx ce = cmul_mm(pr, Ct, e);
                 k[(size_t)h * T + l] = R(k[(size_t)h * T + l] + ce.re);
                 double g = R(dk[(size_t)h * T + l]), gl = R(g * l);
-                G = cadd(pr, G, (cx){R(g * e.re), R(g * e.im)});
-                Gp = cadd(pr, Gp, (cx){R(gl * e.re), R(gl * e.im)});
+                G = cadd(pr, G, (cx){R(RM(g) * RM(e.re)), R(RM(g) * RM(e.im))});
+                Gp = cadd(pr, Gp, (cx){R(RM(gl) * RM(e.re)), R(RM(gl) * RM(e.im))});
             }
             cx gC = cmul(pr, A, G);
             dCre[hn] = gC.re, dCim[hn] = -gC.im;

@@ -383,8 +383,10 @@ static int op_norm(octx *c, int kind) {  // 0 rms, 1 layer, 2 head
         if (heads < 1 || d % heads) return phax_fail("%s: attribute 'heads' (%d) must be given and divide the last dim %d", c->path, heads, d);
     }
     int64_t gs[1] = {d};
-    // x, weight, bias; written twice: y, dx, dweight, dbias, grad.y.
-    TRY(budget(c, sadd(smul(7, numel(nx, xs)), smul(6, (size_t)d))));
+    // x, weight, bias; written twice: y, dx, dweight, dbias, grad.y; phax check: two baselines
+    // for LayerNorm and headnorm (the variance in two passes and in one)
+    size_t xn = sadd(smul(7, numel(nx, xs)), smul(6, (size_t)d));
+    TRY(budget_check(c, xn, kind ? smul(2, xn) : xn));
     double *x = getf(c, "x", nx, xs), *g = getf(c, "weight", 1, gs);
     int has_b = kind == 1 && phax_st_find(&c->in, "bias");
     double *b = has_b ? getf(c, "bias", 1, gs) : NULL;
@@ -410,7 +412,16 @@ static int op_norm(octx *c, int kind) {  // 0 rms, 1 layer, 2 head
     TRY(put_base(c, "y", by));
     TRY(put_base(c, "grad.x", bx));
     TRY(put_base(c, "grad.weight", bg));
-    return has_b ? put_base(c, "grad.bias", bb) : PHAX_OK;
+    if (has_b) TRY(put_base(c, "grad.bias", bb));
+    if (!kind || c->stochastic) return PHAX_OK;  // RMSNorm has no variance; reruns: one baseline
+    // LayerNorm's variance is as often E[x²] − E[x]² in one pass as Σ(x − mean)² in two; the
+    // first cancels where |mean| ≫ spread (check/basic.c): its baseline too, the bound the larger.
+    double *ay = dalloc(c, n * d), *ax = dalloc(c, n * d), *ag = dalloc(c, d), *ab = dalloc(c, d);
+    TRYP(ay && ax && ag && ab);
+    TRY(phax_naive_norm_alg(c->prec, 1, ay, ax, ag, has_b ? ab : NULL, gy, x, g, b, n, d, d / heads, eps, 1));
+    TRY(put_alt(c, "y", ay));
+    TRY(put_alt(c, "grad.x", ax));
+    return put_alt(c, "grad.weight", ag);
 }
 static int op_rmsnorm(octx *c) { return op_norm(c, 0); }
 static int op_layernorm(octx *c) { return op_norm(c, 1); }
@@ -540,7 +551,8 @@ static int op_attention(octx *c) {
        // scratch: normalised/rotated q and k and their gradients, and rows of T
         size_t nq = numel(4, qs), nk = numel(4, ks), nv = numel(4, vs), ny = numel(4, ys);
         size_t in = sadd(sadd(nq, nk), sadd(nv, (size_t)a.Hq));
-        TRY(budget(c, sadd(sadd(smul(3, in), smul(4, ny)), sadd(smul(2, sadd(nq, nk)), smul(3, (size_t)T)))));
+        size_t x = sadd(sadd(smul(3, in), smul(4, ny)), sadd(smul(2, sadd(nq, nk)), smul(3, (size_t)T)));
+        TRY(budget_check(c, x, smul(2, x)));  // phax check holds two baselines (D as Σ p dp and as y·g)
     }
     double *q = getf(c, "q", 4, qs), *k = getf(c, "k", 4, ks), *v = getf(c, "v", 4, vs);
     double *l = score ? getf(c, "logscale", 1, ls) : NULL;
@@ -596,7 +608,19 @@ static int op_attention(octx *c) {
     TRY(put_base(c, "grad.q", bq));
     TRY(put_base(c, "grad.k", bk));
     TRY(put_base(c, "grad.v", bv));
-    return score ? put_base(c, "grad.logscale", bl) : PHAX_OK;
+    if (score) TRY(put_base(c, "grad.logscale", bl));
+    if (c->stochastic) return PHAX_OK;  // the reruns' other baselines are not read
+    // FlashAttention's backward forms D = rowsum(y ⊙ g) where the naive one forms Σ p dp: at
+    // TF32 the two differ by dp's operand rounding, which only the second cancels (check/
+    // attention.c); its baseline too, the bound the larger.
+    double *ay = dalloc(c, numel(4, ys)), *aq = dalloc(c, numel(4, qs)), *ak = dalloc(c, numel(4, ks)),
+           *av = dalloc(c, numel(4, vs)), *al = dalloc(c, a.Hq);
+    TRYP(ay && aq && ak && av && al);
+    TRY(phax_naive_attention_alg(c->prec, ay, aq, ak, av, score ? al : NULL, gy, q, k, v, l, B, T, &a, 1));
+    TRY(put_alt(c, "grad.q", aq));
+    TRY(put_alt(c, "grad.k", ak));
+    TRY(put_alt(c, "grad.v", av));
+    return score ? put_alt(c, "grad.logscale", al) : PHAX_OK;
 }
 
 // Λ and C of the DSS kernel: lambda_re, lambda_im (N); c_re, c_im (H, N).

@@ -46,6 +46,12 @@ int phax_naive_attention(const phax_precision *pr, double *y, double *dq, double
                          double *dl, const double *gy, const double *q, const double *k, const double *v,
                          const double *l, int B, int T, const phax_attn_cfg *c);
 
+// The same with the backward's D = Σ_s p_s dp_s (flash_D 0, phax_naive_attention) or
+// FlashAttention's D = Σ_i y_i g_i (flash_D 1): phax check's bound takes the larger error.
+int phax_naive_attention_alg(const phax_precision *pr, double *y, double *dq, double *dk, double *dv,
+                             double *dl, const double *gy, const double *q, const double *k, const double *v,
+                             const double *l, int B, int T, const phax_attn_cfg *c, int flash_D);
+
 // Convolution form of the GSS/SSM layer: y[b,t,h] = Σ_{s≤t} k[h,t−s] u[b,s,h] + d[h] u[b,t,h].
 // Outputs overwritten. u, y, gy: (B, T, H); k: (H, T); d: (H).
 int phax_naive_ssm_conv(const phax_precision *pr, double *y, double *du, double *dk, double *dd,
@@ -87,6 +93,12 @@ int phax_naive_linear(const phax_precision *pr, double *y, double *dx, double *d
 int phax_naive_norm(const phax_precision *pr, int layer, double *y, double *dx, double *dg, double *db,
                     const double *gy, const double *x, const double *g, const double *b, size_t n, int d, int w,
                     double eps);
+// The same with the variance in two passes (one_pass 0: phax_naive_norm) or in one,
+// E[x²] − E[x]² (its sums in float32 at least): the other common way, which loses digits where
+// |mean| ≫ spread; phax check's LayerNorm/headnorm bound takes the larger of the two errors.
+int phax_naive_norm_alg(const phax_precision *pr, int layer, double *y, double *dx, double *dg, double *db,
+                        const double *gy, const double *x, const double *g, const double *b, size_t n, int d, int w,
+                        double eps, int one_pass);
 // gelu (silu 0, the exact erf form) or silu (1), elementwise.
 int phax_naive_act(const phax_precision *pr, int silu, double *y, double *dx, const double *gy, const double *x,
                    size_t n);
