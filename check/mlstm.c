@@ -132,6 +132,53 @@ int phax_naive_mlstm_cumsum(const phax_precision *pr, double *h, double *dq, dou
     return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, 1, 0);
 }
 
+// The recurrent form's function written the chunkwise way with one chunk as long as the
+// sequence: m_t = max(b_t + m0, max_s D̃_ts) (b_t = cs_t, the stabiliser carried from m0 as the
+// recurrent form carries it), h_t = Σ_s (q̂·k_s) e^{D̃_ts − m_t} v_s / (max(|Σ_s (q̂·k_s) e^{D̃_ts − m_t}|,
+// e^{−m_t}) + eps). Equal to the recurrent form in exact arithmetic; its sums run over t terms
+// where the recurrent form's run over dqk, so a chunkwise kernel (chunks of L ≤ T) rounds at most
+// about as much: phax check's bound on form=recurrent's h takes the larger of the two errors.
+int phax_naive_mlstm_chunkwise_h(const phax_precision *pr, double *h, const double *q, const double *k,
+                                 const double *v, const double *ig, const double *fg, int B, int T, int H, int dqk,
+                                 int dvh, double eps, double m0) {
+    double *D = malloc((size_t)T * sizeof *D), *w = malloc((size_t)T * sizeof *w), *cs = malloc((size_t)T * sizeof *cs),
+           *qh = malloc((size_t)dqk * sizeof *qh);
+    if (!D || !w || !cs || !qh) {
+        free(D), free(w), free(cs), free(qh);
+        return phax_fail("check: out of memory (mlstm baseline)");
+    }
+    double sc = R(1.0 / R(sqrt((double)dqk))), m0r = R(m0);
+#define GI(t) (((size_t)b * T + (t)) * H + hh)
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++) {
+            for (int r = 0; r < T; r++) cs[r] = R((r ? cs[r - 1] : 0.0) + R(logsig(R(fg[GI(r)]))));
+            for (int t = 0; t < T; t++) {
+                double m = R(cs[t] + m0r), S = 0;
+                for (int s = 0; s <= t; s++) {
+                    D[s] = R(R(cs[t] - cs[s]) + R(ig[GI(s)]));
+                    if (D[s] > m) m = D[s];
+                }
+                const double *qt = q + GI(t) * dqk;
+                for (int i = 0; i < dqk; i++) qh[i] = R(R(qt[i]) * sc);
+                for (int s = 0; s <= t; s++) {
+                    double a = 0;
+                    for (int i = 0; i < dqk; i++) a = R(a + R(RM(qh[i]) * RM(R(k[GI(s) * dqk + i]))));
+                    w[s] = R(a * R(exp(R(D[s] - m))));
+                    S = R(S + w[s]);
+                }
+                double em = R(exp(-m)), den = R((fabs(S) >= em ? fabs(S) : em) + eps);
+                for (int j = 0; j < dvh; j++) {
+                    double a = 0;
+                    for (int s = 0; s <= t; s++) a = R(a + R(RM(w[s]) * RM(R(v[GI(s) * dvh + j]))));
+                    h[GI(t) * dvh + j] = R(a / den);
+                }
+            }
+        }
+#undef GI
+    free(D), free(w), free(cs), free(qh);
+    return PHAX_OK;
+}
+
 // The recurrent form (docs/spec.md §2.9): per row and head the states C (dqk, dv), n (dqk),
 // m, starting from C = 0, n = 0, m = m0, stepped t = 0..T−1 as written there, every
 // operation rounded. The backward runs the steps in reverse from a tape of the states

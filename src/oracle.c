@@ -81,10 +81,12 @@ static const char *shown(const char *s, char *buf, size_t n) {
 // limit is refused here, in one line, before any allocation or computation.
 // phax check adds what the baseline holds (check_doubles); most ops' baselines hold as much
 // again as the truth (budget), the model's its own count (op_model); and it holds 1 + SR_RUNS
-// such runs at once (the baseline rounded to nearest and stochastically: eval_new).
+// such runs at once (the baseline rounded to nearest and stochastically: eval_new), plus, once,
+// another sound algorithm's baseline where the op has one (alt_doubles: only the run rounded
+// to nearest makes it).
 #define SR_RUNS 4
-static int budget_check(octx *c, size_t doubles, size_t check_doubles) {
-    if (c->prec) doubles = smul(sadd(doubles, check_doubles), 1 + SR_RUNS);
+static int budget_check_alt(octx *c, size_t doubles, size_t check_doubles, size_t alt_doubles) {
+    if (c->prec) doubles = sadd(smul(sadd(doubles, check_doubles), 1 + SR_RUNS), alt_doubles);
     size_t bytes = smul(doubles, sizeof(double));
     if (bytes <= c->limit) return PHAX_OK;
     if (bytes == SIZE_MAX)
@@ -95,6 +97,9 @@ static int budget_check(octx *c, size_t doubles, size_t check_doubles) {
                      (double)c->limit / (1 << 20));
 }
 
+static int budget_check(octx *c, size_t doubles, size_t check_doubles) {
+    return budget_check_alt(c, doubles, check_doubles, 0);
+}
 static int budget(octx *c, size_t doubles) { return budget_check(c, doubles, doubles); }
 
 static void *keep(octx *c, void *p) {
@@ -386,7 +391,7 @@ static int op_norm(octx *c, int kind) {  // 0 rms, 1 layer, 2 head
     // x, weight, bias; written twice: y, dx, dweight, dbias, grad.y; phax check: two baselines
     // for LayerNorm and headnorm (the variance in two passes and in one)
     size_t xn = sadd(smul(7, numel(nx, xs)), smul(6, (size_t)d));
-    TRY(budget_check(c, xn, kind ? smul(2, xn) : xn));
+    TRY(budget_check_alt(c, xn, xn, kind ? xn : 0));
     double *x = getf(c, "x", nx, xs), *g = getf(c, "weight", 1, gs);
     int has_b = kind == 1 && phax_st_find(&c->in, "bias");
     double *b = has_b ? getf(c, "bias", 1, gs) : NULL;
@@ -552,7 +557,7 @@ static int op_attention(octx *c) {
         size_t nq = numel(4, qs), nk = numel(4, ks), nv = numel(4, vs), ny = numel(4, ys);
         size_t in = sadd(sadd(nq, nk), sadd(nv, (size_t)a.Hq));
         size_t x = sadd(sadd(smul(3, in), smul(4, ny)), sadd(smul(2, sadd(nq, nk)), smul(3, (size_t)T)));
-        TRY(budget_check(c, x, smul(2, x)));  // phax check holds two baselines (D as Σ p dp and as y·g)
+        TRY(budget_check_alt(c, x, x, x));  // phax check: a second baseline (D as Σ p dp and as y·g)
     }
     double *q = getf(c, "q", 4, qs), *k = getf(c, "k", 4, ks), *v = getf(c, "v", 4, vs);
     double *l = score ? getf(c, "logscale", 1, ls) : NULL;
@@ -802,8 +807,9 @@ static int op_mlstm(octx *c) {
         size_t tape = form ? smul(T1, sadd(smul((size_t)dqk, (size_t)dv), sadd((size_t)dqk, 6)))
                            : smul(8, (size_t)T);
         size_t x = sadd(sadd(smul(3, in), smul(4, nvv)), sadd(tape, smul(3, smul((size_t)dqk, (size_t)dv))));
-        // phax check's parallel form holds two baselines (direct and cumulative-sum decays).
-        TRY(budget_check(c, x, form ? x : smul(2, x)));
+        // phax check holds two baselines (the parallel form: direct and cumulative-sum decays;
+        // the recurrent form: its own and h the chunkwise way, rows of T)
+        TRY(budget_check_alt(c, x, x, form ? sadd(nvv, smul(3, (size_t)T)) : x));
     }
     double *q = getf(c, "q", 4, qs), *k = getf(c, "k", 4, qs), *v = getf(c, "v", 4, vs),
            *ig = getf(c, "igate", 3, gs), *fg = getf(c, "fgate", 3, gs);
@@ -831,7 +837,14 @@ static int op_mlstm(octx *c) {
     if (form == 0) TRY(phax_naive_mlstm_grad(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, 0, grad));
     else TRY(phax_naive_mlstm_recurrent(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, m0));
     TRY(put_mlstm(c, put_base, (double *[6]){bh, bq, bk, bv, bi, bf}));
-    if (form != 0 || c->stochastic) return PHAX_OK;  // the reruns' other baselines are not read
+    if (c->stochastic) return PHAX_OK;  // the reruns' other baselines are not read
+    if (form != 0) {  // a chunkwise kernel sums over a chunk where the recurrent form sums over dqk:
+                      // its h's baseline too (one chunk of T), the bound the larger (check/mlstm.c)
+        double *ch = dalloc(c, nvv);
+        TRYP(ch);
+        TRY(phax_naive_mlstm_chunkwise_h(c->prec, ch, q, k, v, ig, fg, B, T, H, dqk, dv, eps, m0));
+        return put_alt(c, "h", ch);
+    }
     // The parallel form is also written with the decays as differences of cumulative sums,
     // whose rounding grows with T (check/mlstm.c): its baseline too, the bound the larger.
     double *ah = dalloc(c, nvv), *aq = dalloc(c, nqk), *ak = dalloc(c, nqk), *av = dalloc(c, nvv),
