@@ -1,8 +1,8 @@
 // The naive decoder of phax/backend.h, over any backend's own forward: it keeps the tokens and
 // runs the whole-sequence forward over all of them for every set of logits asked for
 // (O(length) forwards of O(length) each), which by definition gives the logits the backend's
-// forward gives at each position. ref's decoder is this (what fcpu_decoder_* must match); the
-// cuda backends use it until a device decoder step exists. max_len is not a limit here.
+// forward gives at each position. ref's decoder is this (what fcpu_decoder_* and fast/cuda's
+// decoder must match). max_len is not a limit here.
 #include "backend_naive.h"
 
 #include <stdint.h>

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "phax/backend.h"
 #include "phax/checkpoint.h"
+#include "phax/schedule.h"
 #include "phax/model.h"
 #include "phax/tokenizer.h"
 

@@ -14,6 +14,7 @@
 #                                     ROOT: docs/spec.md, README.md) has a table row for every op
 #                                     family and model piece, and every `path` in the section
 #                                     (a backticked token with a /, no <placeholder>) exists.
+#   structure.sh where-paths ROOT FILE...  the same for a table by concern (no family rows)
 #   structure.sh where-table-selftest ROOT FILE
 #                                     where-table passes on FILE and fails, naming the path, on a
 #                                     copy of FILE with one path misspelt (the check can fail).
@@ -62,11 +63,14 @@ no-ref-includes)
     fi
     echo "structure: $n files under fast/ and include/phax/{fcpu*,fcuda*,ops,numerics}.h include no ref header"
     ;;
-where-table)
-    root=$2
+where-table | where-paths)
+    # where-paths: only the paths (a table by concern, docs/architecture.md); where-table: the
+    # paths and a row per op family.
+    mode=$1 root=$2
     shift 2
-    [ $# -gt 0 ] || { echo "structure: where-table: no file given" >&2; exit 2; }
+    [ $# -gt 0 ] || { echo "structure: $mode: no file given" >&2; exit 2; }
     families="embedding linear norm activation ffn rope attention ssm mlstm mix loss adamw gemm model plan decoder backend"
+    [ "$mode" = where-table ] || families=""
     status=0
     for f in "$@"; do
         path=$f
@@ -89,7 +93,7 @@ where-table)
             [ -e "$root/$p" ] || { echo "structure: $f: $p does not exist" >&2; missing=$((missing + 1)); }
         done
         [ "$missing" -eq 0 ] || status=1
-        [ "$status" -ne 0 ] || echo "structure: $f: $n paths, every one exists; a row for each of the ${families// /, }"
+        [ "$status" -ne 0 ] || echo "structure: $f: $n paths, every one exists${families:+; a row for each of the ${families// /, }}"
     done
     exit $status
     ;;
@@ -138,7 +142,7 @@ runner-via-table)
     echo "structure: the fast model runner calls ops only through its table"
     ;;
 *)
-    echo "usage: structure.sh no-ref-symbols LIB | no-ref-includes ROOT | where-table ROOT FILE... | where-table-selftest ROOT FILE | runner-via-table ROOT" >&2
+    echo "usage: structure.sh no-ref-symbols LIB | no-ref-includes ROOT | where-table ROOT FILE... | where-paths ROOT FILE... | where-table-selftest ROOT FILE | runner-via-table ROOT" >&2
     exit 2
     ;;
 esac

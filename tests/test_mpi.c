@@ -48,6 +48,7 @@
 
 #include "phax/backend.h"
 #include "phax/checkpoint.h"
+#include "phax/schedule.h"
 #include "phax/core.h"
 #include "phax/recall.h"
 #include "testutil.h"

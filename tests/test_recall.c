@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "phax/checkpoint.h"
+#include "phax/schedule.h"
 #include "phax/fcpu_model.h"
 #include "phax/recall.h"
 #include "phax/tokenizer.h"

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "phax/checkpoint.h"
+#include "phax/schedule.h"
 #include "phax/data.h"
 #include "testutil.h"
 

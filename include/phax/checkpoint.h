@@ -1,8 +1,8 @@
-// phax checkpoints: a trained model on disk, the training state that resumes
-// it, and the two deterministic schedules a resumed run must reproduce.
+// phax checkpoints: a trained model on disk and the training state that resumes it
+// (the deterministic schedules a resumed run must reproduce: phax/schedule.h).
 //
 // Core only: the model is handed over as float parameters + layout + config,
-// so any backend (fast/cpu float32, ref float64, a future CUDA one) can save
+// so any backend (fast/cpu and fast/cuda float32, ref float64) can save
 // and load through this file without this module depending on it.
 //
 // Files of a checkpoint named <stem> (docs/train.md):
@@ -137,32 +137,5 @@ int phax_ckpt_gen_name(const char *name, int64_t *step);
 // On error the previous generation stays current.
 int phax_ckpt_save_generation(const char *dir, const phax_ckpt *ck, const phax_layout *L,
                               const phax_ckpt_state *st);
-
-// ---------------------------------------------------------------------------
-// Schedules (pure functions of their arguments, so a resumed run repeats them).
-
-// Linear warmup then cosine decay, step s = 0 .. total−1:
-//   s < warmup:  lr · (s + 1) / warmup
-//   otherwise:   min_lr + ½ (lr − min_lr)(1 + cos(π q)),  q = (s − warmup) / max(1, total − warmup)
-// A step ≥ total gets min_lr.
-typedef struct {
-    double lr, min_lr;
-    long warmup, total;
-} phax_lr_schedule;
-double phax_lr_at(const phax_lr_schedule *s, long step);
-
-// A 64-bit seed for one named purpose ("train.batches", "swax.window"),
-// derived from the run's seed: the first draw of phax_rng_stream(seed,
-// phax_hash_str(purpose)). Each purpose gets an independent stream.
-uint64_t phax_seed_derive(uint64_t seed, const char *purpose);
-
-// The SWA window of optimizer step `step` of `total` (docs/spec.md §3.4): w_long
-// when step ≥ ⌈(1 − anneal)·total⌉ (the product gets 1e-9 slack so that
-// 0.9 · 20 counts as 18), else w_short when u < p_short, u the first uniform of
-// phax_rng_stream(window_seed, step), else w_long. cfg must be resolved. The
-// same (window_seed, step, total) always give the same window.
-int phax_swax_window_at(const phax_model_cfg *cfg, uint64_t window_seed, long step, long total);
-// First step of the anneal tail.
-long phax_swax_anneal_start(const phax_model_cfg *cfg, long total);
 
 #endif
