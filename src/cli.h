@@ -6,10 +6,8 @@
 #include <stdint.h>
 
 #include "phax/backend.h"
-
-// The longest sequence any command takes: phax train's --seq, a window, a prompt plus
-// the tokens generated, a recall prompt.
-#define PHAX_MAX_SEQ 65536
+#include "phax/model.h"  // PHAX_MAX_SEQ: the longest sequence any command takes (--seq, a
+                         // window, a prompt plus the tokens generated, a recall prompt)
 
 // "<cmd>: <message>" on stderr and exit(1); cmd is "phax train", "phax eval", ...
 _Noreturn void cli_die(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -25,21 +25,11 @@ typedef struct {
 } subcommand;
 
 static const subcommand subcommands[] = {
-#ifdef PHAX_HAVE_CMD_TRAIN
     {"train", phax_train_main, "train a model on a text corpus (phax train --help)"},
-#endif
-#ifdef PHAX_HAVE_CMD_EVAL
     {"eval", phax_eval_main, "perplexity of a checkpoint on a split (phax eval --help)"},
-#endif
-#ifdef PHAX_HAVE_CMD_GENERATE
     {"generate", phax_generate_main, "continue a prompt with a checkpoint (phax generate --help)"},
-#endif
-#ifdef PHAX_HAVE_CMD_NIAH
     {"niah", phax_niah_main, "needle-in-a-haystack suite on a checkpoint (phax niah --help)"},
-#endif
-#ifdef PHAX_HAVE_CMD_RECALL
     {"recall", phax_recall_main, "associative-recall accuracy by length and depth (phax recall --help)"},
-#endif
     {NULL, NULL, NULL},
 };
 
@@ -84,10 +74,8 @@ int main(int argc, char **argv) {
     }
     for (const subcommand *c = subcommands; c->name; c++)
         if (!strcmp(cmd, c->name)) return c->main(argc - 1, argv + 1);
-#ifdef PHAX_HAVE_CMD_MODEL_INFO
     // `phax info CHECKPOINT|CONFIG`: the model's config, parameters and memory.
     if (!strcmp(cmd, "info") && argc > 2) return phax_model_info_main(argc - 1, argv + 1);
-#endif
     if (!strcmp(cmd, "info")) {
         char buf[512];
         printf("phax %s\n", PHAX_VERSION);

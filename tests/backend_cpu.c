@@ -25,7 +25,7 @@ static void cpu_sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const 
 
 _Static_assert(sizeof(h_adamw_param) == sizeof(fcpu_adamw_param), "h_adamw_param layout");
 
-static int cpu_adamw_step(h_adamw_param *ps, int np, const ref_adamw_cfg *c, long step,
+static int cpu_adamw_step(h_adamw_param *ps, int np, const phax_adamw_cfg *c, long step,
                           double *gnorm) {
     fcpu_adamw_param fp[np > 0 ? np : 1];
     for (int j = 0; j < np; j++)

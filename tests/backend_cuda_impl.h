@@ -336,7 +336,7 @@ static int N(linear_cross_entropy)(float *loss, float *dx, float *dW, float dlos
     return rc;
 }
 
-static int N(adamw_step)(h_adamw_param *ps, int np, const ref_adamw_cfg *c, long step, double *gnorm) {
+static int N(adamw_step)(h_adamw_param *ps, int np, const phax_adamw_cfg *c, long step, double *gnorm) {
     fcuda_adamw_param *dp = calloc(np > 0 ? np : 1, sizeof *dp);
     cr_assert(dp);
     for (int j = 0; j < np; j++)
@@ -422,11 +422,11 @@ static int N(ssm_conv_bwd)(float *du, float *dK, float *dD, const float *dy, con
 
 // --- attention -------------------------------------------------------------------------------------
 // Sizes from the config (the op's contract); optional buffers stay NULL on the device.
-static size_t N(attention_fwd_ws)(int B, int T, const ref_attn_cfg *c, int nthreads) {
+static size_t N(attention_fwd_ws)(int B, int T, const phax_attn_cfg *c, int nthreads) {
     (void)nthreads;
     return FC(attention_fwd_ws)(B, T, c);
 }
-static size_t N(attention_bwd_ws)(int B, int T, const ref_attn_cfg *c, int nthreads) {
+static size_t N(attention_bwd_ws)(int B, int T, const phax_attn_cfg *c, int nthreads) {
     (void)nthreads;
     return FC(attention_bwd_ws)(B, T, c);
 }
@@ -434,14 +434,14 @@ static size_t N(attention_bwd_ws)(int B, int T, const ref_attn_cfg *c, int nthre
 typedef struct {
     size_t nq, nk, nv, no, nl;
 } N(at_sizes);
-static N(at_sizes) N(at_sizes_of)(int B, int T, const ref_attn_cfg *c) {
+static N(at_sizes) N(at_sizes_of)(int B, int T, const phax_attn_cfg *c) {
     size_t bt = (size_t)(B > 0 ? B : 0) * (size_t)(T > 0 ? T : 0);
     return (N(at_sizes)){bt * c->Hq * c->dh, bt * c->Hkv * c->dh, bt * c->Hkv * c->dv, bt * c->Hq * c->dv, bt * c->Hq};
 }
 #define N_UP_OPT(h, n) ((h) ? N(up)((h), (n)) : NULL)
 
 static int N(attention_fwd)(float *o, float *lse, float *st, const float *q, const float *k, const float *v,
-                            const float *ls, int B, int T, const ref_attn_cfg *c, void *ws_host) {
+                            const float *ls, int B, int T, const phax_attn_cfg *c, void *ws_host) {
     (void)ws_host;
     N(at_sizes) z = N(at_sizes_of)(B, T, c);
     float *dO = N(up)(o, z.no), *dL = N_UP_OPT(lse, z.nl), *dS = N_UP_OPT(st, 2 * z.nl);
@@ -456,7 +456,7 @@ static int N(attention_fwd)(float *o, float *lse, float *st, const float *q, con
 
 static int N(attention_bwd)(float *dq, float *dk, float *dv, float *dls, const float *dout, const float *o,
                             const float *st, const float *q, const float *k, const float *v, const float *ls, int B,
-                            int T, const ref_attn_cfg *c, void *ws_host) {
+                            int T, const phax_attn_cfg *c, void *ws_host) {
     (void)ws_host;
     N(at_sizes) z = N(at_sizes_of)(B, T, c);
     float *gQ = N_UP_OPT(dq, z.nq), *gK = N_UP_OPT(dk, z.nk), *gV = N_UP_OPT(dv, z.nv),

@@ -32,10 +32,10 @@ void b32_mix_fwd(float *m, const float *b, const float *p, int nb, size_t n);
 void b32_mix_bwd(float *db, float *dp, const float *dm, const float *b, const float *p, int nb, size_t n);
 float b32_ce_fwd(const float *logits, const int32_t *t, size_t n, int V);
 void b32_ce_bwd(float *dl, float dloss, const float *logits, const int32_t *t, size_t n, int V);
-void b32_adamw(h_adamw_param *ps, int np, const ref_adamw_cfg *c, long step, float *gnorm);
+void b32_adamw(h_adamw_param *ps, int np, const phax_adamw_cfg *c, long step, float *gnorm);
 
 // --- attention (baseline_f32_attention.c) -------------------------------------------------------
-// The shape and options of one attention call (ref_attn_cfg's fields that matter here).
+// The shape and options of one attention call (phax_attn_cfg's fields that matter here).
 typedef struct {
     int B, T, Hq, Hkv, dh, dv, window, score, rope;
     long pos0;

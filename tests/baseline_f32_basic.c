@@ -246,7 +246,7 @@ void b32_ce_bwd(float *dl, float dloss, const float *logits, const int32_t *t, s
 }
 
 // AdamW in float32 (the norm too), as a plain transcription of ref.
-void b32_adamw(h_adamw_param *ps, int np, const ref_adamw_cfg *c, long step,
+void b32_adamw(h_adamw_param *ps, int np, const phax_adamw_cfg *c, long step,
                      float *gnorm) {
     float ss = 0;
     for (int j = 0; j < np; j++)

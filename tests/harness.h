@@ -25,7 +25,7 @@
 
 #include "phax/core.h"
 #include "phax/model.h"  // phax_model_cfg
-#include "phax/ref.h"  // ref_attn_cfg, ref_adamw_cfg (the op contract's configs)
+#include "phax/ref.h"  // phax_attn_cfg, phax_adamw_cfg (the op contract's configs)
 #include "testutil.h"
 
 // --- constants of the bound ------------------------------------------------------------------
@@ -118,13 +118,13 @@ typedef struct {
 } h_gemm_ops;
 
 typedef struct {
-    size_t (*fwd_ws)(int B, int T, const ref_attn_cfg *c, int nthreads);
-    size_t (*bwd_ws)(int B, int T, const ref_attn_cfg *c, int nthreads);
+    size_t (*fwd_ws)(int B, int T, const phax_attn_cfg *c, int nthreads);
+    size_t (*bwd_ws)(int B, int T, const phax_attn_cfg *c, int nthreads);
     int (*fwd)(float *o, float *lse, float *stats, const float *q, const float *k, const float *v,
-               const float *logscale, int B, int T, const ref_attn_cfg *c, void *ws);
+               const float *logscale, int B, int T, const phax_attn_cfg *c, void *ws);
     int (*bwd)(float *dq, float *dk, float *dv, float *dlogscale, const float *dout, const float *o,
                const float *stats, const float *q, const float *k, const float *v,
-               const float *logscale, int B, int T, const ref_attn_cfg *c, void *ws);
+               const float *logscale, int B, int T, const phax_attn_cfg *c, void *ws);
 } h_attention_ops;
 
 typedef struct {  // fcpu_adamw_param's fields
@@ -194,7 +194,7 @@ typedef struct {
     int (*linear_cross_entropy)(float *loss, float *dx, float *dW, float dloss, const float *x,
                                 const float *W, const int32_t *targets, size_t n, int d, int V,
                                 void *ws);
-    int (*adamw_step)(h_adamw_param *ps, int nparams, const ref_adamw_cfg *c, long step,
+    int (*adamw_step)(h_adamw_param *ps, int nparams, const phax_adamw_cfg *c, long step,
                       double *gnorm);
 } h_basic_ops;
 

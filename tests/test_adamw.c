@@ -17,7 +17,7 @@ static const double EPS = 0x1p-52;
 Test(adamw, step1_by_hand) {
     double p = 1.0, g = 0.5, m = 0, v = 0;
     ref_adamw_param ps = {.p = &p, .g = &g, .m = &m, .v = &v, .n = 1, .decay = 1};
-    ref_adamw_cfg c = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .clip = 0};
+    phax_adamw_cfg c = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .clip = 0};
     double gn = NAN;
     cr_assert(ref_adamw_step(&ps, 1, &c, 1, &gn) == PHAX_OK);
     cr_assert(gn == 0.5);
@@ -34,7 +34,7 @@ static void three_steps(double clip, const double want_p[3][3], const double wan
     double p[3] = {1.0, -2.0, 0.5}, q[2] = {0.25, 3.0};
     double mp[3] = {0}, vp[3] = {0}, mq[2] = {0}, vq[2] = {0};
     double gs[3][5] = {{0.5, -1.5, 2.0, 4.0, -3.0}, {-0.25, 0.75, 0.1, 0.2, 0.3}, {1.0, 1.0, -1.0, 0.0, 5.0}};
-    ref_adamw_cfg c = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .clip = clip};
+    phax_adamw_cfg c = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .clip = clip};
     for (int s = 0; s < 3; s++) {
         ref_adamw_param ps[2] = {{.p = p, .g = gs[s], .m = mp, .v = vp, .n = 3, .decay = 1},
                                  {.p = q, .g = gs[s] + 3, .m = mq, .v = vq, .n = 2, .decay = 0}};
@@ -77,7 +77,7 @@ Test(adamw, clip_inactive_below_threshold) {
     double p1 = 1, g = 0.3, m1 = 0, v1 = 0, p2 = 1, m2 = 0, v2 = 0;
     ref_adamw_param a = {.p = &p1, .g = &g, .m = &m1, .v = &v1, .n = 1, .decay = 1};
     ref_adamw_param b = {.p = &p2, .g = &g, .m = &m2, .v = &v2, .n = 1, .decay = 1};
-    ref_adamw_cfg c = ref_adamw_cfg_default();
+    phax_adamw_cfg c = phax_adamw_cfg_default();
     c.clip = 0.31;
     cr_assert(ref_adamw_step(&a, 1, &c, 1, NULL) == PHAX_OK);
     c.clip = 0;
@@ -88,7 +88,7 @@ Test(adamw, clip_inactive_below_threshold) {
 Test(adamw, bad_settings) {
     double p = 1, g = NAN, m = 0, v = 0;
     ref_adamw_param a = {.p = &p, .g = &g, .m = &m, .v = &v, .n = 1, .decay = 1};
-    ref_adamw_cfg c = ref_adamw_cfg_default();
+    phax_adamw_cfg c = phax_adamw_cfg_default();
     cr_assert(ref_adamw_step(&a, 1, &c, 1, NULL) == PHAX_ERR);  // NaN gradient refused
     cr_assert(strstr(phax_error(), "norm") != NULL, "%s", phax_error());
     cr_assert(p == 1.0, "parameter changed on a refused step");

@@ -16,7 +16,7 @@ Test(attention, fwd_known_dot) {
     // dh = 2, scale 1/√2: q_1·k_1/√2 = ln 3 with q_1 = (1, 0), k_1 = (√2 ln 3, 0).
     double qv[] = {1, 1, 1, 0}, kv[] = {0, 0, sqrt(2.0) * L3, 0}, vv[] = {4, 0, 0, 8};
     memcpy(q, qv, sizeof qv), memcpy(k, kv, sizeof kv), memcpy(v, vv, sizeof vv);
-    ref_attn_cfg c = ref_attn_cfg_default(1, 1, 2);
+    phax_attn_cfg c = phax_attn_cfg_default(1, 1, 2);
     c.rope = 0;
     cr_assert(ref_attention_fwd(o, q, k, v, NULL, 1, 2, &c) == PHAX_OK);
     double want[] = {4, 0, 1, 6};  // t = 0 sees only itself: o_0 = v_0
@@ -37,7 +37,7 @@ Test(attention, fwd_known_cosine) {
     double qv[] = {1, 1, 2.5, 0}, kv[] = {0, 5, 3, 0}, vv[] = {4, 0, 0, 8};
     memcpy(q, qv, sizeof qv), memcpy(k, kv, sizeof kv), memcpy(v, vv, sizeof vv);
     ls[0] = log(log(3.0));
-    ref_attn_cfg c = ref_attn_cfg_default(1, 1, 2);
+    phax_attn_cfg c = phax_attn_cfg_default(1, 1, 2);
     c.rope = 0, c.score = PHAX_SCORE_COSINE;
     cr_assert(ref_attention_fwd(o, q, k, v, ls, 1, 2, &c) == PHAX_OK);
     double want[] = {4, 0, 1, 6};
@@ -54,7 +54,7 @@ Test(attention, fwd_known_cosine) {
 // ---------------------------------------------------------------------------------
 typedef struct {
     int B, T;
-    ref_attn_cfg c;
+    phax_attn_cfg c;
     double *q, *k, *v, *ls, *o, *dout, *dq, *dk, *dv, *dls;
 } att_ctx;
 
@@ -83,7 +83,7 @@ static void att_bwd(void *p) {
                                 a->B, a->T, &a->c) == PHAX_OK, "%s", phax_error());
 }
 
-static att_ctx att_new(phax_rng *r, int B, int T, ref_attn_cfg c) {
+static att_ctx att_new(phax_rng *r, int B, int T, phax_attn_cfg c) {
     att_ctx a = {.B = B, .T = T, .c = c};
     a.q = tu_buf(nq(&a)), a.k = tu_buf(nk(&a)), a.v = tu_buf(nv(&a)), a.ls = tu_buf(c.Hq);
     a.o = tu_buf(no(&a)), a.dout = tu_buf(no(&a));
@@ -102,7 +102,7 @@ static void att_free(att_ctx *a) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tu_free(bufs[i]);
 }
 
-static void att_grad_case(const char *label, int B, int T, ref_attn_cfg c, double clamp_ls) {
+static void att_grad_case(const char *label, int B, int T, phax_attn_cfg c, double clamp_ls) {
     phax_rng r = tu_rng(label);
     att_ctx a = att_new(&r, B, T, c);
     if (clamp_ls > 0) a.ls[0] = clamp_ls;  // head 0 above the clamp: its dℓ must be exactly 0
@@ -122,42 +122,42 @@ static void att_grad_case(const char *label, int B, int T, ref_attn_cfg c, doubl
 
 // Dot scores, RoPE, GQA group 2, dh = 6 (even, not a power of two), dv ≠ dh, odd T, full causal.
 Test(attention, grad_dot_gqa2_rope) {
-    ref_attn_cfg c = ref_attn_cfg_default(4, 2, 6);
+    phax_attn_cfg c = phax_attn_cfg_default(4, 2, 6);
     c.dv = 5;
     att_grad_case("attention/grad_dot_gqa2_rope", 2, 7, c, 0);
 }
 
 // Dot scores, no RoPE, group 1 (MHA), odd head dim 5, window larger than T.
 Test(attention, grad_dot_mha_window_gt_T) {
-    ref_attn_cfg c = ref_attn_cfg_default(2, 2, 5);
+    phax_attn_cfg c = phax_attn_cfg_default(2, 2, 5);
     c.rope = 0, c.window = 20;
     att_grad_case("attention/grad_dot_mha_window_gt_T", 1, 5, c, 0);
 }
 
 // Cosine scores, RoPE, group 3 (Hq = 3, Hkv = 1), window 3 < T = 9.
 Test(attention, grad_cosine_gqa3_window) {
-    ref_attn_cfg c = ref_attn_cfg_default(3, 1, 6);
+    phax_attn_cfg c = phax_attn_cfg_default(3, 1, 6);
     c.score = PHAX_SCORE_COSINE, c.window = 3;
     att_grad_case("attention/grad_cosine_gqa3_window", 2, 9, c, 0);
 }
 
 // Cosine with head 0's ℓ above log 100 (gradient 0 there), a continued sequence (pos0).
 Test(attention, grad_cosine_clamped_pos0) {
-    ref_attn_cfg c = ref_attn_cfg_default(4, 2, 4);
+    phax_attn_cfg c = phax_attn_cfg_default(4, 2, 4);
     c.score = PHAX_SCORE_COSINE, c.pos0 = 1000, c.dv = 3;
     att_grad_case("attention/grad_cosine_clamped_pos0", 1, 6, c, 5.0);
 }
 
 // T = 1: one key, softmax of one element; gradients to q and k are exactly zero.
 Test(attention, grad_T1) {
-    ref_attn_cfg c = ref_attn_cfg_default(2, 1, 4);
+    phax_attn_cfg c = phax_attn_cfg_default(2, 1, 4);
     c.score = PHAX_SCORE_COSINE;
     att_grad_case("attention/grad_T1", 3, 1, c, 0);
 }
 
 // Window 1: each query sees only itself.
 Test(attention, grad_window1) {
-    ref_attn_cfg c = ref_attn_cfg_default(2, 1, 4);
+    phax_attn_cfg c = phax_attn_cfg_default(2, 1, 4);
     c.window = 1;
     att_grad_case("attention/grad_window1", 1, 4, c, 0);
 }
@@ -167,7 +167,7 @@ Test(attention, grad_window1) {
 Test(attention, window_ge_T_is_full) {
     phax_rng r = tu_rng("attention/window_ge_T_is_full");
     const int T = 11;
-    ref_attn_cfg c = ref_attn_cfg_default(4, 2, 6);
+    phax_attn_cfg c = phax_attn_cfg_default(4, 2, 6);
     att_ctx a = att_new(&r, 2, T, c);
     double *full = tu_buf(no(&a));
     for (int mode = 0; mode < 2; mode++) {
@@ -195,10 +195,10 @@ Test(attention, window_ge_T_is_full) {
 Test(attention, gqa_equals_repeated_kv) {
     phax_rng r = tu_rng("attention/gqa_equals_repeated_kv");
     const int B = 1, T = 5, dh = 4, g = 3;
-    ref_attn_cfg c = ref_attn_cfg_default(6, 2, dh);
+    phax_attn_cfg c = phax_attn_cfg_default(6, 2, dh);
     c.score = PHAX_SCORE_COSINE;
     att_ctx a = att_new(&r, B, T, c);
-    ref_attn_cfg m = c;
+    phax_attn_cfg m = c;
     m.Hkv = 6;
     double *k6 = tu_buf((size_t)B * T * 6 * dh), *v6 = tu_buf((size_t)B * T * 6 * dh);
     for (int t = 0; t < T; t++)
@@ -220,7 +220,7 @@ Test(attention, gqa_equals_repeated_kv) {
 Test(attention, cosine_scale_invariance) {
     phax_rng r = tu_rng("attention/cosine_scale_invariance");
     const int B = 2, T = 7;
-    ref_attn_cfg c = ref_attn_cfg_default(4, 2, 6);
+    phax_attn_cfg c = phax_attn_cfg_default(4, 2, 6);
     c.score = PHAX_SCORE_COSINE;
     att_ctx a = att_new(&r, B, T, c);
     a.ls[1] = log(100.0);  // the largest scale: the most sensitive case
@@ -248,17 +248,17 @@ Test(attention, cosine_scale_invariance) {
 Test(attention, bad_config) {
     double *x = tu_buf(64);
     tu_fill(x, 64, 1.0);
-    ref_attn_cfg c = ref_attn_cfg_default(3, 2, 4);
+    phax_attn_cfg c = phax_attn_cfg_default(3, 2, 4);
     cr_assert(ref_attention_fwd(x, x, x, x, NULL, 1, 1, &c) == PHAX_ERR);
     cr_assert(strstr(phax_error(), "divisible") != NULL, "%s", phax_error());
-    c = ref_attn_cfg_default(2, 2, 5);  // RoPE with an odd head dim
+    c = phax_attn_cfg_default(2, 2, 5);  // RoPE with an odd head dim
     cr_assert(ref_attention_fwd(x, x, x, x, NULL, 1, 1, &c) == PHAX_ERR);
     cr_assert(strstr(phax_error(), "even") != NULL, "%s", phax_error());
-    c = ref_attn_cfg_default(2, 2, 4);
+    c = phax_attn_cfg_default(2, 2, 4);
     c.score = PHAX_SCORE_COSINE;
     cr_assert(ref_attention_fwd(x, x, x, x, NULL, 1, 1, &c) == PHAX_ERR);
     cr_assert(strstr(phax_error(), "logscale") != NULL, "%s", phax_error());
-    c = ref_attn_cfg_default(2, 2, 4);
+    c = phax_attn_cfg_default(2, 2, 4);
     c.window = -1;
     cr_assert(ref_attention_fwd(x, x, x, x, NULL, 1, 1, &c) == PHAX_ERR);
     tu_free(x);

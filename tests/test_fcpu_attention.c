@@ -46,8 +46,8 @@ typedef struct {
     int draws;       // independent input draws pooled into one error ratio (0 = 1)
 } acase;
 
-static ref_attn_cfg cfg_of(const acase *a) {
-    ref_attn_cfg c = ref_attn_cfg_default(a->Hq, a->Hkv, a->dh);
+static phax_attn_cfg cfg_of(const acase *a) {
+    phax_attn_cfg c = phax_attn_cfg_default(a->Hq, a->Hkv, a->dh);
     c.dv = a->dv, c.window = a->window, c.score = a->score, c.rope = a->rope, c.pos0 = a->pos0;
     return c;
 }
@@ -100,7 +100,7 @@ static float *draw(size_t n, phax_rng *r, double scale, double **wide) {
 }
 
 static void inputs_make(inputs *in, const acase *a, phax_rng *r) {
-    ref_attn_cfg c = cfg_of(a);
+    phax_attn_cfg c = cfg_of(a);
     in->nq = (size_t)a->B * a->T * a->Hq * a->dh, in->nk = (size_t)a->B * a->T * a->Hkv * a->dh;
     in->nv = (size_t)a->B * a->T * a->Hkv * a->dv, in->no = (size_t)a->B * a->T * a->Hq * a->dv;
     in->nl = (size_t)a->B * a->Hq * a->T;
@@ -162,7 +162,7 @@ static int fout_intact(const fout *f) {
 // Run forward (o, lse, stats poisoned first) and backward with the forward's stats
 // (gradients zeroed: backward adds) with a workspace deliberately misaligned by 4 bytes.
 static void run_fast(const h_backend *be, const acase *a, const inputs *in, fout *f) {
-    ref_attn_cfg c = cfg_of(a);
+    phax_attn_cfg c = cfg_of(a);
     size_t wf = be->attention.fwd_ws(a->B, a->T, &c, 0), wb = be->attention.bwd_ws(a->B, a->T, &c, 0);
     cr_assert(wf > 0 && wb > 0);
     size_t wn = (wf > wb ? wf : wb) / 4 + 2;
@@ -329,7 +329,7 @@ H_TEST(attention, determinism_threads_accumulate) {
     phax_rng r = tu_rng("accumulate");
     inputs in;
     inputs_make(&in, &a, &r);
-    ref_attn_cfg c = cfg_of(&a);
+    phax_attn_cfg c = cfg_of(&a);
     fout f, g;
     fout_alloc(&f, &in, a.Hq), fout_alloc(&g, &in, a.Hq);
     run_fast(be, &a, &in, &f);
@@ -369,24 +369,24 @@ H_TEST(attention, determinism_threads_accumulate) {
 H_TEST(attention, errors_and_workspace) {
     float *q = tu_fbuf(64), *o = tu_fbuf(64), *lse = tu_fbuf(16), ws[64];
     for (int i = 0; i < 64; i++) q[i] = 1;
-    ref_attn_cfg c = ref_attn_cfg_default(3, 2, 4);  // Hq % Hkv != 0
+    phax_attn_cfg c = phax_attn_cfg_default(3, 2, 4);  // Hq % Hkv != 0
     cr_assert(be->attention.fwd(o, lse, NULL, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
     cr_assert(be->attention.fwd_ws(1, 2, &c, 1) == 0 && be->attention.bwd_ws(1, 2, &c, 1) == 0);
-    c = ref_attn_cfg_default(2, 1, 4);
+    c = phax_attn_cfg_default(2, 1, 4);
     c.window = -1;
     cr_assert(be->attention.fwd(o, lse, NULL, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
     c.window = 0, c.score = PHAX_SCORE_COSINE;
     cr_assert(be->attention.fwd(o, lse, NULL, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);  // no logscale
     cr_assert(be->attention.bwd(o, o, o, NULL, q, q, lse, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
-    c = ref_attn_cfg_default(2, 1, 5);  // odd dh with RoPE
+    c = phax_attn_cfg_default(2, 1, 5);  // odd dh with RoPE
     cr_assert(be->attention.bwd(o, o, o, NULL, q, q, lse, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
-    c = ref_attn_cfg_default(2, 1, 4);  // a good config, but without the forward's o or stats
+    c = phax_attn_cfg_default(2, 1, 4);  // a good config, but without the forward's o or stats
     cr_assert(be->attention.bwd(o, o, o, NULL, q, NULL, lse, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
     cr_assert(be->attention.bwd(o, o, o, NULL, q, q, NULL, q, q, q, NULL, 1, 2, &c, ws) == PHAX_ERR);
     for (int i = 0; i < 64; i++) cr_assert(isnan(o[i]), "output written on error");
     cr_assert(tu_fintact(o) && tu_fintact(lse));
     // Workspace linear in T: doubling T at most doubles it (plus a constant).
-    c = ref_attn_cfg_default(8, 2, 64);
+    c = phax_attn_cfg_default(8, 2, 64);
     for (int T = 1024; T <= 65536; T *= 2) {
         size_t f1 = be->attention.fwd_ws(1, T, &c, 2), f2 = be->attention.fwd_ws(1, 2 * T, &c, 2);
         size_t b1 = be->attention.bwd_ws(1, T, &c, 2), b2 = be->attention.bwd_ws(1, 2 * T, &c, 2);

@@ -913,7 +913,7 @@ static void adamw_case(const h_backend *be, const adamw_case_t *ac, phax_rng *r)
     snprintf(label, sizeof label, "adamw clip=%g gscale=%g", clip, gscale);
     const size_t NS[] = {1, 257, 1000};
     const int DEC[] = {1, 0, 1};
-    ref_adamw_cfg c = ref_adamw_cfg_default();
+    phax_adamw_cfg c = phax_adamw_cfg_default();
     c.clip = clip;
     c.lr = 1e-2;  // large enough that the displacement is not lost in p's rounding
     float *p0[3], *pf[3], *pn[3], *mf[3], *vf[3], *mn[3], *vn[3];
@@ -992,7 +992,7 @@ H_TEST(basic, adamw_bad) {
     tu_rng("fcpu_basic/adamw_bad");
     float p[3] = {1, 2, 3}, g[3] = {0.1f, NAN, 0.3f}, m[3] = {0}, v[3] = {0};
     h_adamw_param ps = {p, g, m, v, 3, 1};
-    ref_adamw_cfg c = ref_adamw_cfg_default();
+    phax_adamw_cfg c = phax_adamw_cfg_default();
     double gn;
     cr_expect(be->basic.adamw_step(&ps, 1, &c, 1, &gn) == PHAX_ERR, "NaN gradient accepted");
     cr_expect(p[0] == 1 && p[1] == 2 && p[2] == 3 && m[0] == 0 && v[2] == 0, "state changed");
@@ -1000,7 +1000,7 @@ H_TEST(basic, adamw_bad) {
     cr_expect(be->basic.adamw_step(&ps, 1, &c, 0, &gn) == PHAX_ERR, "step 0 accepted");
     c.beta1 = 1.0;
     cr_expect(be->basic.adamw_step(&ps, 1, &c, 1, &gn) == PHAX_ERR, "beta1 = 1 accepted");
-    c = ref_adamw_cfg_default(), c.eps = 0;
+    c = phax_adamw_cfg_default(), c.eps = 0;
     cr_expect(be->basic.adamw_step(&ps, 1, &c, 1, &gn) == PHAX_ERR, "eps = 0 accepted");
     cr_expect(p[0] == 1 && p[1] == 2 && p[2] == 3, "state changed");
 }

@@ -288,7 +288,7 @@ static void h_attn(double *y, const double *x, const ref_model *m, int l, int B,
     ref_linear_fwd(q, x, P(m, "blocks.%d.attn.wq.weight", l), NULL, n, d, qd);
     ref_linear_fwd(k, x, P(m, "blocks.%d.attn.wk.weight", l), NULL, n, d, kd);
     ref_linear_fwd(v, x, P(m, "blocks.%d.attn.wv.weight", l), NULL, n, d, kd);
-    ref_attn_cfg a = ref_attn_cfg_default(c->n_heads, c->n_kv_heads, c->head_dim);
+    phax_attn_cfg a = phax_attn_cfg_default(c->n_heads, c->n_kv_heads, c->head_dim);
     a.score = c->score_cosine ? PHAX_SCORE_COSINE : PHAX_SCORE_DOT;
     a.window = c->attn_window, a.rope = 1, a.rope_base = c->rope_base;
     const double *ls = c->score_cosine ? P(m, "blocks.%d.attn.logscale", l) : NULL;

@@ -549,7 +549,7 @@ static void exp_attention(rt *r) {
     int64_t qs[8], ks[8], vs[8];
     double *q = in_f64(r, "q", NULL, qs), *k = in_f64(r, "k", NULL, ks), *v = in_f64(r, "v", NULL, vs);
     int B = (int)qs[0], T = (int)qs[1];
-    ref_attn_cfg a = ref_attn_cfg_default((int)qs[2], (int)ks[2], (int)qs[3]);
+    phax_attn_cfg a = phax_attn_cfg_default((int)qs[2], (int)ks[2], (int)qs[3]);
     a.dv = (int)vs[3];
     const char *score = meta_s(r, "score", "dot");
     cr_assert(!strcmp(score, "dot") || !strcmp(score, "cosine"));
@@ -559,7 +559,7 @@ static void exp_attention(rt *r) {
     a.rope = (int)meta_l(r, "rope", 1);
     a.rope_base = meta_d(r, "rope_base", PHAX_ROPE_BASE);
     a.pos0 = meta_l(r, "pos0", 0);
-    cr_assert(ref_attn_cfg_check(&a) == PHAX_OK, "%s", phax_error());
+    cr_assert(phax_attn_cfg_check(&a) == PHAX_OK, "%s", phax_error());
     double *l = cosine ? in_f64(r, "logscale", NULL, NULL) : NULL;
     int64_t ls[1] = {a.Hq}, ys[4] = {B, T, a.Hq, a.dv};
     double *y = zeros(r, numel(4, ys)), *dq = zeros(r, numel(4, qs)), *dk = zeros(r, numel(4, ks)),
@@ -701,7 +701,7 @@ static void exp_adamw(rt *r) {
     size_t n = numel(np, ps);
     double *m = phax_st_find(&r->in, "exp_avg") ? in_f64(r, "exp_avg", NULL, NULL) : zeros(r, n);
     double *v = phax_st_find(&r->in, "exp_avg_sq") ? in_f64(r, "exp_avg_sq", NULL, NULL) : zeros(r, n);
-    ref_adamw_cfg a = ref_adamw_cfg_default();
+    phax_adamw_cfg a = phax_adamw_cfg_default();
     a.lr = meta_d(r, "lr", a.lr);
     a.beta1 = meta_d(r, "beta1", a.beta1);
     a.beta2 = meta_d(r, "beta2", a.beta2);

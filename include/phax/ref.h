@@ -24,17 +24,6 @@
 // The op contract (attribute structs, score modes, constants) is tier-neutral: phax/ops.h.
 #include "phax/ops.h"
 
-// Old names of the contract, from when it lived here. ref's own code and fast/ use the
-// phax_ names; these aliases keep the tests (being rewritten separately) compiling
-// unchanged. New code uses phax_attn_cfg / phax_adamw_cfg and their functions.
-typedef phax_attn_cfg ref_attn_cfg;
-typedef phax_adamw_cfg ref_adamw_cfg;
-static inline phax_attn_cfg ref_attn_cfg_default(int Hq, int Hkv, int dh) {
-    return phax_attn_cfg_default(Hq, Hkv, dh);
-}
-static inline int ref_attn_cfg_check(const phax_attn_cfg *c) { return phax_attn_cfg_check(c); }
-static inline phax_adamw_cfg ref_adamw_cfg_default(void) { return phax_adamw_cfg_default(); }
-
 // --- embedding (ref/embedding.c) -------------------------------------------
 // x: (n, d) = E[tok]; E: (V, d); tok: (n). Fails on a token outside [0, V),
 // reporting the first bad one and leaving x unwritten.
