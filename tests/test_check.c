@@ -1784,6 +1784,8 @@ static void sweep_judge(const char *op, const char *in, const char *th, const ch
         }
         printf("  kept as %s/%s-%d.{in,theirs}.safetensors\n", keep, op, nkept++);
     }
+    printf("  verdict %s %s ratio %.4g\n", want_pass ? "correct" : "bug", r.rc == 0 ? "PASS" : r.rc == 1 ? "FAIL" : "ERROR",
+           q);  // every verdict, so that a sweep stopped early still tells its counts and margins
     if (want_pass && q > BOUND_C / 2)  // near the bound: the draw to look at (its seed is above)
         printf("  near the bound: PASS at ratio %.3g\n%s", q, r.out);
     if (want_pass) {
