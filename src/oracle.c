@@ -41,7 +41,6 @@ typedef struct {
     phax_oracle_tensor *col;
     int ncol, capcol;
     const phax_names *names;  // --names: IN's tensors renamed to phax's, OUT's named back
-    int stochastic;           // phax check's stochastically rounded reruns (eval_new): only base is kept
     // phax check's diagnosis (phax_oracle_truth_new): the truth under another convention.
     const phax_oracle_variant *var;  // NULL: IN's own conventions
 } octx;
@@ -81,12 +80,11 @@ static const char *shown(const char *s, char *buf, size_t n) {
 // limit is refused here, in one line, before any allocation or computation.
 // phax check adds what the baseline holds (check_doubles); most ops' baselines hold as much
 // again as the truth (budget), the model's its own count (op_model); and it holds 1 + SR_RUNS
-// such runs at once (the baseline rounded to nearest and stochastically: eval_new), plus, once,
-// another sound algorithm's baseline where the op has one (alt_doubles: only the run rounded
-// to nearest makes it).
+// such runs at once (the baseline rounded to nearest and stochastically: eval_new), each with
+// another sound algorithm's baseline where the op has one (alt_doubles).
 #define SR_RUNS 4
 static int budget_check_alt(octx *c, size_t doubles, size_t check_doubles, size_t alt_doubles) {
-    if (c->prec) doubles = sadd(smul(sadd(doubles, check_doubles), 1 + SR_RUNS), alt_doubles);
+    if (c->prec) doubles = smul(sadd(sadd(doubles, check_doubles), alt_doubles), 1 + SR_RUNS);
     size_t bytes = smul(doubles, sizeof(double));
     if (bytes <= c->limit) return PHAX_OK;
     if (bytes == SIZE_MAX)
@@ -418,7 +416,7 @@ static int op_norm(octx *c, int kind) {  // 0 rms, 1 layer, 2 head
     TRY(put_base(c, "grad.x", bx));
     TRY(put_base(c, "grad.weight", bg));
     if (has_b) TRY(put_base(c, "grad.bias", bb));
-    if (!kind || c->stochastic) return PHAX_OK;  // RMSNorm has no variance; reruns: one baseline
+    if (!kind) return PHAX_OK;  // RMSNorm has no variance
     // LayerNorm's variance is as often E[x²] − E[x]² in one pass as Σ(x − mean)² in two; the
     // first cancels where |mean| ≫ spread (check/basic.c): its baseline too, the bound the larger.
     double *ay = dalloc(c, n * d), *ax = dalloc(c, n * d), *ag = dalloc(c, d), *ab = dalloc(c, d);
@@ -614,7 +612,6 @@ static int op_attention(octx *c) {
     TRY(put_base(c, "grad.k", bk));
     TRY(put_base(c, "grad.v", bv));
     if (score) TRY(put_base(c, "grad.logscale", bl));
-    if (c->stochastic) return PHAX_OK;  // the reruns' other baselines are not read
     // FlashAttention's backward forms D = rowsum(y ⊙ g) where the naive one forms Σ p dp: at
     // TF32 the two differ by dp's operand rounding, which only the second cancels (check/
     // attention.c); its baseline too, the bound the larger.
@@ -837,7 +834,6 @@ static int op_mlstm(octx *c) {
     if (form == 0) TRY(phax_naive_mlstm_grad(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, 0, grad));
     else TRY(phax_naive_mlstm_recurrent(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, m0));
     TRY(put_mlstm(c, put_base, (double *[6]){bh, bq, bk, bv, bi, bf}));
-    if (c->stochastic) return PHAX_OK;  // the reruns' other baselines are not read
     if (form != 0) {  // a chunkwise kernel sums over a chunk where the recurrent form sums over dqk:
                       // its h's baseline too (one chunk of T), the bound the larger (check/mlstm.c)
         double *ch = dalloc(c, nvv);
@@ -1312,9 +1308,10 @@ static void set_limit(octx *c, double max_mib) {
     "embedding linear rmsnorm layernorm headnorm gelu silu swiglu rope attention ssm_conv mlstm mix cross_entropy adamw " \
     "dss_kernel ssm_recurrent model"
 
-// The baseline is made three times: rounded to nearest (c), and with stochastic rounding
-// from two seeds (alt[]), so that a tensor of a few elements is not judged against one
-// lucky draw of the rounding errors (docs/oracle.md, "The bound").
+// The baseline (and another algorithm's, where the op has one) is made five times: rounded
+// to nearest (c), and with stochastic rounding from four seeds (alt[]), so that a tensor of a
+// few elements is not judged against one lucky draw of the rounding errors (docs/oracle.md,
+// "The bound").
 struct phax_oracle_eval {
     octx c, alt[SR_RUNS];
 };
@@ -1371,7 +1368,7 @@ static phax_oracle_eval *eval_new(const char *opname, const char *in_path, const
     int rc = run_ctx(c, op, in_path, buf, n, max_mib, &seed);
     for (int k = 0; k < SR_RUNS && !rc; k++) {
         octx *a = &e->alt[k];
-        a->path = in_path, a->op = op->name, a->prec = pr, a->names = names, a->stochastic = 1;
+        a->path = in_path, a->op = op->name, a->prec = pr, a->names = names;
         rc = read_in(a, in_path, buf, n);
         if (!rc) set_limit(a, max_mib);
         a->rng = phax_rng_new((uint64_t)seed);  // the same upstream gradients
@@ -1380,7 +1377,8 @@ static phax_oracle_eval *eval_new(const char *opname, const char *in_path, const
         phax_round_stochastic(0);
         for (int i = 0; i < c->ncol && !rc; i++)
             for (int j = 0; j < a->ncol; j++)
-                if (!strcmp(c->col[i].name, a->col[j].name)) c->col[i].base_sr[k] = a->col[j].base;
+                if (!strcmp(c->col[i].name, a->col[j].name))
+                    c->col[i].base_sr[k] = a->col[j].base, c->col[i].base_alt_sr[k] = a->col[j].base_alt;
     }
     if (rc) {
         phax_oracle_eval_free(e);

@@ -18,6 +18,7 @@ typedef struct {
     const double *truth;  // float64, as `phax oracle` writes it
     const double *base;   // the precision baseline (NULL for an upstream gradient), rounded to nearest
     const double *base_sr[4];  // the same with stochastic rounding, four seeds (NULL: not made)
+    const double *base_alt_sr[4];  // the same with stochastic rounding (NULL: not made)
     const double *base_alt;    // another sound algorithm's baseline, rounded to nearest (NULL: none):
                                // the bound takes the largest error of all of them
     int upstream;         // 1: grad.<output>, the upstream gradient (an input, not judged)
