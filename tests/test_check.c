@@ -2144,6 +2144,21 @@ Test(check, layernorm_one_pass_lucky_baseline) {
     run_free(&r), free(in), free(th);
 }
 
+// The sweep's scalar loss one ulp off: a correct float32 cross-entropy (8 rows, 1,000 classes)
+// whose loss lands one float from the truth (1.9u) while all five roundings of the baseline
+// land on the nearest float (3.7e-9): ratio 29.8, a FAIL at the old floor of u; the floor of 2u
+// (one ulp at the bottom of a binade) covers it.
+Test(check, cross_entropy_loss_one_ulp_off) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    small_draw(10, &SP_TF32, 2033106080u);  // sweep_small's cross_entropy tf32 stream, seed 2033106080
+    small_files("cross_entropy", r_f32, 0, in, th);
+    small_draw_reset();
+    run r = check("cross_entropy", in, th, "tf32", 0);
+    cr_expect(r.rc == 0 && strstr(r.out, "\nPASS: all"), "cross_entropy one ulp off: exit %d\n%s%s", r.rc, r.out,
+              r.err);
+    run_free(&r), free(in), free(th);
+}
+
 // The small ops (every op of SMALL, and LayerNorm/headnorm with the one-pass variance, the
 // cross-entropy unfused): rows 6-96, channels 8-64, hidden 8-96, classes 40-1000, inputs at
 // scale 0.3-3, the norms' inputs shifted by 0 or 4 (a mean of 4 spreads of one: where the
