@@ -131,8 +131,13 @@ static void linear_case(size_t n, int in, int out, int bias, int tf32, phax_rng 
         // sum of k rounding errors of size ~2^-12 |a||b| with random signs; it falls below 8x
         // float32's (~2^-24 relative) with probability ~1e-3 per element (the sum's density near
         // zero), as seed 976857973 showed (n=1, 33->1: a ratio of 1). Over 4 or more elements
-        // the norm-wise error falls that low with probability below ~1e-12.
-        tf32_check(label, "y", y, yn, yr, NULL, ym, ny, in, ny >= 4);
+        // the norm-wise error falls that low with probability below ~1e-12 — when the elements'
+        // products are independent and not swamped by the bias: with a bias and fewer than 4
+        // inputs (n = 1, in = 1: every product shares one x) a small x makes every product a tiny
+        // part of y, the bias (added in float32) the whole of it, and the gap vanishes (seed
+        // 512939420: n=1, 1->5 +b: x = -3.2e-4 beside biases of ~0.3, a ratio of 2.8). The
+        // bound above still holds there.
+        tf32_check(label, "y", y, yn, yr, NULL, ym, ny, in, ny >= 4 && (!bias || nx >= 4));
         tf32_check(label, "dx", dx, dxn, dxr, px, dxm, nx, out, false);
         tf32_check(label, "dW", dWh, dWn, dWr, pW, dWm, nw, (int)n, false);
     }
