@@ -118,20 +118,15 @@ phax_check_report *phax_check_judge(const phax_oracle_eval *ev, const phax_st_fi
             }
             double nt = dist(o->truth, NULL, o->n), et = dist(x, o->truth, o->n), eb = dist(o->base, o->truth, o->n);
             // The baseline's error: the largest of its five roundings (nearest, four stochastic)
-            // and of another sound algorithm's baseline where the op has one (base_alt).
-            for (int k = 0; k < (int)(sizeof o->base_sr / sizeof *o->base_sr); k++)
-                if (o->base_sr[k]) {
-                    double ek = dist(o->base_sr[k], o->truth, o->n);
-                    if (!(ek <= eb)) eb = ek;
-                }
-            for (int k = 0; k < (int)(sizeof o->base_alt_sr / sizeof *o->base_alt_sr); k++)
-                if (o->base_alt_sr[k]) {  // one draw of the other algorithm's rounding can be lucky too
-                    double ek = dist(o->base_alt_sr[k], o->truth, o->n);
-                    if (!(ek <= eb)) eb = ek;
-                }
-            if (o->base_alt) {
-                double ea = dist(o->base_alt, o->truth, o->n);
-                if (!(ea <= eb)) eb = ea;
+            // and of another sound algorithm's baseline's five where the op has one (base_alt):
+            // one draw of either algorithm's rounding can be lucky.
+            enum { NSR = sizeof o->base_sr / sizeof *o->base_sr };
+            const double *other[2 * NSR + 1];
+            for (int k = 0; k < NSR; k++) other[k] = o->base_sr[k], other[NSR + k] = o->base_alt_sr[k];
+            other[2 * NSR] = o->base_alt;
+            for (int k = 0; k < 2 * NSR + 1; k++) {
+                double ek = other[k] ? dist(other[k], o->truth, o->n) : 0;
+                if (!(ek <= eb)) eb = ek;
             }
             free(x);
             double scale = nt > 0 && isfinite(nt) ? nt : 1;

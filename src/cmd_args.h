@@ -95,8 +95,8 @@ void oracle_parse_args(int argc, char **argv, oracle_opts *o);
 
 // phax check (src/check.c); its refusals exit 2.
 typedef struct {
-    const char *op, *in, *theirs, *precision, *names;
-    const phax_precision *pr;  // the --precision named (check/round.c)
+    const char *op, *in, *theirs, *names;
+    const phax_precision *pr;  // --precision (check/round.c); f32 when not given
     int json;
     double max_mib;  // -1: the default limit
 } check_opts;

@@ -619,9 +619,8 @@ static int op_attention(octx *c) {
            *av = dalloc(c, numel(4, vs)), *al = dalloc(c, a.Hq);
     TRYP(ay && aq && ak && av && al);
     TRY(phax_naive_attention_alg(c->prec, ay, aq, ak, av, score ? al : NULL, gy, q, k, v, l, B, T, &a, 1));
-    TRY(put_alt(c, "grad.q", aq));
+    TRY(put_alt(c, "grad.q", aq));  // y and grad.v do not depend on D: the same as the first's
     TRY(put_alt(c, "grad.k", ak));
-    TRY(put_alt(c, "grad.v", av));
     return score ? put_alt(c, "grad.logscale", al) : PHAX_OK;
 }
 

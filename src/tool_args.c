@@ -80,12 +80,12 @@ void oracle_parse_args(int argc, char **argv, oracle_opts *o) {
 }
 
 void check_parse_args(int argc, char **argv, check_opts *o) {
-    *o = (check_opts){.precision = "f32", .max_mib = -1};
-    const char *pos[3] = {0};
+    *o = (check_opts){.max_mib = -1};
+    const char *pos[3] = {0}, *precision = "f32";
     int npos = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) o->json = 1;
-        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) o->precision = argv[++i];
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) precision = argv[++i];
         else if (!strcmp(argv[i], "--names") && i + 1 < argc) o->names = argv[++i];
         else if (!strcmp(argv[i], "--max-memory") && i + 1 < argc) {
             char *end;
@@ -99,7 +99,7 @@ void check_parse_args(int argc, char **argv, check_opts *o) {
     if (npos != 3)
         cli_die_code(2, "phax", "usage: phax check OP IN.safetensors THEIRS.safetensors [--precision f32|tf32|bf16|f16] "
                                 "[--json] [--max-memory MIB] [--names MAP.json]");
-    if (!(o->pr = phax_precision_find(o->precision)))
+    if (!(o->pr = phax_precision_find(precision)))
         cli_die_code(2, "phax", "check: --precision must be one of f32, tf32, bf16, f16");
     o->op = pos[0], o->in = pos[1], o->theirs = pos[2];
 }

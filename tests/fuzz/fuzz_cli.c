@@ -152,7 +152,7 @@ static void accepted(int cmd, int argc, char **argv) {
         check_opts o;
         check_parse_args(argc, argv, &o);
         fz_accepted("check");
-        REQUIRE(o.op && o.in && o.theirs && o.precision);
+        REQUIRE(o.op && o.in && o.theirs && o.pr);
         REQUIRE(o.max_mib == -1 || (o.max_mib >= 1 && o.max_mib <= 1 << 30));
         break;
     }
