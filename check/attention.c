@@ -6,9 +6,10 @@
 #include <string.h>
 
 #include "phax/check.h"
+#include "round.h"
 
-#define R(x) phax_round(pr, (x))
-#define RM(x) phax_round_mm(pr, (x))
+#define R(x) PHAX_CHECK_R(pr, (x))
+#define RM(x) PHAX_CHECK_RM(pr, (x))
 
 // a·b summed left to right over n, each product and each partial sum rounded; the
 // operands of a product rounded to the dot-product input format first (tf32).

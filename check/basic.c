@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "phax/check.h"
+#include "round.h"
 
-#define R(x) phax_round(pr, (x))
-#define RM(x) phax_round_mm(pr, (x))
+#define R(x) PHAX_CHECK_R(pr, (x))
+#define RM(x) PHAX_CHECK_RM(pr, (x))
 
 // Σ_i a[i·sa]·b[i·sb], left to right, rounded throughout (dot-product operands as a matmul's).
 static double sdot(const phax_precision *pr, const double *a, size_t sa, const double *b, size_t sb, size_t n) {

@@ -9,9 +9,10 @@
 #include <string.h>
 
 #include "phax/check.h"
+#include "round.h"
 
-#define R(x) phax_round(pr, (x))
-#define RM(x) phax_round_mm(pr, (x))
+#define R(x) PHAX_CHECK_R(pr, (x))
+#define RM(x) PHAX_CHECK_RM(pr, (x))
 
 static double logsig(double z) { return fmin(z, 0.0) - log1p(exp(-fabs(z))); }
 static double sigm(double z) { return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z)); }

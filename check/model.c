@@ -21,9 +21,10 @@
 #include <string.h>
 
 #include "phax/check.h"
+#include "round.h"
 #include "phax/model_plan.h"
 
-#define R(x) phax_round(pr, (x))
+#define R(x) PHAX_CHECK_R(pr, (x))
 
 typedef struct {
     const phax_precision *pr;

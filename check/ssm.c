@@ -4,9 +4,10 @@
 #include <string.h>
 
 #include "phax/check.h"
+#include "round.h"
 
-#define R(x) phax_round(pr, (x))
-#define RM(x) phax_round_mm(pr, (x))
+#define R(x) PHAX_CHECK_R(pr, (x))
+#define RM(x) PHAX_CHECK_RM(pr, (x))
 
 int phax_naive_ssm_conv(const phax_precision *pr, double *y, double *du, double *dk, double *dd, const double *gy,
                         const double *u, const double *k, const double *d, int B, int T, int H) {
