@@ -1,9 +1,10 @@
-// `phax check OP IN.safetensors THEIRS.safetensors [--precision f32|tf32|bf16|f16] [--json]
-// [--max-memory MIB]`:
+// `phax check OP IN.safetensors THEIRS.safetensors [THEIRS2 ...] [--precision f32|tf32|bf16|f16]
+// [--json] [--max-memory MIB]`:
 // judge a user's outputs and gradients of one op against the float64 truth, with the bound
 // flash-attention's tests use — ‖theirs − truth‖ ≤ C·‖baseline − truth‖ + floor·‖truth‖,
 // the baseline being a straightforward evaluation at that precision (check/). Writes
-// nothing but stdout. Exit 0: PASS; 1: FAIL; 2: cannot judge (usage, files, names, shapes).
+// nothing but stdout. Exit 0: PASS; 1: FAIL; 2: cannot judge (usage, files, names, shapes);
+// with several THEIRS (up to 16: one truth and one bound for all), the worst of their verdicts.
 // See docs/oracle.md, "phax check".
 #include <math.h>
 #include <stdio.h>
@@ -308,48 +309,59 @@ void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
     }
 }
 
+// Several THEIRS: every file read (and refused) before anything is computed; then one truth and
+// one bound judge each in turn, a heading line before each report (a JSON array under --json).
+// Exit status: the worst verdict (0 PASS, 1 FAIL, 2 MISMATCH).
 int phax_check_main(int argc, char **argv) {
     check_opts o;
     check_parse_args(argc, argv, &o);
-    const char *pos[3] = {o.op, o.in, o.theirs}, *map = o.names;
+    const char *map = o.names;
     const phax_precision *pr = o.pr;
-    int json = o.json;
+    int json = o.json, n = o.ntheirs;
     double max_mib = o.max_mib;
     // --names MAP.json: IN's and THEIRS's tensors under the user's names; judged under phax's,
     // reported under theirs.
     phax_names *names = map ? phax_names_load(map) : NULL;
     if (map && !names) cannot(phax_error());
-    phax_st_file th = {0};
-    if (phax_st_read(&th, pos[2]) || phax_names_apply(names, &th)) {
-        phax_st_free(&th);
-        phax_names_free(names);
-        cannot(phax_error());
-    }
-    phax_oracle_eval *ev = phax_oracle_eval_new(pos[0], pos[1], pr, max_mib, names);
+    phax_st_file th[CHECK_MAX_THEIRS] = {{0}};
+    for (int f = 0; f < n; f++)
+        if (phax_st_read(&th[f], o.theirs[f]) || phax_names_apply(names, &th[f])) {
+            for (int g = 0; g <= f; g++) phax_st_free(&th[g]);
+            phax_names_free(names);
+            cannot(phax_error());
+        }
+    phax_oracle_eval *ev = phax_oracle_eval_new(o.op, o.in, pr, max_mib, names);
     if (!ev) {
-        phax_st_free(&th);
+        for (int f = 0; f < n; f++) phax_st_free(&th[f]);
         phax_names_free(names);
         cannot(phax_error());
     }
-    phax_check_report *r = phax_check_judge(ev, &th, pos[0], pos[1], pos[2], pr);
-    if (!r) {
-        phax_oracle_eval_free(ev);
-        phax_st_free(&th);
-        phax_names_free(names);
-        cannot("check: out of memory");
+    int rc = 0;
+    if (json && n > 1) printf("[");
+    for (int f = 0; f < n; f++) {
+        phax_check_report *r = phax_check_judge(ev, &th[f], o.op, o.in, o.theirs[f], pr);
+        if (!r) {
+            phax_oracle_eval_free(ev);
+            for (int g = 0; g < n; g++) phax_st_free(&th[g]);
+            phax_names_free(names);
+            cannot("check: out of memory");
+        }
+        phax_check_diagnose(r, ev, &th[f], o.op, o.in, NULL, 0, max_mib, names);  // by phax's names
+        for (int i = 0; names && i < r->nrow; i++) {  // rows under the user's names
+            char theirs[PHAX_NAMES_MAX_LEN + 8];
+            if (phax_names_to_theirs(names, r->row[i].name, theirs, sizeof theirs) == 1 &&
+                strlen(theirs) < sizeof r->row[i].name)  // a longer one keeps phax's name
+                memcpy(r->row[i].name, theirs, strlen(theirs) + 1);
+        }
+        if (n > 1 && !json) printf("%s== THEIRS %d of %d: %s ==\n", f ? "\n" : "", f + 1, n, o.theirs[f]);
+        if (json && f) printf(", ");
+        phax_check_print(stdout, r, json);
+        if ((int)r->verdict > rc) rc = (int)r->verdict;
+        phax_check_report_free(r);
     }
-    phax_check_diagnose(r, ev, &th, pos[0], pos[1], NULL, 0, max_mib, names);  // by phax's names
-    for (int i = 0; names && i < r->nrow; i++) {  // rows under the user's names
-        char theirs[PHAX_NAMES_MAX_LEN + 8];
-        if (phax_names_to_theirs(names, r->row[i].name, theirs, sizeof theirs) == 1 &&
-            strlen(theirs) < sizeof r->row[i].name)  // a longer one keeps phax's name
-            memcpy(r->row[i].name, theirs, strlen(theirs) + 1);
-    }
-    phax_check_print(stdout, r, json);
-    int rc = (int)r->verdict;
-    phax_check_report_free(r);
+    if (json && n > 1) printf("]\n");
     phax_oracle_eval_free(ev);
-    phax_st_free(&th);
+    for (int f = 0; f < n; f++) phax_st_free(&th[f]);
     phax_names_free(names);
     return rc;
 }

@@ -93,9 +93,12 @@ typedef struct {
 } oracle_opts;
 void oracle_parse_args(int argc, char **argv, oracle_opts *o);
 
-// phax check (src/check.c); its refusals exit 2.
+// phax check (src/check.c); its refusals exit 2. THEIRS may be given several times: one
+// truth and one bound (the costly part) judge each in turn.
+enum { CHECK_MAX_THEIRS = 16 };
 typedef struct {
-    const char *op, *in, *theirs, *names;
+    const char *op, *in, *theirs[CHECK_MAX_THEIRS], *names;
+    int ntheirs;
     const phax_precision *pr;  // --precision (check/round.c); f32 when not given
     int json;
     double max_mib;  // -1: the default limit

@@ -38,9 +38,9 @@ static void usage(FILE *f) {
           "  info      print the version and the backends this build has\n"
           "  oracle    phax oracle OP IN.safetensors OUT.safetensors: outputs and gradients of a\n"
           "            ref op or whole model in float64 (--list: the ops; OP --example IN: a sample input)\n"
-          "  check     phax check OP IN.safetensors THEIRS.safetensors [--precision f32|tf32|bf16|f16]\n"
-          "            [--json]: PASS/FAIL of your outputs and gradients of OP against the float64\n"
-          "            truth, bounded by a naive evaluation's error at that precision\n"
+          "  check     phax check OP IN.safetensors THEIRS.safetensors [THEIRS2 ...] [--precision\n"
+          "            f32|tf32|bf16|f16] [--json]: PASS/FAIL of your outputs and gradients of OP against\n"
+          "            the float64 truth, bounded by a naive evaluation's error at that precision\n"
           "  demo      run every ref op once on seeded random input, check its gradient\n"
           "            by finite differences, and print a table (--seed N)\n"
           "  version   print the version\n",

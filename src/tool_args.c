@@ -81,8 +81,8 @@ void oracle_parse_args(int argc, char **argv, oracle_opts *o) {
 
 void check_parse_args(int argc, char **argv, check_opts *o) {
     *o = (check_opts){.max_mib = -1};
-    const char *pos[3] = {0}, *precision = "f32";
-    int npos = 0;
+    const char *pos[2 + CHECK_MAX_THEIRS] = {0}, *precision = "f32";
+    int npos = 0, over = 0, bad = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) o->json = 1;
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) precision = argv[++i];
@@ -93,13 +93,16 @@ void check_parse_args(int argc, char **argv, check_opts *o) {
             if (end == argv[i] || *end || !(o->max_mib >= 1 && o->max_mib <= 1 << 30))
                 cli_die_code(2, "phax", "check: --max-memory takes a size in MiB, from 1 to 2^30");
         }
-        else if (npos < 3 && argv[i][0] != '-') pos[npos++] = argv[i];
-        else npos = 4;
+        else if (argv[i][0] != '-' && npos < 2 + CHECK_MAX_THEIRS) pos[npos++] = argv[i];
+        else if (argv[i][0] != '-') over = 1;
+        else bad = 1;  // an unknown option, or one without its value
     }
-    if (npos != 3)
-        cli_die_code(2, "phax", "usage: phax check OP IN.safetensors THEIRS.safetensors [--precision f32|tf32|bf16|f16] "
-                                "[--json] [--max-memory MIB] [--names MAP.json]");
+    if (over) cli_die_code(2, "phax", "check: at most %d THEIRS files in one run", CHECK_MAX_THEIRS);
+    if (bad || npos < 3)
+        cli_die_code(2, "phax", "usage: phax check OP IN.safetensors THEIRS.safetensors [THEIRS2.safetensors ...] "
+                                "[--precision f32|tf32|bf16|f16] [--json] [--max-memory MIB] [--names MAP.json]");
     if (!(o->pr = phax_precision_find(precision)))
         cli_die_code(2, "phax", "check: --precision must be one of f32, tf32, bf16, f16");
-    o->op = pos[0], o->in = pos[1], o->theirs = pos[2];
+    o->op = pos[0], o->in = pos[1], o->ntheirs = npos - 2;
+    for (int i = 0; i < o->ntheirs; i++) o->theirs[i] = pos[2 + i];
 }

@@ -152,7 +152,8 @@ static void accepted(int cmd, int argc, char **argv) {
         check_opts o;
         check_parse_args(argc, argv, &o);
         fz_accepted("check");
-        REQUIRE(o.op && o.in && o.theirs && o.pr);
+        REQUIRE(o.op && o.in && o.pr && o.ntheirs >= 1 && o.ntheirs <= CHECK_MAX_THEIRS);
+        for (int i = 0; i < o.ntheirs; i++) REQUIRE(o.theirs[i] && o.theirs[i][0] != '-');
         REQUIRE(o.max_mib == -1 || (o.max_mib >= 1 && o.max_mib <= 1 << 30));
         break;
     }
