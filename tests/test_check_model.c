@@ -797,6 +797,8 @@ static void sweep_run(const inputs *in, outs *const *o, const int *bf16, const i
             }
         }
         mstat *t = st[i];
+        // every verdict, so that a sweep stopped early still tells its counts and margins
+        fprintf(stderr, "  verdict %s %s ratio %.4g use %.3g\n", t->name, pass ? "PASS" : fail ? "FAIL" : "ERROR", qf, use);
         if (want[i]) {
             cr_expect(pass, "%s at %s (%s): expected PASS, ratio %g:\n%s", what, prec, t->name, q, rep);
             if (pass) t->passes++;
