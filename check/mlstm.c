@@ -21,7 +21,7 @@ static double sigm(double z) { return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 +
 // term); cumsum = 1: as the difference of cumulative sums cs_t − cs_s, cs_r = Σ_{u≤r} logσ(f̃_u)
 // (what many PyTorch versions write). Both are sound; the second carries an absolute error of
 // ~u·|cs_t| in every decay, which grows with T, so phax check takes the larger error of the two
-// (src/oracle.c, op_mlstm).
+// (src/oracle_ops.c, op_mlstm).
 static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
                        double *df, const double *gh, const double *q, const double *k, const double *v,
                        const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh, double eps,

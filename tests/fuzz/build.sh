@@ -37,9 +37,9 @@ for h in tests/fuzz/fuzz_*.c; do
     name=$(basename "${h%.c}")
     [[ $name == fuzz_util || $name == fuzz_selftest ]] && continue
     extra=()
-    # src/oracle.c as it is (with phax check's precision baselines, check/, which it calls);
+    # src/oracle*.c as they are (with phax check's precision baselines, check/, which it calls);
     # its exit (phax_die) becomes the harness's longjmp.
-    [[ $name == fuzz_oracle ]] && extra=(-Dphax_die=fz_oracle_die -ffp-contract=off src/oracle.c src/tool_args.c src/cli.c check/*.c)
+    [[ $name == fuzz_oracle ]] && extra=(-Dphax_die=fz_oracle_die -ffp-contract=off src/oracle.c src/oracle_ctx.c src/oracle_ops.c src/oracle_examples.c src/tool_args.c src/cli.c check/*.c)
     # phax train's state readers as they are; their refusals reach the harness through cli_die_hook.
     [[ $name == fuzz_trainstate ]] && extra=(-Isrc src/train_opts.c src/train_data.c src/cli.c)
     [[ $name == fuzz_trainlog ]] && extra=(-Isrc src/train_log.c src/cli.c)

@@ -1,6 +1,6 @@
 // Harness: `phax oracle OP IN OUT` on any IN. The op is IN's own "op" metadata
 // (what `phax oracle OP --example` writes), so seeds are the tool's examples.
-// src/oracle.c is compiled into this harness unchanged except that phax_die is
+// src/oracle*.c are compiled into this harness unchanged except that phax_die is
 // renamed (-Dphax_die=fz_oracle_die, see meson.build and build.sh): the CLI's
 // one-line refusal returns here through longjmp instead of exiting.
 // Property: an input the oracle accepts gives an OUT that reads back.
