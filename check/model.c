@@ -34,6 +34,7 @@ typedef struct {
     double *grads;  // layout order; zeroed first, every contribution added (rounded)
     const int32_t *tok, *tg;
     int B, T, window;  // window: resolved by the plan (0 = full)
+    int flash_D;       // attention's backward with FlashAttention's D = rowsum(o ⊙ dO) (phax_naive_attention_alg)
     size_t n;          // B·T
     // Scratch: a stack of allocations, released back to a mark after each step.
     double **al;
@@ -179,14 +180,16 @@ static int attn(nm *m, int l, const double *x, double *y, const double *dy, doub
         lin(m, l, "attn.wv.weight", NULL, v, NULL, NULL, x, d, kd))
         return PHAX_ERR;
     // o (the upstream gradient dO is still zero: a forward)
-    if (phax_naive_attention(m->pr, o, dq, dk, dv, ls ? dl : NULL, dO, q, k, v, ls, m->B, m->T, &a)) return PHAX_ERR;
+    if (phax_naive_attention_alg(m->pr, o, dq, dk, dv, ls ? dl : NULL, dO, q, k, v, ls, m->B, m->T, &a, m->flash_D))
+        return PHAX_ERR;
     if (!dy) {
         if (lin(m, l, "attn.wo.weight", NULL, y, NULL, NULL, o, qd, d)) return PHAX_ERR;
         release(m, mk);
         return PHAX_OK;
     }
     if (lin(m, l, "attn.wo.weight", NULL, NULL, dO, dy, o, qd, d)) return PHAX_ERR;  // dO = dy Wo
-    if (phax_naive_attention(m->pr, o, dq, dk, dv, ls ? dl : NULL, dO, q, k, v, ls, m->B, m->T, &a)) return PHAX_ERR;
+    if (phax_naive_attention_alg(m->pr, o, dq, dk, dv, ls ? dl : NULL, dO, q, k, v, ls, m->B, m->T, &a, m->flash_D))
+        return PHAX_ERR;
     if (ls) gacc(m, l, "attn.logscale", dl);
     if (lin(m, l, "attn.wq.weight", NULL, NULL, dx, dq, x, d, qd) ||
         lin(m, l, "attn.wk.weight", NULL, NULL, dx, dk, x, d, kd) ||
@@ -486,17 +489,23 @@ static int stack_run(nm *m, double *logits, double *loss) {
     return embed(m, NULL, dx);
 }
 
-int phax_naive_model(const phax_precision *pr, double *logits, double *loss, double *grads, const phax_model_cfg *cfg,
-                     const phax_layout *L, const double *params, const int32_t *tok, const int32_t *tg, int B, int T,
-                     int window, size_t *peak) {
+int phax_naive_model_alg(const phax_precision *pr, double *logits, double *loss, double *grads,
+                         const phax_model_cfg *cfg, const phax_layout *L, const double *params, const int32_t *tok,
+                         const int32_t *tg, int B, int T, int window, size_t *peak, int flash_D) {
     nm m = {.pr = pr, .c = cfg, .L = L, .params = params, .grads = grads, .tok = tok, .tg = tg, .B = B, .T = T,
-            .window = phax_plan_window(cfg, window), .n = (size_t)B * T};
+            .window = phax_plan_window(cfg, window), .flash_D = flash_D, .n = (size_t)B * T};
     memset(grads, 0, L->numel * sizeof *grads);
     int rc = phax_plan_rule(cfg) == PHAX_RULE_PARALLEL ? pha_run(&m, logits, loss) : stack_run(&m, logits, loss);
     if (peak) *peak = m.peak;
     release(&m, 0);
     free(m.al), free(m.asz);
     return rc || m.err ? PHAX_ERR : PHAX_OK;
+}
+
+int phax_naive_model(const phax_precision *pr, double *logits, double *loss, double *grads, const phax_model_cfg *cfg,
+                     const phax_layout *L, const double *params, const int32_t *tok, const int32_t *tg, int B, int T,
+                     int window, size_t *peak) {
+    return phax_naive_model_alg(pr, logits, loss, grads, cfg, L, params, tok, tg, B, T, window, peak, 0);
 }
 
 // Counted from the functions above, with room: the residual stream (pha: L + 2 inputs and

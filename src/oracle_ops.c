@@ -753,9 +753,12 @@ int op_model(octx *c) {
     size_t P = L.numel, nV = ox_smul(ox_smul((size_t)B, (size_t)T), (size_t)cfg.vocab_size);
     phax_layout_free(&L);
     if (rc) return rc;
-    // phax check: the baseline's gradients, logits and loss, and what it holds meanwhile.
-    TRY(ox_budget_check(c, ox_sadd(ox_sadd(ox_smul(3, P), ox_smul(4, nV)), ox_sadd(model_act_doubles(&cfg, B, T), (size_t)B * T)),
-                     ox_sadd(ox_sadd(P, nV), ox_sadd(phax_naive_model_doubles(&cfg, B, T), 1))));
+    // phax check: the baseline's gradients, logits and loss, and what it holds meanwhile; with
+    // attention a second baseline as large (FlashAttention's D: phax_naive_model_alg).
+    int alt = phax_plan_has(&cfg, PHAX_SUB_ATTN);
+    size_t base_doubles = ox_sadd(ox_sadd(P, nV), ox_sadd(phax_naive_model_doubles(&cfg, B, T), 1));
+    TRY(ox_budget_check_alt(c, ox_sadd(ox_sadd(ox_smul(3, P), ox_smul(4, nV)), ox_sadd(model_act_doubles(&cfg, B, T), (size_t)B * T)),
+                            base_doubles, alt ? base_doubles : 0));
     int32_t *tok = ox_geti(c, "tokens", 2, ts), *tg = ox_geti(c, "targets", 2, ts);
     TRYP(tok && tg);
     ref_model m;
@@ -789,6 +792,20 @@ int op_model(octx *c) {
             char name[128];
             snprintf(name, sizeof name, "grad.%s", m.layout.p[i].name);
             rc = ox_put_base(c, name, bg + m.layout.p[i].offset);
+        }
+    }
+    if (!rc && c->prec && alt) {  // the second baseline: attention's backward with FlashAttention's D
+        double *al = ox_dalloc(c, nV), *aloss = ox_dalloc(c, 1), *ag = ox_dalloc(c, m.layout.numel);
+        rc = al && aloss && ag ? PHAX_OK : PHAX_ERR;
+        if (!rc)
+            rc = phax_naive_model_alg(c->prec, al, aloss, ag, &m.cfg, &m.layout, m.params, tok, tg, B, T, window, NULL,
+                                      1);
+        if (!rc) rc = ox_put_alt(c, "logits", al);
+        if (!rc) rc = ox_put_alt(c, "loss", aloss);
+        for (int i = 0; i < m.layout.n && !rc; i++) {
+            char name[128];
+            snprintf(name, sizeof name, "grad.%s", m.layout.p[i].name);
+            rc = ox_put_alt(c, name, ag + m.layout.p[i].offset);
         }
     }
     if (rc && !strstr(phax_error(), c->path)) phax_fail("%s: %s", c->path, phax_error());

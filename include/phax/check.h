@@ -142,6 +142,13 @@ int phax_naive_dss_kernel(const phax_precision *pr, double *k, double *dLre, dou
 int phax_naive_model(const phax_precision *pr, double *logits, double *loss, double *grads, const phax_model_cfg *cfg,
                      const phax_layout *L, const double *params, const int32_t *tok, const int32_t *tg, int B, int T,
                      int window, size_t *peak);
+// The same with attention's backward taking FlashAttention's D = rowsum(o ⊙ dO) (flash_D 1)
+// instead of D = Σ p·dp (0, phax_naive_model): phax check's second baseline of a model with
+// attention. Where a gradient's truth is exactly 0 (a query that sees one key: T 1, window 1)
+// the first gives exactly 0 and a flash-style kernel u-sized noise of the terms that cancel.
+int phax_naive_model_alg(const phax_precision *pr, double *logits, double *loss, double *grads,
+                         const phax_model_cfg *cfg, const phax_layout *L, const double *params, const int32_t *tok,
+                         const int32_t *tg, int B, int T, int window, size_t *peak, int flash_D);
 // An upper bound on the doubles phax_naive_model holds at once (its scratch and its ops'),
 // from the shapes alone, for the oracle's memory plan; outputs and gradients not included.
 size_t phax_naive_model_doubles(const phax_model_cfg *cfg, int B, int T);
