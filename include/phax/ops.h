@@ -45,6 +45,13 @@ phax_attn_cfg phax_attn_cfg_default(int Hq, int Hkv, int dh);
 // dh and positive base, window ≥ 0, a known score mode).
 int phax_attn_cfg_check(const phax_attn_cfg *c);
 
+// --- Gated DeltaNet cell (docs/spec.md §2.13) ----------------------------------------------------
+#define PHAX_GDN_L2_EPS 1e-6  // q, k ← x / sqrt(Σ x² + eps) (flash-linear-attention's l2norm)
+typedef struct {
+    double scale;   // q̂'s factor: 1/√dk (phax_gdn_cfg_default)
+    int qk_l2norm;  // 1: q and k L2-normalised inside the cell (the GDN layer's); 0: used as given
+} phax_gdn_cfg;
+
 // --- AdamW --------------------------------------------------------------------------------------
 typedef struct {
     double lr, beta1, beta2, eps, weight_decay;

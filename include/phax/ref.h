@@ -153,6 +153,22 @@ int ref_mlstm_parallel_bwd_grad(double *dq, double *dk, double *dv_, double *dig
                                 const double *igate, const double *fgate, int B, int T, int H, int dqk, int dv,
                                 double eps, int grad);
 
+// --- Gated DeltaNet cell (ref/gdn.c; docs/spec.md §2.13) -------------------------------------------
+// The delta rule with a scalar decay gate (Yang, Kautz & Hatamizadeh 2024). q, k: (B, T, H, dk);
+// v, o: (B, T, H, dv); g (log α_t ≤ 0 in use, any real accepted), beta: (B, T, H); the state
+// S: (dv, dk) per sequence and head, s0 (initial, NULL: zero) and sT (final, NULL: not wanted):
+// (B, H, dv, dk). Per step: S_t = α_t S_{t−1} (I − β_t k̂_t k̂_tᵀ) + β_t v_t k̂_tᵀ, o_t = S_t q̂_t,
+// α_t = e^{g_t}, k̂ = k/sqrt(Σk² + eps) and q̂ = c->scale·q/sqrt(Σq² + eps) (c->qk_l2norm; else
+// k̂ = k, q̂ = c->scale·q). Backward: dq, dk, dv, dg, dbeta, ds0 (each may be NULL) ADDED, from do
+// and dsT (NULL: no gradient into the final state).
+int ref_gdn_recurrent_fwd(double *o, double *sT, const double *q, const double *k, const double *v, const double *g,
+                          const double *beta, const double *s0, int B, int T, int H, int dk, int dv,
+                          const phax_gdn_cfg *c);
+int ref_gdn_recurrent_bwd(double *dq, double *dk_, double *dv_, double *dg, double *dbeta, double *ds0,
+                          const double *do_, const double *dsT, const double *q, const double *k, const double *v,
+                          const double *g, const double *beta, const double *s0, int B, int T, int H, int dk, int dv,
+                          const phax_gdn_cfg *c);
+
 // --- softplus mix (ref/mix.c) --------------------------------------------------------
 // w_i = softplus(p_i) / Σ_j softplus(p_j);  m = Σ_i w_i b_i.
 // b: (nb, n) — nb branch tensors of n elements each, stacked; p: (nb); m: (n).

@@ -1,0 +1,169 @@
+// ref Gated DeltaNet cell (Yang, Kautz & Hatamizadeh 2024): the recurrent form, float64,
+// plain loops. Math: docs/spec.md §2.13. The backward is full reverse mode through the delta
+// rule, the decay gate, β and the optional L2 normalisation of q and k, so it is the exact
+// derivative of the forward as written (the normalisation's eps included).
+//
+// Layouts (per the header): q, k: (B, T, H, dk); v, o: (B, T, H, dv); g, beta: (B, T, H);
+// the state S: (dv, dk) per (b, head), s0/sT: (B, H, dv, dk). Each (b, head) pair is an
+// independent sequence.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "phax/ref.h"
+
+static size_t ix_g(int b, int t, int hh, int T, int H) { return ((size_t)b * T + t) * H + hh; }  // (B, T, H)
+static size_t ix_v(int b, int t, int hh, int T, int H, int d) { return ix_g(b, t, hh, T, H) * (size_t)d; }
+
+static void nan_fill(double *x, size_t n) {
+    if (x)
+        for (size_t i = 0; i < n; i++) x[i] = NAN;
+}
+
+// x̂ = x / sqrt(Σ x² + eps) (l2 1) or x (l2 0), times s; *r: the factor 1/sqrt(Σ x² + eps) (1 when l2 0).
+static void unit(double *xh, double *r, const double *x, int d, int l2, double s) {
+    double ss = 0;
+    for (int i = 0; i < d; i++) ss += x[i] * x[i];
+    *r = l2 ? 1 / sqrt(ss + PHAX_GDN_L2_EPS) : 1;
+    for (int i = 0; i < d; i++) xh[i] = s * *r * x[i];
+}
+
+// dx += s·(r·dx̂ − r³·x·(x·dx̂)) (l2 1), or s·dx̂ (l2 0): the derivative of unit().
+static void unit_bwd(double *dx, const double *dxh, const double *x, double r, int d, int l2, double s) {
+    double xd = 0;
+    for (int i = 0; i < d; i++) xd += x[i] * dxh[i];
+    for (int i = 0; i < d; i++) dx[i] += l2 ? s * (r * dxh[i] - r * r * r * x[i] * xd) : s * dxh[i];
+}
+
+// One step: S ← α·S + β·(v − α·S k̂) k̂ᵀ (S: dv × dk); e (dv): v − α·S_{t−1} k̂, the delta.
+static void step(double *S, double *e, const double *kh, const double *v, double alpha, double beta, int dk, int dv) {
+    for (int i = 0; i < dv; i++) {
+        double u = 0;
+        for (int j = 0; j < dk; j++) u += S[(size_t)i * dk + j] * kh[j];
+        e[i] = v[i] - alpha * u;
+        for (int j = 0; j < dk; j++) S[(size_t)i * dk + j] = alpha * S[(size_t)i * dk + j] + beta * e[i] * kh[j];
+    }
+}
+
+int ref_gdn_recurrent_fwd(double *o, double *sT, const double *q, const double *k, const double *v, const double *g,
+                          const double *beta, const double *s0, int B, int T, int H, int dk, int dv,
+                          const phax_gdn_cfg *c) {
+    size_t ns = (size_t)dk * dv;
+    double *S = malloc(ns * sizeof *S), *qh = malloc((size_t)dk * sizeof *qh), *kh = malloc((size_t)dk * sizeof *kh),
+           *e = malloc((size_t)dv * sizeof *e);
+    if (!S || !qh || !kh || !e) {
+        free(S), free(qh), free(kh), free(e);
+        nan_fill(o, (size_t)B * T * H * dv), nan_fill(sT, (size_t)B * H * ns);
+        return phax_fail("ref_gdn: out of memory");
+    }
+    double r;
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++) {
+            size_t si = ((size_t)b * H + hh) * ns;
+            if (s0) memcpy(S, s0 + si, ns * sizeof *S);
+            else memset(S, 0, ns * sizeof *S);
+            for (int t = 0; t < T; t++) {
+                size_t gi = ix_g(b, t, hh, T, H);
+                unit(kh, &r, k + ix_v(b, t, hh, T, H, dk), dk, c->qk_l2norm, 1);
+                unit(qh, &r, q + ix_v(b, t, hh, T, H, dk), dk, c->qk_l2norm, c->scale);
+                step(S, e, kh, v + ix_v(b, t, hh, T, H, dv), exp(g[gi]), beta[gi], dk, dv);
+                double *ot = o + ix_v(b, t, hh, T, H, dv);
+                for (int i = 0; i < dv; i++) {  // o_t = S_t q̂_t
+                    double acc = 0;
+                    for (int j = 0; j < dk; j++) acc += S[(size_t)i * dk + j] * qh[j];
+                    ot[i] = acc;
+                }
+            }
+            if (sT) memcpy(sT + si, S, ns * sizeof *S);
+        }
+    free(S), free(qh), free(kh), free(e);
+    return PHAX_OK;
+}
+
+// Reverse mode over one sequence at a time: the states S_0..S_T are recomputed forward and
+// kept ((T + 1)·dv·dk doubles), then walked back. With A = α_t S_{t−1}, e = v_t − A k̂_t and
+// S_t = A + β_t e k̂_tᵀ: dS_t gets do_t q̂_tᵀ; then de = β dS_t k̂, dβ = eᵀ dS_t k̂,
+// dk̂ = β dS_tᵀ e − Aᵀ de, dA = dS_t − de k̂ᵀ, dv = de, dS_{t−1} = α dA, dg = α⟨dA, S_{t−1}⟩.
+int ref_gdn_recurrent_bwd(double *dq, double *dk_, double *dv_, double *dg, double *dbeta, double *ds0,
+                          const double *do_, const double *dsT, const double *q, const double *k, const double *v,
+                          const double *g, const double *beta, const double *s0, int B, int T, int H, int dk, int dv,
+                          const phax_gdn_cfg *c) {
+    size_t ns = (size_t)dk * dv;
+    double *Ss = malloc((size_t)(T + 1) * ns * sizeof *Ss), *dS = malloc(ns * sizeof *dS), *dA = malloc(ns * sizeof *dA),
+           *qh = malloc((size_t)dk * sizeof *qh), *kh = malloc((size_t)dk * sizeof *kh), *e = malloc((size_t)dv * sizeof *e),
+           *de = malloc((size_t)dv * sizeof *de), *dqh = malloc((size_t)dk * sizeof *dqh),
+           *dkh = malloc((size_t)dk * sizeof *dkh);
+    if (!Ss || !dS || !dA || !qh || !kh || !e || !de || !dqh || !dkh) {
+        free(Ss), free(dS), free(dA), free(qh), free(kh), free(e), free(de), free(dqh), free(dkh);
+        size_t nq = (size_t)B * T * H * dk, nv = (size_t)B * T * H * dv, ngt = (size_t)B * T * H;
+        nan_fill(dq, nq), nan_fill(dk_, nq), nan_fill(dv_, nv), nan_fill(dg, ngt), nan_fill(dbeta, ngt);
+        nan_fill(ds0, (size_t)B * H * ns);
+        return phax_fail("ref_gdn: out of memory");
+    }
+    double rq, rk;
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++) {
+            size_t si = ((size_t)b * H + hh) * ns;
+            if (s0) memcpy(Ss, s0 + si, ns * sizeof *Ss);
+            else memset(Ss, 0, ns * sizeof *Ss);
+            for (int t = 0; t < T; t++) {  // the states after each step: Ss[t + 1]
+                size_t gi = ix_g(b, t, hh, T, H);
+                memcpy(Ss + (size_t)(t + 1) * ns, Ss + (size_t)t * ns, ns * sizeof *Ss);
+                unit(kh, &rk, k + ix_v(b, t, hh, T, H, dk), dk, c->qk_l2norm, 1);
+                step(Ss + (size_t)(t + 1) * ns, e, kh, v + ix_v(b, t, hh, T, H, dv), exp(g[gi]), beta[gi], dk, dv);
+            }
+            if (dsT) memcpy(dS, dsT + si, ns * sizeof *dS);
+            else memset(dS, 0, ns * sizeof *dS);
+            for (int t = T - 1; t >= 0; t--) {
+                size_t gi = ix_g(b, t, hh, T, H);
+                const double *qt = q + ix_v(b, t, hh, T, H, dk), *kt = k + ix_v(b, t, hh, T, H, dk);
+                const double *vt = v + ix_v(b, t, hh, T, H, dv), *dot = do_ + ix_v(b, t, hh, T, H, dv);
+                const double *Sp = Ss + (size_t)t * ns, *St = Ss + (size_t)(t + 1) * ns;
+                double al = exp(g[gi]), be = beta[gi];
+                unit(qh, &rq, qt, dk, c->qk_l2norm, c->scale);
+                unit(kh, &rk, kt, dk, c->qk_l2norm, 1);
+                // o_t = S_t q̂_t: dq̂ = S_tᵀ do, dS_t += do q̂ᵀ
+                for (int j = 0; j < dk; j++) dqh[j] = 0;
+                for (int i = 0; i < dv; i++)
+                    for (int j = 0; j < dk; j++) {
+                        dqh[j] += St[(size_t)i * dk + j] * dot[i];
+                        dS[(size_t)i * dk + j] += dot[i] * qh[j];
+                    }
+                // e = v − α S_{t−1} k̂
+                for (int i = 0; i < dv; i++) {
+                    double u = 0;
+                    for (int j = 0; j < dk; j++) u += Sp[(size_t)i * dk + j] * kh[j];
+                    e[i] = vt[i] - al * u;
+                }
+                double db = 0;
+                for (int j = 0; j < dk; j++) dkh[j] = 0;
+                for (int i = 0; i < dv; i++) {
+                    double dsk = 0;
+                    for (int j = 0; j < dk; j++) dsk += dS[(size_t)i * dk + j] * kh[j];
+                    de[i] = be * dsk;
+                    db += e[i] * dsk;
+                    for (int j = 0; j < dk; j++) dkh[j] += be * dS[(size_t)i * dk + j] * e[i];
+                }
+                // dA = dS − de k̂ᵀ; dk̂ −= Aᵀ de (A = α S_{t−1}); dα = ⟨dA, S_{t−1}⟩
+                double dal = 0;
+                for (int i = 0; i < dv; i++)
+                    for (int j = 0; j < dk; j++) {
+                        double a = dS[(size_t)i * dk + j] - de[i] * kh[j];
+                        dkh[j] -= al * Sp[(size_t)i * dk + j] * de[i];
+                        dal += a * Sp[(size_t)i * dk + j];
+                        dA[(size_t)i * dk + j] = a;
+                    }
+                for (size_t x = 0; x < ns; x++) dS[x] = al * dA[x];  // dS_{t−1}
+                if (dv_)
+                    for (int i = 0; i < dv; i++) dv_[ix_v(b, t, hh, T, H, dv) + i] += de[i];
+                if (dbeta) dbeta[gi] += db;
+                if (dg) dg[gi] += al * dal;
+                if (dq) unit_bwd(dq + ix_v(b, t, hh, T, H, dk), dqh, qt, rq, dk, c->qk_l2norm, c->scale);
+                if (dk_) unit_bwd(dk_ + ix_v(b, t, hh, T, H, dk), dkh, kt, rk, dk, c->qk_l2norm, 1);
+            }
+            if (ds0)
+                for (size_t x = 0; x < ns; x++) ds0[si + x] += dS[x];
+        }
+    free(Ss), free(dS), free(dA), free(qh), free(kh), free(e), free(de), free(dqh), free(dkh);
+    return PHAX_OK;
+}

@@ -1,0 +1,201 @@
+// ref Gated DeltaNet cell (ref/gdn.c, docs/spec.md §2.13): the forward against values by hand
+// and against an independent recurrence written here (the state times explicit Householder-like
+// matrices α(I − β k̂k̂ᵀ), the form the paper writes, where ref folds it into a rank-one update);
+// the backward by central differences of every input (q, k, v, g, β, the initial state) through
+// both outputs (o and the final state), with and without the L2 normalisation of q and k, at
+// odd T, dk ≠ dv (neither a power of two), B = H = 2; and a step with β near 2 (the negative-
+// eigenvalue variant: I − βk̂k̂ᵀ then flips k̂'s direction).
+#include <criterion/criterion.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "phax/ref.h"
+#include "testutil.h"
+
+static const double U = DBL_EPSILON;  // 2^-52
+
+typedef struct {
+    int B, T, H, dk, dv;
+    size_t nq, nv, ng, ns;
+    double *q, *k, *v, *g, *beta, *s0, *o, *sT, *go, *gsT;                // inputs, outputs, upstream
+    double *dq, *dk_, *dv_, *dg, *dbeta, *ds0;                            // gradients (tu_buf)
+    phax_gdn_cfg c;
+} prob;
+
+static prob prob_new(int B, int T, int H, int dk, int dv, int l2) {
+    prob p = {.B = B, .T = T, .H = H, .dk = dk, .dv = dv};
+    p.nq = (size_t)B * T * H * dk, p.nv = (size_t)B * T * H * dv, p.ng = (size_t)B * T * H, p.ns = (size_t)B * H * dk * dv;
+    p.q = tu_buf(p.nq), p.k = tu_buf(p.nq), p.v = tu_buf(p.nv), p.g = tu_buf(p.ng), p.beta = tu_buf(p.ng);
+    p.s0 = tu_buf(p.ns), p.o = tu_buf(p.nv), p.sT = tu_buf(p.ns), p.go = tu_buf(p.nv), p.gsT = tu_buf(p.ns);
+    p.dq = tu_buf(p.nq), p.dk_ = tu_buf(p.nq), p.dv_ = tu_buf(p.nv), p.dg = tu_buf(p.ng), p.dbeta = tu_buf(p.ng);
+    p.ds0 = tu_buf(p.ns);
+    p.c = (phax_gdn_cfg){1 / sqrt((double)dk), l2};
+    return p;
+}
+
+static void prob_free(prob *p) {
+    double *all[] = {p->q, p->k, p->v, p->g, p->beta, p->s0, p->o, p->sT, p->go, p->gsT,
+                     p->dq, p->dk_, p->dv_, p->dg, p->dbeta, p->ds0};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tu_free(all[i]);
+}
+
+// q, k, v ~ N(0, 1); g = log α with α in [0.5, 1) (the decays GDN learns are mostly near 1);
+// β in [bmin, bmax]; s0 ~ N(0, 0.5²); upstream gradients N(0, 1).
+static void prob_fill(prob *p, phax_rng *r, double bmin, double bmax) {
+    for (size_t i = 0; i < p->nq; i++) p->q[i] = phax_rng_normal(r), p->k[i] = phax_rng_normal(r);
+    for (size_t i = 0; i < p->nv; i++) p->v[i] = phax_rng_normal(r), p->go[i] = phax_rng_normal(r);
+    for (size_t i = 0; i < p->ng; i++)
+        p->g[i] = log(phax_rng_uniform_range(r, 0.5, 1.0)), p->beta[i] = phax_rng_uniform_range(r, bmin, bmax);
+    for (size_t i = 0; i < p->ns; i++) p->s0[i] = 0.5 * phax_rng_normal(r), p->gsT[i] = phax_rng_normal(r);
+}
+
+static void fwd(prob *p) {
+    cr_assert(ref_gdn_recurrent_fwd(p->o, p->sT, p->q, p->k, p->v, p->g, p->beta, p->s0, p->B, p->T, p->H, p->dk,
+                                    p->dv, &p->c) == PHAX_OK, "%s", phax_error());
+}
+
+// --- 1. the forward ----------------------------------------------------------------------------
+// T 1, dk 2, dv 1, without the normalisation (scale 1): S_1 = α S_0 (I − β k kᵀ) + β v kᵀ, o = S_1 q.
+// k = (1, 0), q = (0.5, 2), v = 3, α = e^{−0.5}, β = 0.25, S_0 = (2, −1):
+// S_0 (I − β k kᵀ) = (2·0.75, −1) = (1.5, −1); S_1 = α (1.5, −1) + (0.75, 0); o = 0.5 S_1[0] + 2 S_1[1].
+Test(gdn, known_T1) {
+    double q[2] = {0.5, 2}, k[2] = {1, 0}, v[1] = {3}, g[1] = {-0.5}, beta[1] = {0.25}, s0[2] = {2, -1}, o[1] = {NAN},
+           sT[2] = {NAN, NAN};
+    phax_gdn_cfg c = {1, 0};
+    cr_assert(ref_gdn_recurrent_fwd(o, sT, q, k, v, g, beta, s0, 1, 1, 1, 2, 1, &c) == PHAX_OK);
+    double a = exp(-0.5), s1a = a * 1.5 + 0.75, s1b = -a, want = 0.5 * s1a + 2 * s1b;
+    cr_expect(fabs(sT[0] - s1a) <= 4 * U && fabs(sT[1] - s1b) <= 4 * U, "sT (%.17g, %.17g)", sT[0], sT[1]);
+    cr_expect(fabs(o[0] - want) <= 8 * U, "o %.17g, want %.17g", o[0], want);
+    // From a zero state: o = β v (k̂·q̂), with k̂ = k/sqrt(1 + 1e-6) and q̂ = q/sqrt(4.25 + 1e-6)/√2.
+    c = (phax_gdn_cfg){1 / sqrt(2.0), 1};
+    cr_assert(ref_gdn_recurrent_fwd(o, NULL, q, k, v, g, beta, NULL, 1, 1, 1, 2, 1, &c) == PHAX_OK);
+    want = 0.25 * 3 * (1 / sqrt(1 + 1e-6)) * (0.5 / sqrt(4.25 + 1e-6)) / sqrt(2.0);
+    cr_expect(fabs(o[0] - want) <= 8 * U * fabs(want), "o %.17g, want %.17g", o[0], want);
+}
+
+// The independent recurrence: S_t = S_{t−1} M_t + β v k̂ᵀ with M_t = α(I − β k̂k̂ᵀ) formed as a
+// dk × dk matrix, the normalisation written again here.
+static void householder_fwd(const prob *p, double *o, double *sT) {
+    int dk = p->dk, dv = p->dv;
+    double *S = malloc((size_t)dk * dv * 8), *S2 = malloc((size_t)dk * dv * 8), *M = malloc((size_t)dk * dk * 8);
+    double *qh = malloc((size_t)dk * 8), *kh = malloc((size_t)dk * 8);
+    cr_assert(S && S2 && M && qh && kh);
+    for (int b = 0; b < p->B; b++)
+        for (int h = 0; h < p->H; h++) {
+            memcpy(S, p->s0 + ((size_t)b * p->H + h) * dk * dv, (size_t)dk * dv * 8);
+            for (int t = 0; t < p->T; t++) {
+                size_t gi = ((size_t)b * p->T + t) * p->H + h;
+                const double *qt = p->q + gi * dk, *kt = p->k + gi * dk, *vt = p->v + gi * dv;
+                double nq = 0, nk = 0;
+                for (int j = 0; j < dk; j++) nq += qt[j] * qt[j], nk += kt[j] * kt[j];
+                for (int j = 0; j < dk; j++) {
+                    qh[j] = p->c.scale * qt[j] / (p->c.qk_l2norm ? sqrt(nq + 1e-6) : 1);
+                    kh[j] = kt[j] / (p->c.qk_l2norm ? sqrt(nk + 1e-6) : 1);
+                }
+                double al = exp(p->g[gi]), be = p->beta[gi];
+                for (int a = 0; a < dk; a++)
+                    for (int c = 0; c < dk; c++) M[a * dk + c] = al * ((a == c) - be * kh[a] * kh[c]);
+                for (int i = 0; i < dv; i++)
+                    for (int c = 0; c < dk; c++) {
+                        double s = be * vt[i] * kh[c];
+                        for (int a = 0; a < dk; a++) s += S[i * dk + a] * M[a * dk + c];
+                        S2[i * dk + c] = s;
+                    }
+                memcpy(S, S2, (size_t)dk * dv * 8);
+                for (int i = 0; i < dv; i++) {
+                    double s = 0;
+                    for (int j = 0; j < dk; j++) s += S[i * dk + j] * qh[j];
+                    o[gi * dv + i] = s;
+                }
+            }
+            memcpy(sT + ((size_t)b * p->H + h) * dk * dv, S, (size_t)dk * dv * 8);
+        }
+    free(S), free(S2), free(M), free(qh), free(kh);
+}
+
+// Tolerance: each step adds at most ~(2dk + 4)·u of the state's size in either form, so over T
+// steps T·(2dk + 4)·u relative to the largest state entry (T 33, dk 7: 33·18·2.2e-16 ≈ 1.3e-13);
+// the test takes 1e-12 of max(1, max|S|) (the outputs read S through q̂, ‖q̂‖ ≤ 1 with the
+// normalisation). With it, α ≤ 1 and ‖I − βk̂k̂ᵀ‖₂ ≤ 1 for β in [0, 2] keep the state bounded;
+// without it (raw k, ‖k‖² ~ dk) the state grows, and the bound grows with it.
+static void versus_householder(int l2, double bmax, const char *label) {
+    phax_rng r = tu_rng(label);
+    prob p = prob_new(2, 33, 2, 7, 5, l2);
+    prob_fill(&p, &r, 0.0, bmax);
+    for (size_t i = 0; i < p.nv; i++) p.o[i] = NAN;  // poison: the forward must overwrite
+    for (size_t i = 0; i < p.ns; i++) p.sT[i] = NAN;
+    fwd(&p);
+    double *o2 = tu_buf(p.nv), *s2 = tu_buf(p.ns);
+    householder_fwd(&p, o2, s2);
+    double scale = fmax(1, tu_max_abs(s2, p.ns)), eo = tu_max_abs_diff(p.o, o2, p.nv), es = tu_max_abs_diff(p.sT, s2, p.ns);
+    printf("[%s] max|o - householder| %.3g, max|sT - householder| %.3g (state scale %.3g)\n", label, eo, es, scale);
+    cr_expect(eo <= 1e-12 * scale && es <= 1e-12 * scale, "%s: o %.3g, sT %.3g at scale %.3g", label, eo, es, scale);
+    tu_free(o2), tu_free(s2);
+    prob_free(&p);
+}
+Test(gdn, matches_householder_products_l2) { versus_householder(1, 1.0, "gdn_householder_l2"); }
+Test(gdn, matches_householder_products_raw) { versus_householder(0, 1.0, "gdn_householder_raw"); }
+Test(gdn, matches_householder_products_beta_to_2) { versus_householder(1, 2.0, "gdn_householder_beta2"); }
+
+// --- 2. the backward by central differences ----------------------------------------------------
+// L = Σ go ⊙ o + Σ gsT ⊙ sT, through every input.
+static double gc_loss(void *ctx) {
+    prob *p = ctx;
+    fwd(p);
+    return tu_dot(p->o, p->go, p->nv) + tu_dot(p->sT, p->gsT, p->ns);
+}
+static double gc_mag(void *ctx) {
+    prob *p = ctx;
+    fwd(p);
+    double s = 0;
+    for (size_t i = 0; i < p->nv; i++) s += fabs(p->o[i] * p->go[i]);
+    for (size_t i = 0; i < p->ns; i++) s += fabs(p->sT[i] * p->gsT[i]);
+    return s;
+}
+static void gc_bwd(void *ctx) {
+    prob *p = ctx;
+    cr_assert(ref_gdn_recurrent_bwd(p->dq, p->dk_, p->dv_, p->dg, p->dbeta, p->ds0, p->go, p->gsT, p->q, p->k, p->v,
+                                    p->g, p->beta, p->s0, p->B, p->T, p->H, p->dk, p->dv, &p->c) == PHAX_OK);
+}
+
+// The default step (1e-6 of max(1, |x|)) and tolerance (1e-6 of the tensor's gradient scale):
+// the function is smooth (exp, products, 1/sqrt of Σx² + 1e-6 ≥ 1e-6), its inputs O(1), so the
+// central difference's truncation error (~h²·|f'''|) and rounding (~u·|L|/h ≈ 1e-10) are far below.
+static void grad_case(const char *label, int T, int dk, int dv, int l2, double bmax) {
+    phax_rng r = tu_rng(label);
+    prob p = prob_new(2, T, 2, dk, dv, l2);
+    prob_fill(&p, &r, 0.05, bmax);
+    tu_gc_opts o = tu_gc_default();
+    tu_tensor ts[] = {{"q", p.q, p.dq, p.nq},       {"k", p.k, p.dk_, p.nq},          {"v", p.v, p.dv_, p.nv},
+                      {"g", p.g, p.dg, p.ng},       {"beta", p.beta, p.dbeta, p.ng}, {"s0", p.s0, p.ds0, p.ns}};
+    tu_op op = {gc_loss, gc_bwd, gc_mag, &p};
+    cr_assert(tu_gradcheck(label, op, ts, 6, &r, &o));
+    prob_free(&p);
+}
+Test(gdn, grad_T7_l2) { grad_case("gdn_grad_T7_l2", 7, 5, 3, 1, 1.0); }
+Test(gdn, grad_T7_raw) { grad_case("gdn_grad_T7_raw", 7, 5, 3, 0, 1.0); }
+Test(gdn, grad_T1) { grad_case("gdn_grad_T1", 1, 6, 5, 1, 1.0); }
+Test(gdn, grad_T13_beta_to_2) { grad_case("gdn_grad_T13_beta2", 13, 3, 7, 1, 2.0); }
+
+// NULL gradients are skipped, and the wanted ones equal those of a call that wants them all
+// (both add into zeros).
+Test(gdn, null_gradients_skipped) {
+    phax_rng r = tu_rng("gdn_null");
+    prob p = prob_new(1, 5, 2, 4, 3, 1);
+    prob_fill(&p, &r, 0.1, 1.0);
+    double *dq2 = tu_buf(p.nq), *dg2 = tu_buf(p.ng);
+    double *dq3 = tu_buf(p.nq), *dk3 = tu_buf(p.nq), *dv3 = tu_buf(p.nv), *dg3 = tu_buf(p.ng), *db3 = tu_buf(p.ng);
+    double *z[] = {dq2, dg2, dq3, dk3, dv3, dg3, db3};  // tu_buf starts as NaN: the gradients start at 0
+    for (int i = 0; i < 7; i++) memset(z[i], 0, tu_len(z[i]) * sizeof(double));
+    cr_assert(ref_gdn_recurrent_bwd(dq2, NULL, NULL, dg2, NULL, NULL, p.go, NULL, p.q, p.k, p.v, p.g, p.beta, NULL, 1,
+                                    5, 2, 4, 3, &p.c) == PHAX_OK);
+    cr_assert(ref_gdn_recurrent_bwd(dq3, dk3, dv3, dg3, db3, NULL, p.go, NULL, p.q, p.k, p.v, p.g, p.beta, NULL, 1, 5,
+                                    2, 4, 3, &p.c) == PHAX_OK);
+    cr_expect(tu_max_abs_diff(dq2, dq3, p.nq) == 0 && tu_max_abs_diff(dg2, dg3, p.ng) == 0 && tu_max_abs(dq3, p.nq) > 0);
+    cr_expect(tu_intact(dq2) && tu_intact(dg2) && tu_intact(dq3) && tu_intact(db3));
+    tu_free(dq2), tu_free(dg2), tu_free(dq3), tu_free(dk3), tu_free(dv3), tu_free(dg3), tu_free(db3);
+    prob_free(&p);
+}
