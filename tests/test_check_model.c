@@ -738,7 +738,7 @@ Test(check, model_one_key_per_query) {
 // in the same `phax check` run as the correct outputs (several THEIRS: one bound). A bug the
 // draw hides (no tensor twice its bound from the truth, the table's own numbers) is counted
 // apart. PHAX_CHECK_DRAWS draws per stream (default 1); the run's seed (printed; PHAX_CHECK_SEED
-// sets it) draws the sizes and the inputs:
+// sets it) draws the sizes and the inputs; PHAX_CHECK_FIRST=k starts at draw k:
 //   PHAX_CHECK_DRAWS=100 build/test_check_model --filter 'check/sweep_model' --verbose
 typedef struct {
     char name[48];
@@ -885,7 +885,10 @@ Test(check, sweep_model, .timeout = 7200) {
             st[s][k] = (mstat){.worst_pass = 0, .weakest_fail = INFINITY};
             snprintf(st[s][k].name, sizeof st[s][k].name, "%s %s", S[s].name, kind[k]);
         }
-    for (int d = 0; d < nd; d++)
+    const char *ef = getenv("PHAX_CHECK_FIRST");  // the first draw (a sweep resumed, or one draw repeated)
+    int first = ef ? atoi(ef) : 0;
+    if (first < 0 || first > 100000) first = 0;
+    for (int d = first; d < first + nd; d++)
         for (int s = 0; s < NS; s++) {
             uint64_t seed = base * 1000003u + (uint64_t)s * 100000u + (uint64_t)d;
             phax_rng r = phax_rng_new(seed);
