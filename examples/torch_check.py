@@ -23,8 +23,10 @@ import numpy as np
 
 try:
     import torch
-except ImportError:  # the example needs torch for autograd
-    sys.exit("torch_check.py: needs torch (Debian: apt-get install python3-torch; run with /usr/bin/python3)")
+except ImportError:  # the example needs torch for autograd (exit 77: the test suite's skip)
+    print("torch_check.py: needs torch (Debian: apt-get install python3-torch; run with /usr/bin/python3)",
+          file=sys.stderr)
+    sys.exit(77)
 
 torch.set_default_dtype(torch.float64)
 
@@ -115,6 +117,23 @@ def mlstm_parallel(q, k, v, igate, fgate, eps=1e-6):  # q, k: (B,T,H,dqk), v: (B
 
 
 # ---------------------------------------------------------------------------
+def gdn(q, k, v, g, beta, initial_state, scale=None):  # q, k: (B,T,H,dk), v: (B,T,H,dv), g, beta: (B,T,H)
+    """Gated DeltaNet, step by step: S ← e^g S (I − β k̂k̂ᵀ) + β v k̂ᵀ, o = S q̂; the state kept as
+    flash-linear-attention keeps it, (B, H, dk, dv), so S here is its transpose."""
+    dk = q.shape[-1]
+    scale = dk ** -0.5 if scale is None else scale
+    qn = scale * q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-6)
+    kn = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
+    S, outs = initial_state, []
+    for t in range(q.shape[1]):
+        a, b = torch.exp(g[:, t])[..., None, None], beta[:, t][..., None, None]
+        kt = kn[:, t]
+        Sk = torch.einsum("bhkv,bhk->bhv", S, kt)  # S_{t-1} k̂ (before the decay)
+        S = a * S + b * torch.einsum("bhk,bhv->bhkv", kt, v[:, t] - a[..., 0] * Sk)
+        outs.append(torch.einsum("bhkv,bhk->bhv", S, qn[:, t]))
+    return torch.stack(outs, 1), S
+
+
 def check(phax, name, op, fn, inputs, meta, out_name, tol, rng):
     """Run torch fn with autograd and the oracle on the same inputs; compare."""
     ts = {k: torch.tensor(v, requires_grad=True) for k, v in inputs.items() if v.dtype == np.float64}
@@ -176,6 +195,21 @@ def main():
     # the parallel one by at most eps·|h| relative (docs/spec.md §2.9): tolerance 1e-5.
     ok &= check(a.phax, "mlstm recurrent form vs torch parallel", "mlstm", mlstm_parallel, ml,
                 {"form": "recurrent"}, "h", 1e-5, rng)
+    # Gated DeltaNet: two outputs (o and the final state), an upstream gradient for each.
+    dk, dv = 6, 5
+    gi = {"q": R(B, T, Hm, dk), "k": R(B, T, Hm, dk), "v": R(B, T, Hm, dv), "g": R(B, T, Hm, lo=-0.7, hi=0.0),
+          "beta": R(B, T, Hm, lo=0.1, hi=0.9), "initial_state": R(B, Hm, dk, dv, lo=-0.5, hi=0.5)}
+    ts = {key: torch.tensor(val, requires_grad=True) for key, val in gi.items()}
+    o, S = gdn(**ts)
+    go, gS = rng.standard_normal(o.shape), rng.standard_normal(S.shape)
+    ((o * torch.tensor(go)).sum() + (S * torch.tensor(gS)).sum()).backward()
+    res = oracle(a.phax, "gdn", {**gi, "grad.o": go, "grad.final_state": gS}, {})
+    pairs = [("o", o.detach().numpy()), ("final_state", S.detach().numpy())]
+    pairs += [(f"grad.{key}", t.grad.numpy()) for key, t in ts.items()]
+    worst = max(np.max(np.abs(res[key] - ref)) / max(np.max(np.abs(ref)), 1e-300) for key, ref in pairs)
+    print(f"{'gated deltanet (o, final state, 6 gradients)':<44} worst rel. err {worst:9.2e}  tol {tol:.0e}  "
+          f"{'ok' if worst <= tol else 'MISMATCH'}")
+    ok &= bool(worst <= tol)
     print("all agree" if ok else "MISMATCH")
     return 0 if ok else 1
 

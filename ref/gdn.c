@@ -4,7 +4,8 @@
 // derivative of the forward as written (the normalisation's eps included).
 //
 // Layouts (per the header): q, k: (B, T, H, dk); v, o: (B, T, H, dv); g, beta: (B, T, H);
-// the state S: (dv, dk) per (b, head), s0/sT: (B, H, dv, dk). Each (b, head) pair is an
+// the state S: (dv, dk) per (b, head) here, stored in s0/sT (and their gradients) as its
+// transpose, (B, H, dk, dv): flash-linear-attention's [B, H, K, V]. Each (b, head) pair is an
 // independent sequence.
 #include <math.h>
 #include <stdlib.h>
@@ -14,6 +15,16 @@
 
 static size_t ix_g(int b, int t, int hh, int T, int H) { return ((size_t)b * T + t) * H + hh; }  // (B, T, H)
 static size_t ix_v(int b, int t, int hh, int T, int H, int d) { return ix_g(b, t, hh, T, H) * (size_t)d; }
+
+// S (dv, dk) from / to the stored transpose (dk, dv); to: add (1) or copy (0).
+static void load_t(double *S, const double *st, int dk, int dv) {
+    for (int i = 0; i < dv; i++)
+        for (int j = 0; j < dk; j++) S[(size_t)i * dk + j] = st[(size_t)j * dv + i];
+}
+static void store_t(double *st, const double *S, int dk, int dv, int add) {
+    for (int i = 0; i < dv; i++)
+        for (int j = 0; j < dk; j++) st[(size_t)j * dv + i] = (add ? st[(size_t)j * dv + i] : 0) + S[(size_t)i * dk + j];
+}
 
 static void nan_fill(double *x, size_t n) {
     if (x)
@@ -60,7 +71,7 @@ int ref_gdn_recurrent_fwd(double *o, double *sT, const double *q, const double *
     for (int b = 0; b < B; b++)
         for (int hh = 0; hh < H; hh++) {
             size_t si = ((size_t)b * H + hh) * ns;
-            if (s0) memcpy(S, s0 + si, ns * sizeof *S);
+            if (s0) load_t(S, s0 + si, dk, dv);
             else memset(S, 0, ns * sizeof *S);
             for (int t = 0; t < T; t++) {
                 size_t gi = ix_g(b, t, hh, T, H);
@@ -74,7 +85,7 @@ int ref_gdn_recurrent_fwd(double *o, double *sT, const double *q, const double *
                     ot[i] = acc;
                 }
             }
-            if (sT) memcpy(sT + si, S, ns * sizeof *S);
+            if (sT) store_t(sT + si, S, dk, dv, 0);
         }
     free(S), free(qh), free(kh), free(e);
     return PHAX_OK;
@@ -104,7 +115,7 @@ int ref_gdn_recurrent_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
     for (int b = 0; b < B; b++)
         for (int hh = 0; hh < H; hh++) {
             size_t si = ((size_t)b * H + hh) * ns;
-            if (s0) memcpy(Ss, s0 + si, ns * sizeof *Ss);
+            if (s0) load_t(Ss, s0 + si, dk, dv);
             else memset(Ss, 0, ns * sizeof *Ss);
             for (int t = 0; t < T; t++) {  // the states after each step: Ss[t + 1]
                 size_t gi = ix_g(b, t, hh, T, H);
@@ -112,7 +123,7 @@ int ref_gdn_recurrent_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
                 unit(kh, &rk, k + ix_v(b, t, hh, T, H, dk), dk, c->qk_l2norm, 1);
                 step(Ss + (size_t)(t + 1) * ns, e, kh, v + ix_v(b, t, hh, T, H, dv), exp(g[gi]), beta[gi], dk, dv);
             }
-            if (dsT) memcpy(dS, dsT + si, ns * sizeof *dS);
+            if (dsT) load_t(dS, dsT + si, dk, dv);
             else memset(dS, 0, ns * sizeof *dS);
             for (int t = T - 1; t >= 0; t--) {
                 size_t gi = ix_g(b, t, hh, T, H);
@@ -161,8 +172,7 @@ int ref_gdn_recurrent_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
                 if (dq) unit_bwd(dq + ix_v(b, t, hh, T, H, dk), dqh, qt, rq, dk, c->qk_l2norm, c->scale);
                 if (dk_) unit_bwd(dk_ + ix_v(b, t, hh, T, H, dk), dkh, kt, rk, dk, c->qk_l2norm, 1);
             }
-            if (ds0)
-                for (size_t x = 0; x < ns; x++) ds0[si + x] += dS[x];
+            if (ds0) store_t(ds0 + si, dS, dk, dv, 1);
         }
     free(Ss), free(dS), free(dA), free(qh), free(kh), free(e), free(de), free(dqh), free(dkh);
     return PHAX_OK;

@@ -67,6 +67,12 @@ static const oracle_op OPS[] = {
      "form=parallel|recurrent, eps=1e-6, m0=0 (recurrent), grad=exact|stopgrad-normalizer (parallel: the normaliser "
      "and stabiliser held constant in the backward)", "h (B, T, H, dv); grad.q, grad.k, grad.v, grad.igate, grad.fgate",
      "q k v igate fgate", "form eps m0 grad", "h"},
+    {"gdn", op_gdn, ex_gdn,
+     "q (B, T, H, dk), k (B, T, H, dk), v (B, T, H, dv), g (B, T, H) log-decay, beta (B, T, H), initial_state "
+     "(B, H, dk, dv) optional",
+     "scale=1/sqrt(dk), qk_l2norm=1", "o (B, T, H, dv), final_state (B, H, dk, dv); grad.q, grad.k, grad.v, grad.g, "
+     "grad.beta, grad.initial_state (when given)",
+     "q k v g beta initial_state", "scale qk_l2norm", "o final_state"},
     {"mix", op_mix, ex_mix, "branches (nb, ...), p (nb)", "-", "y (...); grad.branches, grad.p", "branches p", "", "y"},
     {"cross_entropy", op_cross_entropy, ex_cross_entropy, "logits (..., V), targets (...) int, -1 = ignored", "-",
      "loss (scalar); grad.logits", "logits targets", "", "loss"},

@@ -95,6 +95,12 @@ void ex_mlstm(exw *e) {
     ex_f(e, "q", -1, 1, 4, 2, 7, 2, 3), ex_f(e, "k", -1, 1, 4, 2, 7, 2, 3), ex_f(e, "v", -1, 1, 4, 2, 7, 2, 5);
     ex_f(e, "igate", -3, 3, 3, 2, 7, 2), ex_f(e, "fgate", 1, 5, 3, 2, 7, 2), ex_meta(e, "form", "parallel");
 }
+// Gated DeltaNet: dk 6, dv 5, decays e^g in [0.5, 1), beta in (0.1, 0.9), an initial state.
+void ex_gdn(exw *e) {
+    ex_f(e, "q", -1, 1, 4, 2, 7, 2, 6), ex_f(e, "k", -1, 1, 4, 2, 7, 2, 6), ex_f(e, "v", -1, 1, 4, 2, 7, 2, 5);
+    ex_f(e, "g", -0.69, 0, 3, 2, 7, 2), ex_f(e, "beta", 0.1, 0.9, 3, 2, 7, 2);
+    ex_f(e, "initial_state", -0.5, 0.5, 4, 2, 2, 6, 5);
+}
 void ex_mix(exw *e) { ex_f(e, "branches", -1, 1, 3, 3, 5, 6), ex_f(e, "p", -1, 1, 1, 3); }
 // The loss is a scalar: training backpropagates 1 into it, so the example gives grad.loss = 1
 // (a 0-d tensor) rather than leave the oracle to draw one N(0, 1) (docs/conventions.md).

@@ -576,6 +576,54 @@ int op_mlstm(octx *c) {
     return put_mlstm(c, ox_put_alt, (double *[6]){ah, aq, ak, av, ai, af});
 }
 
+// Gated DeltaNet cell (docs/spec.md §2.13): the recurrent form. The state tensors are
+// flash-linear-attention's transposed layout (B, H, dk, dv).
+int op_gdn(octx *c) {
+    int nq, nv;
+    int64_t qs[8], vs[8];
+    TRY(ox_shape_of(c, "q", 4, 4, &nq, qs));
+    TRY(ox_shape_of(c, "v", 4, 4, &nv, vs));
+    int B = (int)qs[0], T = (int)qs[1], H = (int)qs[2], dk = (int)qs[3], dv = (int)vs[3];
+    if (vs[0] != B || vs[1] != T || vs[2] != H) return phax_fail("%s: v must be (B, T, H, dv) with q's B, T, H", c->path);
+    phax_gdn_cfg cfg = {dk > 0 ? 1 / sqrt((double)dk) : 1, 1};
+    TRY(ox_attr_double(c, "scale", cfg.scale, &cfg.scale));
+    TRY(ox_attr_int(c, "qk_l2norm", 1, 0, 1, &cfg.qk_l2norm));
+    int64_t gs[3] = {B, T, H}, ss[4] = {B, H, dk, dv};
+    int has_s0 = phax_st_find(&c->in, "initial_state") != NULL;
+    {  // q, k, v, g, beta (and s0); written twice: o, the final state, every gradient, the
+       // upstream ones; scratch: the tape of T+1 states (dk x dv) per sequence, five vectors
+        size_t nqk = ox_numel(4, qs), nvv = ox_numel(4, vs), ng = ox_numel(3, gs), ns = ox_numel(4, ss);
+        size_t in = ox_sadd(ox_sadd(ox_smul(2, nqk), nvv), ox_sadd(ox_smul(2, ng), ns));
+        size_t tape = ox_sadd(ox_smul((size_t)T + 1, ox_smul((size_t)dk, (size_t)dv)),
+                              ox_sadd(ox_smul(2, ox_smul((size_t)dk, (size_t)dv)), ox_smul(5, (size_t)dk + (size_t)dv)));
+        TRY(ox_budget(c, ox_sadd(ox_sadd(ox_smul(3, in), ox_smul(4, ox_sadd(nvv, ns))), tape)));
+    }
+    double *q = ox_getf(c, "q", 4, qs), *k = ox_getf(c, "k", 4, qs), *v = ox_getf(c, "v", 4, vs),
+           *g = ox_getf(c, "g", 3, gs), *beta = ox_getf(c, "beta", 3, gs);
+    double *s0 = has_s0 ? ox_getf(c, "initial_state", 4, ss) : NULL;
+    TRYP(q && k && v && g && beta && (s0 || !has_s0));
+    size_t nqk = ox_numel(4, qs), nvv = ox_numel(4, vs), ng = ox_numel(3, gs), ns = ox_numel(4, ss);
+    double *o = ox_dalloc(c, nvv), *sT = ox_dalloc(c, ns), *dq = ox_dalloc(c, nqk), *dk_ = ox_dalloc(c, nqk),
+           *dvv = ox_dalloc(c, nvv), *dg = ox_dalloc(c, ng), *db = ox_dalloc(c, ng), *ds0 = ox_dalloc(c, ns);
+    TRYP(o && sT && dq && dk_ && dvv && dg && db && ds0);
+    TRY(ref_gdn_recurrent_fwd(o, sT, q, k, v, g, beta, s0, B, T, H, dk, dv, &cfg));
+    double *go = ox_upstream(c, "o", 4, vs);
+    TRYP(go);
+    double *gs_T = ox_upstream(c, "final_state", 4, ss);
+    TRYP(gs_T);
+    TRY(ref_gdn_recurrent_bwd(dq, dk_, dvv, dg, db, has_s0 ? ds0 : NULL, go, gs_T, q, k, v, g, beta, s0, B, T, H, dk, dv,
+                              &cfg));
+    TRY(ox_put(c, "o", o, 4, vs));
+    TRY(ox_put(c, "final_state", sT, 4, ss));
+    TRY(ox_put(c, "grad.q", dq, 4, qs));
+    TRY(ox_put(c, "grad.k", dk_, 4, qs));
+    TRY(ox_put(c, "grad.v", dvv, 4, vs));
+    TRY(ox_put(c, "grad.g", dg, 3, gs));
+    TRY(ox_put(c, "grad.beta", db, 3, gs));
+    if (has_s0) TRY(ox_put(c, "grad.initial_state", ds0, 4, ss));
+    return PHAX_OK;
+}
+
 int op_mix(octx *c) {
     int nb_;
     int64_t bs[8];

@@ -85,7 +85,9 @@ static void householder_fwd(const prob *p, double *o, double *sT) {
     cr_assert(S && S2 && M && qh && kh);
     for (int b = 0; b < p->B; b++)
         for (int h = 0; h < p->H; h++) {
-            memcpy(S, p->s0 + ((size_t)b * p->H + h) * dk * dv, (size_t)dk * dv * 8);
+            const double *st0 = p->s0 + ((size_t)b * p->H + h) * dk * dv;  // stored (dk, dv)
+            for (int i = 0; i < dv; i++)
+                for (int j = 0; j < dk; j++) S[i * dk + j] = st0[j * dv + i];
             for (int t = 0; t < p->T; t++) {
                 size_t gi = ((size_t)b * p->T + t) * p->H + h;
                 const double *qt = p->q + gi * dk, *kt = p->k + gi * dk, *vt = p->v + gi * dv;
@@ -111,7 +113,8 @@ static void householder_fwd(const prob *p, double *o, double *sT) {
                     o[gi * dv + i] = s;
                 }
             }
-            memcpy(sT + ((size_t)b * p->H + h) * dk * dv, S, (size_t)dk * dv * 8);
+            for (int i = 0; i < dv; i++)
+                for (int j = 0; j < dk; j++) sT[((size_t)b * p->H + h) * dk * dv + (size_t)j * dv + i] = S[i * dk + j];
         }
     free(S), free(S2), free(M), free(qh), free(kh);
 }

@@ -41,7 +41,7 @@ extern char **environ;
 // Every op `phax oracle --list` must name; each has a roundtrip_<op> test below.
 static const char *const ALL_OPS[] = {"embedding", "linear", "rmsnorm", "layernorm", "headnorm", "gelu",
                                       "silu", "swiglu", "rope", "attention", "dss_kernel", "ssm_conv",
-                                      "ssm_recurrent", "mlstm", "mix", "cross_entropy", "adamw", "model"};
+                                      "ssm_recurrent", "mlstm", "gdn", "mix", "cross_entropy", "adamw", "model"};
 #define N_ALL_OPS ((int)(sizeof ALL_OPS / sizeof ALL_OPS[0]))
 
 // --- the private temp dir: <dir>/w holds the files the oracle sees, <dir>/io
@@ -666,6 +666,34 @@ static void exp_mlstm(rt *r) {
     expect(r, "grad.fgate", df, 3, gs);
 }
 
+// Gated DeltaNet: the state tensors in the stored (B, H, dk, dv) layout; grad.initial_state
+// only where IN gives an initial state.
+static void exp_gdn(rt *r) {
+    int64_t qs[8], vs[8], gs[8], ss[8] = {0};
+    double *q = in_f64(r, "q", NULL, qs), *k = in_f64(r, "k", NULL, NULL), *v = in_f64(r, "v", NULL, vs),
+           *g = in_f64(r, "g", NULL, gs), *beta = in_f64(r, "beta", NULL, NULL);
+    int B = (int)qs[0], T = (int)qs[1], H = (int)qs[2], dk = (int)qs[3], dv = (int)vs[3];
+    int has_s0 = phax_st_find(&r->in, "initial_state") != NULL;
+    double *s0 = has_s0 ? in_f64(r, "initial_state", NULL, NULL) : NULL;
+    ss[0] = B, ss[1] = H, ss[2] = dk, ss[3] = dv;
+    phax_gdn_cfg c = {meta_d(r, "scale", 1 / sqrt((double)dk)), (int)meta_d(r, "qk_l2norm", 1)};
+    size_t nqk = numel(4, qs), nv = numel(4, vs), ng = numel(3, gs), ns = numel(4, ss);
+    double *o = zeros(r, nv), *sT = zeros(r, ns), *dq = zeros(r, nqk), *dk_ = zeros(r, nqk), *dvv = zeros(r, nv),
+           *dg = zeros(r, ng), *db = zeros(r, ng), *ds0 = zeros(r, ns);
+    cr_assert(ref_gdn_recurrent_fwd(o, sT, q, k, v, g, beta, s0, B, T, H, dk, dv, &c) == PHAX_OK);
+    const double *go = upstream(r, "o", 4, vs), *gsT = upstream(r, "final_state", 4, ss);
+    cr_assert(ref_gdn_recurrent_bwd(dq, dk_, dvv, dg, db, has_s0 ? ds0 : NULL, go, gsT, q, k, v, g, beta, s0, B, T, H,
+                                    dk, dv, &c) == PHAX_OK);
+    expect(r, "o", o, 4, vs);
+    expect(r, "final_state", sT, 4, ss);
+    expect(r, "grad.q", dq, 4, qs);
+    expect(r, "grad.k", dk_, 4, qs);
+    expect(r, "grad.v", dvv, 4, vs);
+    expect(r, "grad.g", dg, 3, gs);
+    expect(r, "grad.beta", db, 3, gs);
+    if (has_s0) expect(r, "grad.initial_state", ds0, 4, ss);
+}
+
 static void exp_mix(rt *r) {
     int nb_;
     int64_t bs[8], ps[8];
@@ -773,6 +801,7 @@ Test(oracle, roundtrip_dss_kernel) { roundtrip("dss_kernel", exp_dss_kernel, NUL
 Test(oracle, roundtrip_ssm_conv) { roundtrip("ssm_conv", exp_ssm_conv, NULL); }
 Test(oracle, roundtrip_ssm_recurrent) { roundtrip("ssm_recurrent", exp_ssm_recurrent, NULL); }
 Test(oracle, roundtrip_mlstm) { roundtrip("mlstm", exp_mlstm, NULL); }
+Test(oracle, roundtrip_gdn) { roundtrip("gdn", exp_gdn, NULL); }
 Test(oracle, roundtrip_mix) { roundtrip("mix", exp_mix, NULL); }
 Test(oracle, roundtrip_cross_entropy) { roundtrip("cross_entropy", exp_cross_entropy, NULL); }
 Test(oracle, roundtrip_adamw) { roundtrip("adamw", exp_adamw, NULL); }
@@ -807,6 +836,17 @@ static void prep_mlstm_recurrent(const char *ex, const char *in) {
     phax_st_free(&f);
 }
 Test(oracle, roundtrip_mlstm_recurrent) { roundtrip("mlstm", exp_mlstm, prep_mlstm_recurrent); }
+
+// Gated DeltaNet from a zero state (no initial_state: no grad.initial_state either), q and k
+// as given (qk_l2norm 0) with a scale of 0.5.
+static void prep_gdn_raw(const char *ex, const char *in) {
+    phax_st_file f = st_open(ex);
+    phax_st_writer *w = copy_except(&f, (const char *const[]){"initial_state", NULL});
+    cr_assert(phax_st_add_meta(w, "qk_l2norm", "0") == PHAX_OK && phax_st_add_meta(w, "scale", "0.5") == PHAX_OK);
+    st_write_free(w, in);
+    phax_st_free(&f);
+}
+Test(oracle, roundtrip_gdn_zero_state_raw) { roundtrip("gdn", exp_gdn, prep_gdn_raw); }
 
 // A SWAX model written here (the example is PHA): both mixers, a window
 // attribute, and ignored targets (−1).

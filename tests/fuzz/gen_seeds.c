@@ -326,7 +326,7 @@ static void seeds_tokcache(void) {
 // --- oracle ----------------------------------------------------------------------------------------
 static const char *const OPS[] = {"embedding", "linear", "rmsnorm", "layernorm", "headnorm", "gelu", "silu",
                                   "swiglu", "rope", "attention", "dss_kernel", "ssm_conv", "ssm_recurrent",
-                                  "mlstm", "mix", "cross_entropy", "adamw", "model", NULL};
+                                  "mlstm", "gdn", "mix", "cross_entropy", "adamw", "model", NULL};
 
 static const char *example(const char *op) {
     const char *p = tmp_path("example.safetensors");
