@@ -138,8 +138,14 @@ phax_check_report *phax_check_judge(const phax_oracle_eval *ev, const phax_st_fi
             // A baseline that is not finite (the precision overflowed) explains nothing: floor only.
             w->bound = (isfinite(eb) ? PHAX_CHECK_C * w->base_rel : 0) + PHAX_CHECK_FLOOR * pr->u;
             w->ratio = eb > 0 ? et / eb : (et > 0 ? INFINITY : 0);
-            w->pass = w->rel <= w->bound;  // NaN or inf in theirs: rel is inf, fails
+            // Where the baseline itself is 1/C or more off, the bound already admits an all-zero
+            // output and no error is evidence of a bug (measured: a correct bf16 recurrent mLSTM,
+            // T 257, gates of sd 3, had gradients 590 % off where the baseline's were 41 %: ratio
+            // 14.3, a false FAIL): unresolved, and a finite error there passes.
+            w->unresolved = isfinite(eb) && PHAX_CHECK_C * w->base_rel >= 1;
+            w->pass = w->rel <= w->bound || (w->unresolved && isfinite(w->rel));  // NaN/inf in theirs: fails
             r->nfail += !w->pass;
+            r->nunresolved += w->unresolved;
         }
     r->verdict = r->nprob ? PHAX_VERDICT_MISMATCH : r->nfail || !r->nrow ? PHAX_VERDICT_FAIL : PHAX_VERDICT_PASS;
     return r;
@@ -271,7 +277,8 @@ void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
             json_num(fp, r->row[i].ratio);
             fprintf(fp, ", \"bound\": ");
             json_num(fp, r->row[i].bound);
-            fprintf(fp, ", \"pass\": %s}", r->row[i].pass ? "true" : "false");
+            fprintf(fp, ", \"pass\": %s, \"unresolved\": %s}", r->row[i].pass ? "true" : "false",
+                    r->row[i].unresolved ? "true" : "false");
         }
         fprintf(fp, "], \"problems\": [");
         for (int i = 0; i < r->nprob; i++) fprintf(fp, "%s\"%s\"", i ? ", " : "", clean(r->prob[i], pb, sizeof pb));
@@ -290,12 +297,14 @@ void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
         for (int i = 0; i < r->nrow; i++)
             if ((int)strlen(r->row[i].name) > wn) wn = (int)strlen(r->row[i].name);
         fprintf(fp, "%-*s %11s %11s %11s %11s  %s\n", wn, "tensor", "rel.err", "baseline", "ratio", "bound", "verdict");
-        int worst = 0;
+        // The worst ratio among the failing tensors, else among the resolved ones, else any.
+        int worst = 0, wk = -1;
         for (int i = 0; i < r->nrow; i++) {
             const phax_check_row *w = &r->row[i];
             fprintf(fp, "%-*s %11.3e %11.3e %11.3g %11.3e  %s\n", wn, w->name, w->rel, w->base_rel, w->ratio, w->bound,
-                    w->pass ? "PASS" : "FAIL");
-            if (!(w->ratio <= r->row[worst].ratio)) worst = i;
+                    !w->pass ? "FAIL" : w->unresolved ? "PASS (unresolved)" : "PASS");
+            int k = !w->pass ? 2 : !w->unresolved;
+            if (k > wk || (k == wk && !(w->ratio <= r->row[worst].ratio))) worst = i, wk = k;
         }
         if (!r->nrow)
             fprintf(fp, "FAIL: nothing to judge\n");
@@ -305,6 +314,10 @@ void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
         else
             fprintf(fp, "PASS: all %d tensors of %s within the %s bound (worst ratio %.3g, %s)\n", r->nrow, op, pn,
                     r->row[worst].ratio, r->row[worst].name);
+        if (r->nunresolved)
+            fprintf(fp, "note: %d tensor%s unresolved at %s: the baseline itself is 1/C or more off there, so %s "
+                        "cannot tell a bug from rounding in %s (a finite error passes)\n",
+                    r->nunresolved, r->nunresolved == 1 ? "" : "s", pn, pn, r->nunresolved == 1 ? "it" : "them");
         if (r->verdict && r->hint[0]) fprintf(fp, "hint: THEIRS passes against the truth with %s\n", r->hint);
     }
 }

@@ -14,6 +14,9 @@ typedef struct {
     char name[128];
     double rel, base_rel, ratio, bound;  // errors relative to ||truth||; ratio = error / baseline's error
     int pass;
+    // The precision cannot resolve this tensor: its baseline is 1/C or more off (the bound admits
+    // an all-zero output), so no error of theirs there tells a bug; it passes if finite.
+    int unresolved;
 } phax_check_row;
 
 typedef struct phax_check_report {
@@ -21,7 +24,7 @@ typedef struct phax_check_report {
     const phax_precision *pr;
     double C, floor;  // the bound's constants; floor in units of ||truth|| (floor·u)
     phax_verdict verdict;  // also `phax check`'s exit status
-    int nrow, nfail, nprob;
+    int nrow, nfail, nprob, nunresolved;
     phax_check_row *row;  // one per judged tensor (a model has one per parameter: hundreds)
     char (*prob)[512];    // MISMATCH: one line per problem, by name (at most one per tensor of either file)
     char hint[512];       // FAIL: the convention THEIRS matches instead (phax_check_diagnose), or ""

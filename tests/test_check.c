@@ -1780,13 +1780,13 @@ typedef struct {
 
 // The bound and the relative error phax check printed for tensor `name` on its table line
 // "name  rel.err  baseline  ratio  bound  verdict"; NaN if absent.
-static double printed_bound(const char *out, const char *name, double *rel_out) {
+static double printed_bound(const char *out, const char *name, double *rel_out, double *base_out) {
     size_t n = strlen(name);
-    *rel_out = NAN;
+    *rel_out = *base_out = NAN;
     for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
         double rel, base, ratio, bound;
         if (!strncmp(l, name, n) && l[n] == ' ' && sscanf(l + n, "%lf %lf %lf %lf", &rel, &base, &ratio, &bound) == 4)
-            return *rel_out = rel, bound;
+            return *rel_out = rel, *base_out = base, bound;
     }
     return NAN;
 }
@@ -1813,11 +1813,12 @@ static int bug_shows(const char *op, const char *in, const char *bug_path, const
         double *u = malloc(x->numel * 8 + 8), *v = malloc(x->numel * 8 + 8), num = 0, den = 0;
         cr_assert(u && v && !phax_st_to_f64(x, u) && !phax_st_to_f64(y, v));
         for (size_t j = 0; j < x->numel; j++) num += (u[j] - v[j]) * (u[j] - v[j]), den += u[j] * u[j];
-        double rel, bound = printed_bound(ok_out, y->name, &rel);
+        double rel, base, bound = printed_bound(ok_out, y->name, &rel, &base);
         cr_assert(bound >= 0, "no bound printed for %s:\n%s", y->name, ok_out);
         double err = sqrt(num) / (den > 0 ? sqrt(den) : 1);
         if (!(err <= *effect)) *effect = err;
-        shows |= !(err <= 2 * bound);
+        // an unresolved tensor (the baseline 1/C or more off: src/check.c) shows no bug
+        shows |= !(err <= 2 * bound) && !(BOUND_C * base >= 1);
         free(u), free(v);
     }
     phax_st_free(&a), phax_st_free(&b);
@@ -2137,81 +2138,102 @@ Test(check, sweep_ssm_conv, .timeout = 3600) {
 // stabiliser carried either way), T up to 1024 for all; float32, TF32 operands, bf16; gates N(0, s²) with s 1-3, forget gates centred at 0 or +3 (mostly open),
 // q/k/v head dims 4-16. Gallery: the stabiliser not subtracted in S (parallel), i′ without −m
 // (recurrent), the carried state not decayed by its chunk (chunkwise).
+// The mLSTM sweep's algorithms (form, precision).
+enum { MLSTM_NV = 15 };
+static const struct {
+    const char *name;
+    // 0 parallel with cumulative-sum decays, 1 recurrent, 2 parallel with direct sums,
+    // 3 chunkwise with the stabiliser carried from m0 (judged as form=recurrent), 4 chunkwise
+    // with the parallel form's stabiliser (judged as form=parallel)
+    int form;
+    const sweep_prec *pr;
+} MLSTM_V[MLSTM_NV] = {{"mlstm parallel cumsum f32", 0, &SP_F32},   {"mlstm parallel cumsum bf16", 0, &SP_BF16},
+           {"mlstm recurrent f32", 1, &SP_F32},         {"mlstm recurrent bf16", 1, &SP_BF16},
+           {"mlstm parallel cumsum tf32", 0, &SP_TF32}, {"mlstm parallel direct f32", 2, &SP_F32},
+           {"mlstm parallel direct bf16", 2, &SP_BF16}, {"mlstm parallel direct tf32", 2, &SP_TF32},
+           {"mlstm recurrent tf32", 1, &SP_TF32},       {"mlstm chunkwise carried f32", 3, &SP_F32},
+           {"mlstm chunkwise carried tf32", 3, &SP_TF32}, {"mlstm chunkwise carried bf16", 3, &SP_BF16},
+           {"mlstm chunkwise parallel-m f32", 4, &SP_F32}, {"mlstm chunkwise parallel-m tf32", 4, &SP_TF32},
+           {"mlstm chunkwise parallel-m bf16", 4, &SP_BF16}};
+
+// Draw dr (of n) of stream v: their correct and bugged outputs, judged (files in, ok, th).
+static void mlstm_sweep_draw(int v, int dr, int n, sweep_stat *st, const char *in, const char *ok, const char *th) {
+    int rec = MLSTM_V[v].form == 1 || MLSTM_V[v].form == 3, chunk = MLSTM_V[v].form >= 3;
+    uint64_t seed = sweep_seed(v < 9 ? 20 + v : 110 + v, dr);
+    phax_rng r = phax_rng_new(seed);
+    static const double gsc[] = {1, 2, 3};
+    int T = sweep_T(&r, dr, n), B = T >= 1024 ? 1 : 1 + pick(&r, 2), H = 1 + pick(&r, 2);
+    int DK = 4 + pick(&r, 13), DV = 4 + pick(&r, 13);
+    if (chunk) {  // a chunk of 16-256 shorter than T where one is (a carry to get wrong)
+        int nc = 0;
+        while (nc < 5 && (16 << nc) < T) nc++;
+        chunk = 16 << (nc ? pick(&r, nc) : 0);
+    }
+    double gs_ = gsc[pick(&r, 3)], shift = pick(&r, 2) ? 3 : 0, m0 = rec ? (double)(float)(2 * phax_rng_normal(&r)) : 0;
+    int64_t qs[4] = {B, T, H, DK}, vs[4] = {B, T, H, DV}, gs[3] = {B, T, H};
+    size_t nq = (size_t)B * T * H * DK, nv = (size_t)B * T * H * DV, ng = (size_t)B * T * H;
+    double *q = normal(nq, &r, 1), *k = normal(nq, &r, 1), *vv = normal(nv, &r, 1), *gh = normal(nv, &r, 1);
+    double *ig = normal(ng, &r, gs_), *fg = normal(ng, &r, gs_);
+    for (size_t i = 0; i < ng; i++) fg[i] = (double)(float)(fg[i] + shift);
+    const char *prec = MLSTM_V[v].pr->name;
+    rnd R = MLSTM_V[v].pr->R;
+    g_O = MLSTM_V[v].pr->O, g_direct_decay = MLSTM_V[v].form == 2;
+    char what[240], m0s[64];
+    snprintf(m0s, sizeof m0s, "%.9g", m0);
+    snprintf(what, sizeof what, "%s seed %llu: B %d T %d H %d dqk %d dv %d gates sd %g fgate shift %g chunk %d%s%s",
+             st->name, (unsigned long long)seed, B, T, H, DK, DV, gs_, shift, chunk, rec ? " m0 " : "",
+             rec ? m0s : "");
+    printf("%s\n", what);
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "q", q, 4, qs), add(w, "k", k, 4, qs), add(w, "v", vv, 4, vs), add(w, "igate", ig, 3, gs);
+    add(w, "fgate", fg, 3, gs), add(w, "grad.h", gh, 4, vs);
+    if (rec) cr_assert(!phax_st_add_meta(w, "form", "recurrent") && !phax_st_add_meta(w, "m0", m0s));
+    write_free(w, in);
+    double *h = malloc(nv * 8), *dq = malloc(nq * 8), *dk = malloc(nq * 8), *dv = malloc(nv * 8),
+           *di = malloc(ng * 8), *df = malloc(ng * 8);
+    cr_assert(h && dq && dk && dv && di && df);
+    for (int bugged = 0; bugged < 2; bugged++) {
+        bug bg = !bugged ? OK : chunk ? BUG_CARRY : rec ? BUG_ISTAB : BUG_STAB;
+        bug bg_grad = chunk ? OK : bg;  // chunkwise: h theirs, the gradients as above
+        if (rec) their_mlstm_rec(B, T, H, DK, DV, bg_grad, R, (float)m0, q, k, vv, ig, fg, gh, h, dq, dk, dv, di, df);
+        else their_mlstm(B, T, H, DK, DV, bg_grad, R, q, k, vv, ig, fg, gh, h, dq, dk, dv, di, df);
+        if (chunk) their_mlstm_chunk_h(B, T, H, DK, DV, bg, R, chunk, rec, (float)m0, q, k, vv, ig, fg, h);
+        w = phax_st_writer_new();
+        add(w, "h", h, 4, vs), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, qs);
+        add(w, "grad.v", dv, 4, vs), add(w, "grad.igate", di, 3, gs), add(w, "grad.fgate", df, 3, gs);
+        write_free(w, bugged ? th : ok);
+    }
+    sweep_judge("mlstm", in, ok, th, prec, st, what);
+    free(q), free(k), free(vv), free(gh), free(ig), free(fg), free(h), free(dq), free(dk), free(dv), free(di),
+        free(df);
+    g_O = r_f32, g_direct_decay = 0;
+}
+
 Test(check, sweep_mlstm, .timeout = 7200) {
     int n = sweep_draws();
-    enum { NV = 15 };
-    static const struct {
-        const char *name;
-        // 0 parallel with cumulative-sum decays, 1 recurrent, 2 parallel with direct sums,
-        // 3 chunkwise with the stabiliser carried from m0 (judged as form=recurrent), 4 chunkwise
-        // with the parallel form's stabiliser (judged as form=parallel)
-        int form;
-        const sweep_prec *pr;
-    } V[NV] = {{"mlstm parallel cumsum f32", 0, &SP_F32},   {"mlstm parallel cumsum bf16", 0, &SP_BF16},
-               {"mlstm recurrent f32", 1, &SP_F32},         {"mlstm recurrent bf16", 1, &SP_BF16},
-               {"mlstm parallel cumsum tf32", 0, &SP_TF32}, {"mlstm parallel direct f32", 2, &SP_F32},
-               {"mlstm parallel direct bf16", 2, &SP_BF16}, {"mlstm parallel direct tf32", 2, &SP_TF32},
-               {"mlstm recurrent tf32", 1, &SP_TF32},       {"mlstm chunkwise carried f32", 3, &SP_F32},
-               {"mlstm chunkwise carried tf32", 3, &SP_TF32}, {"mlstm chunkwise carried bf16", 3, &SP_BF16},
-               {"mlstm chunkwise parallel-m f32", 4, &SP_F32}, {"mlstm chunkwise parallel-m tf32", 4, &SP_TF32},
-               {"mlstm chunkwise parallel-m bf16", 4, &SP_BF16}};
+    enum { NV = MLSTM_NV };
     sweep_stat st[NV];
-    for (int v = 0; v < NV; v++) st[v] = (sweep_stat)SWEEP_STAT(V[v].name);
+    for (int v = 0; v < NV; v++) st[v] = (sweep_stat)SWEEP_STAT(MLSTM_V[v].name);
     char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors"),
          *ok = tu_join(g_dir, "ok.safetensors");
     for (int dr = 0; dr < n; dr++)
-        for (int v = 0; v < NV; v++) {
-            int rec = V[v].form == 1 || V[v].form == 3, chunk = V[v].form >= 3;
-            uint64_t seed = sweep_seed(v < 9 ? 20 + v : 110 + v, dr);
-            phax_rng r = phax_rng_new(seed);
-            static const double gsc[] = {1, 2, 3};
-            int T = sweep_T(&r, dr, n), B = T >= 1024 ? 1 : 1 + pick(&r, 2), H = 1 + pick(&r, 2);
-            int DK = 4 + pick(&r, 13), DV = 4 + pick(&r, 13);
-            if (chunk) {  // a chunk of 16-256 shorter than T where one is (a carry to get wrong)
-                int nc = 0;
-                while (nc < 5 && (16 << nc) < T) nc++;
-                chunk = 16 << (nc ? pick(&r, nc) : 0);
-            }
-            double gs_ = gsc[pick(&r, 3)], shift = pick(&r, 2) ? 3 : 0, m0 = rec ? (double)(float)(2 * phax_rng_normal(&r)) : 0;
-            int64_t qs[4] = {B, T, H, DK}, vs[4] = {B, T, H, DV}, gs[3] = {B, T, H};
-            size_t nq = (size_t)B * T * H * DK, nv = (size_t)B * T * H * DV, ng = (size_t)B * T * H;
-            double *q = normal(nq, &r, 1), *k = normal(nq, &r, 1), *vv = normal(nv, &r, 1), *gh = normal(nv, &r, 1);
-            double *ig = normal(ng, &r, gs_), *fg = normal(ng, &r, gs_);
-            for (size_t i = 0; i < ng; i++) fg[i] = (double)(float)(fg[i] + shift);
-            const char *prec = V[v].pr->name;
-            rnd R = V[v].pr->R;
-            g_O = V[v].pr->O, g_direct_decay = V[v].form == 2;
-            char what[240], m0s[64];
-            snprintf(m0s, sizeof m0s, "%.9g", m0);
-            snprintf(what, sizeof what, "%s seed %llu: B %d T %d H %d dqk %d dv %d gates sd %g fgate shift %g chunk %d%s%s",
-                     st[v].name, (unsigned long long)seed, B, T, H, DK, DV, gs_, shift, chunk, rec ? " m0 " : "",
-                     rec ? m0s : "");
-            printf("%s\n", what);
-            phax_st_writer *w = phax_st_writer_new();
-            add(w, "q", q, 4, qs), add(w, "k", k, 4, qs), add(w, "v", vv, 4, vs), add(w, "igate", ig, 3, gs);
-            add(w, "fgate", fg, 3, gs), add(w, "grad.h", gh, 4, vs);
-            if (rec) cr_assert(!phax_st_add_meta(w, "form", "recurrent") && !phax_st_add_meta(w, "m0", m0s));
-            write_free(w, in);
-            double *h = malloc(nv * 8), *dq = malloc(nq * 8), *dk = malloc(nq * 8), *dv = malloc(nv * 8),
-                   *di = malloc(ng * 8), *df = malloc(ng * 8);
-            cr_assert(h && dq && dk && dv && di && df);
-            for (int bugged = 0; bugged < 2; bugged++) {
-                bug bg = !bugged ? OK : chunk ? BUG_CARRY : rec ? BUG_ISTAB : BUG_STAB;
-                bug bg_grad = chunk ? OK : bg;  // chunkwise: h theirs, the gradients as above
-                if (rec) their_mlstm_rec(B, T, H, DK, DV, bg_grad, R, (float)m0, q, k, vv, ig, fg, gh, h, dq, dk, dv, di, df);
-                else their_mlstm(B, T, H, DK, DV, bg_grad, R, q, k, vv, ig, fg, gh, h, dq, dk, dv, di, df);
-                if (chunk) their_mlstm_chunk_h(B, T, H, DK, DV, bg, R, chunk, rec, (float)m0, q, k, vv, ig, fg, h);
-                w = phax_st_writer_new();
-                add(w, "h", h, 4, vs), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, qs);
-                add(w, "grad.v", dv, 4, vs), add(w, "grad.igate", di, 3, gs), add(w, "grad.fgate", df, 3, gs);
-                write_free(w, bugged ? th : ok);
-            }
-            sweep_judge("mlstm", in, ok, th, prec, &st[v], what);
-            free(q), free(k), free(vv), free(gh), free(ig), free(fg), free(h), free(dq), free(dk), free(dv), free(di),
-                free(df);
-            g_O = r_f32, g_direct_decay = 0;
-        }
+        for (int v = 0; v < NV; v++) mlstm_sweep_draw(v, dr, n, &st[v], in, ok, th);
     sweep_report(st, NV);
+    free(in), free(th), free(ok);
+}
+
+// The mLSTM sweep's false FAIL at 468d8cc (seed 2028306169, draw 91 of "mlstm recurrent bf16":
+// T 257, gates of sd 3): their correct bf16 recurrent mLSTM's grad.q was 590 % off the truth
+// where the baseline's was 41 % (ratio 14.3). At bf16 these gradients are beyond resolution —
+// the bound (C·41 %) already admits an all-zero output — so phax check calls such tensors
+// unresolved and lets a finite error pass (src/check.c). The draw must PASS now, with a note.
+Test(check, mlstm_bf16_unresolved_gradients) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors"),
+         *ok = tu_join(g_dir, "ok.safetensors");
+    sweep_stat st = SWEEP_STAT("mlstm recurrent bf16");
+    mlstm_sweep_draw(3, 91, 200, &st, in, ok, th);  // (sweep_verdict fails the test if the correct one FAILs)
+    cr_expect(st.passes == 1, "passes %d", st.passes);
+    cr_expect(g_ok_out && strstr(g_ok_out, "unresolved at bf16"), "%s", g_ok_out ? g_ok_out : "");
     free(in), free(th), free(ok);
 }
 

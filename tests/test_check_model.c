@@ -841,7 +841,8 @@ static void sweep_run(const inputs *in, outs *const *o, const int *bf16, const i
             for (const char *ln = rep; (ln = strchr(ln, '\n')); ln++) {
                 char nm[128];
                 double re, be, ra, bo;
-                if (sscanf(ln + 1, "%127s %lf %lf %lf %lf", nm, &re, &be, &ra, &bo) == 5) shows |= !(re <= 2 * bo);
+                if (sscanf(ln + 1, "%127s %lf %lf %lf %lf", nm, &re, &be, &ra, &bo) == 5)
+                    shows |= !(re <= 2 * bo) && !(BOUND_C * be >= 1);  // unresolved tensors show nothing
             }
             if (!shows) t->hidden++;
             else {
