@@ -177,3 +177,91 @@ int ref_gdn_recurrent_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
     free(Ss), free(dS), free(dA), free(qh), free(kh), free(e), free(de), free(dqh), free(dkh);
     return PHAX_OK;
 }
+
+// ============================================================================
+// Chunkwise form (the WY/UT representation; docs/spec.md §2.13)
+// ============================================================================
+// Within a chunk of C steps starting from state S_0, with G_r = Σ_{i≤r} g_i (so γ_t/γ_i =
+// e^{G_t − G_i}), the recurrence unrolls to S_r = e^{G_r} S_0 + Σ_{i≤r} e^{G_r − G_i} u_i k̂_iᵀ,
+// where the "pseudo-values" u_t = β_t (v_t − α_t S_{t−1} k̂_t) solve the unit lower-triangular
+// system u_t + β_t Σ_{i<t} e^{G_t − G_i} (k̂_t·k̂_i) u_i = β_t (v_t − e^{G_t} S_0 k̂_t) (the UT
+// transform, solved here by forward substitution). Then o_t = e^{G_t} S_0 q̂_t +
+// Σ_{i≤t} e^{G_t − G_i} (k̂_i·q̂_t) u_i, and the next chunk starts from S_C. The same function as
+// the recurrent form by another route (sums over the chunk instead of a state update per step).
+int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *k, const double *v, const double *g,
+                          const double *beta, const double *s0, int B, int T, int H, int dk, int dv, int chunk,
+                          const phax_gdn_cfg *c) {
+    if (chunk < 1) return phax_fail("ref_gdn_chunkwise_fwd: chunk must be >= 1 (got %d)", chunk);
+    int C = chunk < T ? chunk : (T > 0 ? T : 1);
+    size_t ns = (size_t)dk * dv;
+    double *S = malloc(ns * sizeof *S), *S2 = malloc(ns * sizeof *S2), *qh = malloc((size_t)C * dk * sizeof *qh),
+           *kh = malloc((size_t)C * dk * sizeof *kh), *u = malloc((size_t)C * dv * sizeof *u),
+           *G = malloc((size_t)C * sizeof *G);
+    if (!S || !S2 || !qh || !kh || !u || !G) {
+        free(S), free(S2), free(qh), free(kh), free(u), free(G);
+        nan_fill(o, (size_t)B * T * H * dv), nan_fill(sT, (size_t)B * H * ns);
+        return phax_fail("ref_gdn: out of memory");
+    }
+    double r;
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++) {
+            size_t si = ((size_t)b * H + hh) * ns;
+            if (s0) load_t(S, s0 + si, dk, dv);
+            else memset(S, 0, ns * sizeof *S);
+            for (int t0 = 0; t0 < T; t0 += C) {
+                int n = T - t0 < C ? T - t0 : C;
+                double acc = 0;
+                for (int t = 0; t < n; t++) {
+                    size_t gi = ix_g(b, t0 + t, hh, T, H);
+                    unit(kh + (size_t)t * dk, &r, k + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, 1);
+                    unit(qh + (size_t)t * dk, &r, q + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, c->scale);
+                    G[t] = acc += g[gi];
+                }
+                // u by forward substitution
+                for (int t = 0; t < n; t++) {
+                    size_t gi = ix_g(b, t0 + t, hh, T, H);
+                    const double *vt = v + ix_v(b, t0 + t, hh, T, H, dv), *kt = kh + (size_t)t * dk;
+                    double be = beta[gi], eg = exp(G[t]);
+                    for (int i = 0; i < dv; i++) {
+                        double sk = 0;
+                        for (int j = 0; j < dk; j++) sk += S[(size_t)i * dk + j] * kt[j];
+                        double rhs = vt[i] - eg * sk;
+                        for (int s = 0; s < t; s++) {
+                            double kk = 0;
+                            for (int j = 0; j < dk; j++) kk += kt[j] * kh[(size_t)s * dk + j];
+                            rhs -= exp(G[t] - G[s]) * kk * u[(size_t)s * dv + i];
+                        }
+                        u[(size_t)t * dv + i] = be * rhs;
+                    }
+                }
+                // outputs
+                for (int t = 0; t < n; t++) {
+                    const double *qt = qh + (size_t)t * dk;
+                    double eg = exp(G[t]), *ot = o + ix_v(b, t0 + t, hh, T, H, dv);
+                    for (int i = 0; i < dv; i++) {
+                        double sq = 0;
+                        for (int j = 0; j < dk; j++) sq += S[(size_t)i * dk + j] * qt[j];
+                        double y = eg * sq;
+                        for (int s = 0; s <= t; s++) {
+                            double kq = 0;
+                            for (int j = 0; j < dk; j++) kq += kh[(size_t)s * dk + j] * qt[j];
+                            y += exp(G[t] - G[s]) * kq * u[(size_t)s * dv + i];
+                        }
+                        ot[i] = y;
+                    }
+                }
+                // the state the next chunk starts from: S_C = e^{G_C} S_0 + Σ_s e^{G_C − G_s} u_s k̂_sᵀ
+                double eC = exp(G[n - 1]);
+                for (int i = 0; i < dv; i++)
+                    for (int j = 0; j < dk; j++) {
+                        double x = eC * S[(size_t)i * dk + j];
+                        for (int s = 0; s < n; s++) x += exp(G[n - 1] - G[s]) * u[(size_t)s * dv + i] * kh[(size_t)s * dk + j];
+                        S2[(size_t)i * dk + j] = x;
+                    }
+                memcpy(S, S2, ns * sizeof *S);
+            }
+            if (sT) store_t(sT + si, S, dk, dv, 0);
+        }
+    free(S), free(S2), free(qh), free(kh), free(u), free(G);
+    return PHAX_OK;
+}

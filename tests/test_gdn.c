@@ -143,6 +143,39 @@ Test(gdn, matches_householder_products_l2) { versus_householder(1, 1.0, "gdn_hou
 Test(gdn, matches_householder_products_raw) { versus_householder(0, 1.0, "gdn_householder_raw"); }
 Test(gdn, matches_householder_products_beta_to_2) { versus_householder(1, 2.0, "gdn_householder_beta2"); }
 
+// The chunkwise (WY/UT) form against the recurrent one: chunks of 1 (every step its own
+// chunk), 3 and 4 (partial last chunks at T 13 and 33), 16 and one longer than T, with and
+// without the normalisation, β up to 2. Both float64; the chunkwise sums over up to C terms with
+// decays e^{G_t − G_s} ≤ 1 where the recurrent form updates a state: the same T·(2dk + 4)·u
+// per unit of state as above, 1e-12 of max(1, max|S|).
+static void chunk_case(int T, int chunk, int l2, double bmax, const char *label) {
+    phax_rng r = tu_rng(label);
+    prob p = prob_new(2, T, 2, 7, 5, l2);
+    prob_fill(&p, &r, 0.0, bmax);
+    fwd(&p);
+    double *o2 = tu_buf(p.nv), *s2 = tu_buf(p.ns);
+    cr_assert(ref_gdn_chunkwise_fwd(o2, s2, p.q, p.k, p.v, p.g, p.beta, p.s0, p.B, p.T, p.H, p.dk, p.dv, chunk, &p.c) ==
+              PHAX_OK, "%s", phax_error());
+    double scale = fmax(1, tu_max_abs(p.sT, p.ns)), eo = tu_max_abs_diff(p.o, o2, p.nv), es = tu_max_abs_diff(p.sT, s2, p.ns);
+    printf("[%s] T %d chunk %d: max|o diff| %.3g, max|sT diff| %.3g (state scale %.3g)\n", label, T, chunk, eo, es, scale);
+    cr_expect(eo <= 1e-12 * scale && es <= 1e-12 * scale, "%s: T %d chunk %d: o %.3g sT %.3g", label, T, chunk, eo, es);
+    cr_expect(tu_intact(o2) && tu_intact(s2));
+    tu_free(o2), tu_free(s2);
+    prob_free(&p);
+}
+Test(gdn, chunkwise_equals_recurrent) {
+    static const int chunks[] = {1, 3, 4, 16, 64};
+    for (int i = 0; i < 5; i++) {
+        chunk_case(13, chunks[i], 1, 1.0, "gdn_chunk_T13_l2");
+        chunk_case(33, chunks[i], 0, 1.0, "gdn_chunk_T33_raw");
+        chunk_case(33, chunks[i], 1, 2.0, "gdn_chunk_T33_beta2");
+    }
+    chunk_case(1, 4, 1, 1.0, "gdn_chunk_T1");
+    double x = 0;  // chunk 0 is refused
+    phax_gdn_cfg c = {1, 1};
+    cr_expect(ref_gdn_chunkwise_fwd(&x, NULL, &x, &x, &x, &x, &x, NULL, 1, 1, 1, 1, 1, 0, &c) == PHAX_ERR);
+}
+
 // --- 2. the backward by central differences ----------------------------------------------------
 // L = Σ go ⊙ o + Σ gsT ⊙ sT, through every input.
 static double gc_loss(void *ctx) {

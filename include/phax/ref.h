@@ -168,6 +168,11 @@ int ref_gdn_recurrent_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
                           const double *do_, const double *dsT, const double *q, const double *k, const double *v,
                           const double *g, const double *beta, const double *s0, int B, int T, int H, int dk, int dv,
                           const phax_gdn_cfg *c);
+// The chunkwise (WY/UT) form's forward, chunks of `chunk` ≥ 1 steps (the last may be shorter):
+// the same function by another route (docs/spec.md §2.13), for checking chunked kernels' forward.
+int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *k, const double *v, const double *g,
+                          const double *beta, const double *s0, int B, int T, int H, int dk, int dv, int chunk,
+                          const phax_gdn_cfg *c);
 
 // --- softplus mix (ref/mix.c) --------------------------------------------------------
 // w_i = softplus(p_i) / Σ_j softplus(p_j);  m = Σ_i w_i b_i.
