@@ -37,15 +37,8 @@ double phax_check_round_slow(double x, int p, int emin, int emax) {
     int e;
     frexp(x, &e);
     int q = (e > emin ? e : emin) - p;
-    double y = ldexp(x, -q), r;
-    if (phax_check_sr_state && p < 53) {
-        uint64_t s = phax_check_sr_state;
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;  // the same stream as check/round.h's
-        phax_check_sr_state = s;
-        double f = floor(y), u = (double)(s >> 11) * 0x1p-53;
-        r = ldexp(u < y - f ? f + 1 : f, q);
-    } else
-        r = ldexp(rint(y), q);
+    double y = ldexp(x, -q);  // |y| < 2^p: check/round.h's stochastic rint applies (p < 53)
+    double r = ldexp(phax_check_sr_state && p < 53 ? phax_check_sr_rint(y) : rint(y), q);
     if (fabs(r) >= ldexp(1.0, emax)) return copysign(INFINITY, x);
     return r;
 }

@@ -16,10 +16,10 @@
 static size_t ix_g(int b, int t, int hh, int T, int H) { return ((size_t)b * T + t) * H + hh; }  // (B, T, H)
 static size_t ix_v(int b, int t, int hh, int T, int H, int d) { return ix_g(b, t, hh, T, H) * (size_t)d; }
 
-// S (dv, dk) from / to the stored transpose (dk, dv); to: add (1) or copy (0).
+// S (dv, dk) from the stored transpose (dk, dv), or zero (st NULL); and back, added (add 1) or copied.
 static void load_t(double *S, const double *st, int dk, int dv) {
     for (int i = 0; i < dv; i++)
-        for (int j = 0; j < dk; j++) S[(size_t)i * dk + j] = st[(size_t)j * dv + i];
+        for (int j = 0; j < dk; j++) S[(size_t)i * dk + j] = st ? st[(size_t)j * dv + i] : 0;
 }
 static void store_t(double *st, const double *S, int dk, int dv, int add) {
     for (int i = 0; i < dv; i++)
@@ -71,8 +71,7 @@ int ref_gdn_recurrent_fwd(double *o, double *sT, const double *q, const double *
     for (int b = 0; b < B; b++)
         for (int hh = 0; hh < H; hh++) {
             size_t si = ((size_t)b * H + hh) * ns;
-            if (s0) load_t(S, s0 + si, dk, dv);
-            else memset(S, 0, ns * sizeof *S);
+            load_t(S, s0 ? s0 + si : NULL, dk, dv);
             for (int t = 0; t < T; t++) {
                 size_t gi = ix_g(b, t, hh, T, H);
                 unit(kh, &r, k + ix_v(b, t, hh, T, H, dk), dk, c->qk_l2norm, 1);
@@ -115,16 +114,14 @@ int ref_gdn_recurrent_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
     for (int b = 0; b < B; b++)
         for (int hh = 0; hh < H; hh++) {
             size_t si = ((size_t)b * H + hh) * ns;
-            if (s0) load_t(Ss, s0 + si, dk, dv);
-            else memset(Ss, 0, ns * sizeof *Ss);
+            load_t(Ss, s0 ? s0 + si : NULL, dk, dv);
             for (int t = 0; t < T; t++) {  // the states after each step: Ss[t + 1]
                 size_t gi = ix_g(b, t, hh, T, H);
                 memcpy(Ss + (size_t)(t + 1) * ns, Ss + (size_t)t * ns, ns * sizeof *Ss);
                 unit(kh, &rk, k + ix_v(b, t, hh, T, H, dk), dk, c->qk_l2norm, 1);
                 step(Ss + (size_t)(t + 1) * ns, e, kh, v + ix_v(b, t, hh, T, H, dv), exp(g[gi]), beta[gi], dk, dv);
             }
-            if (dsT) load_t(dS, dsT + si, dk, dv);
-            else memset(dS, 0, ns * sizeof *dS);
+            load_t(dS, dsT ? dsT + si : NULL, dk, dv);
             for (int t = T - 1; t >= 0; t--) {
                 size_t gi = ix_g(b, t, hh, T, H);
                 const double *qt = q + ix_v(b, t, hh, T, H, dk), *kt = k + ix_v(b, t, hh, T, H, dk);
@@ -196,9 +193,10 @@ int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *
     size_t ns = (size_t)dk * dv;
     double *S = malloc(ns * sizeof *S), *S2 = malloc(ns * sizeof *S2), *qh = malloc((size_t)C * dk * sizeof *qh),
            *kh = malloc((size_t)C * dk * sizeof *kh), *u = malloc((size_t)C * dv * sizeof *u),
-           *G = malloc((size_t)C * sizeof *G);
-    if (!S || !S2 || !qh || !kh || !u || !G) {
-        free(S), free(S2), free(qh), free(kh), free(u), free(G);
+           *G = malloc((size_t)C * sizeof *G), *KK = malloc((size_t)C * C * sizeof *KK),
+           *KQ = malloc((size_t)C * C * sizeof *KQ);
+    if (!S || !S2 || !qh || !kh || !u || !G || !KK || !KQ) {
+        free(S), free(S2), free(qh), free(kh), free(u), free(G), free(KK), free(KQ);
         nan_fill(o, (size_t)B * T * H * dv), nan_fill(sT, (size_t)B * H * ns);
         return phax_fail("ref_gdn: out of memory");
     }
@@ -206,8 +204,7 @@ int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *
     for (int b = 0; b < B; b++)
         for (int hh = 0; hh < H; hh++) {
             size_t si = ((size_t)b * H + hh) * ns;
-            if (s0) load_t(S, s0 + si, dk, dv);
-            else memset(S, 0, ns * sizeof *S);
+            load_t(S, s0 ? s0 + si : NULL, dk, dv);
             for (int t0 = 0; t0 < T; t0 += C) {
                 int n = T - t0 < C ? T - t0 : C;
                 double acc = 0;
@@ -217,6 +214,15 @@ int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *
                     unit(qh + (size_t)t * dk, &r, q + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, c->scale);
                     G[t] = acc += g[gi];
                 }
+                // KK[t][s] = e^{G_t − G_s} k̂_t·k̂_s (s < t), KQ[t][s] = e^{G_t − G_s} k̂_s·q̂_t (s ≤ t)
+                for (int t = 0; t < n; t++)
+                    for (int s = 0; s <= t; s++) {
+                        double kk = 0, kq = 0;
+                        for (int j = 0; j < dk; j++)
+                            kk += kh[(size_t)t * dk + j] * kh[(size_t)s * dk + j],
+                                kq += kh[(size_t)s * dk + j] * qh[(size_t)t * dk + j];
+                        KK[(size_t)t * C + s] = exp(G[t] - G[s]) * kk, KQ[(size_t)t * C + s] = exp(G[t] - G[s]) * kq;
+                    }
                 // u by forward substitution
                 for (int t = 0; t < n; t++) {
                     size_t gi = ix_g(b, t0 + t, hh, T, H);
@@ -226,11 +232,7 @@ int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *
                         double sk = 0;
                         for (int j = 0; j < dk; j++) sk += S[(size_t)i * dk + j] * kt[j];
                         double rhs = vt[i] - eg * sk;
-                        for (int s = 0; s < t; s++) {
-                            double kk = 0;
-                            for (int j = 0; j < dk; j++) kk += kt[j] * kh[(size_t)s * dk + j];
-                            rhs -= exp(G[t] - G[s]) * kk * u[(size_t)s * dv + i];
-                        }
+                        for (int s = 0; s < t; s++) rhs -= KK[(size_t)t * C + s] * u[(size_t)s * dv + i];
                         u[(size_t)t * dv + i] = be * rhs;
                     }
                 }
@@ -242,11 +244,7 @@ int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *
                         double sq = 0;
                         for (int j = 0; j < dk; j++) sq += S[(size_t)i * dk + j] * qt[j];
                         double y = eg * sq;
-                        for (int s = 0; s <= t; s++) {
-                            double kq = 0;
-                            for (int j = 0; j < dk; j++) kq += kh[(size_t)s * dk + j] * qt[j];
-                            y += exp(G[t] - G[s]) * kq * u[(size_t)s * dv + i];
-                        }
+                        for (int s = 0; s <= t; s++) y += KQ[(size_t)t * C + s] * u[(size_t)s * dv + i];
                         ot[i] = y;
                     }
                 }
@@ -262,6 +260,6 @@ int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *
             }
             if (sT) store_t(sT + si, S, dk, dv, 0);
         }
-    free(S), free(S2), free(qh), free(kh), free(u), free(G);
+    free(S), free(S2), free(qh), free(kh), free(u), free(G), free(KK), free(KQ);
     return PHAX_OK;
 }
