@@ -118,9 +118,10 @@ phax_check_report *phax_check_judge(const phax_oracle_eval *ev, const phax_st_fi
                 break;
             }
             double nt = dist(o->truth, NULL, o->n), et = dist(x, o->truth, o->n), eb = dist(o->base, o->truth, o->n);
-            // The baseline's error: the largest of its five roundings (nearest, four stochastic)
-            // and of another sound algorithm's baseline's five where the op has one (base_alt):
-            // one draw of either algorithm's rounding can be lucky.
+            // The baseline's error: the largest of its roundings (nearest, four stochastic, up to
+            // 64 for a tensor of few elements: src/oracle.c, sr_draws) and of another sound
+            // algorithm's baseline's where the op has one (base_alt): one draw of either
+            // algorithm's rounding can be lucky.
             enum { NSR = sizeof o->base_sr / sizeof *o->base_sr };
             const double *other[2 * NSR + 1];
             for (int k = 0; k < NSR; k++) other[k] = o->base_sr[k], other[NSR + k] = o->base_alt_sr[k];
@@ -129,12 +130,14 @@ phax_check_report *phax_check_judge(const phax_oracle_eval *ev, const phax_st_fi
                 double ek = other[k] ? dist(other[k], o->truth, o->n) : 0;
                 if (!(ek <= eb)) eb = ek;
             }
+            if (!(o->extra_err <= eb)) eb = o->extra_err;  // a tensor of few elements: its further roundings
             free(x);
             double scale = nt > 0 && isfinite(nt) ? nt : 1;
             phax_check_row *w = &r->row[r->nrow++];
             snprintf(w->name, sizeof w->name, "%s", o->name);
             w->rel = et / scale;
             w->base_rel = eb / scale;
+            w->draws = o->draws;
             // A baseline that is not finite (the precision overflowed) explains nothing: floor only.
             w->bound = (isfinite(eb) ? PHAX_CHECK_C * w->base_rel : 0) + PHAX_CHECK_FLOOR * pr->u;
             w->ratio = eb > 0 ? et / eb : (et > 0 ? INFINITY : 0);
@@ -277,8 +280,8 @@ void phax_check_print(FILE *fp, const phax_check_report *r, int json) {
             json_num(fp, r->row[i].ratio);
             fprintf(fp, ", \"bound\": ");
             json_num(fp, r->row[i].bound);
-            fprintf(fp, ", \"pass\": %s, \"unresolved\": %s}", r->row[i].pass ? "true" : "false",
-                    r->row[i].unresolved ? "true" : "false");
+            fprintf(fp, ", \"draws\": %d, \"pass\": %s, \"unresolved\": %s}", r->row[i].draws,
+                    r->row[i].pass ? "true" : "false", r->row[i].unresolved ? "true" : "false");
         }
         fprintf(fp, "], \"problems\": [");
         for (int i = 0; i < r->nprob; i++) fprintf(fp, "%s\"%s\"", i ? ", " : "", clean(r->prob[i], pb, sizeof pb));

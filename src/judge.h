@@ -17,6 +17,7 @@ typedef struct {
     // The precision cannot resolve this tensor: its baseline is 1/C or more off (the bound admits
     // an all-zero output), so no error of theirs there tells a bug; it passes if finite.
     int unresolved;
+    int draws;  // the baseline's roundings behind the bound, per algorithm (5; up to 65 for few elements)
 } phax_check_row;
 
 typedef struct phax_check_report {

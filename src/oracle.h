@@ -21,6 +21,9 @@ typedef struct {
     const double *base_alt_sr[4];  // the same with stochastic rounding (NULL: not made)
     const double *base_alt;    // another sound algorithm's baseline, rounded to nearest (NULL: none):
                                // the bound takes the largest error of all of them
+    double extra_err;  // the largest ||baseline - truth|| of the further stochastic roundings a tensor
+                       // of few elements gets (oracle.c, sr_draws; 0: none)
+    int draws;         // the baseline's roundings behind the bound (nearest and stochastic), per algorithm
     int upstream;         // 1: grad.<output>, the upstream gradient (an input, not judged)
 } phax_oracle_tensor;
 

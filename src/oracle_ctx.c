@@ -55,11 +55,12 @@ const char *ox_shown(const char *s, char *buf, size_t n) {
 // output writer keeps of each array written. An input whose plan exceeds the
 // limit is refused here, in one line, before any allocation or computation.
 // phax check adds what the baseline holds (check_doubles); most ops' baselines hold as much
-// again as the truth (budget), the model's its own count (op_model); and it holds 1 + SR_RUNS
-// such runs at once (the baseline rounded to nearest and stochastically: eval_new), each with
-// another sound algorithm's baseline where the op has one (alt_doubles).
+// again as the truth (budget), the model's its own count (op_model); and it holds 2 + SR_RUNS
+// such runs at once (the baseline rounded to nearest and stochastically, and one of the further
+// roundings a tensor of few elements gets: eval_new), each with another sound algorithm's
+// baseline where the op has one (alt_doubles).
 int ox_budget_check_alt(octx *c, size_t doubles, size_t check_doubles, size_t alt_doubles) {
-    if (c->prec) doubles = ox_smul(ox_sadd(ox_sadd(doubles, check_doubles), alt_doubles), 1 + SR_RUNS);
+    if (c->prec) doubles = ox_smul(ox_sadd(ox_sadd(doubles, check_doubles), alt_doubles), 2 + SR_RUNS);
     size_t bytes = ox_smul(doubles, sizeof(double));
     if (bytes <= c->limit) return PHAX_OK;
     if (bytes == SIZE_MAX)
