@@ -167,10 +167,14 @@ struct phax_oracle_eval {
 // (2 elements, one of them a cancellation to ~0) 37 % off the truth where the worst of the
 // baseline's five roundings was 8.5 % (ratio 4.38, a false FAIL), and 64 roundings reach 113 %.
 // The extra roundings are made one at a time (each one's errors kept, its arrays freed), and
-// only for ops cheap enough to repeat (not the model: its few-element tensors, the mix's three
-// scalars, were judged 11,000 times in tests/test_check_model.c's sweep without a false FAIL).
+// only while cheap: all runs together at most SR_BUDGET elements in and out (a cosine
+// attention's logscale has Hq elements at every T, and T 1024 takes minutes a run: its tensors
+// of few elements get the four roundings there, as before); never for the model (its three
+// scalars of mix.p were judged 11,000 times in tests/test_check_model.c's sweep without a
+// false FAIL, and a model run costs far more than its elements say).
 #define SR_ELEMENT_DRAWS 256
 #define SR_MAX_RUNS 64
+#define SR_BUDGET ((size_t)1 << 20)
 static int sr_draws(size_t n) {
     size_t k = n ? (SR_ELEMENT_DRAWS + n - 1) / n : SR_MAX_RUNS;
     return k < SR_RUNS ? SR_RUNS : k > SR_MAX_RUNS ? SR_MAX_RUNS : (int)k;
@@ -241,9 +245,14 @@ static phax_oracle_eval *eval_new(const char *opname, const char *in_path, const
     // The four stochastic roundings every tensor gets are kept (alt[]), the further ones a tensor
     // of few elements gets (sr_draws) reduced to their errors as they are made (one octx at a time).
     int nruns = SR_RUNS;
+    size_t size = 0;  // the cost of a run, as elements in and out
+    for (int i = 0; !rc && i < c->in.n; i++) size = ox_sadd(size, c->in.t[i].numel);
+    for (int i = 0; !rc && i < c->ncol; i++) size = ox_sadd(size, c->col[i].n);
     for (int i = 0; i < c->ncol && !rc; i++)
         if (!c->col[i].upstream && strcmp(op->name, "model") && sr_draws(c->col[i].n) > nruns)
             nruns = sr_draws(c->col[i].n);
+    if (nruns > SR_RUNS && (size_t)nruns * size > SR_BUDGET)  // too dear to repeat: as many as the budget buys
+        nruns = SR_BUDGET / size > SR_RUNS ? (int)(SR_BUDGET / size) : SR_RUNS;
     for (int i = 0; i < c->ncol; i++) c->col[i].draws = 1 + (c->col[i].upstream ? 0 : SR_RUNS);
     for (int k = 0; k < nruns && !rc; k++) {
         octx extra = {0}, *a = k < SR_RUNS ? &e->alt[k] : &extra;
