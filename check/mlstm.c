@@ -25,7 +25,7 @@ static double sigm(double z) { return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 +
 static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
                        double *df, const double *gh, const double *q, const double *k, const double *v,
                        const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh, double eps,
-                       int cumsum, int stopgrad) {
+                       int cumsum, int stopgrad, int carry, double m0) {
     size_t nqk = (size_t)B * T * H * dqk, nv = (size_t)B * T * H * dvh, ng = (size_t)B * T * H;
     double *D = malloc((size_t)T * sizeof *D), *E = malloc((size_t)T * sizeof *E), *g = malloc((size_t)T * sizeof *g);
     double *dD = malloc((size_t)T * sizeof *dD), *qh = malloc((size_t)dqk * sizeof *qh),
@@ -36,7 +36,7 @@ static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *
     }
     memset(dq, 0, nqk * sizeof *dq), memset(dk, 0, nqk * sizeof *dk), memset(dv, 0, nv * sizeof *dv);
     memset(di, 0, ng * sizeof *di), memset(df, 0, ng * sizeof *df);
-    double sc = R(1.0 / R(sqrt((double)dqk)));
+    double sc = R(1.0 / R(sqrt((double)dqk))), m0r = R(m0);
 #define GI(t) (((size_t)b * T + (t)) * H + hh)
     for (int b = 0; b < B; b++)
         for (int hh = 0; hh < H; hh++) {
@@ -44,9 +44,10 @@ static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *
                 for (int r = 0; r < T; r++) cs[r] = R((r ? cs[r - 1] : 0.0) + R(logsig(R(fg[GI(r)]))));
             for (int t = 0; t < T; t++) {
                 // D̃_ts = Σ_{r=s+1..t} logσ(f̃_r) + ĩ_s, summed from r = t down (or cs_t − cs_s);
-                // m = max_s D̃_ts.
-                double F = 0, m = -INFINITY;
-                int arg = 0;
+                // m = max_s D̃_ts, or with the stabiliser carried from m0, max(cs_t + m0, max_s D̃_ts)
+                // (arg −1: the carried term, which wins a tie as the recurrent form's forget branch).
+                double F = 0, m = carry ? R(cs[t] + m0r) : -INFINITY;
+                int arg = carry ? -1 : 0;
                 for (int s = t; s >= 0; s--) {
                     if (cumsum) {
                         D[s] = R(R(cs[t] - cs[s]) + R(ig[GI(s)]));
@@ -97,13 +98,14 @@ static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *
                         dk[GI(s) * dqk + i] = R(dk[GI(s) * dqk + i] + R(RM(dg) * RM(qh[i])));
                     }
                 }
-                dD[arg] = R(dD[arg] + dm);
+                if (arg >= 0) dD[arg] = R(dD[arg] + dm);
                 for (int i = 0; i < dqk; i++) dq[GI(t) * dqk + i] = R(dq[GI(t) * dqk + i] + R(dqh[i] * sc));
-                // D̃_ts = ĩ_s + Σ_{s<r≤t} logσ(f̃_r): ĩ_s takes dD_s, f̃_r takes Σ_{s<r} dD_s·σ(−f̃_r).
-                double acc = 0;
+                // D̃_ts = ĩ_s + Σ_{s<r≤t} logσ(f̃_r): ĩ_s takes dD_s, f̃_r takes Σ_{s<r} dD_s·σ(−f̃_r);
+                // the carried term cs_t + m0, when it is the max, gives dm to every f̃_r, r ≤ t.
+                double acc = arg < 0 ? dm : 0;
                 for (int s = 0; s <= t; s++) {
                     di[GI(s)] = R(di[GI(s)] + dD[s]);
-                    if (s > 0) df[GI(s)] = R(df[GI(s)] + R(acc * R(sigm(-R(fg[GI(s)])))));
+                    if (s > 0 || arg < 0) df[GI(s)] = R(df[GI(s)] + R(acc * R(sigm(-R(fg[GI(s)])))));
                     acc = R(acc + dD[s]);
                 }
             }
@@ -116,68 +118,36 @@ static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *
 int phax_naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
                      double *df, const double *gh, const double *q, const double *k, const double *v,
                      const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh, double eps) {
-    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, 0, 0);
+    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, 0, 0, 0, 0);
 }
 
 int phax_naive_mlstm_grad(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
                           double *df, const double *gh, const double *q, const double *k, const double *v,
                           const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh, double eps,
                           int cumsum, int grad) {
-    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, cumsum, grad != 0);
+    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, cumsum, grad != 0, 0, 0);
 }
 
 int phax_naive_mlstm_cumsum(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
                             double *df, const double *gh, const double *q, const double *k, const double *v,
                             const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh,
                             double eps) {
-    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, 1, 0);
+    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, 1, 0, 0, 0);
 }
 
 // The recurrent form's function written the chunkwise way with one chunk as long as the
-// sequence: m_t = max(b_t + m0, max_s D̃_ts) (b_t = cs_t, the stabiliser carried from m0 as the
-// recurrent form carries it), h_t = Σ_s (q̂·k_s) e^{D̃_ts − m_t} v_s / (max(|Σ_s (q̂·k_s) e^{D̃_ts − m_t}|,
-// e^{−m_t}) + eps). Equal to the recurrent form in exact arithmetic; its sums run over t terms
-// where the recurrent form's run over dqk, so a chunkwise kernel (chunks of L ≤ T) rounds at most
-// about as much: phax check's bound on form=recurrent's h takes the larger of the two errors.
-int phax_naive_mlstm_chunkwise_h(const phax_precision *pr, double *h, const double *q, const double *k,
-                                 const double *v, const double *ig, const double *fg, int B, int T, int H, int dqk,
-                                 int dvh, double eps, double m0) {
-    double *D = malloc((size_t)T * sizeof *D), *w = malloc((size_t)T * sizeof *w), *cs = malloc((size_t)T * sizeof *cs),
-           *qh = malloc((size_t)dqk * sizeof *qh);
-    if (!D || !w || !cs || !qh) {
-        free(D), free(w), free(cs), free(qh);
-        return phax_fail("check: out of memory (mlstm baseline)");
-    }
-    double sc = R(1.0 / R(sqrt((double)dqk))), m0r = R(m0);
-#define GI(t) (((size_t)b * T + (t)) * H + hh)
-    for (int b = 0; b < B; b++)
-        for (int hh = 0; hh < H; hh++) {
-            for (int r = 0; r < T; r++) cs[r] = R((r ? cs[r - 1] : 0.0) + R(logsig(R(fg[GI(r)]))));
-            for (int t = 0; t < T; t++) {
-                double m = R(cs[t] + m0r), S = 0;
-                for (int s = 0; s <= t; s++) {
-                    D[s] = R(R(cs[t] - cs[s]) + R(ig[GI(s)]));
-                    if (D[s] > m) m = D[s];
-                }
-                const double *qt = q + GI(t) * dqk;
-                for (int i = 0; i < dqk; i++) qh[i] = R(R(qt[i]) * sc);
-                for (int s = 0; s <= t; s++) {
-                    double a = 0;
-                    for (int i = 0; i < dqk; i++) a = R(a + R(RM(qh[i]) * RM(R(k[GI(s) * dqk + i]))));
-                    w[s] = R(a * R(exp(R(D[s] - m))));
-                    S = R(S + w[s]);
-                }
-                double em = R(exp(-m)), den = R((fabs(S) >= em ? fabs(S) : em) + eps);
-                for (int j = 0; j < dvh; j++) {
-                    double a = 0;
-                    for (int s = 0; s <= t; s++) a = R(a + R(RM(w[s]) * RM(R(v[GI(s) * dvh + j]))));
-                    h[GI(t) * dvh + j] = R(a / den);
-                }
-            }
-        }
-#undef GI
-    free(D), free(w), free(cs), free(qh);
-    return PHAX_OK;
+// sequence: the parallel form on cumulative-sum decays, its stabiliser carried from m0,
+// m_t = max(cs_t + m0, max_s D̃_ts), h_t = Σ_s (q̂·k_s) e^{D̃_ts − m_t} v_s / (max(|Σ_s (q̂·k_s)
+// e^{D̃_ts − m_t}|, e^{−m_t}) + eps), and its exact backward. Equal to the recurrent form in
+// exact arithmetic; its sums run over t terms where the recurrent form's run over dqk, so a
+// chunkwise kernel (chunks of L ≤ T, forward and backward) rounds at most about as much: phax
+// check's bound on form=recurrent takes the larger of the two errors (a correct bf16 chunkwise
+// mLSTM, T 257, chunks of 128, had grad.v at ratio 4.24 against the recurrent baseline alone).
+int phax_naive_mlstm_chunkwise(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
+                               double *df, const double *gh, const double *q, const double *k, const double *v,
+                               const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh, double eps,
+                               double m0) {
+    return naive_mlstm(pr, h, dq, dk, dv, di, df, gh, q, k, v, ig, fg, B, T, H, dqk, dvh, eps, 1, 0, 1, m0);
 }
 
 // The recurrent form (docs/spec.md §2.9): per row and head the states C (dqk, dv), n (dqk),

@@ -531,8 +531,8 @@ int op_mlstm(octx *c) {
                            : ox_smul(8, (size_t)T);
         size_t x = ox_sadd(ox_sadd(ox_smul(3, in), ox_smul(4, nvv)), ox_sadd(tape, ox_smul(3, ox_smul((size_t)dqk, (size_t)dv))));
         // phax check holds two baselines (the parallel form: direct and cumulative-sum decays;
-        // the recurrent form: its own and h the chunkwise way, rows of T)
-        TRY(ox_budget_check_alt(c, x, x, form ? ox_sadd(nvv, ox_smul(3, (size_t)T)) : x));
+        // the recurrent form: its own and the chunkwise way, rows of T)
+        TRY(ox_budget_check_alt(c, x, x, x));
     }
     double *q = ox_getf(c, "q", 4, qs), *k = ox_getf(c, "k", 4, qs), *v = ox_getf(c, "v", 4, vs),
            *ig = ox_getf(c, "igate", 3, gs), *fg = ox_getf(c, "fgate", 3, gs);
@@ -560,19 +560,15 @@ int op_mlstm(octx *c) {
     if (form == 0) TRY(phax_naive_mlstm_grad(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, 0, grad));
     else TRY(phax_naive_mlstm_recurrent(c->prec, bh, bq, bk, bv, bi, bf, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, m0));
     TRY(put_mlstm(c, ox_put_base, (double *[6]){bh, bq, bk, bv, bi, bf}));
-    if (form != 0) {  // a chunkwise kernel sums over a chunk where the recurrent form sums over dqk:
-                      // its h's baseline too (one chunk of T), the bound the larger (check/mlstm.c)
-        double *ch = ox_dalloc(c, nvv);
-        TRYP(ch);
-        TRY(phax_naive_mlstm_chunkwise_h(c->prec, ch, q, k, v, ig, fg, B, T, H, dqk, dv, eps, m0));
-        return ox_put_alt(c, "h", ch);
-    }
-    // The parallel form is also written with the decays as differences of cumulative sums,
-    // whose rounding grows with T (check/mlstm.c): its baseline too, the bound the larger.
+    // The second baseline, the bound the larger (check/mlstm.c): the parallel form is also
+    // written with the decays as differences of cumulative sums, whose rounding grows with T;
+    // the recurrent form as a chunkwise kernel computes it (one chunk of T), whose sums run over
+    // the chunk where the recurrent form's run over dqk.
     double *ah = ox_dalloc(c, nvv), *aq = ox_dalloc(c, nqk), *ak = ox_dalloc(c, nqk), *av = ox_dalloc(c, nvv),
            *ai = ox_dalloc(c, ng), *af = ox_dalloc(c, ng);
     TRYP(ah && aq && ak && av && ai && af);
-    TRY(phax_naive_mlstm_grad(c->prec, ah, aq, ak, av, ai, af, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, 1, grad));
+    if (form != 0) TRY(phax_naive_mlstm_chunkwise(c->prec, ah, aq, ak, av, ai, af, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, m0));
+    else TRY(phax_naive_mlstm_grad(c->prec, ah, aq, ak, av, ai, af, gh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, 1, grad));
     return put_mlstm(c, ox_put_alt, (double *[6]){ah, aq, ak, av, ai, af});
 }
 

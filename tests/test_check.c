@@ -53,7 +53,8 @@ typedef enum {
     // not a bug under grad=stopgrad-normalizer: a hand-written mLSTM backward that holds the
     // normaliser and the stabiliser constant
     STOPGRAD,
-    BUG_CARRY  // chunkwise mLSTM: the carried state not decayed by the chunk
+    BUG_CARRY,  // chunkwise mLSTM: the carried state not decayed by the chunk
+    BUG_GATE1   // mLSTM: the forget gates' preactivations 1 % off (f̃·1.01, a mis-scaled gate)
 } bug;
 
 typedef struct {
@@ -436,37 +437,52 @@ static void their_mlstm_rec(int B, int T, int H, int dk_, int dv_, bug bg, rnd R
     free(Cs), free(ns), free(m), free(fp), free(ip), free(s), free(den), free(qh), free(dC), free(dn), free(g), free(fb);
 }
 
-// --- their mLSTM, chunkwise (the form fast kernels use): chunks of L steps; within a chunk the
-// parallel form on the chunk's own cumulative log-forgets b, between chunks the state (C, n, m)
-// carried. carried 1: the stabiliser starts at m0 and is carried as the recurrent form carries
-// it (m_t = max(b_t + m_prev, max_s D_ts)), so h is phax's form=recurrent; carried 0: it starts
-// at −∞ (no state before the first chunk), so m_t is the parallel form's max_s D_ts and h is
-// form=parallel. Only h: the gradients are those of the same function (recurrent or parallel
-// float code above; a chunkwise backward's rounding lies between theirs, L = 1 and L = T).
-// BUG_CARRY: the chunk's decay not applied to the carried state (C, n kept at full weight).
-static void their_mlstm_chunk_h(int B, int T, int H, int dk_, int dv_, bug bg, rnd R, int L, int carried, float m0,
-                                const double *q, const double *k, const double *v, const double *ig,
-                                const double *fg, double *h) {
+// --- their mLSTM, chunkwise forward and backward (the form fast kernels use): chunks of L steps;
+// within a chunk the parallel form on the chunk's own cumulative log-forgets b, between chunks
+// the state (C, n, m) carried, and the backward the same way in reverse: per chunk, from the
+// gradients of its end state, the gradients of its inputs and of its start state. carried 1: the
+// stabiliser starts at m0 and is carried as the recurrent form carries it (m_t = max(b_t +
+// m_prev, max_s D_ts)), so the function is phax's form=recurrent; carried 0: it starts at −∞ (no
+// state before the first chunk), so m_t is the parallel form's max_s D_ts and the function is
+// form=parallel. The backward is the exact derivative of this forward as written: h =
+// num/(max(|nq|, e^{−m}) + eps) depends on m only through the e^{−m} branch and eps, but every
+// e^{x − m} term's path to m is taken (they cancel in exact arithmetic), and m's gradient goes
+// to its max's winner (the carried term on a tie). BUG_CARRY: the chunk's decay not applied to
+// the carried state (C, n kept at full weight), its gradient that of the bugged function.
+static void their_mlstm_chunk(int B, int T, int H, int dk_, int dv_, bug bg, rnd R, int L, int carried, float m0,
+                              const double *q, const double *k, const double *v, const double *ig, const double *fg,
+                              const double *gh, double *h, double *dq, double *dk, double *dv, double *di,
+                              double *df) {
     size_t kv = (size_t)dk_ * dv_;
+    int nc = (T + L - 1) / L;
+    // the tape: each chunk's start state; per step its stabiliser, normaliser sum and denominator
+    float *Ct = malloc((size_t)nc * kv * 4), *nt = malloc((size_t)nc * dk_ * 4), *mp = malloc((size_t)nc * 4),
+          *mtt = malloc((size_t)T * 4), *nqt = malloc((size_t)T * 4), *dent = malloc((size_t)T * 4);
     float *C = malloc(kv * 4), *n = malloc((size_t)dk_ * 4), *bc = malloc((size_t)L * 4), *D = malloc((size_t)L * 4),
-          *qh = malloc((size_t)dk_ * 4), *num = malloc((size_t)dv_ * 4);
-    cr_assert(C && n && bc && D && qh && num);
+          *qh = malloc((size_t)dk_ * 4), *num = malloc((size_t)dv_ * 4), *dC = malloc(kv * 4),
+          *dn = malloc((size_t)dk_ * 4), *dCp = malloc(kv * 4), *dnp = malloc((size_t)dk_ * 4),
+          *dbc = malloc((size_t)L * 4), *dqh = malloc((size_t)dk_ * 4), *dnum = malloc((size_t)dv_ * 4),
+          *dks = malloc((size_t)L * dk_ * 4), *dvs = malloc((size_t)L * dv_ * 4), *dis = malloc((size_t)L * 4);
+    cr_assert(Ct && nt && mp && mtt && nqt && dent && C && n && bc && D && qh && num && dC && dn && dCp && dnp && dbc &&
+              dqh && dnum && dks && dvs && dis);
     float sc = R(1.0f / sqrtf((float)dk_));
 #define IX(t) (((size_t)b * T + (t)) * H + hh)
 #define KK(t, i) R((float)k[IX(t) * dk_ + (i)])
 #define VV(t, j) R((float)v[IX(t) * dv_ + (j)])
+#define IG(t) R((float)ig[IX(t)])
     for (int b = 0; b < B; b++)
         for (int hh = 0; hh < H; hh++) {
             memset(C, 0, kv * 4), memset(n, 0, (size_t)dk_ * 4);
             float m = carried ? m0 : -INFINITY;
-            for (int t0 = 0; t0 < T; t0 += L) {
-                int len = T - t0 < L ? T - t0 : L;
+            for (int c = 0; c < nc; c++) {
+                int t0 = c * L, len = T - t0 < L ? T - t0 : L;
+                memcpy(Ct + (size_t)c * kv, C, kv * 4), memcpy(nt + (size_t)c * dk_, n, (size_t)dk_ * 4), mp[c] = m;
                 for (int j = 0; j < len; j++) bc[j] = R((j ? bc[j - 1] : 0.0f) + R(lsigf(R((float)fg[IX(t0 + j)]))));
                 for (int j = 0; j < len; j++) {  // the outputs of the chunk
                     int t = t0 + j;
                     float mt = m == -INFINITY ? -INFINITY : R(bc[j] + m);
                     for (int s = 0; s <= j; s++) {
-                        D[s] = R(R(bc[j] - bc[s]) + R((float)ig[IX(t0 + s)]));
+                        D[s] = R(R(bc[j] - bc[s]) + IG(t0 + s));
                         mt = fmaxf(mt, D[s]);
                     }
                     for (int i = 0; i < dk_; i++) qh[i] = R(R((float)q[IX(t) * dk_ + i]) * sc);
@@ -486,16 +502,17 @@ static void their_mlstm_chunk_h(int B, int T, int H, int dk_, int dv_, bug bg, r
                         for (int jv = 0; jv < dv_; jv++) num[jv] = R(num[jv] + MM(wgt, VV(t0 + s, jv)));
                     }
                     float den = R(fmaxf(fabsf(nq), R(expf(-mt))) + 1e-6f);
+                    mtt[t] = mt, nqt[t] = nq, dent[t] = den;
                     for (int jv = 0; jv < dv_; jv++) h[IX(t) * dv_ + jv] = R(num[jv] / den);
                 }
                 // the state at the chunk's end: decayed by the chunk, plus its keys and values
                 float bl = bc[len - 1], mn = m == -INFINITY ? -INFINITY : R(bl + m);
-                for (int s = 0; s < len; s++) mn = fmaxf(mn, R(R(bl - bc[s]) + R((float)ig[IX(t0 + s)])));
+                for (int s = 0; s < len; s++) mn = fmaxf(mn, R(R(bl - bc[s]) + IG(t0 + s)));
                 float sp = m == -INFINITY ? 0.0f : bg == BUG_CARRY ? 1.0f : R(expf(R(R(bl + m) - mn)));
                 for (size_t i = 0; i < kv; i++) C[i] = R(sp * C[i]);
                 for (int i = 0; i < dk_; i++) n[i] = R(sp * n[i]);
                 for (int s = 0; s < len; s++) {
-                    float w = R(expf(R(R(R(bl - bc[s]) + R((float)ig[IX(t0 + s)])) - mn)));
+                    float w = R(expf(R(R(R(bl - bc[s]) + IG(t0 + s)) - mn)));
                     for (int i = 0; i < dk_; i++) {
                         float wk = R(w * KK(t0 + s, i));
                         n[i] = R(n[i] + wk);
@@ -505,11 +522,128 @@ static void their_mlstm_chunk_h(int B, int T, int H, int dk_, int dv_, bug bg, r
                 }
                 m = mn;
             }
+            // Backward, chunk by chunk from the last: dC, dn, dm the gradients of the chunk's end state.
+            memset(dC, 0, kv * 4), memset(dn, 0, (size_t)dk_ * 4);
+            float dm = 0;
+            for (int c = nc - 1; c >= 0; c--) {
+                int t0 = c * L, len = T - t0 < L ? T - t0 : L;
+                const float *Cp = Ct + (size_t)c * kv, *np = nt + (size_t)c * dk_;
+                float m_ = mp[c], dmp = 0;
+                int has = m_ != -INFINITY;  // a start state (carried, or the first chunk's m0)
+                memset(dCp, 0, kv * 4), memset(dnp, 0, (size_t)dk_ * 4), memset(dbc, 0, (size_t)L * 4);
+                memset(dks, 0, (size_t)L * dk_ * 4), memset(dvs, 0, (size_t)L * dv_ * 4), memset(dis, 0, (size_t)L * 4);
+                for (int j = 0; j < len; j++) bc[j] = R((j ? bc[j - 1] : 0.0f) + R(lsigf(R((float)fg[IX(t0 + j)]))));
+                float bl = bc[len - 1], dbl = 0;
+                // (1) the end state C = sp·Cp + Σ_s w_s k_s v_sᵀ, n = sp·np + Σ_s w_s k_s, m = mn
+                float mn = has ? R(bl + m_) : -INFINITY;
+                int win = -1;  // the max's winner: −1 the carried term, else s
+                for (int s = 0; s < len; s++) {
+                    float x = R(R(bl - bc[s]) + IG(t0 + s));
+                    if (x > mn) mn = x, win = s;
+                }
+                float dmn = dm;
+                if (has && bg != BUG_CARRY) {
+                    float sp = R(expf(R(R(bl + m_) - mn))), dsp = 0;
+                    for (size_t i = 0; i < kv; i++) dsp = R(dsp + MM(dC[i], Cp[i])), dCp[i] = R(sp * dC[i]);
+                    for (int i = 0; i < dk_; i++) dsp = R(dsp + MM(dn[i], np[i])), dnp[i] = R(sp * dn[i]);
+                    float x = R(dsp * sp);  // d(bl + m_ − mn)
+                    dbl = R(dbl + x), dmp = R(dmp + x), dmn = R(dmn - x);
+                } else if (has) {  // the bug: sp = 1, a constant
+                    memcpy(dCp, dC, kv * 4), memcpy(dnp, dn, (size_t)dk_ * 4);
+                }
+                for (int s = 0; s < len; s++) {
+                    float w = R(expf(R(R(R(bl - bc[s]) + IG(t0 + s)) - mn))), dw = 0;
+                    for (int i = 0; i < dk_; i++) {
+                        float ki = KK(t0 + s, i), a = dn[i];
+                        for (int jv = 0; jv < dv_; jv++) {
+                            float g = dC[(size_t)i * dv_ + jv];
+                            a = R(a + MM(g, VV(t0 + s, jv)));
+                            dvs[(size_t)s * dv_ + jv] = R(dvs[(size_t)s * dv_ + jv] + MM(R(w * ki), g));
+                        }
+                        dw = R(dw + MM(a, ki));
+                        dks[(size_t)s * dk_ + i] = R(dks[(size_t)s * dk_ + i] + R(w * a));
+                    }
+                    float x = R(dw * w);  // d(bl − bc_s + ĩ_s − mn)
+                    dbl = R(dbl + x), dbc[s] = R(dbc[s] - x), dis[s] = R(dis[s] + x), dmn = R(dmn - x);
+                }
+                if (win < 0) dbl = R(dbl + dmn), dmp = R(dmp + dmn);
+                else dbl = R(dbl + dmn), dbc[win] = R(dbc[win] - dmn), dis[win] = R(dis[win] + dmn);
+                dbc[len - 1] = R(dbc[len - 1] + dbl);
+                // (2) the outputs: h_t = num/den, den = max(|nq|, e^{−mt}) + eps,
+                // nq = ei·(q̂·np) + Σ_s a_s E_s, num = ei·(q̂ᵀCp) + Σ_s a_s E_s v_s,
+                // a_s = q̂·k_s, E_s = e^{D_s − mt}, ei = e^{b_j + m_ − mt}
+                for (int j = 0; j < len; j++) {
+                    int t = t0 + j;
+                    float mt = mtt[t], nq = nqt[t], den = dent[t], em = R(expf(-mt)), dden = 0;
+                    for (int jv = 0; jv < dv_; jv++) {
+                        float g = R((float)gh[IX(t) * dv_ + jv]);
+                        dnum[jv] = R(g / den);
+                        dden = R(dden - R(g * (float)h[IX(t) * dv_ + jv]));
+                    }
+                    dden = R(dden / den);
+                    int nb = fabsf(nq) >= em;
+                    float dnq = nb ? (nq > 0 ? dden : nq < 0 ? -dden : 0) : 0, dmt = nb ? 0 : R(-R(dden * em));
+                    for (int i = 0; i < dk_; i++) qh[i] = R(R((float)q[IX(t) * dk_ + i]) * sc), dqh[i] = 0;
+                    int wt = -1;  // mt's winner
+                    float mx = has ? R(bc[j] + m_) : -INFINITY;
+                    for (int s = 0; s <= j; s++) {
+                        D[s] = R(R(bc[j] - bc[s]) + IG(t0 + s));
+                        if (D[s] > mx) mx = D[s], wt = s;
+                    }
+                    if (has) {
+                        float ei = R(expf(R(R(bc[j] + m_) - mt))), dei = 0;
+                        for (int i = 0; i < dk_; i++) {
+                            float a = R(dnq * np[i]);
+                            dei = R(dei + MM(R(qh[i] * dnq), np[i]));
+                            for (int jv = 0; jv < dv_; jv++) {
+                                float cij = Cp[(size_t)i * dv_ + jv];
+                                a = R(a + MM(cij, dnum[jv]));
+                                dei = R(dei + MM(R(qh[i] * cij), dnum[jv]));
+                                dCp[(size_t)i * dv_ + jv] = R(dCp[(size_t)i * dv_ + jv] + MM(R(ei * qh[i]), dnum[jv]));
+                            }
+                            dnp[i] = R(dnp[i] + R(R(ei * dnq) * qh[i]));
+                            dqh[i] = R(dqh[i] + R(ei * a));
+                        }
+                        float x = R(dei * ei);  // d(b_j + m_ − mt)
+                        dbc[j] = R(dbc[j] + x), dmp = R(dmp + x), dmt = R(dmt - x);
+                    }
+                    for (int s = 0; s <= j; s++) {
+                        float a = 0;
+                        for (int i = 0; i < dk_; i++) a = R(a + MM(qh[i], KK(t0 + s, i)));
+                        float E = R(expf(R(D[s] - mt))), wgt = R(a * E), dwg = dnq;
+                        for (int jv = 0; jv < dv_; jv++) {
+                            dwg = R(dwg + MM(dnum[jv], VV(t0 + s, jv)));
+                            dvs[(size_t)s * dv_ + jv] = R(dvs[(size_t)s * dv_ + jv] + MM(wgt, dnum[jv]));
+                        }
+                        float da = R(dwg * E), x = R(R(dwg * a) * E);  // x: d(D_s − mt)
+                        for (int i = 0; i < dk_; i++) {
+                            dqh[i] = R(dqh[i] + MM(da, KK(t0 + s, i)));
+                            dks[(size_t)s * dk_ + i] = R(dks[(size_t)s * dk_ + i] + MM(da, qh[i]));
+                        }
+                        dbc[j] = R(dbc[j] + x), dbc[s] = R(dbc[s] - x), dis[s] = R(dis[s] + x), dmt = R(dmt - x);
+                    }
+                    if (wt < 0) dbc[j] = R(dbc[j] + dmt), dmp = R(dmp + dmt);
+                    else dbc[j] = R(dbc[j] + dmt), dbc[wt] = R(dbc[wt] - dmt), dis[wt] = R(dis[wt] + dmt);
+                    for (int i = 0; i < dk_; i++) dq[IX(t) * dk_ + i] = R(dqh[i] * sc);
+                }
+                // b_j = Σ_{r ≤ j} φ_r: dφ_r = Σ_{j ≥ r} db_j; φ = logσ(f̃), dφ/df̃ = σ(−f̃)
+                float acc = 0;
+                for (int r = len - 1; r >= 0; r--) {
+                    acc = R(acc + dbc[r]);
+                    df[IX(t0 + r)] = R(acc * R(1.0f / (1.0f + expf((float)fg[IX(t0 + r)]))));
+                    di[IX(t0 + r)] = dis[r];
+                    for (int i = 0; i < dk_; i++) dk[IX(t0 + r) * dk_ + i] = dks[(size_t)r * dk_ + i];
+                    for (int jv = 0; jv < dv_; jv++) dv[IX(t0 + r) * dv_ + jv] = dvs[(size_t)r * dv_ + jv];
+                }
+                memcpy(dC, dCp, kv * 4), memcpy(dn, dnp, (size_t)dk_ * 4), dm = dmp;
+            }
         }
 #undef IX
 #undef KK
 #undef VV
-    free(C), free(n), free(bc), free(D), free(qh), free(num);
+#undef IG
+    free(Ct), free(nt), free(mp), free(mtt), free(nqt), free(dent), free(C), free(n), free(bc), free(D), free(qh);
+    free(num), free(dC), free(dn), free(dCp), free(dnp), free(dbc), free(dqh), free(dnum), free(dks), free(dvs), free(dis);
 }
 
 // --- files and runs ------------------------------------------------------------------------------
@@ -1011,8 +1145,13 @@ static void mlstm_case(int recurrent, bug bg, rnd R, const char *prec, int want_
     double *h = malloc(nv * 8), *dq = malloc(nq * 8), *dk = malloc(nq * 8), *dv = malloc(nv * 8), *di = malloc(ng * 8),
            *df = malloc(ng * 8);
     cr_assert(h && dq && dk && dv && di && df);
-    if (recurrent) their_mlstm_rec(B, T, H, DK, DV, bg, R, 0.5f, q, k, v, ig, fg, gh, h, dq, dk, dv, di, df);
-    else their_mlstm(B, T, H, DK, DV, bg, R, q, k, v, ig, fg, gh, h, dq, dk, dv, di, df);
+    double *fgt = malloc(ng * 8);  // the forget gates their code reads
+    cr_assert(fgt);
+    for (size_t i = 0; i < ng; i++) fgt[i] = bg == BUG_GATE1 ? fg[i] * 1.01 : fg[i];
+    bug bt = bg == BUG_GATE1 ? OK : bg;
+    if (recurrent) their_mlstm_rec(B, T, H, DK, DV, bt, R, 0.5f, q, k, v, ig, fgt, gh, h, dq, dk, dv, di, df);
+    else their_mlstm(B, T, H, DK, DV, bt, R, q, k, v, ig, fgt, gh, h, dq, dk, dv, di, df);
+    free(fgt);
     w = phax_st_writer_new();
     add(w, "h", h, 4, vs), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, qs), add(w, "grad.v", dv, 4, vs);
     add(w, "grad.igate", di, 3, gs), add(w, "grad.fgate", df, 3, gs);
@@ -1080,6 +1219,14 @@ Test(check, gallery_mlstm_stabiliser) { mlstm_case(0, BUG_STAB, r_f32, "f32", 0,
 Test(check, gallery_mlstm_stabiliser_bf16) {
     mlstm_case(0, BUG_STAB, r_bf16, "bf16", 0, "mLSTM stabiliser not subtracted in S (bf16)");
 }
+// A 1 % gate error (the forget gates' preactivations read as 1.01·f̃): at f32 and TF32 far
+// beyond rounding in both forms; at bf16 (u = 2^-8) it is within a few units of the
+// precision's own error and not asked.
+Test(check, gallery_mlstm_fgate_one_percent) {
+    mlstm_case(0, BUG_GATE1, r_f32, "f32", 0, "mLSTM forget gates 1 % off (parallel, f32)");
+    mlstm_case(1, BUG_GATE1, r_f32, "f32", 0, "mLSTM forget gates 1 % off (recurrent, f32)");
+    mlstm_case(1, BUG_GATE1, r_f32, "tf32", 0, "mLSTM forget gates 1 % off (recurrent, f32 judged at tf32)");
+}
 Test(check, mlstm_recurrent_f32_passes) { mlstm_case(1, OK, r_f32, "f32", 1, "mlstm recurrent, correct f32"); }
 Test(check, mlstm_recurrent_bf16_passes) { mlstm_case(1, OK, r_bf16, "bf16", 1, "mlstm recurrent, correct bf16"); }
 Test(check, gallery_mlstm_recurrent_forget_stabiliser) {
@@ -1131,17 +1278,23 @@ Test(check, mlstm_baselines_at_f64_equal_ref) {
                                                H, DK, DV, eps, m0));
             cr_assert(!phax_naive_mlstm_recurrent(&F64, o[1][0], o[1][1], o[1][2], o[1][3], o[1][4], o[1][5], gh, q,
                                                   k, v, ig, fg, B, T, H, DK, DV, eps, m0));
-            // h the chunkwise way (phax check's second baseline for form=recurrent), at m0 and
-            // at an m0 large enough that b_t + m0 is the stabiliser (the branch a bug would drop)
+            // the chunkwise way (phax check's second baseline for form=recurrent), at m0 and at an
+            // m0 large enough that b_t + m0 is the stabiliser (the branch a bug would drop)
             for (int big = 0; big < 2; big++) {
-                double *hc = calloc(nv, 8), *hr = calloc(nv, 8), m0c = big ? 40 : m0;
-                cr_assert(hc && hr);
-                cr_assert(!ref_mlstm_recurrent_fwd(hr, q, k, v, ig, fg, B, T, H, DK, DV, eps, m0c));
-                cr_assert(!phax_naive_mlstm_chunkwise_h(&F64, hc, q, k, v, ig, fg, B, T, H, DK, DV, eps, m0c));
-                double e = rel(hc, hr, nv);
-                printf("mlstm chunkwise h (m0 %g) at 53 bits vs ref recurrent, relative %.3g\n", m0c, e);
-                cr_expect(e <= 1e-11, "mlstm chunkwise-h baseline (m0 %g) differs from ref recurrent: %.3g", m0c, e);
-                free(hc), free(hr);
+                double *r6[6], *c6[6], m0c = big ? 40 : m0;
+                for (int j = 0; j < 6; j++) cr_assert((r6[j] = calloc(sz[j], 8)) && (c6[j] = calloc(sz[j], 8)));
+                cr_assert(!ref_mlstm_recurrent_fwd(r6[0], q, k, v, ig, fg, B, T, H, DK, DV, eps, m0c));
+                cr_assert(!ref_mlstm_recurrent_bwd(r6[1], r6[2], r6[3], r6[4], r6[5], gh, q, k, v, ig, fg, B, T, H, DK,
+                                                   DV, eps, m0c));
+                cr_assert(!phax_naive_mlstm_chunkwise(&F64, c6[0], c6[1], c6[2], c6[3], c6[4], c6[5], gh, q, k, v, ig,
+                                                      fg, B, T, H, DK, DV, eps, m0c));
+                for (int j = 0; j < 6; j++) {
+                    double e = rel(c6[j], r6[j], sz[j]);
+                    printf("mlstm chunkwise %s (m0 %g) at 53 bits vs ref recurrent, relative %.3g\n", nm[j], m0c, e);
+                    cr_expect(e <= 1e-11, "mlstm chunkwise baseline %s (m0 %g) differs from ref recurrent: %.3g", nm[j],
+                              m0c, e);
+                }
+                for (int j = 0; j < 6; j++) free(r6[j]), free(c6[j]);
             }
         } else {
             cr_assert(!ref_mlstm_parallel_fwd(o[0][0], q, k, v, ig, fg, B, T, H, DK, DV, eps));
@@ -2204,10 +2357,10 @@ static void mlstm_sweep_draw(int v, int dr, int n, sweep_stat *st, const char *i
     cr_assert(h && dq && dk && dv && di && df);
     for (int bugged = 0; bugged < 2; bugged++) {
         bug bg = !bugged ? OK : chunk ? BUG_CARRY : rec ? BUG_ISTAB : BUG_STAB;
-        bug bg_grad = chunk ? OK : bg;  // chunkwise: h theirs, the gradients as above
-        if (rec) their_mlstm_rec(B, T, H, DK, DV, bg_grad, R, (float)m0, q, k, vv, ig, fg, gh, h, dq, dk, dv, di, df);
-        else their_mlstm(B, T, H, DK, DV, bg_grad, R, q, k, vv, ig, fg, gh, h, dq, dk, dv, di, df);
-        if (chunk) their_mlstm_chunk_h(B, T, H, DK, DV, bg, R, chunk, rec, (float)m0, q, k, vv, ig, fg, h);
+        if (chunk)
+            their_mlstm_chunk(B, T, H, DK, DV, bg, R, chunk, rec, (float)m0, q, k, vv, ig, fg, gh, h, dq, dk, dv, di, df);
+        else if (rec) their_mlstm_rec(B, T, H, DK, DV, bg, R, (float)m0, q, k, vv, ig, fg, gh, h, dq, dk, dv, di, df);
+        else their_mlstm(B, T, H, DK, DV, bg, R, q, k, vv, ig, fg, gh, h, dq, dk, dv, di, df);
         w = phax_st_writer_new();
         add(w, "h", h, 4, vs), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, qs);
         add(w, "grad.v", dv, 4, vs), add(w, "grad.igate", di, 3, gs), add(w, "grad.fgate", df, 3, gs);

@@ -78,11 +78,13 @@ int phax_naive_mlstm_grad(const phax_precision *pr, double *h, double *dq, doubl
                           const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_, double eps,
                           int cumsum, int grad);
 
-// h of the recurrent form's function (from m0) as a chunkwise kernel with one chunk computes it
-// (check/mlstm.c): the second baseline of phax check's bound on form=recurrent's h.
-int phax_naive_mlstm_chunkwise_h(const phax_precision *pr, double *h, const double *q, const double *k,
-                                 const double *v, const double *ig, const double *fg, int B, int T, int H, int dqk,
-                                 int dvh, double eps, double m0);
+// The recurrent form's function (from m0) as a chunkwise kernel with one chunk computes it,
+// forward and backward (check/mlstm.c): the second baseline of phax check's bound on
+// form=recurrent. Shapes as phax_naive_mlstm.
+int phax_naive_mlstm_chunkwise(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
+                               double *df, const double *gh, const double *q, const double *k, const double *v,
+                               const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_, double eps,
+                               double m0);
 
 // mLSTM, recurrent form from the stabiliser m0 (ref_mlstm_recurrent_fwd/_bwd's contract), outputs
 // overwritten; shapes as phax_naive_mlstm.
