@@ -263,3 +263,193 @@ int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *
     free(S), free(S2), free(qh), free(kh), free(u), free(G), free(KK), free(KQ);
     return PHAX_OK;
 }
+
+// The chunkwise form's backward: reverse mode through the chunkwise forward as written, chunk
+// by chunk from the last, each from the gradient of the state it hands on (dS_C) and of its
+// outputs, giving its inputs' gradients and the gradient of the state it started from (the
+// previous chunk's dS_C). The start states of the chunks are recomputed forward and kept
+// (⌈T/C⌉·dv·dk doubles). Per chunk, with E_t = e^{G_t}, KK_ts, KQ_ts and the pseudo-values u
+// as in the forward, r_t = v_t − E_t S_0 k̂_t − Σ_{s<t} KK_ts u_s (so u_t = β_t r_t):
+//   S_C = E_L S_0 + Σ_s e^{G_L − G_s} u_s k̂_sᵀ (L the last step): dS_0 += E_L dS_C, du_s +=
+//     e^{G_L − G_s} dS_C k̂_s, dk̂_s += e^{G_L − G_s} dS_Cᵀ u_s, and G_L, G_s the exponents' parts;
+//   o_t = E_t S_0 q̂_t + Σ_{s≤t} KQ_ts u_s: dS_0 += E_t do_t q̂_tᵀ, dq̂_t += E_t S_0ᵀ do_t,
+//     dKQ_ts = do_t·u_s, du_s += KQ_ts do_t;
+//   then the triangular solve backwards (t from the last, so du_t is complete when reached):
+//     dβ_t = du_t·r_t, dr_t = β_t du_t, dv_t += dr_t, dS_0 −= E_t dr_t k̂_tᵀ, dk̂_t −= E_t S_0ᵀ dr_t,
+//     dKK_ts = −dr_t·u_s, du_s −= KK_ts dr_t (s < t);
+//   KK_ts = e^{G_t − G_s} k̂_t·k̂_s and KQ_ts = e^{G_t − G_s} k̂_s·q̂_t to k̂, q̂ and G; G_t = Σ_{i≤t} g_i
+//   gives dg_i = Σ_{t≥i} dG_t; q̂, k̂ back through the normalisation (unit_bwd).
+int ref_gdn_chunkwise_bwd(double *dq, double *dk_, double *dv_, double *dg, double *dbeta, double *ds0,
+                          const double *do_, const double *dsT, const double *q, const double *k, const double *v,
+                          const double *g, const double *beta, const double *s0, int B, int T, int H, int dk, int dv,
+                          int chunk, const phax_gdn_cfg *c) {
+    if (chunk < 1) return phax_fail("ref_gdn_chunkwise_bwd: chunk must be >= 1 (got %d)", chunk);
+    int C = chunk < T ? chunk : (T > 0 ? T : 1), nc = T > 0 ? (T + C - 1) / C : 0;
+    size_t ns = (size_t)dk * dv, cd = (size_t)C * dk, cv = (size_t)C * dv, cc = (size_t)C * C;
+    double *S0s = malloc(((size_t)nc + 1) * ns * sizeof *S0s), *dS = malloc(ns * sizeof *dS),
+           *dS0 = malloc(ns * sizeof *dS0), *qh = malloc(cd * sizeof *qh), *kh = malloc(cd * sizeof *kh),
+           *rq = malloc((size_t)C * sizeof *rq), *rk = malloc((size_t)C * sizeof *rk), *u = malloc(cv * sizeof *u),
+           *rr = malloc(cv * sizeof *rr), *du = malloc(cv * sizeof *du), *G = malloc((size_t)C * sizeof *G),
+           *dG = malloc((size_t)C * sizeof *dG), *KK = malloc(cc * sizeof *KK), *KQ = malloc(cc * sizeof *KQ),
+           *dKK = malloc(cc * sizeof *dKK), *dKQ = malloc(cc * sizeof *dKQ), *dqh = malloc(cd * sizeof *dqh),
+           *dkh = malloc(cd * sizeof *dkh);
+    if (!S0s || !dS || !dS0 || !qh || !kh || !rq || !rk || !u || !rr || !du || !G || !dG || !KK || !KQ || !dKK ||
+        !dKQ || !dqh || !dkh) {
+        free(S0s), free(dS), free(dS0), free(qh), free(kh), free(rq), free(rk), free(u), free(rr), free(du), free(G);
+        free(dG), free(KK), free(KQ), free(dKK), free(dKQ), free(dqh), free(dkh);
+        size_t nq = (size_t)B * T * H * dk, nv = (size_t)B * T * H * dv, ngt = (size_t)B * T * H;
+        nan_fill(dq, nq), nan_fill(dk_, nq), nan_fill(dv_, nv), nan_fill(dg, ngt), nan_fill(dbeta, ngt);
+        nan_fill(ds0, (size_t)B * H * ns);
+        return phax_fail("ref_gdn: out of memory");
+    }
+#define SS(x, i, j) (x)[(size_t)(i) * dk + (j)]
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++) {
+            size_t si = ((size_t)b * H + hh) * ns;
+            // the chunks' start states (the recurrent steps give the same function; the chunkwise
+            // forward's own route would too: the start states are inputs of each chunk here)
+            load_t(S0s, s0 ? s0 + si : NULL, dk, dv);
+            for (int cI = 0; cI < nc; cI++) {
+                double *S = S0s + (size_t)(cI + 1) * ns, r, *e = du;  // du: scratch here
+                memcpy(S, S0s + (size_t)cI * ns, ns * sizeof *S);
+                for (int t = cI * C; t < T && t < (cI + 1) * C; t++) {
+                    size_t gi = ix_g(b, t, hh, T, H);
+                    unit(kh, &r, k + ix_v(b, t, hh, T, H, dk), dk, c->qk_l2norm, 1);
+                    step(S, e, kh, v + ix_v(b, t, hh, T, H, dv), exp(g[gi]), beta[gi], dk, dv);
+                }
+            }
+            load_t(dS, dsT ? dsT + si : NULL, dk, dv);
+            for (int cI = nc - 1; cI >= 0; cI--) {
+                int t0 = cI * C, n = T - t0 < C ? T - t0 : C, L = n - 1;
+                const double *S = S0s + (size_t)cI * ns;
+                double acc = 0;
+                for (int t = 0; t < n; t++) {
+                    size_t gi = ix_g(b, t0 + t, hh, T, H);
+                    unit(kh + (size_t)t * dk, &rk[t], k + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, 1);
+                    unit(qh + (size_t)t * dk, &rq[t], q + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, c->scale);
+                    G[t] = acc += g[gi], dG[t] = 0;
+                }
+                for (int t = 0; t < n; t++)
+                    for (int s = 0; s <= t; s++) {
+                        double kk = 0, kq = 0;
+                        for (int j = 0; j < dk; j++)
+                            kk += kh[(size_t)t * dk + j] * kh[(size_t)s * dk + j],
+                                kq += kh[(size_t)s * dk + j] * qh[(size_t)t * dk + j];
+                        KK[(size_t)t * C + s] = exp(G[t] - G[s]) * kk, KQ[(size_t)t * C + s] = exp(G[t] - G[s]) * kq;
+                        dKK[(size_t)t * C + s] = 0, dKQ[(size_t)t * C + s] = 0;
+                    }
+                for (int t = 0; t < n; t++) {  // u (and r, before β) by forward substitution
+                    size_t gi = ix_g(b, t0 + t, hh, T, H);
+                    const double *vt = v + ix_v(b, t0 + t, hh, T, H, dv), *kt = kh + (size_t)t * dk;
+                    for (int i = 0; i < dv; i++) {
+                        double sk = 0;
+                        for (int j = 0; j < dk; j++) sk += SS(S, i, j) * kt[j];
+                        double rhs = vt[i] - exp(G[t]) * sk;
+                        for (int s = 0; s < t; s++) rhs -= KK[(size_t)t * C + s] * u[(size_t)s * dv + i];
+                        rr[(size_t)t * dv + i] = rhs, u[(size_t)t * dv + i] = beta[gi] * rhs;
+                    }
+                }
+                for (size_t x = 0; x < cd; x++) dqh[x] = 0, dkh[x] = 0;
+                for (size_t x = 0; x < cv; x++) du[x] = 0;
+                // S_C = E_L S_0 + Σ_s e^{G_L − G_s} u_s k̂_sᵀ
+                double eL = exp(G[L]), x0 = 0;
+                for (size_t x = 0; x < ns; x++) dS0[x] = eL * dS[x], x0 += dS[x] * S[x];
+                dG[L] += eL * x0;
+                for (int s = 0; s < n; s++) {
+                    double w = exp(G[L] - G[s]), xs = 0;
+                    for (int i = 0; i < dv; i++) {
+                        double dsk = 0;
+                        for (int j = 0; j < dk; j++) {
+                            dsk += SS(dS, i, j) * kh[(size_t)s * dk + j];
+                            dkh[(size_t)s * dk + j] += w * SS(dS, i, j) * u[(size_t)s * dv + i];
+                        }
+                        du[(size_t)s * dv + i] += w * dsk;
+                        xs += u[(size_t)s * dv + i] * dsk;
+                    }
+                    dG[L] += w * xs, dG[s] -= w * xs;
+                }
+                // o_t = E_t S_0 q̂_t + Σ_{s≤t} KQ_ts u_s
+                for (int t = 0; t < n; t++) {
+                    const double *dot = do_ + ix_v(b, t0 + t, hh, T, H, dv), *qt = qh + (size_t)t * dk;
+                    double et = exp(G[t]), xg = 0;
+                    for (int i = 0; i < dv; i++) {
+                        double sq = 0;
+                        for (int j = 0; j < dk; j++) {
+                            sq += SS(S, i, j) * qt[j];
+                            SS(dS0, i, j) += et * dot[i] * qt[j];
+                            dqh[(size_t)t * dk + j] += et * SS(S, i, j) * dot[i];
+                        }
+                        xg += dot[i] * sq;
+                    }
+                    dG[t] += et * xg;
+                    for (int s = 0; s <= t; s++) {
+                        double a = 0;
+                        for (int i = 0; i < dv; i++) {
+                            a += dot[i] * u[(size_t)s * dv + i];
+                            du[(size_t)s * dv + i] += KQ[(size_t)t * C + s] * dot[i];
+                        }
+                        dKQ[(size_t)t * C + s] += a;
+                    }
+                }
+                // the triangular solve, backwards
+                for (int t = n - 1; t >= 0; t--) {
+                    size_t gi = ix_g(b, t0 + t, hh, T, H);
+                    double be = beta[gi], et = exp(G[t]), db = 0, xg = 0, *dr = du + (size_t)t * dv;
+                    const double *kt = kh + (size_t)t * dk;
+                    for (int i = 0; i < dv; i++) db += du[(size_t)t * dv + i] * rr[(size_t)t * dv + i], dr[i] *= be;
+                    if (dbeta) dbeta[gi] += db;
+                    if (dv_)
+                        for (int i = 0; i < dv; i++) dv_[ix_v(b, t0 + t, hh, T, H, dv) + i] += dr[i];
+                    for (int i = 0; i < dv; i++) {
+                        double sk = 0;
+                        for (int j = 0; j < dk; j++) {
+                            sk += SS(S, i, j) * kt[j];
+                            SS(dS0, i, j) -= et * dr[i] * kt[j];
+                            dkh[(size_t)t * dk + j] -= et * SS(S, i, j) * dr[i];
+                        }
+                        xg += dr[i] * sk;
+                    }
+                    dG[t] -= et * xg;
+                    for (int s = 0; s < t; s++) {
+                        double a = 0;
+                        for (int i = 0; i < dv; i++) {
+                            a += dr[i] * u[(size_t)s * dv + i];
+                            du[(size_t)s * dv + i] -= KK[(size_t)t * C + s] * dr[i];
+                        }
+                        dKK[(size_t)t * C + s] -= a;
+                    }
+                }
+                // KK, KQ to k̂, q̂ and G
+                for (int t = 0; t < n; t++)
+                    for (int s = 0; s <= t; s++) {
+                        double e = exp(G[t] - G[s]), dkk = s < t ? dKK[(size_t)t * C + s] : 0, dkq = dKQ[(size_t)t * C + s];
+                        double xg = dkk * KK[(size_t)t * C + s] * (s < t) + dkq * KQ[(size_t)t * C + s];
+                        dG[t] += xg, dG[s] -= xg;
+                        for (int j = 0; j < dk; j++) {
+                            double kt = kh[(size_t)t * dk + j], ks = kh[(size_t)s * dk + j], qt = qh[(size_t)t * dk + j];
+                            dkh[(size_t)t * dk + j] += e * dkk * ks;
+                            dkh[(size_t)s * dk + j] += e * dkk * kt + e * dkq * qt;
+                            dqh[(size_t)t * dk + j] += e * dkq * ks;
+                        }
+                    }
+                // G_t = Σ_{i≤t} g_i; q̂, k̂ back through the normalisation
+                double gacc = 0;
+                for (int t = n - 1; t >= 0; t--) {
+                    gacc += dG[t];
+                    if (dg) dg[ix_g(b, t0 + t, hh, T, H)] += gacc;
+                    if (dq)
+                        unit_bwd(dq + ix_v(b, t0 + t, hh, T, H, dk), dqh + (size_t)t * dk,
+                                 q + ix_v(b, t0 + t, hh, T, H, dk), rq[t], dk, c->qk_l2norm, c->scale);
+                    if (dk_)
+                        unit_bwd(dk_ + ix_v(b, t0 + t, hh, T, H, dk), dkh + (size_t)t * dk,
+                                 k + ix_v(b, t0 + t, hh, T, H, dk), rk[t], dk, c->qk_l2norm, 1);
+                }
+                memcpy(dS, dS0, ns * sizeof *dS);
+            }
+            if (ds0) store_t(ds0 + si, dS, dk, dv, 1);
+        }
+#undef SS
+    free(S0s), free(dS), free(dS0), free(qh), free(kh), free(rq), free(rk), free(u), free(rr), free(du), free(G);
+    free(dG), free(KK), free(KQ), free(dKK), free(dKQ), free(dqh), free(dkh);
+    return PHAX_OK;
+}

@@ -176,6 +176,49 @@ Test(gdn, chunkwise_equals_recurrent) {
     cr_expect(ref_gdn_chunkwise_fwd(&x, NULL, &x, &x, &x, &x, &x, NULL, 1, 1, 1, 1, 1, 0, &c) == PHAX_ERR);
 }
 
+// The chunkwise backward against the recurrent one (which the central differences below
+// check): every gradient, chunks of 1, 3, 4 (partial last chunks), 16 and longer than T, with
+// and without the normalisation, β up to 2, with an initial state and a final-state gradient and
+// without either. Both float64, both reverse mode of the same function by different routes: the
+// same 1e-12 of the gradient's scale (max(1, max|grad|)) as the forwards above.
+static void chunk_bwd_case(int T, int chunk, int l2, double bmax, int with_state, const char *label) {
+    phax_rng r = tu_rng(label);
+    prob p = prob_new(2, T, 2, 7, 5, l2);
+    prob_fill(&p, &r, 0.0, bmax);
+    const double *s0 = with_state ? p.s0 : NULL, *gsT = with_state ? p.gsT : NULL;
+    double *a[6] = {p.dq, p.dk_, p.dv_, p.dg, p.dbeta, p.ds0};
+    size_t n[6] = {p.nq, p.nq, p.nv, p.ng, p.ng, p.ns};
+    double *b2[6];
+    for (int i = 0; i < 6; i++) memset(a[i], 0, n[i] * sizeof(double)), b2[i] = tu_buf(n[i]), memset(b2[i], 0, n[i] * sizeof(double));
+    cr_assert(ref_gdn_recurrent_bwd(p.dq, p.dk_, p.dv_, p.dg, p.dbeta, p.ds0, p.go, gsT, p.q, p.k, p.v, p.g, p.beta, s0,
+                                    p.B, p.T, p.H, p.dk, p.dv, &p.c) == PHAX_OK);
+    cr_assert(ref_gdn_chunkwise_bwd(b2[0], b2[1], b2[2], b2[3], b2[4], b2[5], p.go, gsT, p.q, p.k, p.v, p.g, p.beta, s0,
+                                    p.B, p.T, p.H, p.dk, p.dv, chunk, &p.c) == PHAX_OK, "%s", phax_error());
+    static const char *nm[6] = {"dq", "dk", "dv", "dg", "dbeta", "ds0"};
+    for (int i = 0; i < 6; i++) {
+        double scale = fmax(1, tu_max_abs(a[i], n[i])), e = tu_max_abs_diff(a[i], b2[i], n[i]);
+        cr_expect(e <= 1e-12 * scale && tu_intact(b2[i]), "%s: T %d chunk %d %s: max diff %.3g (scale %.3g)", label, T,
+                  chunk, nm[i], e, scale);
+        if (i == 3) printf("[%s] T %d chunk %d: dg max diff %.3g (scale %.3g)\n", label, T, chunk, e, scale);
+        tu_free(b2[i]);
+    }
+    prob_free(&p);
+}
+Test(gdn, chunkwise_backward_equals_recurrent) {
+    static const int chunks[] = {1, 3, 4, 16, 64};
+    for (int i = 0; i < 5; i++) {
+        chunk_bwd_case(13, chunks[i], 1, 1.0, 1, "gdn_chunk_bwd_T13_l2");
+        chunk_bwd_case(33, chunks[i], 0, 1.0, 1, "gdn_chunk_bwd_T33_raw");
+        chunk_bwd_case(33, chunks[i], 1, 2.0, 1, "gdn_chunk_bwd_T33_beta2");
+        chunk_bwd_case(13, chunks[i], 1, 1.0, 0, "gdn_chunk_bwd_T13_nostate");
+    }
+    chunk_bwd_case(1, 4, 1, 1.0, 1, "gdn_chunk_bwd_T1");
+    double x = 0;  // chunk 0 is refused
+    phax_gdn_cfg c = {1, 1};
+    cr_expect(ref_gdn_chunkwise_bwd(&x, &x, &x, &x, &x, NULL, &x, NULL, &x, &x, &x, &x, &x, NULL, 1, 1, 1, 1, 1, 0, &c) ==
+              PHAX_ERR);
+}
+
 // --- 2. the backward by central differences ----------------------------------------------------
 // L = Σ go ⊙ o + Σ gsT ⊙ sT, through every input.
 static double gc_loss(void *ctx) {

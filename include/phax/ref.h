@@ -173,6 +173,12 @@ int ref_gdn_recurrent_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
 int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *k, const double *v, const double *g,
                           const double *beta, const double *s0, int B, int T, int H, int dk, int dv, int chunk,
                           const phax_gdn_cfg *c);
+// Its backward, reverse mode through the chunkwise forward as written (the UT solve run
+// backwards): the recurrent backward's contract, the same gradients by the chunkwise route.
+int ref_gdn_chunkwise_bwd(double *dq, double *dk_, double *dv_, double *dg, double *dbeta, double *ds0,
+                          const double *do_, const double *dsT, const double *q, const double *k, const double *v,
+                          const double *g, const double *beta, const double *s0, int B, int T, int H, int dk, int dv,
+                          int chunk, const phax_gdn_cfg *c);
 
 // --- softplus mix (ref/mix.c) --------------------------------------------------------
 // w_i = softplus(p_i) / Σ_j softplus(p_j);  m = Σ_i w_i b_i.
