@@ -149,8 +149,8 @@ static void set_limit(octx *c, double max_mib) {
 
 // --- phax check's entry (src/oracle.h) ----------------------------------------------------------
 #define CHECKED_OPS \
-    "embedding linear rmsnorm layernorm headnorm gelu silu swiglu rope attention ssm_conv mlstm mix cross_entropy adamw " \
-    "dss_kernel ssm_recurrent model"
+    "embedding linear rmsnorm layernorm headnorm gelu silu swiglu rope attention ssm_conv mlstm gdn mix cross_entropy " \
+    "adamw dss_kernel ssm_recurrent model"
 
 // The baseline (and another algorithm's, where the op has one) is made five times: rounded
 // to nearest (c), and with stochastic rounding from four seeds (alt[]), so that a tensor of a

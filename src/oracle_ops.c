@@ -592,7 +592,14 @@ int op_gdn(octx *c) {
         size_t in = ox_sadd(ox_sadd(ox_smul(2, nqk), nvv), ox_sadd(ox_smul(2, ng), ns));
         size_t tape = ox_sadd(ox_smul((size_t)T + 1, ox_smul((size_t)dk, (size_t)dv)),
                               ox_sadd(ox_smul(2, ox_smul((size_t)dk, (size_t)dv)), ox_smul(5, (size_t)dk + (size_t)dv)));
-        TRY(ox_budget(c, ox_sadd(ox_sadd(ox_smul(3, in), ox_smul(4, ox_sadd(nvv, ns))), tape)));
+        size_t x = ox_sadd(ox_sadd(ox_smul(3, in), ox_smul(4, ox_sadd(nvv, ns))), tape);
+        // phax check: the recurrent baseline as much again; the chunkwise one its chunks' start
+        // states, the chunk's q̂, k̂, u, r and its four C × C tables
+        size_t C = (size_t)(T < PHAX_GDN_CHECK_CHUNK ? (T > 0 ? T : 1) : PHAX_GDN_CHECK_CHUNK);
+        size_t alt = ox_sadd(ox_sadd(ox_smul(4, ox_sadd(nvv, ns)), ox_smul(2, in)),
+                             ox_sadd(ox_smul((size_t)T / C + 2, ox_smul((size_t)dk, (size_t)dv)),
+                                     ox_smul(C, ox_sadd(ox_smul(4, C), ox_smul(4, (size_t)dk + (size_t)dv)))));
+        TRY(ox_budget_check_alt(c, x, x, alt));
     }
     double *q = ox_getf(c, "q", 4, qs), *k = ox_getf(c, "k", 4, qs), *v = ox_getf(c, "v", 4, vs),
            *g = ox_getf(c, "g", 3, gs), *beta = ox_getf(c, "beta", 3, gs);
@@ -617,6 +624,19 @@ int op_gdn(octx *c) {
     TRY(ox_put(c, "grad.g", dg, 3, gs));
     TRY(ox_put(c, "grad.beta", db, 3, gs));
     if (has_s0) TRY(ox_put(c, "grad.initial_state", ds0, 4, ss));
+    if (!c->prec) return PHAX_OK;
+    // The baselines (check/gdn.c): the recurrent form, and the chunkwise form at fla's chunk of 64
+    // (sums over the chunk where the recurrent form's run over dk), the bound the larger.
+    static const char *const names[8] = {"o", "final_state", "grad.q", "grad.k", "grad.v", "grad.g", "grad.beta",
+                                         "grad.initial_state"};
+    for (int alg = 0; alg < 2; alg++) {
+        double *x[8] = {ox_dalloc(c, nvv), ox_dalloc(c, ns), ox_dalloc(c, nqk), ox_dalloc(c, nqk),
+                        ox_dalloc(c, nvv), ox_dalloc(c, ng), ox_dalloc(c, ng), ox_dalloc(c, ns)};
+        for (int i = 0; i < 8; i++) TRYP(x[i]);
+        TRY(phax_naive_gdn(c->prec, x[0], x[1], x[2], x[3], x[4], x[5], x[6], has_s0 ? x[7] : NULL, go, gs_T, q, k, v,
+                           g, beta, s0, B, T, H, dk, dv, &cfg, alg ? PHAX_GDN_CHECK_CHUNK : 0));
+        for (int i = 0; i < 7 + has_s0; i++) TRY((alg ? ox_put_alt : ox_put_base)(c, names[i], x[i]));
+    }
     return PHAX_OK;
 }
 

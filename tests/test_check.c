@@ -54,7 +54,9 @@ typedef enum {
     // normaliser and the stabiliser constant
     STOPGRAD,
     BUG_CARRY,  // chunkwise mLSTM: the carried state not decayed by the chunk
-    BUG_GATE1   // mLSTM: the forget gates' preactivations 1 % off (f̃·1.01, a mis-scaled gate)
+    BUG_GATE1,  // mLSTM: the forget gates' preactivations 1 % off (f̃·1.01, a mis-scaled gate)
+    BUG_DECAY,  // Gated DeltaNet: the decay α dropped from the state's carry (S_{t−1} kept at full weight)
+    BUG_BETA    // Gated DeltaNet: β on the wrong side (e = βv − αSk̂, the update S += e k̂ᵀ)
 } bug;
 
 typedef struct {
@@ -2418,6 +2420,212 @@ Test(check, mlstm_few_elements_more_roundings) {
     cr_expect(r.rc == 0 && gi && !strncmp(strstr(gi, "\"draws\": "), "\"draws\": 65,", 12), "%s", r.out);
     run_free(&r);
     free(in), free(th), free(ok);
+}
+
+// --- Gated DeltaNet ------------------------------------------------------------------------------
+// Their Gated DeltaNet, the recurrent form as flash-linear-attention's PyTorch recurrence writes
+// it: per step the state decayed, the delta rule S += β (v − S k̂) k̂ᵀ on the decayed state, o =
+// S q̂; float32 (or R) state; the backward by hand from a tape of the states, its sums over dv
+// first (another order than check/gdn.c's). q̂, k̂ L2-normalised (eps 1e-6 inside the root),
+// q̂ scaled by 1/√dk. Bugs: BUG_DECAY (α dropped), BUG_BETA (β on v only: e = βv − S k̂).
+static void their_gdn(int B, int T, int H, int DK, int DV, bug bg, rnd R, const double *q, const double *k,
+                      const double *v, const double *g, const double *beta, const double *s0, const double *go,
+                      const double *gsT, double *o, double *sT, double *dq, double *dk, double *dv, double *dg,
+                      double *db, double *ds0) {
+    size_t ns = (size_t)DK * DV;
+    float *Ss = malloc(((size_t)T + 1) * ns * 4), *dS = malloc(ns * 4), *kh = malloc((size_t)DK * 4),
+          *qh = malloc((size_t)DK * 4), *e = malloc((size_t)DV * 4), *de = malloc((size_t)DV * 4),
+          *dkh = malloc((size_t)DK * 4), *dqh = malloc((size_t)DK * 4), *A = malloc(ns * 4);
+    cr_assert(Ss && dS && kh && qh && e && de && dkh && dqh && A);
+    float sc = R(1.0f / sqrtf((float)DK));
+#define IX(t) (((size_t)b * T + (t)) * H + hh)
+#define SX(x, i, j) (x)[(size_t)(i) * DK + (j)]
+    // x̂ = s·x/√(Σx² + eps) and its derivative
+#define UNIT(xh, rr, src, s_)                                                                      \
+    do {                                                                                           \
+        float ss_ = 0;                                                                             \
+        for (int j = 0; j < DK; j++) ss_ = R(ss_ + MM(R((float)(src)[j]), R((float)(src)[j])));    \
+        rr = R(1.0f / R(sqrtf(R(ss_ + 1e-6f))));                                                   \
+        for (int j = 0; j < DK; j++) (xh)[j] = R(R((s_) * rr) * R((float)(src)[j]));              \
+    } while (0)
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++) {
+            size_t si = ((size_t)b * H + hh) * ns;
+            for (int i = 0; i < DV; i++)
+                for (int j = 0; j < DK; j++) SX(Ss, i, j) = s0 ? R((float)s0[si + (size_t)j * DV + i]) : 0;
+            for (int t = 0; t < T; t++) {
+                float *S = Ss + (size_t)(t + 1) * ns, al = bg == BUG_DECAY ? 1.0f : R(expf(R((float)g[IX(t)]))),
+                      be = R((float)beta[IX(t)]), r;
+                UNIT(kh, r, k + IX(t) * DK, 1.0f);
+                UNIT(qh, r, q + IX(t) * DK, sc);
+                for (size_t x = 0; x < ns; x++) S[x] = R(al * Ss[(size_t)t * ns + x]);  // decay first
+                for (int i = 0; i < DV; i++) {
+                    float sk = 0, vi = R((float)v[IX(t) * DV + i]);
+                    for (int j = DK - 1; j >= 0; j--) sk = R(sk + MM(SX(S, i, j), kh[j]));
+                    e[i] = bg == BUG_BETA ? R(R(be * vi) - sk) : R(be * R(vi - sk));
+                    for (int j = 0; j < DK; j++) SX(S, i, j) = R(SX(S, i, j) + R(e[i] * kh[j]));
+                }
+                for (int i = 0; i < DV; i++) {
+                    float a = 0;
+                    for (int j = DK - 1; j >= 0; j--) a = R(a + MM(SX(S, i, j), qh[j]));
+                    o[IX(t) * DV + i] = a;
+                }
+            }
+            for (int i = 0; i < DV; i++)
+                for (int j = 0; j < DK; j++) {
+                    sT[si + (size_t)j * DV + i] = SX(Ss + (size_t)T * ns, i, j);
+                    SX(dS, i, j) = gsT ? R((float)gsT[si + (size_t)j * DV + i]) : 0;
+                }
+            for (int t = T - 1; t >= 0; t--) {
+                const float *St = Ss + (size_t)(t + 1) * ns, *Sp = Ss + (size_t)t * ns;
+                float al = bg == BUG_DECAY ? 1.0f : R(expf(R((float)g[IX(t)]))), be = R((float)beta[IX(t)]), rq, rk;
+                UNIT(kh, rk, k + IX(t) * DK, 1.0f);
+                UNIT(qh, rq, q + IX(t) * DK, sc);
+                for (size_t x = 0; x < ns; x++) A[x] = R(al * Sp[x]);  // the decayed state
+                for (int j = 0; j < DK; j++) {  // o = S_t q̂: dq̂ = S_tᵀ do (sums over dv), dS += do q̂ᵀ
+                    float a = 0;
+                    for (int i = 0; i < DV; i++) a = R(a + MM(SX(St, i, j), R((float)go[IX(t) * DV + i])));
+                    dqh[j] = a, dkh[j] = 0;
+                }
+                for (int i = 0; i < DV; i++)
+                    for (int j = 0; j < DK; j++) SX(dS, i, j) = R(SX(dS, i, j) + R(R((float)go[IX(t) * DV + i]) * qh[j]));
+                // S_t = A + e k̂ᵀ, e = β (v − A k̂) (or βv − A k̂): de = dS k̂, dk̂ = dSᵀ e − Aᵀ d(Ak̂), dA = dS − d(Ak̂) k̂ᵀ
+                float dbe = 0;
+                for (int i = 0; i < DV; i++) {
+                    float sk = 0, dsk = 0, vi = R((float)v[IX(t) * DV + i]);
+                    for (int j = 0; j < DK; j++) sk = R(sk + MM(SX(A, i, j), kh[j])), dsk = R(dsk + MM(SX(dS, i, j), kh[j]));
+                    e[i] = bg == BUG_BETA ? R(R(be * vi) - sk) : R(be * R(vi - sk));
+                    float dsk_ = bg == BUG_BETA ? dsk : R(be * dsk);  // d(A k̂)_i = −that
+                    de[i] = dsk_;
+                    dbe = R(dbe + R(dsk * (bg == BUG_BETA ? vi : R(vi - sk))));
+                    dv[IX(t) * DV + i] = bg == BUG_BETA ? R(be * dsk) : dsk_;
+                }
+                for (int j = 0; j < DK; j++) {
+                    float a = 0;
+                    for (int i = 0; i < DV; i++) a = R(R(a + MM(SX(dS, i, j), e[i])) - MM(SX(A, i, j), de[i]));
+                    dkh[j] = a;
+                }
+                float dal = 0;
+                for (int i = 0; i < DV; i++)
+                    for (int j = 0; j < DK; j++) {
+                        float dA = R(SX(dS, i, j) - R(de[i] * kh[j]));
+                        dal = R(dal + MM(dA, SX(Sp, i, j)));
+                        SX(dS, i, j) = R(al * dA);
+                    }
+                db[IX(t)] = dbe;
+                dg[IX(t)] = bg == BUG_DECAY ? 0 : R(al * dal);
+                float xq = 0, xk = 0;  // back through the normalisations
+                for (int j = 0; j < DK; j++)
+                    xq = R(xq + MM(R((float)q[IX(t) * DK + j]), dqh[j])), xk = R(xk + MM(R((float)k[IX(t) * DK + j]), dkh[j]));
+                for (int j = 0; j < DK; j++) {
+                    float qj = R((float)q[IX(t) * DK + j]), kj = R((float)k[IX(t) * DK + j]);
+                    dq[IX(t) * DK + j] = R(sc * R(R(rq * dqh[j]) - R(R(R(rq * rq) * rq) * R(qj * xq))));
+                    dk[IX(t) * DK + j] = R(R(rk * dkh[j]) - R(R(R(rk * rk) * rk) * R(kj * xk)));
+                }
+            }
+            if (ds0)
+                for (int i = 0; i < DV; i++)
+                    for (int j = 0; j < DK; j++) ds0[si + (size_t)j * DV + i] = SX(dS, i, j);
+        }
+#undef IX
+#undef SX
+#undef UNIT
+    free(Ss), free(dS), free(kh), free(qh), free(e), free(de), free(dkh), free(dqh), free(A);
+}
+
+// One Gated DeltaNet case: B 2, H 2, dk 7, dv 5 (neither a power of two), odd T, decays α in
+// [0.5, 1), β in [0, 1], an initial state and an upstream gradient of the final state.
+static void gdn_case(int T, bug bg, rnd R, const char *prec, int want_pass, const char *what) {
+    const int B = 2, H = 2, DK = 7, DV = 5;
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors");
+    unsigned seed = 2468u + (unsigned)T;
+    printf("gdn case seed %u\n", seed);
+    phax_rng rng = phax_rng_new(seed);
+    int64_t qs[4] = {B, T, H, DK}, vs[4] = {B, T, H, DV}, gs[3] = {B, T, H}, ss[4] = {B, H, DK, DV};
+    size_t nq = (size_t)B * T * H * DK, nv = (size_t)B * T * H * DV, ng = (size_t)B * T * H, ns = (size_t)B * H * DK * DV;
+    double *q = normal(nq, &rng, 1), *k = normal(nq, &rng, 1), *v = normal(nv, &rng, 1), *go = normal(nv, &rng, 1);
+    double *s0 = normal(ns, &rng, 0.5), *gsT = normal(ns, &rng, 1), *g = malloc(ng * 8), *be = malloc(ng * 8);
+    cr_assert(g && be);
+    for (size_t i = 0; i < ng; i++)
+        g[i] = (double)(float)log(phax_rng_uniform_range(&rng, 0.5, 1.0)),
+        be[i] = (double)(float)phax_rng_uniform_range(&rng, 0, 1);
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "q", q, 4, qs), add(w, "k", k, 4, qs), add(w, "v", v, 4, vs), add(w, "g", g, 3, gs), add(w, "beta", be, 3, gs);
+    add(w, "initial_state", s0, 4, ss), add(w, "grad.o", go, 4, vs), add(w, "grad.final_state", gsT, 4, ss);
+    write_free(w, in);
+    double *o = malloc(nv * 8), *sT = malloc(ns * 8), *dq = malloc(nq * 8), *dk = malloc(nq * 8), *dv = malloc(nv * 8),
+           *dg = malloc(ng * 8), *db = malloc(ng * 8), *ds0 = malloc(ns * 8);
+    cr_assert(o && sT && dq && dk && dv && dg && db && ds0);
+    their_gdn(B, T, H, DK, DV, bg, R, q, k, v, g, be, s0, go, gsT, o, sT, dq, dk, dv, dg, db, ds0);
+    w = phax_st_writer_new();
+    add(w, "o", o, 4, vs), add(w, "final_state", sT, 4, ss), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, qs);
+    add(w, "grad.v", dv, 4, vs), add(w, "grad.g", dg, 3, gs), add(w, "grad.beta", db, 3, gs);
+    add(w, "grad.initial_state", ds0, 4, ss);
+    write_free(w, th);
+    run r = check("gdn", in, th, prec, 0);
+    if (want_pass) expect_pass(&r, what);
+    else expect_fail(&r, what);
+    run_free(&r), free(in), free(th);
+    double *all[] = {q, k, v, go, s0, gsT, g, be, o, sT, dq, dk, dv, dg, db, ds0};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
+}
+Test(check, gdn_passes) {
+    gdn_case(13, OK, r_f32, "f32", 1, "gdn, correct f32 (T 13)");
+    gdn_case(77, OK, r_f32, "f32", 1, "gdn, correct f32 (T 77: two of the chunkwise baseline's chunks)");
+    gdn_case(13, OK, r_bf16, "bf16", 1, "gdn, correct bf16");
+    gdn_case(13, OK, r_f32, "tf32", 1, "gdn, f32 judged at tf32");
+}
+Test(check, gallery_gdn_decay_dropped) {
+    gdn_case(13, BUG_DECAY, r_f32, "f32", 0, "gdn: decay alpha dropped (f32)");
+    gdn_case(13, BUG_DECAY, r_bf16, "bf16", 0, "gdn: decay alpha dropped (bf16)");
+}
+Test(check, gallery_gdn_beta_wrong_side) {
+    gdn_case(13, BUG_BETA, r_f32, "f32", 0, "gdn: beta on v only (f32)");
+    gdn_case(13, BUG_BETA, r_bf16, "bf16", 0, "gdn: beta on v only (bf16)");
+}
+
+// Both Gated DeltaNet baselines (recurrent; chunkwise at chunks of 3, 64 and longer than T) at
+// 53 bits equal ref's recurrent form, every output and gradient, with and without an initial
+// state: they differ from the truth by rounding only (1e-12 of each tensor's scale, as
+// tests/test_gdn.c's chunkwise-vs-recurrent comparison).
+Test(check, gdn_baselines_at_f64_equal_ref) {
+    enum { B = 2, T = 21, H = 2, DK = 6, DV = 5 };
+    unsigned seed = 86420;
+    printf("gdn f64 baseline seed %u\n", seed);
+    phax_rng rng = phax_rng_new(seed);
+    size_t nq = B * T * H * DK, nv = B * T * H * DV, ng = B * T * H, ns = B * H * DK * DV;
+    double *q = normal(nq, &rng, 1), *k = normal(nq, &rng, 1), *v = normal(nv, &rng, 1), *go = normal(nv, &rng, 1);
+    double *s0 = normal(ns, &rng, 0.5), *gsT = normal(ns, &rng, 1), *g = malloc(ng * 8), *be = malloc(ng * 8);
+    cr_assert(g && be);
+    for (size_t i = 0; i < ng; i++) g[i] = log(phax_rng_uniform_range(&rng, 0.5, 1.0)), be[i] = phax_rng_uniform_range(&rng, 0, 1.5);
+    size_t sz[8] = {nv, ns, nq, nq, nv, ng, ng, ns};
+    const char *nm[8] = {"o", "sT", "dq", "dk", "dv", "dg", "dbeta", "ds0"};
+    for (int l2 = 0; l2 < 2; l2++)
+        for (int st = 0; st < 2; st++) {
+            phax_gdn_cfg c = {0.4, l2};
+            const double *s0p = st ? s0 : NULL, *gp = st ? gsT : NULL;
+            double *r8[8];
+            for (int j = 0; j < 8; j++) cr_assert((r8[j] = calloc(sz[j], 8)));
+            cr_assert(!ref_gdn_recurrent_fwd(r8[0], r8[1], q, k, v, g, be, s0p, B, T, H, DK, DV, &c));
+            cr_assert(!ref_gdn_recurrent_bwd(r8[2], r8[3], r8[4], r8[5], r8[6], r8[7], go, gp, q, k, v, g, be, s0p, B, T,
+                                             H, DK, DV, &c));
+            static const int chunks[] = {0, 3, 64};
+            for (int a = 0; a < 3; a++) {
+                double *b8[8];
+                for (int j = 0; j < 8; j++) cr_assert((b8[j] = calloc(sz[j], 8)));
+                cr_assert(!phax_naive_gdn(&F64, b8[0], b8[1], b8[2], b8[3], b8[4], b8[5], b8[6], b8[7], go, gp, q, k, v, g,
+                                          be, s0p, B, T, H, DK, DV, &c, chunks[a]), "%s", phax_error());
+                for (int j = 0; j < 8; j++) {
+                    double e = rel(b8[j], r8[j], sz[j]);
+                    cr_expect(e <= 1e-12, "gdn baseline chunk %d (l2 %d, state %d) %s differs from ref: %.3g", chunks[a],
+                              l2, st, nm[j], e);
+                    if (j == 5) printf("gdn chunk %d l2 %d state %d: dg relative %.3g\n", chunks[a], l2, st, e);
+                }
+                for (int j = 0; j < 8; j++) free(b8[j]);
+            }
+            for (int j = 0; j < 8; j++) free(r8[j]);
+        }
+    free(q), free(k), free(v), free(go), free(s0), free(gsT), free(g), free(be);
 }
 
 // One draw of sweep_small: stream o (an op of SMALL, or 12-14: LayerNorm and headnorm with the

@@ -86,6 +86,17 @@ int phax_naive_mlstm_chunkwise(const phax_precision *pr, double *h, double *dq, 
                                const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_, double eps,
                                double m0);
 
+// Gated DeltaNet (ref_gdn_recurrent_fwd/_bwd's contract, docs/spec.md §2.13): o, sT (NULL: not
+// wanted) and every gradient OVERWRITTEN (ds0 NULL: not wanted); gsT NULL: no gradient into the
+// final state. chunk 0: the recurrent form; chunk C ≥ 1: the chunkwise (WY/UT) form over chunks of
+// C steps (check/gdn.c). phax check's bound takes the larger error of the recurrent form and
+// the chunkwise form at PHAX_GDN_CHECK_CHUNK.
+#define PHAX_GDN_CHECK_CHUNK 64
+int phax_naive_gdn(const phax_precision *pr, double *o, double *sT, double *dq, double *dk, double *dv, double *dg,
+                   double *dbeta, double *ds0, const double *go, const double *gsT, const double *q, const double *k,
+                   const double *v, const double *g, const double *beta, const double *s0, int B, int T, int H, int dk_,
+                   int dv_, const phax_gdn_cfg *c, int chunk);
+
 // mLSTM, recurrent form from the stabiliser m0 (ref_mlstm_recurrent_fwd/_bwd's contract), outputs
 // overwritten; shapes as phax_naive_mlstm.
 int phax_naive_mlstm_recurrent(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
