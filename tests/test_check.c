@@ -56,7 +56,8 @@ typedef enum {
     BUG_CARRY,  // chunkwise mLSTM: the carried state not decayed by the chunk
     BUG_GATE1,  // mLSTM: the forget gates' preactivations 1 % off (f̃·1.01, a mis-scaled gate)
     BUG_DECAY,  // Gated DeltaNet: the decay α dropped from the state's carry (S_{t−1} kept at full weight)
-    BUG_BETA    // Gated DeltaNet: β on the wrong side (e = βv − αSk̂, the update S += e k̂ᵀ)
+    BUG_BETA,   // Gated DeltaNet: β on the wrong side (e = βv − αSk̂, the update S += e k̂ᵀ)
+    BUG_GDN_CARRY  // Gated DeltaNet chunkwise: the state handed to the next chunk not decayed by the chunk
 } bug;
 
 typedef struct {
@@ -2626,6 +2627,184 @@ Test(check, gdn_baselines_at_f64_equal_ref) {
             for (int j = 0; j < 8; j++) free(r8[j]);
         }
     free(q), free(k), free(v), free(go), free(s0), free(gsT), free(g), free(be);
+}
+
+// Their Gated DeltaNet, chunkwise the way flash-linear-attention's chunk_gated_delta_rule
+// computes it (forward only: o and the final state): per chunk of L steps the UT transform made
+// explicit — A = (I + tril₋₁(β_t e^{G_t−G_s} k̂_t·k̂_s))⁻¹ by forward substitution on the identity,
+// then W = A (β e^{G} ⊙ K̂) and U = A (β ⊙ V), the pseudo-values u_t = U_t − S₀ W_t, o_t = e^{G_t}
+// S₀ q̂_t + Σ_{s≤t} e^{G_t−G_s} (k̂_s·q̂_t) u_s, and the state handed on e^{G_L} S₀ + Σ_s e^{G_L−G_s}
+// u_s k̂_sᵀ (BUG_GDN_CARRY: S₀ not decayed there). The same function as the recurrence; rounded
+// the chunk's way (sums over the chunk, an explicit inverse).
+static void their_gdn_chunk_fwd(int B, int T, int H, int DK, int DV, bug bg, rnd R, int L, const double *q,
+                                const double *k, const double *v, const double *g, const double *beta, const double *s0,
+                                double *o, double *sT) {
+    size_t ns = (size_t)DK * DV;
+    float *S = malloc(ns * 4), *S2 = malloc(ns * 4), *kh = malloc((size_t)L * DK * 4), *qh = malloc((size_t)L * DK * 4),
+          *G = malloc((size_t)L * 4), *be = malloc((size_t)L * 4), *A = malloc((size_t)L * L * 4),
+          *W = malloc((size_t)L * DK * 4), *U = malloc((size_t)L * DV * 4), *u = malloc((size_t)L * DV * 4);
+    cr_assert(S && S2 && kh && qh && G && be && A && W && U && u);
+    float sc = R(1.0f / sqrtf((float)DK));
+#define IX(t) (((size_t)b * T + (t)) * H + hh)
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++) {
+            size_t si = ((size_t)b * H + hh) * ns;
+            for (int i = 0; i < DV; i++)
+                for (int j = 0; j < DK; j++) S[(size_t)i * DK + j] = s0 ? R((float)s0[si + (size_t)j * DV + i]) : 0;
+            for (int t0 = 0; t0 < T; t0 += L) {
+                int n = T - t0 < L ? T - t0 : L;
+                float acc = 0;
+                for (int t = 0; t < n; t++) {
+                    const double *kt = k + IX(t0 + t) * DK, *qt = q + IX(t0 + t) * DK;
+                    float sk = 0, sq = 0;
+                    for (int j = 0; j < DK; j++)
+                        sk = R(sk + MM(R((float)kt[j]), R((float)kt[j]))), sq = R(sq + MM(R((float)qt[j]), R((float)qt[j])));
+                    float rk = R(1.0f / R(sqrtf(R(sk + 1e-6f)))), rq = R(R(1.0f / R(sqrtf(R(sq + 1e-6f)))) * sc);
+                    for (int j = 0; j < DK; j++)
+                        kh[(size_t)t * DK + j] = R(rk * R((float)kt[j])), qh[(size_t)t * DK + j] = R(rq * R((float)qt[j]));
+                    G[t] = acc = R(acc + R((float)g[IX(t0 + t)])), be[t] = R((float)beta[IX(t0 + t)]);
+                }
+                // A = M⁻¹, M = I + tril₋₁(β_t e^{G_t−G_s} k̂_t·k̂_s): row t of A from the rows before it
+                for (int t = 0; t < n; t++)
+                    for (int c = 0; c < n; c++) {
+                        float x = t == c ? 1.0f : 0.0f;
+                        for (int s = c; s < t; s++) {
+                            float kk = 0;
+                            for (int j = 0; j < DK; j++) kk = R(kk + MM(kh[(size_t)t * DK + j], kh[(size_t)s * DK + j]));
+                            float m = R(R(be[t] * R(expf(R(G[t] - G[s])))) * kk);
+                            x = R(x - MM(m, A[(size_t)s * L + c]));
+                        }
+                        A[(size_t)t * L + c] = c > t ? 0.0f : x;
+                    }
+                for (int t = 0; t < n; t++) {  // W = A (β e^G K̂), U = A (β V)
+                    for (int j = 0; j < DK; j++) {
+                        float x = 0;
+                        for (int s = 0; s <= t; s++)
+                            x = R(x + MM(A[(size_t)t * L + s], R(R(be[s] * R(expf(G[s]))) * kh[(size_t)s * DK + j])));
+                        W[(size_t)t * DK + j] = x;
+                    }
+                    for (int i = 0; i < DV; i++) {
+                        float x = 0;
+                        for (int s = 0; s <= t; s++)
+                            x = R(x + MM(A[(size_t)t * L + s], R(be[s] * R((float)v[IX(t0 + s) * DV + i]))));
+                        U[(size_t)t * DV + i] = x;
+                    }
+                }
+                for (int t = 0; t < n; t++)  // u_t = U_t − S₀ W_t
+                    for (int i = 0; i < DV; i++) {
+                        float x = 0;
+                        for (int j = 0; j < DK; j++) x = R(x + MM(S[(size_t)i * DK + j], W[(size_t)t * DK + j]));
+                        u[(size_t)t * DV + i] = R(U[(size_t)t * DV + i] - x);
+                    }
+                for (int t = 0; t < n; t++) {
+                    float et = R(expf(G[t]));
+                    for (int i = 0; i < DV; i++) {
+                        float x = 0;
+                        for (int j = 0; j < DK; j++) x = R(x + MM(S[(size_t)i * DK + j], qh[(size_t)t * DK + j]));
+                        x = R(et * x);
+                        for (int s2 = 0; s2 <= t; s2++) {
+                            float kq = 0;
+                            for (int j = 0; j < DK; j++) kq = R(kq + MM(kh[(size_t)s2 * DK + j], qh[(size_t)t * DK + j]));
+                            x = R(x + MM(R(R(expf(R(G[t] - G[s2]))) * kq), u[(size_t)s2 * DV + i]));
+                        }
+                        o[IX(t0 + t) * DV + i] = x;
+                    }
+                }
+                float eL = bg == BUG_GDN_CARRY ? 1.0f : R(expf(G[n - 1]));
+                for (int i = 0; i < DV; i++)
+                    for (int j = 0; j < DK; j++) {
+                        float x = R(eL * S[(size_t)i * DK + j]);
+                        for (int s2 = 0; s2 < n; s2++)
+                            x = R(x + MM(R(R(expf(R(G[n - 1] - G[s2]))) * u[(size_t)s2 * DV + i]), kh[(size_t)s2 * DK + j]));
+                        S2[(size_t)i * DK + j] = x;
+                    }
+                memcpy(S, S2, ns * 4);
+            }
+            for (int i = 0; i < DV; i++)
+                for (int j = 0; j < DK; j++) sT[si + (size_t)j * DV + i] = S[(size_t)i * DK + j];
+        }
+#undef IX
+    free(S), free(S2), free(kh), free(qh), free(G), free(be), free(A), free(W), free(U), free(u);
+}
+
+// The Gated DeltaNet sweep: their recurrence (forward and backward) and their chunkwise forward
+// (chunks of 16-64; its gradients the recurrence's), at f32, TF32 operands and bf16; T as the
+// other sweeps, B 1-2, H 1-2, dk and dv 4-16, decays α in [0.5, 1) or [0.9, 1), β in [0, 1] or
+// [0, 2] (the negative-eigenvalue variant), an initial state and a final-state gradient on
+// half the draws, q/k L2-normalised (flash-linear-attention's use_qk_l2norm_in_kernel). Gallery:
+// the decay dropped (recurrence), the chunk's carry not decayed (chunkwise).
+enum { GDN_NV = 6 };
+static const struct {
+    const char *name;
+    int chunk;
+    const sweep_prec *pr;
+} GDN_V[GDN_NV] = {{"gdn recurrent f32", 0, &SP_F32}, {"gdn recurrent tf32", 0, &SP_TF32},
+                   {"gdn recurrent bf16", 0, &SP_BF16}, {"gdn chunkwise f32", 1, &SP_F32},
+                   {"gdn chunkwise tf32", 1, &SP_TF32}, {"gdn chunkwise bf16", 1, &SP_BF16}};
+
+static void gdn_sweep_draw(int v, int dr, int n, sweep_stat *st, const char *in, const char *ok, const char *th) {
+    uint64_t seed = sweep_seed(130 + v, dr);
+    phax_rng r = phax_rng_new(seed);
+    int T = sweep_T(&r, dr, n), B = T >= 1024 ? 1 : 1 + pick(&r, 2), H = 1 + pick(&r, 2);
+    if (sweep_skip(T)) return;
+    int DK = 4 + pick(&r, 13), DV = 4 + pick(&r, 13), L = 16 << pick(&r, 3), state = pick(&r, 2);
+    double amin = pick(&r, 2) ? 0.9 : 0.5, bmax = pick(&r, 2) ? 2 : 1;
+    int64_t qs[4] = {B, T, H, DK}, vs[4] = {B, T, H, DV}, gs[3] = {B, T, H}, ss[4] = {B, H, DK, DV};
+    size_t nq = (size_t)B * T * H * DK, nv = (size_t)B * T * H * DV, ng = (size_t)B * T * H, ns = (size_t)B * H * DK * DV;
+    double *q = normal(nq, &r, 1), *k = normal(nq, &r, 1), *vv = normal(nv, &r, 1), *go = normal(nv, &r, 1);
+    double *s0 = normal(ns, &r, 0.5), *gsT = normal(ns, &r, 1), *g = malloc(ng * 8), *be = malloc(ng * 8);
+    cr_assert(g && be);
+    for (size_t i = 0; i < ng; i++)
+        g[i] = (double)(float)log(phax_rng_uniform_range(&r, amin, 1.0)),
+        be[i] = (double)(float)phax_rng_uniform_range(&r, 0, bmax);
+    const char *prec = GDN_V[v].pr->name;
+    rnd R = GDN_V[v].pr->R;
+    g_O = GDN_V[v].pr->O;
+    char what[240];
+    snprintf(what, sizeof what, "%s seed %llu: B %d T %d H %d dk %d dv %d alpha >= %g beta <= %g chunk %d%s", st->name,
+             (unsigned long long)seed, B, T, H, DK, DV, amin, bmax, GDN_V[v].chunk ? L : 0, state ? " state" : "");
+    printf("%s\n", what);
+    phax_st_writer *w = phax_st_writer_new();
+    add(w, "q", q, 4, qs), add(w, "k", k, 4, qs), add(w, "v", vv, 4, vs), add(w, "g", g, 3, gs), add(w, "beta", be, 3, gs);
+    add(w, "grad.o", go, 4, vs);
+    if (state) add(w, "initial_state", s0, 4, ss), add(w, "grad.final_state", gsT, 4, ss);
+    else {
+        double *z = calloc(ns, 8);  // no final-state gradient: zeros (else phax oracle draws one)
+        cr_assert(z);
+        add(w, "grad.final_state", z, 4, ss);
+        free(z);
+    }
+    write_free(w, in);
+    double *o = malloc(nv * 8), *sT = malloc(ns * 8), *dq = malloc(nq * 8), *dk = malloc(nq * 8), *dv = malloc(nv * 8),
+           *dg = malloc(ng * 8), *db = malloc(ng * 8), *ds0 = malloc(ns * 8);
+    cr_assert(o && sT && dq && dk && dv && dg && db && ds0);
+    for (int bugged = 0; bugged < 2; bugged++) {
+        bug bg = !bugged ? OK : GDN_V[v].chunk ? BUG_GDN_CARRY : BUG_DECAY;
+        their_gdn(B, T, H, DK, DV, GDN_V[v].chunk ? OK : bg, R, q, k, vv, g, be, state ? s0 : NULL, go, state ? gsT : NULL,
+                  o, sT, dq, dk, dv, dg, db, ds0);
+        if (GDN_V[v].chunk) their_gdn_chunk_fwd(B, T, H, DK, DV, bg, R, L, q, k, vv, g, be, state ? s0 : NULL, o, sT);
+        w = phax_st_writer_new();
+        add(w, "o", o, 4, vs), add(w, "final_state", sT, 4, ss), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, qs);
+        add(w, "grad.v", dv, 4, vs), add(w, "grad.g", dg, 3, gs), add(w, "grad.beta", db, 3, gs);
+        if (state) add(w, "grad.initial_state", ds0, 4, ss);
+        write_free(w, bugged ? th : ok);
+    }
+    sweep_judge("gdn", in, ok, th, prec, st, what);
+    double *all[] = {q, k, vv, go, s0, gsT, g, be, o, sT, dq, dk, dv, dg, db, ds0};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
+    g_O = r_f32;
+}
+
+Test(check, sweep_gdn, .timeout = 7200) {
+    int n = sweep_draws();
+    sweep_stat st[GDN_NV];
+    for (int v = 0; v < GDN_NV; v++) st[v] = (sweep_stat)SWEEP_STAT(GDN_V[v].name);
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors"),
+         *ok = tu_join(g_dir, "ok.safetensors");
+    for (int dr = 0; dr < n; dr++)
+        for (int v = 0; v < GDN_NV; v++) gdn_sweep_draw(v, dr, n, &st[v], in, ok, th);
+    sweep_report(st, GDN_NV);
+    free(in), free(th), free(ok);
 }
 
 // One draw of sweep_small: stream o (an op of SMALL, or 12-14: LayerNorm and headnorm with the
