@@ -2092,11 +2092,11 @@ static void sweep_report(const sweep_stat *st, int n) {
 
 static int pick(phax_rng *r, int n) { return (int)(phax_rng_u64(r) % (uint64_t)n); }
 
-// PHAX_CHECK_MAXT=n: draws of T > n are skipped (the rest drawn as they would be: each draw
-// has its own seed), to repeat the small-T part of a record cheaply.
+// PHAX_CHECK_MAXT=n (PHAX_CHECK_MINT=n): draws of T > n (T < n) are skipped, the rest drawn as
+// they would be (each draw has its own seed): a record's part repeated, or split in two.
 static int sweep_skip(int T) {
-    const char *e = getenv("PHAX_CHECK_MAXT");
-    return e && T > atoi(e);
+    const char *e = getenv("PHAX_CHECK_MAXT"), *f = getenv("PHAX_CHECK_MINT");
+    return (e && T > atoi(e)) || (f && T < atoi(f));
 }
 
 static int sweep_T(phax_rng *r, int draw, int ndraws) {
