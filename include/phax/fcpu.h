@@ -26,6 +26,7 @@
 #include "phax/fcpu_basic.h"  // embedding, linear, norm, activation, ffn, rope, mix, loss, adamw
 #include "phax/fcpu_attention.h"
 #include "phax/fcpu_ssm.h"
+#include "phax/fcpu_gdn.h"
 #include "phax/fcpu_mlstm.h"
 
 #endif

@@ -1,0 +1,39 @@
+// fast/cpu Gated DeltaNet (float32). See phax/fcpu.h for conventions.
+#ifndef PHAX_FCPU_GDN_H
+#define PHAX_FCPU_GDN_H
+
+#include <stddef.h>
+
+#include "phax/ops.h"  // phax_gdn_cfg
+
+// --- Gated DeltaNet cell, chunkwise (WY/UT) form (fast/cpu/gdn.c) -------------------------------
+// The cell of docs/spec.md §2.13 (ref_gdn_recurrent_*: S_t = α_t S_{t−1}(I − β_t k̂_t k̂_tᵀ) +
+// β_t v_t k̂_tᵀ, o_t = S_t q̂_t) computed over chunks of `chunk` steps (≤ 0: FCPU_GDN_CHUNK) with
+// float32 products on BLAS: per chunk the UT system for the pseudo-values solved by strsm, the
+// outputs and the state handed on by sgemm. Cost O(T·chunk·(dk + dv) + T·dk·dv) per sequence.
+//
+// Layouts as ref: q, k: (B, T, H, dk); v, o: (B, T, H, dv); g (log α_t), beta: (B, T, H); the
+// states s0 (NULL: zero) and sT (NULL: not wanted) (B, H, dk, dv), flash-linear-attention's
+// [B, H, K, V]. c: the scale of q̂ and whether q, k are L2-normalised (PHAX_GDN_L2_EPS).
+// Backward: dq, dk, dv_, dg, dbeta, ds0 (any may be NULL) ADDED, from do_ and dsT (NULL: no
+// gradient into the final state); the exact derivative of the chunkwise function.
+//
+// Workspace: ws must hold fcpu_gdn_chunkwise_{fwd,bwd}_ws(...) bytes for the same sizes and
+// chunk, queried under the same omp_get_max_threads() as the call. Threads: OpenMP over the B·H
+// sequences, each computed by one thread in a fixed order (results bit-identical for any thread
+// count); OpenBLAS held at one thread meanwhile (process-wide, restored on return).
+// Returns PHAX_OK, or PHAX_ERR (phax_error()) for invalid sizes.
+#define FCPU_GDN_CHUNK 64
+
+size_t fcpu_gdn_chunkwise_fwd_ws(int B, int T, int H, int dk, int dv, int chunk);
+int fcpu_gdn_chunkwise_fwd(float *o, float *sT, const float *q, const float *k, const float *v, const float *g,
+                           const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
+                           const phax_gdn_cfg *c, int chunk, void *ws);
+
+size_t fcpu_gdn_chunkwise_bwd_ws(int B, int T, int H, int dk, int dv, int chunk);
+int fcpu_gdn_chunkwise_bwd(float *dq, float *dk_, float *dv_, float *dg, float *dbeta, float *ds0, const float *do_,
+                           const float *dsT, const float *q, const float *k, const float *v, const float *g,
+                           const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
+                           const phax_gdn_cfg *c, int chunk, void *ws);
+
+#endif

@@ -1,0 +1,249 @@
+// fast/cpu's Gated DeltaNet (fast/cpu/gdn.c, chunkwise on BLAS, float32) against ref/gdn.c
+// (float64): the outputs o and the final state, and all six gradients (q, k, v, g, β, the initial
+// state), on a case table of awkward sizes — T 1, T shorter than the chunk, partial last chunks,
+// dk ≠ dv and neither a power of two, B·H of 1 and 6, β up to 2 (the negative-eigenvalue variant),
+// without the L2 normalisation, with and without an initial state and a final-state gradient,
+// chunks of 1, 16, 32, 64. Outputs start as NaN (tu_fbuf), the workspace as NaN bytes, gradients
+// are added into a known value; guard zones around every array; the same bits for 1 and 2
+// threads; a run split in two through the state equals one run.
+//
+// Error bound (flash-attention style): per tensor, relative L2 errors against ref,
+//   err_fast ≤ C·err_base + FLOOR,
+// err_base the largest error of check/'s float32 baselines of the same function (check/gdn.c,
+// the one phax check judges with: the recurrent form and the chunkwise form at the case's chunk,
+// each rounded to nearest and stochastically from four seeds; docs/oracle.md, "The bound").
+// * C = 4, as phax check: fast reorders the same sums (sgemm blocking, a strsm for the UT
+//   system, the exponents formed in double) and may be a small factor off a naive order.
+// * FLOOR = 8·2⁻²⁴: a few float32 roundings of O(1) relative size, where the baselines happen
+//   to be nearly exact (T 1).
+// A wrong formula is off by O(1): a dropped decay, β on the wrong side of the delta, a carry not
+// decayed at the chunk boundary, a missing path of the backward each fail by orders of magnitude.
+#include <criterion/criterion.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "phax/check.h"
+#include "phax/fcpu_gdn.h"
+#include "phax/ref.h"
+#include "testutil.h"
+
+static const double C_BOUND = 4.0, FLOOR = 8.0 / 16777216.0;
+
+typedef struct {
+    int B, T, H, dk, dv, chunk, l2, state;
+    double bmax;
+} gcase;
+
+// q, k, v ~ N(0, 1) (k at 1/√dk without the normalisation, so that I − βkkᵀ stays a
+// contraction); α in [0.5, 1); β in [0, bmax]; s0 ~ N(0, 0.5²); upstream gradients N(0, 1).
+typedef struct {
+    gcase c;
+    size_t nq, nv, ng, ns;
+    float *q, *k, *v, *g, *be, *s0, *go, *gsT;
+    double *qd, *kd, *vd, *gd, *bed, *s0d, *god, *gsTd;
+    phax_gdn_cfg cfg;
+} prob;
+
+static void fill(float *f, double *d, size_t n, phax_rng *r, double s) {
+    for (size_t i = 0; i < n; i++) f[i] = (float)(s * phax_rng_normal(r)), d[i] = f[i];
+}
+
+static prob prob_new(const gcase *c, phax_rng *r) {
+    prob p = {.c = *c};
+    p.nq = (size_t)c->B * c->T * c->H * c->dk, p.nv = (size_t)c->B * c->T * c->H * c->dv;
+    p.ng = (size_t)c->B * c->T * c->H, p.ns = (size_t)c->B * c->H * c->dk * c->dv;
+    float **f[] = {&p.q, &p.k, &p.v, &p.g, &p.be, &p.s0, &p.go, &p.gsT};
+    double **d[] = {&p.qd, &p.kd, &p.vd, &p.gd, &p.bed, &p.s0d, &p.god, &p.gsTd};
+    size_t n[] = {p.nq, p.nq, p.nv, p.ng, p.ng, p.ns, p.nv, p.ns};
+    for (int i = 0; i < 8; i++) *f[i] = tu_fbuf(n[i]), *d[i] = tu_buf(n[i]);
+    fill(p.q, p.qd, p.nq, r, 1), fill(p.k, p.kd, p.nq, r, c->l2 ? 1 : 1 / sqrt((double)c->dk));
+    fill(p.v, p.vd, p.nv, r, 1), fill(p.s0, p.s0d, p.ns, r, 0.5), fill(p.go, p.god, p.nv, r, 1);
+    fill(p.gsT, p.gsTd, p.ns, r, 1);
+    for (size_t i = 0; i < p.ng; i++) {
+        p.g[i] = (float)log(phax_rng_uniform_range(r, 0.5, 1.0)), p.gd[i] = p.g[i];
+        p.be[i] = (float)phax_rng_uniform_range(r, 0, c->bmax), p.bed[i] = p.be[i];
+    }
+    p.cfg = (phax_gdn_cfg){1 / sqrt((double)c->dk), c->l2};
+    return p;
+}
+
+static void prob_free(prob *p) {
+    float *f[] = {p->q, p->k, p->v, p->g, p->be, p->s0, p->go, p->gsT};
+    double *d[] = {p->qd, p->kd, p->vd, p->gd, p->bed, p->s0d, p->god, p->gsTd};
+    for (int i = 0; i < 8; i++) {
+        cr_expect(tu_fintact(f[i]), "input %d overwritten", i);
+        tu_ffree(f[i]), tu_free(d[i]);
+    }
+}
+
+static double rel_f(const float *x, const double *ref, size_t n) {
+    double e = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)x[i] - ref[i];
+        e += d * d, r += ref[i] * ref[i];
+    }
+    return !isfinite(e) ? INFINITY : r > 0 ? sqrt(e / r) : sqrt(e);
+}
+static double rel_d(const double *x, const double *ref, size_t n) {
+    double e = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = x[i] - ref[i];
+        e += d * d, r += ref[i] * ref[i];
+    }
+    return !isfinite(e) ? INFINITY : r > 0 ? sqrt(e / r) : sqrt(e);
+}
+
+static void *ws_nan(size_t n) {
+    void *w = malloc(n ? n : 1);
+    cr_assert(w);
+    memset(w, 0xFF, n);  // NaN as float: scratch read before written shows
+    return w;
+}
+
+enum { NT = 8 };  // o, sT, dq, dk, dv, dg, dbeta, ds0
+static const char *const NM[NT] = {"o", "final_state", "dq", "dk", "dv", "dg", "dbeta", "ds0"};
+
+// fast's eight tensors (gradients added into 0.25: the known value subtracted after).
+static void run_fast(const prob *p, float *out[NT], int with_state) {
+    const gcase *c = &p->c;
+    const float *s0 = with_state ? p->s0 : NULL, *gsT = with_state ? p->gsT : NULL;
+    size_t wf = fcpu_gdn_chunkwise_fwd_ws(c->B, c->T, c->H, c->dk, c->dv, c->chunk),
+           wb = fcpu_gdn_chunkwise_bwd_ws(c->B, c->T, c->H, c->dk, c->dv, c->chunk);
+    void *w1 = ws_nan(wf), *w2 = ws_nan(wb);
+    cr_assert(fcpu_gdn_chunkwise_fwd(out[0], out[1], p->q, p->k, p->v, p->g, p->be, s0, c->B, c->T, c->H, c->dk, c->dv,
+                                     &p->cfg, c->chunk, w1) == PHAX_OK, "%s", phax_error());
+    size_t n[NT] = {p->nv, p->ns, p->nq, p->nq, p->nv, p->ng, p->ng, p->ns};
+    for (int i = 2; i < NT; i++)
+        for (size_t x = 0; x < n[i]; x++) out[i][x] = 0.25f;
+    cr_assert(fcpu_gdn_chunkwise_bwd(out[2], out[3], out[4], out[5], out[6], with_state ? out[7] : NULL, p->go, gsT,
+                                     p->q, p->k, p->v, p->g, p->be, s0, c->B, c->T, c->H, c->dk, c->dv, &p->cfg,
+                                     c->chunk, w2) == PHAX_OK, "%s", phax_error());
+    for (int i = 2; i < NT; i++)
+        for (size_t x = 0; x < n[i]; x++) out[i][x] -= 0.25f;
+    free(w1), free(w2);
+}
+
+static void one_case(const gcase *c, const char *label) {
+    phax_rng r = tu_rng(label);
+    prob p = prob_new(c, &r);
+    size_t n[NT] = {p.nv, p.ns, p.nq, p.nq, p.nv, p.ng, p.ng, p.ns};
+    const double *s0 = c->state ? p.s0d : NULL, *gsT = c->state ? p.gsTd : NULL;
+    // the truth
+    double *t[NT];
+    for (int i = 0; i < NT; i++) t[i] = tu_buf(n[i]), memset(t[i], 0, n[i] * sizeof(double));
+    cr_assert(!ref_gdn_recurrent_fwd(t[0], t[1], p.qd, p.kd, p.vd, p.gd, p.bed, s0, c->B, c->T, c->H, c->dk, c->dv, &p.cfg));
+    cr_assert(!ref_gdn_recurrent_bwd(t[2], t[3], t[4], t[5], t[6], c->state ? t[7] : NULL, p.god, gsT, p.qd, p.kd, p.vd,
+                                     p.gd, p.bed, s0, c->B, c->T, c->H, c->dk, c->dv, &p.cfg));
+    // the baselines' largest error per tensor: two algorithms, five roundings each
+    const phax_precision *f32 = phax_precision_find("f32");
+    double eb[NT] = {0};
+    double *b[NT];
+    for (int i = 0; i < NT; i++) b[i] = tu_buf(n[i]);
+    for (int alg = 0; alg < 2; alg++)
+        for (int sr = 0; sr < 5; sr++) {
+            phax_round_stochastic(sr ? 0x9e3779b97f4a7c15ull * (uint64_t)sr : 0);
+            cr_assert(!phax_naive_gdn(f32, b[0], b[1], b[2], b[3], b[4], b[5], b[6], c->state ? b[7] : NULL, p.god, gsT,
+                                      p.qd, p.kd, p.vd, p.gd, p.bed, s0, c->B, c->T, c->H, c->dk, c->dv, &p.cfg,
+                                      alg ? c->chunk : 0), "%s", phax_error());
+            phax_round_stochastic(0);
+            for (int i = 0; i < NT - !c->state; i++) {
+                double e = rel_d(b[i], t[i], n[i]);
+                if (!(e <= eb[i])) eb[i] = e;
+            }
+        }
+    float *f[NT];
+    for (int i = 0; i < NT; i++) f[i] = tu_fbuf(n[i]);
+    run_fast(&p, f, c->state);
+    for (int i = 0; i < NT - !c->state; i++) {
+        double e = rel_f(f[i], t[i], n[i]), bound = C_BOUND * eb[i] + FLOOR;
+        printf("[%s] B %d T %d H %d dk %d dv %d chunk %d l2 %d state %d: %-11s fast %.3g base %.3g (ratio %.3g)\n",
+               label, c->B, c->T, c->H, c->dk, c->dv, c->chunk, c->l2, c->state, NM[i], e, eb[i], e / eb[i]);
+        cr_expect(e <= bound, "[%s] %s: fast %.3g > bound %.3g (4 x base %.3g + floor)", label, NM[i], e, bound, eb[i]);
+        cr_expect(tu_fintact(f[i]), "[%s] %s: guard zone written", label, NM[i]);
+    }
+    for (int i = 0; i < NT; i++) tu_free(t[i]), tu_free(b[i]), tu_ffree(f[i]);
+    prob_free(&p);
+}
+
+// B, T, H, dk, dv, chunk, l2, state, β max
+static const gcase CASES[] = {
+    {2, 1, 3, 7, 5, 16, 1, 1, 1.0},    // T 1
+    {1, 7, 1, 5, 9, 16, 1, 1, 1.0},    // T shorter than the chunk, B·H 1
+    {2, 33, 3, 7, 5, 16, 1, 1, 1.0},   // a partial last chunk, B·H 6
+    {1, 64, 2, 16, 12, 64, 1, 0, 1.0}, // one whole chunk, no state
+    {2, 100, 1, 12, 6, 32, 1, 1, 2.0}, // β to 2, partial chunk
+    {1, 45, 2, 6, 10, 1, 1, 1, 1.0},   // chunks of one step
+    {2, 29, 2, 9, 7, 16, 0, 1, 1.0},   // without the normalisation
+    {1, 257, 1, 10, 14, 64, 1, 1, 1.0} // several chunks, the default size
+};
+
+Test(fcpu_gdn, matches_ref_on_case_table) {
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "fcpu_gdn_case%zu", i);
+        one_case(&CASES[i], label);
+    }
+}
+
+// The same bits for one and two threads (each sequence one thread in a fixed order).
+Test(fcpu_gdn, threads_do_not_change_bits) {
+    gcase c = {2, 41, 3, 7, 5, 16, 1, 1, 1.0};
+    phax_rng r = tu_rng("fcpu_gdn_threads");
+    prob p = prob_new(&c, &r);
+    size_t n[NT] = {p.nv, p.ns, p.nq, p.nq, p.nv, p.ng, p.ng, p.ns};
+    float *a[NT], *b[NT];
+    for (int i = 0; i < NT; i++) a[i] = tu_fbuf(n[i]), b[i] = tu_fbuf(n[i]);
+    int prev = omp_get_max_threads();
+    omp_set_num_threads(1);
+    run_fast(&p, a, 1);
+    omp_set_num_threads(2);
+    run_fast(&p, b, 1);
+    omp_set_num_threads(prev);
+    for (int i = 0; i < NT; i++) {
+        cr_expect(!memcmp(a[i], b[i], n[i] * sizeof(float)), "%s differs between 1 and 2 threads", NM[i]);
+        tu_ffree(a[i]), tu_ffree(b[i]);
+    }
+    prob_free(&p);
+}
+
+// A run of T1 steps then T2 from its final state equals one run of T1 + T2 (the forward: o and
+// the final state), to float32 rounding of the state carried (1e-5 of the outputs' scale).
+Test(fcpu_gdn, split_run_through_the_state) {
+    const int B = 1, T1 = 21, T2 = 19, H = 2, DK = 6, DV = 5, T = T1 + T2;
+    gcase c = {B, T, H, DK, DV, 16, 1, 1, 1.0};
+    phax_rng r = tu_rng("fcpu_gdn_split");
+    prob p = prob_new(&c, &r);
+    size_t ws = fcpu_gdn_chunkwise_fwd_ws(B, T, H, DK, DV, 16);
+    void *w = ws_nan(ws);
+    float *o = tu_fbuf(p.nv), *sT = tu_fbuf(p.ns), *o2 = tu_fbuf(p.nv), *mid = tu_fbuf(p.ns), *sT2 = tu_fbuf(p.ns);
+    cr_assert(!fcpu_gdn_chunkwise_fwd(o, sT, p.q, p.k, p.v, p.g, p.be, p.s0, B, T, H, DK, DV, &p.cfg, 16, w));
+    // B = 1: the first T1 steps are the first T1·H rows of every (B, T, H, ·) tensor
+    cr_assert(!fcpu_gdn_chunkwise_fwd(o2, mid, p.q, p.k, p.v, p.g, p.be, p.s0, B, T1, H, DK, DV, &p.cfg, 16, w));
+    size_t qo = (size_t)T1 * H * DK, vo = (size_t)T1 * H * DV, go = (size_t)T1 * H;
+    cr_assert(!fcpu_gdn_chunkwise_fwd(o2 + vo, sT2, p.q + qo, p.k + qo, p.v + vo, p.g + go, p.be + go, mid, B, T2, H, DK,
+                                      DV, &p.cfg, 16, w));
+    double so = 0, eo = 0, ss = 0, es = 0;
+    for (size_t i = 0; i < p.nv; i++) so = fmax(so, fabs(o[i])), eo = fmax(eo, fabs(o[i] - o2[i]));
+    for (size_t i = 0; i < p.ns; i++) ss = fmax(ss, fabs(sT[i])), es = fmax(es, fabs(sT[i] - sT2[i]));
+    printf("split run: max|o diff| %.3g (scale %.3g), max|sT diff| %.3g (scale %.3g)\n", eo, so, es, ss);
+    cr_expect(eo <= 1e-5 * so && es <= 1e-5 * ss, "o %.3g / %.3g, sT %.3g / %.3g", eo, so, es, ss);
+    cr_expect(tu_fintact(o) && tu_fintact(o2) && tu_fintact(mid) && tu_fintact(sT2));
+    tu_ffree(o), tu_ffree(sT), tu_ffree(o2), tu_ffree(mid), tu_ffree(sT2), free(w);
+    prob_free(&p);
+}
+
+// Invalid sizes and a missing workspace are refused with a message.
+Test(fcpu_gdn, bad_arguments_refused) {
+    phax_gdn_cfg c = {1, 1};
+    float x = 0;
+    char w[64];
+    cr_expect(fcpu_gdn_chunkwise_fwd(&x, NULL, &x, &x, &x, &x, &x, NULL, 0, 1, 1, 1, 1, &c, 16, w) == PHAX_ERR);
+    cr_expect(strstr(phax_error(), "invalid sizes"), "%s", phax_error());
+    cr_expect(fcpu_gdn_chunkwise_bwd(&x, &x, &x, &x, &x, NULL, &x, NULL, &x, &x, &x, &x, &x, NULL, 1, 1, 1, 1, 1, &c, 16,
+                                     NULL) == PHAX_ERR);
+    cr_expect(strstr(phax_error(), "ws is NULL"), "%s", phax_error());
+    cr_expect(fcpu_gdn_chunkwise_fwd_ws(1, 1, 1, 0, 1, 16) == 0);
+}
