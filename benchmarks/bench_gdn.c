@@ -69,11 +69,9 @@ static double timeit(void (*fn)(void *), void *c, double *cpu) {
     return s.med;
 }
 
-static void fill(float *x, size_t n, unsigned *s, float lo, float hi) {
-    for (size_t i = 0; i < n; i++) {
-        *s = *s * 1664525u + 1013904223u;
-        x[i] = lo + (hi - lo) * ((*s >> 8) + 0.5f) / 16777216.0f;
-    }
+// x uniform in [lo, hi) from the stream s (phax's generator).
+static void fill(float *x, size_t n, phax_rng *s, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)phax_rng_uniform_range(s, lo, hi);
 }
 
 int main(int argc, char **argv) {
@@ -88,7 +86,7 @@ int main(int argc, char **argv) {
     printf("%s\n", info);
 
     size_t ng = (size_t)B * Tmax * H, nk = ng * dk, nv = ng * dv;
-    unsigned seed = 4242u;
+    phax_rng seed = phax_rng_new(4242u);
     ctx c = {.B = B, .H = H, .dk = dk, .dv = dv, .cfg = {1 / sqrt((double)dk), 1}};
     float **bufs[] = {&c.q, &c.k, &c.dq, &c.dk_}, **vbufs[] = {&c.v, &c.o, &c.go, &c.dvv},
           **gbufs[] = {&c.g, &c.be, &c.dg, &c.db, &c.ig, &c.fg};
@@ -98,10 +96,7 @@ int main(int argc, char **argv) {
     fill(c.q, nk, &seed, -1.7f, 1.7f), fill(c.k, nk, &seed, -1.7f, 1.7f), fill(c.v, nv, &seed, -1.7f, 1.7f);
     fill(c.go, nv, &seed, -1.7f, 1.7f), fill(c.be, ng, &seed, 0, 1), fill(c.ig, ng, &seed, -2, 2);
     fill(c.fg, ng, &seed, 1, 5);
-    for (size_t i = 0; i < ng; i++) {  // g = log α, α in [0.5, 1)
-        seed = seed * 1664525u + 1013904223u;
-        c.g[i] = logf(0.5f + 0.5f * ((seed >> 8) + 0.5f) / 16777216.0f);
-    }
+    for (size_t i = 0; i < ng; i++) c.g[i] = (float)log(phax_rng_uniform_range(&seed, 0.5, 1.0));  // g = log α
     size_t wsf = 0, wsb = 0;
     for (int ic = 0; ic < 3; ic++) {
         size_t a[4] = {fcpu_gdn_chunkwise_fwd_ws(B, Tmax, H, dk, dv, chunks[ic]),

@@ -185,6 +185,30 @@ int ref_gdn_recurrent_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
 // transform, solved here by forward substitution). Then o_t = e^{G_t} S_0 q̂_t +
 // Σ_{i≤t} e^{G_t − G_i} (k̂_i·q̂_t) u_i, and the next chunk starts from S_C. The same function as
 // the recurrent form by another route (sums over the chunk instead of a state update per step).
+// One chunk's rows and tables (n steps from t0): k̂, q̂ (n, dk) and their normalisations'
+// factors rk, rq (per row; rk == rq: one scratch scalar, the forward's);
+// G_t = Σ_{i≤t} g_i; KK[t][s] = e^{G_t − G_s} k̂_t·k̂_s (s < t), KQ[t][s] = e^{G_t − G_s} k̂_s·q̂_t
+// (s ≤ t), rows of stride C.
+static void chunk_tables(double *kh, double *qh, double *rk, double *rq, double *G, double *KK, double *KQ,
+                         const double *q, const double *k, const double *g, int b, int hh, int t0, int n, int T, int H,
+                         int dk, int C, const phax_gdn_cfg *c) {
+    double acc = 0;
+    int one = rk == rq;  // a single scratch scalar (the forward), else per-row factors (the backward)
+    for (int t = 0; t < n; t++) {
+        size_t gi = ix_g(b, t0 + t, hh, T, H);
+        unit(kh + (size_t)t * dk, one ? rk : &rk[t], k + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, 1);
+        unit(qh + (size_t)t * dk, one ? rq : &rq[t], q + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, c->scale);
+        G[t] = acc += g[gi];
+    }
+    for (int t = 0; t < n; t++)
+        for (int s = 0; s <= t; s++) {
+            double kk = 0, kq = 0;
+            for (int j = 0; j < dk; j++)
+                kk += kh[(size_t)t * dk + j] * kh[(size_t)s * dk + j], kq += kh[(size_t)s * dk + j] * qh[(size_t)t * dk + j];
+            KK[(size_t)t * C + s] = exp(G[t] - G[s]) * kk, KQ[(size_t)t * C + s] = exp(G[t] - G[s]) * kq;
+        }
+}
+
 int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *k, const double *v, const double *g,
                           const double *beta, const double *s0, int B, int T, int H, int dk, int dv, int chunk,
                           const phax_gdn_cfg *c) {
@@ -207,22 +231,7 @@ int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *
             load_t(S, s0 ? s0 + si : NULL, dk, dv);
             for (int t0 = 0; t0 < T; t0 += C) {
                 int n = T - t0 < C ? T - t0 : C;
-                double acc = 0;
-                for (int t = 0; t < n; t++) {
-                    size_t gi = ix_g(b, t0 + t, hh, T, H);
-                    unit(kh + (size_t)t * dk, &r, k + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, 1);
-                    unit(qh + (size_t)t * dk, &r, q + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, c->scale);
-                    G[t] = acc += g[gi];
-                }
-                // KK[t][s] = e^{G_t − G_s} k̂_t·k̂_s (s < t), KQ[t][s] = e^{G_t − G_s} k̂_s·q̂_t (s ≤ t)
-                for (int t = 0; t < n; t++)
-                    for (int s = 0; s <= t; s++) {
-                        double kk = 0, kq = 0;
-                        for (int j = 0; j < dk; j++)
-                            kk += kh[(size_t)t * dk + j] * kh[(size_t)s * dk + j],
-                                kq += kh[(size_t)s * dk + j] * qh[(size_t)t * dk + j];
-                        KK[(size_t)t * C + s] = exp(G[t] - G[s]) * kk, KQ[(size_t)t * C + s] = exp(G[t] - G[s]) * kq;
-                    }
+                chunk_tables(kh, qh, &r, &r, G, KK, KQ, q, k, g, b, hh, t0, n, T, H, dk, C, c);
                 // u by forward substitution
                 for (int t = 0; t < n; t++) {
                     size_t gi = ix_g(b, t0 + t, hh, T, H);
@@ -322,22 +331,11 @@ int ref_gdn_chunkwise_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
             for (int cI = nc - 1; cI >= 0; cI--) {
                 int t0 = cI * C, n = T - t0 < C ? T - t0 : C, L = n - 1;
                 const double *S = S0s + (size_t)cI * ns;
-                double acc = 0;
+                chunk_tables(kh, qh, rk, rq, G, KK, KQ, q, k, g, b, hh, t0, n, T, H, dk, C, c);
                 for (int t = 0; t < n; t++) {
-                    size_t gi = ix_g(b, t0 + t, hh, T, H);
-                    unit(kh + (size_t)t * dk, &rk[t], k + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, 1);
-                    unit(qh + (size_t)t * dk, &rq[t], q + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, c->scale);
-                    G[t] = acc += g[gi], dG[t] = 0;
+                    dG[t] = 0;
+                    for (int s = 0; s <= t; s++) dKK[(size_t)t * C + s] = 0, dKQ[(size_t)t * C + s] = 0;
                 }
-                for (int t = 0; t < n; t++)
-                    for (int s = 0; s <= t; s++) {
-                        double kk = 0, kq = 0;
-                        for (int j = 0; j < dk; j++)
-                            kk += kh[(size_t)t * dk + j] * kh[(size_t)s * dk + j],
-                                kq += kh[(size_t)s * dk + j] * qh[(size_t)t * dk + j];
-                        KK[(size_t)t * C + s] = exp(G[t] - G[s]) * kk, KQ[(size_t)t * C + s] = exp(G[t] - G[s]) * kq;
-                        dKK[(size_t)t * C + s] = 0, dKQ[(size_t)t * C + s] = 0;
-                    }
                 for (int t = 0; t < n; t++) {  // u (and r, before β) by forward substitution
                     size_t gi = ix_g(b, t0 + t, hh, T, H);
                     const double *vt = v + ix_v(b, t0 + t, hh, T, H, dv), *kt = kh + (size_t)t * dk;

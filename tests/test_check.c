@@ -2375,18 +2375,23 @@ static void mlstm_sweep_draw(int v, int dr, int n, sweep_stat *st, const char *i
     g_O = r_f32, g_direct_decay = 0;
 }
 
-Test(check, sweep_mlstm, .timeout = 7200) {
+// A sweep of nv streams (name(v) each): every draw of every stream in turn, then the report.
+typedef void (*sweep_draw_fn)(int v, int dr, int n, sweep_stat *st, const char *in, const char *ok, const char *th);
+static void sweep_streams(int nv, const char *(*name)(int), sweep_draw_fn draw) {
     int n = sweep_draws();
-    enum { NV = MLSTM_NV };
-    sweep_stat st[NV];
-    for (int v = 0; v < NV; v++) st[v] = (sweep_stat)SWEEP_STAT(MLSTM_V[v].name);
+    sweep_stat *st = malloc((size_t)nv * sizeof *st);
+    cr_assert(st);
+    for (int v = 0; v < nv; v++) st[v] = (sweep_stat)SWEEP_STAT(name(v));
     char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors"),
          *ok = tu_join(g_dir, "ok.safetensors");
     for (int dr = 0; dr < n; dr++)
-        for (int v = 0; v < NV; v++) mlstm_sweep_draw(v, dr, n, &st[v], in, ok, th);
-    sweep_report(st, NV);
-    free(in), free(th), free(ok);
+        for (int v = 0; v < nv; v++) draw(v, dr, n, &st[v], in, ok, th);
+    sweep_report(st, nv);
+    free(in), free(th), free(ok), free(st);
 }
+
+static const char *mlstm_stream_name(int v) { return MLSTM_V[v].name; }
+Test(check, sweep_mlstm, .timeout = 7200) { sweep_streams(MLSTM_NV, mlstm_stream_name, mlstm_sweep_draw); }
 
 // The mLSTM sweep's false FAIL at 468d8cc (seed 2028306169, draw 91 of "mlstm recurrent bf16":
 // T 257, gates of sd 3): their correct bf16 recurrent mLSTM's grad.q was 590 % off the truth
@@ -2795,17 +2800,8 @@ static void gdn_sweep_draw(int v, int dr, int n, sweep_stat *st, const char *in,
     g_O = r_f32;
 }
 
-Test(check, sweep_gdn, .timeout = 7200) {
-    int n = sweep_draws();
-    sweep_stat st[GDN_NV];
-    for (int v = 0; v < GDN_NV; v++) st[v] = (sweep_stat)SWEEP_STAT(GDN_V[v].name);
-    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors"),
-         *ok = tu_join(g_dir, "ok.safetensors");
-    for (int dr = 0; dr < n; dr++)
-        for (int v = 0; v < GDN_NV; v++) gdn_sweep_draw(v, dr, n, &st[v], in, ok, th);
-    sweep_report(st, GDN_NV);
-    free(in), free(th), free(ok);
-}
+static const char *gdn_stream_name(int v) { return GDN_V[v].name; }
+Test(check, sweep_gdn, .timeout = 7200) { sweep_streams(GDN_NV, gdn_stream_name, gdn_sweep_draw); }
 
 // One draw of sweep_small: stream o (an op of SMALL, or 12-14: LayerNorm and headnorm with the
 // one-pass variance, the cross-entropy unfused) at precision pr, its sizes and scales from seed

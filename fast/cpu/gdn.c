@@ -22,40 +22,12 @@
 #include <string.h>
 
 #include "phax/fcpu_gdn.h"
-
-typedef struct {
-    char *base;
-    size_t used;
-} carve;
-
-static void *take(carve *c, size_t bytes) {
-    size_t o = (c->used + 63) & ~(size_t)63;
-    c->used = o + bytes;
-    return c->base ? c->base + o : NULL;
-}
+#include "seq_internal.h"
 
 static int eff_chunk(int chunk, int T) {
     int L = chunk > 0 ? chunk : FCPU_GDN_CHUNK;
     if (T > 0 && L > T) L = T;
     return L < 1 ? 1 : L;
-}
-static int nchunks(int T, int L) { return T > 0 ? (T - 1) / L + 1 : 0; }
-
-static int nslots(int B, int H) {
-    int t = omp_get_max_threads();
-    long bh = (long)B * H;
-    return (int)(bh < t ? (bh > 0 ? bh : 1) : t);
-}
-
-// As fast/cpu/mlstm.c: the sgemm/strsm calls run one per (b, h) thread, so a threaded
-// OpenBLAS is held at one thread for the call (process-wide), then restored.
-static int blas_single_begin(int ns) {
-    int prev = openblas_get_num_threads();
-    if (ns > 1 && prev > 1) openblas_set_num_threads(1);
-    return prev;
-}
-static void blas_single_end(int ns, int prev) {
-    if (ns > 1 && prev > 1) openblas_set_num_threads(prev);
 }
 
 static int check_args(const char *who, int B, int T, int H, int dk, int dv, const phax_gdn_cfg *c, const void *ws) {
@@ -219,36 +191,6 @@ static void load_state(float *Z, const float *s0, size_t kv) {
     else memset(Z, 0, kv * 4);
 }
 
-int fcpu_gdn_chunkwise_fwd(float *o, float *sT, const float *q, const float *k, const float *v, const float *g,
-                           const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
-                           const phax_gdn_cfg *c, int chunk, void *ws) {
-    if (check_args("fcpu_gdn_chunkwise_fwd", B, T, H, dk, dv, c, ws)) return PHAX_ERR;
-    const int L = eff_chunk(chunk, T), ns = nslots(B, H), nc = nchunks(T, L);
-    const size_t sb = slot_bytes(L, dk, dv, nc, 0), kv = (size_t)dk * dv;
-    char *base = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-    const long BH = (long)B * H;
-    const int prev = blas_single_begin(ns);
-#pragma omp parallel num_threads(ns)
-    {
-        carve cv = {base + (size_t)omp_get_thread_num() * sb, 0};
-        slot s = slot_carve(&cv, L, dk, dv, nc, 0);
-#pragma omp for schedule(static)
-        for (long p = 0; p < BH; p++) {
-            seq sq = {(int)(p / H), (int)(p % H), T, H, dk, dv, L};
-            load_state(s.Z, s0 ? s0 + (size_t)p * kv : NULL, kv);
-            for (int ci = 0; ci < nc; ci++) {
-                int t0 = ci * L, n = T - t0 < L ? T - t0 : L;
-                chunk_prep(&s, &sq, q, k, v, g, beta, s.Z, t0, n, c);
-                chunk_out(&s, &sq, s.Z, o, t0, n);
-                chunk_state(&s, &sq, s.Z, n);
-            }
-            if (sT) memcpy(sT + (size_t)p * kv, s.Z, kv * 4);
-        }
-    }
-    blas_single_end(ns, prev);
-    return PHAX_OK;
-}
-
 // One chunk's backward (its prep, outputs' QZ and U in s from the same start state Z₀): from
 // s->dZ (the handed-on state's gradient) and do_, into the inputs' gradients and s->dZ0.
 static void chunk_bwd(slot *s, const seq *sq, const float *Z0, const float *q, const float *k, const float *beta,
@@ -347,45 +289,87 @@ static void chunk_bwd(slot *s, const seq *sq, const float *Z0, const float *q, c
     }
 }
 
-int fcpu_gdn_chunkwise_bwd(float *dq, float *dk_, float *dv_, float *dg, float *dbeta, float *ds0, const float *do_,
-                           const float *dsT, const float *q, const float *k, const float *v, const float *g,
-                           const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
-                           const phax_gdn_cfg *c, int chunk, void *ws) {
-    if (check_args("fcpu_gdn_chunkwise_bwd", B, T, H, dk, dv, c, ws)) return PHAX_ERR;
-    const int L = eff_chunk(chunk, T), ns = nslots(B, H), nc = nchunks(T, L);
-    const size_t sb = slot_bytes(L, dk, dv, nc, 1), kv = (size_t)dk * dv;
+// A call's arguments, for the per-sequence walks below (NULL where the call has none).
+typedef struct {
+    float *o, *sT, *dq, *dk_, *dv_, *dg, *dbeta, *ds0;
+    const float *do_, *dsT, *q, *k, *v, *g, *beta, *s0;
+    int B, T, H, dk, dv;
+    const phax_gdn_cfg *c;
+} gdn_args;
+
+// Sequence p of the call forward, chunk by chunk: the outputs o and the final state sT, or
+// (Zs non-NULL, the backward's first pass) only the chunks' start states into Zs[0..nc].
+static void walk_fwd(slot *s, const seq *sq, const gdn_args *a, long p, float *Zs) {
+    const size_t kv = (size_t)a->dk * a->dv;
+    const int T = a->T, L = sq->L, nc = nchunks(T, L);
+    load_state(Zs ? Zs : s->Z, a->s0 ? a->s0 + (size_t)p * kv : NULL, kv);
+    for (int ci = 0; ci < nc; ci++) {
+        int t0 = ci * L, n = T - t0 < L ? T - t0 : L;
+        float *Z = Zs ? Zs + (size_t)(ci + 1) * kv : s->Z;  // stepped in place from the chunk's start
+        if (Zs) memcpy(Z, Zs + (size_t)ci * kv, kv * 4);
+        chunk_prep(s, sq, a->q, a->k, a->v, a->g, a->beta, Z, t0, n, a->c);
+        if (!Zs) chunk_out(s, sq, Z, a->o, t0, n);
+        chunk_state(s, sq, Z, n);
+    }
+    if (!Zs && a->sT) memcpy(a->sT + (size_t)p * kv, s->Z, kv * 4);
+}
+
+static void fwd_seq(slot *s, const seq *sq, const gdn_args *a, long p) { walk_fwd(s, sq, a, p, NULL); }
+
+// Sequence p backward: the start states, then the chunks from the last.
+static void bwd_seq(slot *s, const seq *sq, const gdn_args *a, long p) {
+    const size_t kv = (size_t)a->dk * a->dv;
+    const int T = a->T, L = sq->L, nc = nchunks(T, L);
+    walk_fwd(s, sq, a, p, s->Zs);
+    load_state(s->dZ, a->dsT ? a->dsT + (size_t)p * kv : NULL, kv);
+    for (int ci = nc - 1; ci >= 0; ci--) {
+        int t0 = ci * L, n = T - t0 < L ? T - t0 : L;
+        const float *Z0 = s->Zs + (size_t)ci * kv;
+        chunk_prep(s, sq, a->q, a->k, a->v, a->g, a->beta, Z0, t0, n, a->c);
+        chunk_out(s, sq, Z0, NULL, t0, n);  // Q̂Z₀ (the outputs themselves are not needed)
+        chunk_bwd(s, sq, Z0, a->q, a->k, a->beta, a->do_, a->dq, a->dk_, a->dv_, a->dg, a->dbeta, t0, n, a->c);
+        memcpy(s->dZ, s->dZ0, kv * 4);
+    }
+    if (a->ds0)
+        for (size_t x = 0; x < kv; x++) a->ds0[(size_t)p * kv + x] += s->dZ[x];
+}
+
+// The B·H sequences over OpenMP threads, one slot of ws each.
+static int run_seqs(const char *who, const gdn_args *a, int chunk, void *ws, int bwd) {
+    if (check_args(who, a->B, a->T, a->H, a->dk, a->dv, a->c, ws)) return PHAX_ERR;
+    const int L = eff_chunk(chunk, a->T), ns = nslots(a->B, a->H), nc = nchunks(a->T, L);
+    const size_t sb = slot_bytes(L, a->dk, a->dv, nc, bwd);
     char *base = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-    const long BH = (long)B * H;
+    const long BH = (long)a->B * a->H;
     const int prev = blas_single_begin(ns);
 #pragma omp parallel num_threads(ns)
     {
         carve cv = {base + (size_t)omp_get_thread_num() * sb, 0};
-        slot s = slot_carve(&cv, L, dk, dv, nc, 1);
+        slot s = slot_carve(&cv, L, a->dk, a->dv, nc, bwd);
 #pragma omp for schedule(static)
         for (long p = 0; p < BH; p++) {
-            seq sq = {(int)(p / H), (int)(p % H), T, H, dk, dv, L};
-            // the chunks' start states, as the forward steps them
-            load_state(s.Zs, s0 ? s0 + (size_t)p * kv : NULL, kv);
-            for (int ci = 0; ci < nc; ci++) {
-                int t0 = ci * L, n = T - t0 < L ? T - t0 : L;
-                float *Zn = s.Zs + (size_t)(ci + 1) * kv;
-                memcpy(Zn, s.Zs + (size_t)ci * kv, kv * 4);
-                chunk_prep(&s, &sq, q, k, v, g, beta, Zn, t0, n, c);
-                chunk_state(&s, &sq, Zn, n);
-            }
-            load_state(s.dZ, dsT ? dsT + (size_t)p * kv : NULL, kv);
-            for (int ci = nc - 1; ci >= 0; ci--) {
-                int t0 = ci * L, n = T - t0 < L ? T - t0 : L;
-                const float *Z0 = s.Zs + (size_t)ci * kv;
-                chunk_prep(&s, &sq, q, k, v, g, beta, Z0, t0, n, c);
-                chunk_out(&s, &sq, Z0, NULL, t0, n);  // Q̂Z₀ (the outputs themselves are not needed)
-                chunk_bwd(&s, &sq, Z0, q, k, beta, do_, dq, dk_, dv_, dg, dbeta, t0, n, c);
-                memcpy(s.dZ, s.dZ0, kv * 4);
-            }
-            if (ds0)
-                for (size_t x = 0; x < kv; x++) ds0[(size_t)p * kv + x] += s.dZ[x];
+            seq sq = {(int)(p / a->H), (int)(p % a->H), a->T, a->H, a->dk, a->dv, L};
+            (bwd ? bwd_seq : fwd_seq)(&s, &sq, a, p);
         }
     }
     blas_single_end(ns, prev);
     return PHAX_OK;
+}
+
+int fcpu_gdn_chunkwise_fwd(float *o, float *sT, const float *q, const float *k, const float *v, const float *g,
+                           const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
+                           const phax_gdn_cfg *c, int chunk, void *ws) {
+    gdn_args a = {.o = o, .sT = sT, .q = q, .k = k, .v = v, .g = g, .beta = beta, .s0 = s0, .B = B, .T = T, .H = H,
+                  .dk = dk, .dv = dv, .c = c};
+    return run_seqs("fcpu_gdn_chunkwise_fwd", &a, chunk, ws, 0);
+}
+
+int fcpu_gdn_chunkwise_bwd(float *dq, float *dk_, float *dv_, float *dg, float *dbeta, float *ds0, const float *do_,
+                           const float *dsT, const float *q, const float *k, const float *v, const float *g,
+                           const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
+                           const phax_gdn_cfg *c, int chunk, void *ws) {
+    gdn_args a = {.dq = dq, .dk_ = dk_, .dv_ = dv_, .dg = dg, .dbeta = dbeta, .ds0 = ds0, .do_ = do_, .dsT = dsT,
+                  .q = q, .k = k, .v = v, .g = g, .beta = beta, .s0 = s0, .B = B, .T = T, .H = H, .dk = dk, .dv = dv,
+                  .c = c};
+    return run_seqs("fcpu_gdn_chunkwise_bwd", &a, chunk, ws, 1);
 }

@@ -54,6 +54,7 @@
 
 #include "phax/fcpu_mlstm.h"
 #include "phax/numerics.h"  // phax_logsigmoid (the non-AVX-512 path), phax_sigmoid
+#include "seq_internal.h"
 
 // ---------------------------------------------------------------------------
 // One row of the intra-chunk weights: for b ≤ a, E[b] = e^{(float)(x + y[b])},
@@ -295,48 +296,12 @@ static void chunk_gates(const gates *g, const float *ig, const float *fg, size_t
 }
 
 // ---------------------------------------------------------------------------
-// Workspace carving: offsets 64-byte aligned; with base NULL only sizes.
-typedef struct {
-    char *base;
-    size_t used;
-} carve;
-
-static void *take(carve *c, size_t bytes) {
-    size_t o = (c->used + 63) & ~(size_t)63;
-    c->used = o + bytes;
-    return c->base ? c->base + o : NULL;
-}
-
 static int eff_chunk(int chunk, int T) {
     int L = chunk > 0 ? chunk : FCPU_MLSTM_CHUNK;
     if (T > 0 && L > T) L = T;
     return L < 1 ? 1 : L;
 }
 static int pad16(int n) { return (n + 15) & ~15; }
-// Chunks of L covering T, without forming T + L − 1 (which overflows int near INT_MAX).
-static int nchunks(int T, int L) { return T > 0 ? (T - 1) / L + 1 : 0; }
-
-static int nslots(int B, int H) {
-    int t = omp_get_max_threads();
-    long bh = (long)B * H;
-    return (int)(bh < t ? (bh > 0 ? bh : 1) : t);
-}
-
-// The sgemm calls run inside the (b, h) parallel region, one per thread: a
-// threaded OpenBLAS (pthreads build) would otherwise split products above its
-// threshold (M·N·K > 262144, e.g. chunk 128) over its own thread pool from
-// several callers at once, which serialises and spins. So the BLAS thread count
-// is set to 1 for the duration of a call that runs more than one (b, h) thread,
-// and restored afterwards (a process-wide setting: concurrent BLAS users in
-// other threads see 1 meanwhile).
-static int blas_single_begin(int ns) {
-    int prev = openblas_get_num_threads();
-    if (ns > 1 && prev > 1) openblas_set_num_threads(1);
-    return prev;
-}
-static void blas_single_end(int ns, int prev) {
-    if (ns > 1 && prev > 1) openblas_set_num_threads(prev);
-}
 
 static int check_sizes(const char *who, int B, int T, int H, int dqk, int dv) {
     if (B < 1 || T < 0 || H < 1 || dqk < 1 || dv < 1)
