@@ -21,38 +21,36 @@
 
 // --- examples: a random valid input for each op -------------------------------------------------
 
-static void ex_f(exw *e, const char *name, double lo, double hi, int ndim, ...) {
+// One example tensor of ndim dims (the shape in the va_list, ints): its values drawn uniform in
+// [lo, hi) as float64 (is_int 0), or below hi as int32 (is_int 1), added to the writer.
+static void ex_tensor(exw *e, const char *name, int is_int, double lo, double hi, int ndim, va_list ap) {
     int64_t s[8];
-    va_list ap;
-    va_start(ap, ndim);
     for (int i = 0; i < ndim; i++) s[i] = va_arg(ap, int);
-    va_end(ap);
-    size_t n = ox_numel(ndim, s);
-    double *x = n < (size_t)1 << 32 ? malloc((n ? n : 1) * sizeof *x) : NULL;
+    size_t n = ox_numel(ndim, s), es = is_int ? sizeof(int32_t) : sizeof(double);
+    void *x = n < (size_t)1 << 32 ? malloc((n ? n : 1) * es) : NULL;
     if (!x) {
         e->err = phax_fail("out of memory");
         return;
     }
-    for (size_t i = 0; i < n; i++) x[i] = phax_rng_uniform_range(e->r, lo, hi);
-    if (phax_st_add_f64(e->w, name, x, ndim, s)) e->err = PHAX_ERR;
+    for (size_t i = 0; i < n; i++)
+        if (is_int) ((int32_t *)x)[i] = (int32_t)phax_rng_below(e->r, (uint64_t)hi);
+        else ((double *)x)[i] = phax_rng_uniform_range(e->r, lo, hi);
+    if (is_int ? phax_st_add_i32(e->w, name, x, ndim, s) : phax_st_add_f64(e->w, name, x, ndim, s)) e->err = PHAX_ERR;
     free(x);
 }
 
-static void ex_i(exw *e, const char *name, int hi, int ndim, ...) {
-    int64_t s[8];
+static void ex_f(exw *e, const char *name, double lo, double hi, int ndim, ...) {
     va_list ap;
     va_start(ap, ndim);
-    for (int i = 0; i < ndim; i++) s[i] = va_arg(ap, int);
+    ex_tensor(e, name, 0, lo, hi, ndim, ap);
     va_end(ap);
-    size_t n = ox_numel(ndim, s);
-    int32_t *x = n < (size_t)1 << 32 ? malloc((n ? n : 1) * sizeof *x) : NULL;
-    if (!x) {
-        e->err = phax_fail("out of memory");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) x[i] = (int32_t)phax_rng_below(e->r, (uint64_t)hi);
-    if (phax_st_add_i32(e->w, name, x, ndim, s)) e->err = PHAX_ERR;
-    free(x);
+}
+
+static void ex_i(exw *e, const char *name, int hi, int ndim, ...) {
+    va_list ap;
+    va_start(ap, ndim);
+    ex_tensor(e, name, 1, 0, hi, ndim, ap);
+    va_end(ap);
 }
 
 static void ex_meta(exw *e, const char *k, const char *v) {

@@ -673,12 +673,14 @@ typedef struct {
     char *out, *err;
 } run;
 
+// --max-memory of every check the tests run: the sweep's T 1024 draws hold the roundings of two
+// baselines (docs/oracle.md: a large check needs the option, as a user's would).
+#define CHECK_MAX_MIB "2048"
+
 static run check(const char *op, const char *in, const char *theirs, const char *prec, int json) {
     char *o = tu_join(g_dir, "stdout"), *e = tu_join(g_dir, "stderr");
     run r;
-    // --max-memory: the sweep's T 1024 draws hold five roundings of two baselines (docs/oracle.md:
-    // a large check needs the option, as a user's would)
-    r.rc = tu_phax(o, e, NULL, NULL, "check", op, in, theirs, "--precision", prec, "--max-memory", "2048",
+    r.rc = tu_phax(o, e, NULL, NULL, "check", op, in, theirs, "--precision", prec, "--max-memory", CHECK_MAX_MIB,
                    json ? "--json" : NULL, NULL);
     r.out = tu_slurp(o, NULL), r.err = tu_slurp(e, NULL);
     free(o), free(e);
@@ -2039,16 +2041,8 @@ static void sweep_verdict(run r, const char *op, const char *in, const char *th,
 // phax check's report on one of several THEIRS: the text after heading k (of the form
 // "== THEIRS k of n: ...") up to the next, and its exit status as its verdict line says.
 static run report_of(const run *all, int k, int n) {
-    char h[40], h2[40];
-    snprintf(h, sizeof h, "== THEIRS %d of %d: ", k, n), snprintf(h2, sizeof h2, "\n== THEIRS %d of %d: ", k + 1, n);
-    const char *a = strstr(all->out, h), *b = a ? strstr(a, h2) : NULL;
-    a = a ? strchr(a, '\n') : NULL;
-    run r = {.rc = 2, .out = strdup(""), .err = strdup(all->err)};
-    if (a) {
-        free(r.out);
-        r.out = b ? strndup(a + 1, (size_t)(b + 1 - (a + 1))) : strdup(a + 1);
-        r.rc = strstr(r.out, "\nPASS: all") ? 0 : strstr(r.out, "\nFAIL: ") ? 1 : 2;
-    }
+    run r = {.rc = 2, .out = tu_check_report(all->out, k, n), .err = strdup(all->err)};
+    if (r.out[0]) r.rc = strstr(r.out, "\nPASS: all") ? 0 : strstr(r.out, "\nFAIL: ") ? 1 : 2;
     return r;
 }
 
@@ -2059,8 +2053,8 @@ static void sweep_judge(const char *op, const char *in, const char *ok, const ch
                         sweep_stat *st, const char *what) {
     char *o = tu_join(g_dir, "stdout"), *e = tu_join(g_dir, "stderr");
     run all;
-    const char *argv[] = {"check", op, in, ok, "--precision", prec, "--max-memory", "2048", bug, NULL};
-    all.rc = tu_phax_v(o, e, NULL, NULL, argv);  // (--max-memory as check() gives it)
+    const char *argv[] = {"check", op, in, ok, "--precision", prec, "--max-memory", CHECK_MAX_MIB, bug, NULL};
+    all.rc = tu_phax_v(o, e, NULL, NULL, argv);
     all.out = tu_slurp(o, NULL), all.err = tu_slurp(e, NULL);
     free(o), free(e);
     if (getenv("PHAX_CHECK_PRINT")) printf("$ phax check %s IN OK%s --precision %s\n%s", op, bug ? " BUG" : "", prec, all.out);

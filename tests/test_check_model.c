@@ -810,10 +810,7 @@ static void sweep_run(const inputs *in, outs *const *o, const int *bf16, const i
     char *out = tu_slurp(po, NULL), *err = tu_slurp(pe, NULL);
     cr_expect(rc <= 1 && !err[0], "%s at %s: exit %d\n%s%s", what, prec, rc, out, err);
     for (int i = 0; i < n; i++) {
-        char h[40], h2[40];
-        snprintf(h, sizeof h, "== THEIRS %d of %d: ", i + 1, n), snprintf(h2, sizeof h2, "\n== THEIRS %d of %d: ", i + 2, n);
-        const char *s = n > 1 ? strstr(out, h) : out, *e = s && n > 1 ? strstr(s, h2) : NULL;
-        char *rep = s ? (e ? strndup(s, (size_t)(e - s)) : strdup(s)) : strdup("");
+        char *rep = tu_check_report(out, i + 1, n);
         int pass = strstr(rep, "\nPASS: all") != NULL, fail = strstr(rep, "\nFAIL: ") != NULL;
         double q = verdict_ratio(rep), use = 0, qf = 0;  // qf: the worst finite ratio (a baseline error
         for (const char *ln = rep; (ln = strchr(ln, '\n')); ln++) {  // of 0 makes ∞: such rows PASS by

@@ -457,3 +457,13 @@ int tu_dir_count(const char *dir) {
     closedir(d);
     return n;
 }
+
+char *tu_check_report(const char *out, int k, int n) {
+    if (n <= 1) return strdup(out);
+    char h[48], h2[48];
+    snprintf(h, sizeof h, "== THEIRS %d of %d: ", k, n), snprintf(h2, sizeof h2, "\n== THEIRS %d of %d: ", k + 1, n);
+    const char *a = strstr(out, h), *b = a ? strstr(a, h2) : NULL;
+    a = a ? strchr(a, '\n') : NULL;
+    if (!a) return strdup("");
+    return b ? strndup(a + 1, (size_t)(b + 1 - (a + 1))) : strdup(a + 1);
+}

@@ -54,6 +54,10 @@ char *tu_cli_error_check(const char *err_path, int rc, const char *prefix, const
 // A run's log.jsonl without its timing field ("tokens_per_s"), malloc'd: what two runs that
 // computed the same must share byte for byte.
 char *tu_log_without_timing(const char *path);
+// The report of THEIRS k of n (1-based) in the output of `phax check` with several THEIRS: the
+// text after its heading "== THEIRS k of n: FILE ==" up to the next heading (n 1: all of out);
+// "" when the heading is missing. Malloc'd.
+char *tu_check_report(const char *out, int k, int n);
 
 // 1 when built with AddressSanitizer, which reserves terabytes of address space and keeps
 // freed blocks in quarantine: address-space limits and peak-memory bounds do not apply there
