@@ -2629,105 +2629,277 @@ Test(check, gdn_baselines_at_f64_equal_ref) {
 }
 
 // Their Gated DeltaNet, chunkwise the way flash-linear-attention's chunk_gated_delta_rule
-// computes it (forward only: o and the final state): per chunk of L steps the UT transform made
-// explicit — A = (I + tril₋₁(β_t e^{G_t−G_s} k̂_t·k̂_s))⁻¹ by forward substitution on the identity,
-// then W = A (β e^{G} ⊙ K̂) and U = A (β ⊙ V), the pseudo-values u_t = U_t − S₀ W_t, o_t = e^{G_t}
-// S₀ q̂_t + Σ_{s≤t} e^{G_t−G_s} (k̂_s·q̂_t) u_s, and the state handed on e^{G_L} S₀ + Σ_s e^{G_L−G_s}
-// u_s k̂_sᵀ (BUG_GDN_CARRY: S₀ not decayed there). The same function as the recurrence; rounded
-// the chunk's way (sums over the chunk, an explicit inverse).
-static void their_gdn_chunk_fwd(int B, int T, int H, int DK, int DV, bug bg, rnd R, int L, const double *q,
-                                const double *k, const double *v, const double *g, const double *beta, const double *s0,
-                                double *o, double *sT) {
-    size_t ns = (size_t)DK * DV;
-    float *S = malloc(ns * 4), *S2 = malloc(ns * 4), *kh = malloc((size_t)L * DK * 4), *qh = malloc((size_t)L * DK * 4),
-          *G = malloc((size_t)L * 4), *be = malloc((size_t)L * 4), *A = malloc((size_t)L * L * 4),
-          *W = malloc((size_t)L * DK * 4), *U = malloc((size_t)L * DV * 4), *u = malloc((size_t)L * DV * 4);
-    cr_assert(S && S2 && kh && qh && G && be && A && W && U && u);
-    float sc = R(1.0f / sqrtf((float)DK));
+// computes it, forward and backward. Per chunk of L steps from the state S₀ (dv × dk) the UT
+// transform made explicit — A = (I + N)⁻¹, N_ts = β_t e^{G_t−G_s} k̂_t·k̂_s (s < t), by forward
+// substitution on the identity — then W = A (β e^{G} ⊙ K̂) and U = A (β ⊙ V), the pseudo-values
+// u_t = U_t − S₀ W_t, o_t = e^{G_t} S₀ q̂_t + Σ_{s≤t} e^{G_t−G_s} (k̂_s·q̂_t) u_s, and the state
+// handed on e^{G_L} S₀ + Σ_s e^{G_L−G_s} u_s k̂_sᵀ (BUG_GDN_CARRY: S₀ not decayed there). The
+// backward in reverse through those lines (dA = dU Vbᵀ + dW Wbᵀ, dN = −Aᵀ dA Aᵀ), chunk by
+// chunk from the last with the chunks' start states kept. The same function as the recurrence,
+// rounded the chunk's way (sums over the chunk, an explicit inverse, float state).
+typedef struct {
+    float *kh, *qh, *rk, *rq, *G, *be, *A, *Wb, *Vb, *W, *U, *u, *KQ;
+} gdn_chunk_t;
+
+static void their_gdn_chunk_prep(gdn_chunk_t *c, rnd R, const float *S, int b, int hh, int t0, int n, int L, int T,
+                                 int H, int DK, int DV, const double *q, const double *k, const double *v,
+                                 const double *g, const double *beta) {
+    float sc = R(1.0f / sqrtf((float)DK)), acc = 0;
 #define IX(t) (((size_t)b * T + (t)) * H + hh)
+    for (int t = 0; t < n; t++) {
+        const double *kt = k + IX(t0 + t) * DK, *qt = q + IX(t0 + t) * DK;
+        float sk = 0, sq = 0;
+        for (int j = 0; j < DK; j++)
+            sk = R(sk + MM(R((float)kt[j]), R((float)kt[j]))), sq = R(sq + MM(R((float)qt[j]), R((float)qt[j])));
+        c->rk[t] = R(1.0f / R(sqrtf(R(sk + 1e-6f)))), c->rq[t] = R(1.0f / R(sqrtf(R(sq + 1e-6f))));
+        float fq = R(c->rq[t] * sc);
+        for (int j = 0; j < DK; j++)
+            c->kh[(size_t)t * DK + j] = R(c->rk[t] * R((float)kt[j])), c->qh[(size_t)t * DK + j] = R(fq * R((float)qt[j]));
+        c->G[t] = acc = R(acc + R((float)g[IX(t0 + t)])), c->be[t] = R((float)beta[IX(t0 + t)]);
+    }
+    for (int t = 0; t < n; t++)  // A = (I + N)⁻¹, row t from the rows before it
+        for (int cc = 0; cc < n; cc++) {
+            float x = t == cc ? 1.0f : 0.0f;
+            for (int s2 = cc; s2 < t; s2++) {
+                float kk = 0;
+                for (int j = 0; j < DK; j++) kk = R(kk + MM(c->kh[(size_t)t * DK + j], c->kh[(size_t)s2 * DK + j]));
+                float m = R(R(c->be[t] * R(expf(R(c->G[t] - c->G[s2])))) * kk);
+                x = R(x - MM(m, c->A[(size_t)s2 * L + cc]));
+            }
+            c->A[(size_t)t * L + cc] = cc > t ? 0.0f : x;
+        }
+    for (int t = 0; t < n; t++) {
+        float bg = R(c->be[t] * R(expf(c->G[t])));
+        for (int j = 0; j < DK; j++) c->Wb[(size_t)t * DK + j] = R(bg * c->kh[(size_t)t * DK + j]);
+        for (int i = 0; i < DV; i++) c->Vb[(size_t)t * DV + i] = R(c->be[t] * R((float)v[IX(t0 + t) * DV + i]));
+    }
+    for (int t = 0; t < n; t++) {  // W = A Wb, U = A Vb, u = U − S₀ W
+        for (int j = 0; j < DK; j++) {
+            float x = 0;
+            for (int s2 = 0; s2 <= t; s2++) x = R(x + MM(c->A[(size_t)t * L + s2], c->Wb[(size_t)s2 * DK + j]));
+            c->W[(size_t)t * DK + j] = x;
+        }
+        for (int i = 0; i < DV; i++) {
+            float x = 0;
+            for (int s2 = 0; s2 <= t; s2++) x = R(x + MM(c->A[(size_t)t * L + s2], c->Vb[(size_t)s2 * DV + i]));
+            c->U[(size_t)t * DV + i] = x;
+        }
+        for (int i = 0; i < DV; i++) {
+            float x = 0;
+            for (int j = 0; j < DK; j++) x = R(x + MM(S[(size_t)i * DK + j], c->W[(size_t)t * DK + j]));
+            c->u[(size_t)t * DV + i] = R(c->U[(size_t)t * DV + i] - x);
+        }
+    }
+    for (int t = 0; t < n; t++)  // KQ_ts = k̂_s·q̂_t
+        for (int s2 = 0; s2 <= t; s2++) {
+            float x = 0;
+            for (int j = 0; j < DK; j++) x = R(x + MM(c->kh[(size_t)s2 * DK + j], c->qh[(size_t)t * DK + j]));
+            c->KQ[(size_t)t * L + s2] = x;
+        }
+#undef IX
+}
+
+static void their_gdn_chunk(int B, int T, int H, int DK, int DV, bug bg, rnd R, int L, const double *q, const double *k,
+                            const double *v, const double *g, const double *beta, const double *s0, const double *go,
+                            const double *gsT, double *o, double *sT, double *dq, double *dk, double *dv, double *dg,
+                            double *db, double *ds0) {
+    size_t ns = (size_t)DK * DV, Ld = (size_t)L * DK, Lv = (size_t)L * DV, LL = (size_t)L * L;
+    int nc = T > 0 ? (T + L - 1) / L : 0;
+    float *Ss = malloc(((size_t)nc + 1) * ns * 4), *dS = malloc(ns * 4), *dS0 = malloc(ns * 4);
+    gdn_chunk_t c = {malloc(Ld * 4), malloc(Ld * 4), malloc((size_t)L * 4), malloc((size_t)L * 4), malloc((size_t)L * 4),
+                     malloc((size_t)L * 4), malloc(LL * 4),       malloc(Ld * 4),             malloc(Lv * 4),
+                     malloc(Ld * 4),        malloc(Lv * 4),       malloc(Lv * 4),             malloc(LL * 4)};
+    float *dkh = malloc(Ld * 4), *dqh = malloc(Ld * 4), *du = malloc(Lv * 4), *dU = malloc(Lv * 4), *dW = malloc(Ld * 4),
+          *dA = malloc(LL * 4), *dN = malloc(LL * 4), *dG = malloc((size_t)L * 4), *tmp = malloc(LL * 4);
+    cr_assert(Ss && dS && dS0 && c.kh && c.qh && c.rk && c.rq && c.G && c.be && c.A && c.Wb && c.Vb && c.W && c.U &&
+              c.u && c.KQ && dkh && dqh && du && dU && dW && dA && dN && dG && tmp);
+#define IX(t) (((size_t)b * T + (t)) * H + hh)
+#define SX(x, i, j) (x)[(size_t)(i) * DK + (j)]
     for (int b = 0; b < B; b++)
         for (int hh = 0; hh < H; hh++) {
             size_t si = ((size_t)b * H + hh) * ns;
             for (int i = 0; i < DV; i++)
-                for (int j = 0; j < DK; j++) S[(size_t)i * DK + j] = s0 ? R((float)s0[si + (size_t)j * DV + i]) : 0;
-            for (int t0 = 0; t0 < T; t0 += L) {
-                int n = T - t0 < L ? T - t0 : L;
-                float acc = 0;
+                for (int j = 0; j < DK; j++) SX(Ss, i, j) = s0 ? R((float)s0[si + (size_t)j * DV + i]) : 0;
+            for (int ci = 0; ci < nc; ci++) {  // forward: outputs and the chunks' start states
+                int t0 = ci * L, n = T - t0 < L ? T - t0 : L;
+                const float *S = Ss + (size_t)ci * ns;
+                float *S2 = Ss + (size_t)(ci + 1) * ns;
+                their_gdn_chunk_prep(&c, R, S, b, hh, t0, n, L, T, H, DK, DV, q, k, v, g, beta);
                 for (int t = 0; t < n; t++) {
-                    const double *kt = k + IX(t0 + t) * DK, *qt = q + IX(t0 + t) * DK;
-                    float sk = 0, sq = 0;
-                    for (int j = 0; j < DK; j++)
-                        sk = R(sk + MM(R((float)kt[j]), R((float)kt[j]))), sq = R(sq + MM(R((float)qt[j]), R((float)qt[j])));
-                    float rk = R(1.0f / R(sqrtf(R(sk + 1e-6f)))), rq = R(R(1.0f / R(sqrtf(R(sq + 1e-6f)))) * sc);
-                    for (int j = 0; j < DK; j++)
-                        kh[(size_t)t * DK + j] = R(rk * R((float)kt[j])), qh[(size_t)t * DK + j] = R(rq * R((float)qt[j]));
-                    G[t] = acc = R(acc + R((float)g[IX(t0 + t)])), be[t] = R((float)beta[IX(t0 + t)]);
-                }
-                // A = M⁻¹, M = I + tril₋₁(β_t e^{G_t−G_s} k̂_t·k̂_s): row t of A from the rows before it
-                for (int t = 0; t < n; t++)
-                    for (int c = 0; c < n; c++) {
-                        float x = t == c ? 1.0f : 0.0f;
-                        for (int s = c; s < t; s++) {
-                            float kk = 0;
-                            for (int j = 0; j < DK; j++) kk = R(kk + MM(kh[(size_t)t * DK + j], kh[(size_t)s * DK + j]));
-                            float m = R(R(be[t] * R(expf(R(G[t] - G[s])))) * kk);
-                            x = R(x - MM(m, A[(size_t)s * L + c]));
-                        }
-                        A[(size_t)t * L + c] = c > t ? 0.0f : x;
-                    }
-                for (int t = 0; t < n; t++) {  // W = A (β e^G K̂), U = A (β V)
-                    for (int j = 0; j < DK; j++) {
-                        float x = 0;
-                        for (int s = 0; s <= t; s++)
-                            x = R(x + MM(A[(size_t)t * L + s], R(R(be[s] * R(expf(G[s]))) * kh[(size_t)s * DK + j])));
-                        W[(size_t)t * DK + j] = x;
-                    }
+                    float et = R(expf(c.G[t]));
                     for (int i = 0; i < DV; i++) {
                         float x = 0;
-                        for (int s = 0; s <= t; s++)
-                            x = R(x + MM(A[(size_t)t * L + s], R(be[s] * R((float)v[IX(t0 + s) * DV + i]))));
-                        U[(size_t)t * DV + i] = x;
-                    }
-                }
-                for (int t = 0; t < n; t++)  // u_t = U_t − S₀ W_t
-                    for (int i = 0; i < DV; i++) {
-                        float x = 0;
-                        for (int j = 0; j < DK; j++) x = R(x + MM(S[(size_t)i * DK + j], W[(size_t)t * DK + j]));
-                        u[(size_t)t * DV + i] = R(U[(size_t)t * DV + i] - x);
-                    }
-                for (int t = 0; t < n; t++) {
-                    float et = R(expf(G[t]));
-                    for (int i = 0; i < DV; i++) {
-                        float x = 0;
-                        for (int j = 0; j < DK; j++) x = R(x + MM(S[(size_t)i * DK + j], qh[(size_t)t * DK + j]));
+                        for (int j = 0; j < DK; j++) x = R(x + MM(SX(S, i, j), c.qh[(size_t)t * DK + j]));
                         x = R(et * x);
-                        for (int s2 = 0; s2 <= t; s2++) {
-                            float kq = 0;
-                            for (int j = 0; j < DK; j++) kq = R(kq + MM(kh[(size_t)s2 * DK + j], qh[(size_t)t * DK + j]));
-                            x = R(x + MM(R(R(expf(R(G[t] - G[s2]))) * kq), u[(size_t)s2 * DV + i]));
-                        }
+                        for (int s2 = 0; s2 <= t; s2++)
+                            x = R(x + MM(R(R(expf(R(c.G[t] - c.G[s2]))) * c.KQ[(size_t)t * L + s2]), c.u[(size_t)s2 * DV + i]));
                         o[IX(t0 + t) * DV + i] = x;
                     }
                 }
-                float eL = bg == BUG_GDN_CARRY ? 1.0f : R(expf(G[n - 1]));
+                float eL = bg == BUG_GDN_CARRY ? 1.0f : R(expf(c.G[n - 1]));
                 for (int i = 0; i < DV; i++)
                     for (int j = 0; j < DK; j++) {
-                        float x = R(eL * S[(size_t)i * DK + j]);
+                        float x = R(eL * SX(S, i, j));
                         for (int s2 = 0; s2 < n; s2++)
-                            x = R(x + MM(R(R(expf(R(G[n - 1] - G[s2]))) * u[(size_t)s2 * DV + i]), kh[(size_t)s2 * DK + j]));
-                        S2[(size_t)i * DK + j] = x;
+                            x = R(x + MM(R(R(expf(R(c.G[n - 1] - c.G[s2]))) * c.u[(size_t)s2 * DV + i]), c.kh[(size_t)s2 * DK + j]));
+                        SX(S2, i, j) = x;
                     }
-                memcpy(S, S2, ns * 4);
             }
             for (int i = 0; i < DV; i++)
-                for (int j = 0; j < DK; j++) sT[si + (size_t)j * DV + i] = S[(size_t)i * DK + j];
+                for (int j = 0; j < DK; j++) {
+                    sT[si + (size_t)j * DV + i] = SX(Ss + (size_t)nc * ns, i, j);
+                    SX(dS, i, j) = gsT ? R((float)gsT[si + (size_t)j * DV + i]) : 0;
+                }
+            for (int ci = nc - 1; ci >= 0; ci--) {  // backward, chunk by chunk from the last
+                int t0 = ci * L, n = T - t0 < L ? T - t0 : L, Lz = n - 1;
+                const float *S = Ss + (size_t)ci * ns;
+                their_gdn_chunk_prep(&c, R, S, b, hh, t0, n, L, T, H, DK, DV, q, k, v, g, beta);
+                memset(dkh, 0, Ld * 4), memset(dqh, 0, Ld * 4), memset(du, 0, Lv * 4), memset(dG, 0, (size_t)L * 4);
+                // (1) the state handed on
+                float eL = bg == BUG_GDN_CARRY ? 1.0f : R(expf(c.G[Lz])), zz = 0;
+                for (size_t x = 0; x < ns; x++) dS0[x] = R(eL * dS[x]), zz = R(zz + MM(dS[x], S[x]));
+                if (bg != BUG_GDN_CARRY) dG[Lz] = R(dG[Lz] + R(eL * zz));
+                for (int s2 = 0; s2 < n; s2++) {
+                    float w = R(expf(R(c.G[Lz] - c.G[s2]))), xs = 0;
+                    for (int i = 0; i < DV; i++) {
+                        float dsk = 0, us = c.u[(size_t)s2 * DV + i];
+                        for (int j = 0; j < DK; j++) {
+                            dsk = R(dsk + MM(SX(dS, i, j), c.kh[(size_t)s2 * DK + j]));
+                            dkh[(size_t)s2 * DK + j] = R(dkh[(size_t)s2 * DK + j] + R(R(w * SX(dS, i, j)) * us));
+                        }
+                        du[(size_t)s2 * DV + i] = R(du[(size_t)s2 * DV + i] + R(w * dsk));
+                        xs = R(xs + MM(us, dsk));
+                    }
+                    float x = R(w * xs);
+                    dG[Lz] = R(dG[Lz] + x), dG[s2] = R(dG[s2] - x);
+                }
+                // (2) the outputs
+                for (int t = 0; t < n; t++) {
+                    float et = R(expf(c.G[t])), xg = 0;
+                    for (int i = 0; i < DV; i++) {
+                        float goi = R((float)go[IX(t0 + t) * DV + i]), eg = R(et * goi), sq = 0;
+                        for (int j = 0; j < DK; j++) {
+                            sq = R(sq + MM(SX(S, i, j), c.qh[(size_t)t * DK + j]));
+                            SX(dS0, i, j) = R(SX(dS0, i, j) + R(eg * c.qh[(size_t)t * DK + j]));
+                            dqh[(size_t)t * DK + j] = R(dqh[(size_t)t * DK + j] + R(eg * SX(S, i, j)));
+                        }
+                        xg = R(xg + MM(goi, sq));
+                    }
+                    dG[t] = R(dG[t] + R(et * xg));
+                    for (int s2 = 0; s2 <= t; s2++) {
+                        float e = R(expf(R(c.G[t] - c.G[s2]))), P = R(e * c.KQ[(size_t)t * L + s2]), dP = 0;
+                        for (int i = 0; i < DV; i++) {
+                            float goi = R((float)go[IX(t0 + t) * DV + i]);
+                            dP = R(dP + MM(goi, c.u[(size_t)s2 * DV + i]));
+                            du[(size_t)s2 * DV + i] = R(du[(size_t)s2 * DV + i] + R(P * goi));
+                        }
+                        float x = R(dP * P), dkq = R(dP * e);
+                        dG[t] = R(dG[t] + x), dG[s2] = R(dG[s2] - x);
+                        for (int j = 0; j < DK; j++) {
+                            dqh[(size_t)t * DK + j] = R(dqh[(size_t)t * DK + j] + R(dkq * c.kh[(size_t)s2 * DK + j]));
+                            dkh[(size_t)s2 * DK + j] = R(dkh[(size_t)s2 * DK + j] + R(dkq * c.qh[(size_t)t * DK + j]));
+                        }
+                    }
+                }
+                // (3) u = U − S₀ W: dU = du, dW = −S₀ᵀ du, dS₀ −= du Wᵀ
+                for (int t = 0; t < n; t++) {
+                    for (int i = 0; i < DV; i++) dU[(size_t)t * DV + i] = du[(size_t)t * DV + i];
+                    for (int j = 0; j < DK; j++) {
+                        float x = 0;
+                        for (int i = 0; i < DV; i++) x = R(x + MM(SX(S, i, j), du[(size_t)t * DV + i]));
+                        dW[(size_t)t * DK + j] = R(-x);
+                    }
+                    for (int i = 0; i < DV; i++)
+                        for (int j = 0; j < DK; j++)
+                            SX(dS0, i, j) = R(SX(dS0, i, j) - R(du[(size_t)t * DV + i] * c.W[(size_t)t * DK + j]));
+                }
+                // (4) U = A Vb, W = A Wb: dA = dU Vbᵀ + dW Wbᵀ (lower), dVb = Aᵀ dU, dWb = Aᵀ dW
+                for (int t = 0; t < n; t++)
+                    for (int s2 = 0; s2 <= t; s2++) {
+                        float x = 0;
+                        for (int i = 0; i < DV; i++) x = R(x + MM(dU[(size_t)t * DV + i], c.Vb[(size_t)s2 * DV + i]));
+                        for (int j = 0; j < DK; j++) x = R(x + MM(dW[(size_t)t * DK + j], c.Wb[(size_t)s2 * DK + j]));
+                        dA[(size_t)t * L + s2] = x;
+                    }
+                for (int s2 = 0; s2 < n; s2++) {
+                    size_t gi = IX(t0 + s2);
+                    float dbe = 0, egs = R(expf(c.G[s2])), bg_ = R(c.be[s2] * egs), xg = 0;
+                    for (int i = 0; i < DV; i++) {
+                        float x = 0, vi = R((float)v[gi * DV + i]);
+                        for (int t = s2; t < n; t++) x = R(x + MM(c.A[(size_t)t * L + s2], dU[(size_t)t * DV + i]));
+                        dbe = R(dbe + MM(x, vi));
+                        dv[gi * DV + i] = R(c.be[s2] * x);
+                    }
+                    for (int j = 0; j < DK; j++) {
+                        float x = 0;
+                        for (int t = s2; t < n; t++) x = R(x + MM(c.A[(size_t)t * L + s2], dW[(size_t)t * DK + j]));
+                        float xk = R(x * c.kh[(size_t)s2 * DK + j]);
+                        dbe = R(dbe + R(egs * xk)), xg = R(xg + xk);
+                        dkh[(size_t)s2 * DK + j] = R(dkh[(size_t)s2 * DK + j] + R(bg_ * x));
+                    }
+                    dG[s2] = R(dG[s2] + R(bg_ * xg));
+                    db[gi] = dbe;  // + the N part below
+                }
+                // (5) A = (I + N)⁻¹: dN = −Aᵀ dA Aᵀ (s < t), then N_ts = β_t e^{G_t−G_s} k̂_t·k̂_s
+                for (int t = 0; t < n; t++)  // tmp = dA Aᵀ
+                    for (int s2 = 0; s2 < n; s2++) {
+                        float x = 0;
+                        for (int r = 0; r < n; r++)
+                            if (r <= t && r <= s2) x = R(x + MM(dA[(size_t)t * L + r], c.A[(size_t)s2 * L + r]));
+                        tmp[(size_t)t * L + s2] = x;
+                    }
+                for (int t = 0; t < n; t++)
+                    for (int s2 = 0; s2 < t; s2++) {
+                        float x = 0;
+                        for (int r = t; r < n; r++) x = R(x + MM(c.A[(size_t)r * L + t], tmp[(size_t)r * L + s2]));
+                        dN[(size_t)t * L + s2] = R(-x);
+                    }
+                for (int t = 0; t < n; t++) {
+                    float dbt = 0;
+                    for (int s2 = 0; s2 < t; s2++) {
+                        float kk = 0, e = R(expf(R(c.G[t] - c.G[s2]))), d = dN[(size_t)t * L + s2];
+                        for (int j = 0; j < DK; j++) kk = R(kk + MM(c.kh[(size_t)t * DK + j], c.kh[(size_t)s2 * DK + j]));
+                        float ekk = R(e * kk), N = R(c.be[t] * ekk), x = R(d * N), dkk = R(R(d * c.be[t]) * e);
+                        dbt = R(dbt + R(d * ekk));
+                        dG[t] = R(dG[t] + x), dG[s2] = R(dG[s2] - x);
+                        for (int j = 0; j < DK; j++) {
+                            float kt = c.kh[(size_t)t * DK + j], ks = c.kh[(size_t)s2 * DK + j];
+                            dkh[(size_t)t * DK + j] = R(dkh[(size_t)t * DK + j] + R(dkk * ks));
+                            dkh[(size_t)s2 * DK + j] = R(dkh[(size_t)s2 * DK + j] + R(dkk * kt));
+                        }
+                    }
+                    db[IX(t0 + t)] = R((float)db[IX(t0 + t)] + dbt);
+                }
+                // (6) G = cumsum g; q̂, k̂ through the normalisations
+                float gacc = 0, sc = R(1.0f / sqrtf((float)DK));
+                for (int t = n - 1; t >= 0; t--) {
+                    size_t gi = IX(t0 + t);
+                    dg[gi] = gacc = R(gacc + dG[t]);
+                    float xq = 0, xk = 0, rq = c.rq[t], rk = c.rk[t];
+                    for (int j = 0; j < DK; j++)
+                        xq = R(xq + MM(R((float)q[gi * DK + j]), dqh[(size_t)t * DK + j])),
+                        xk = R(xk + MM(R((float)k[gi * DK + j]), dkh[(size_t)t * DK + j]));
+                    for (int j = 0; j < DK; j++) {
+                        float qj = R((float)q[gi * DK + j]), kj = R((float)k[gi * DK + j]);
+                        dq[gi * DK + j] = R(sc * R(R(rq * dqh[(size_t)t * DK + j]) - R(R(R(rq * rq) * rq) * R(qj * xq))));
+                        dk[gi * DK + j] = R(R(rk * dkh[(size_t)t * DK + j]) - R(R(R(rk * rk) * rk) * R(kj * xk)));
+                    }
+                }
+                memcpy(dS, dS0, ns * 4);
+            }
+            if (ds0)
+                for (int i = 0; i < DV; i++)
+                    for (int j = 0; j < DK; j++) ds0[si + (size_t)j * DV + i] = SX(dS, i, j);
         }
 #undef IX
-    free(S), free(S2), free(kh), free(qh), free(G), free(be), free(A), free(W), free(U), free(u);
+#undef SX
+    float *all[] = {Ss, dS, dS0, c.kh, c.qh, c.rk, c.rq, c.G, c.be, c.A, c.Wb, c.Vb, c.W, c.U, c.u, c.KQ,
+                    dkh, dqh, du, dU, dW, dA, dN, dG, tmp};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
 }
 
-// The Gated DeltaNet sweep: their recurrence (forward and backward) and their chunkwise forward
-// (chunks of 16-64; its gradients the recurrence's), at f32, TF32 operands and bf16; T as the
+// The Gated DeltaNet sweep: their recurrence and their chunkwise form (chunks of 16-64), each
+// forward and backward, at f32, TF32 operands and bf16; T as the
 // other sweeps, B 1-2, H 1-2, dk and dv 4-16, decays α in [0.5, 1) or [0.9, 1), β in [0, 1] or
 // [0, 2] (the negative-eigenvalue variant), an initial state and a final-state gradient on
 // half the draws, q/k L2-normalised (flash-linear-attention's use_qk_l2norm_in_kernel). Gallery:
@@ -2740,6 +2912,20 @@ static const struct {
 } GDN_V[GDN_NV] = {{"gdn recurrent f32", 0, &SP_F32}, {"gdn recurrent tf32", 0, &SP_TF32},
                    {"gdn recurrent bf16", 0, &SP_BF16}, {"gdn chunkwise f32", 1, &SP_F32},
                    {"gdn chunkwise tf32", 1, &SP_TF32}, {"gdn chunkwise bf16", 1, &SP_BF16}};
+
+// Their two algorithms behind one signature (L: the chunk; the recurrence has none).
+typedef void (*their_gdn_fn)(int B, int T, int H, int DK, int DV, bug bg, rnd R, int L, const double *q, const double *k,
+                             const double *v, const double *g, const double *beta, const double *s0, const double *go,
+                             const double *gsT, double *o, double *sT, double *dq, double *dk, double *dv, double *dg,
+                             double *db, double *ds0);
+static void their_gdn_rec(int B, int T, int H, int DK, int DV, bug bg, rnd R, int L, const double *q, const double *k,
+                          const double *v, const double *g, const double *beta, const double *s0, const double *go,
+                          const double *gsT, double *o, double *sT, double *dq, double *dk, double *dv, double *dg,
+                          double *db, double *ds0) {
+    (void)L;
+    their_gdn(B, T, H, DK, DV, bg, R, q, k, v, g, beta, s0, go, gsT, o, sT, dq, dk, dv, dg, db, ds0);
+}
+static const their_gdn_fn their_gdn_chunk_l = their_gdn_chunk;
 
 static void gdn_sweep_draw(int v, int dr, int n, sweep_stat *st, const char *in, const char *ok, const char *th) {
     uint64_t seed = sweep_seed(130 + v, dr);
@@ -2779,9 +2965,9 @@ static void gdn_sweep_draw(int v, int dr, int n, sweep_stat *st, const char *in,
     cr_assert(o && sT && dq && dk && dv && dg && db && ds0);
     for (int bugged = 0; bugged < 2; bugged++) {
         bug bg = !bugged ? OK : GDN_V[v].chunk ? BUG_GDN_CARRY : BUG_DECAY;
-        their_gdn(B, T, H, DK, DV, GDN_V[v].chunk ? OK : bg, R, q, k, vv, g, be, state ? s0 : NULL, go, state ? gsT : NULL,
-                  o, sT, dq, dk, dv, dg, db, ds0);
-        if (GDN_V[v].chunk) their_gdn_chunk_fwd(B, T, H, DK, DV, bg, R, L, q, k, vv, g, be, state ? s0 : NULL, o, sT);
+        (GDN_V[v].chunk ? their_gdn_chunk_l : their_gdn_rec)(B, T, H, DK, DV, bg, R, L, q, k, vv, g, be,
+                                                              state ? s0 : NULL, go, state ? gsT : NULL, o, sT, dq, dk, dv,
+                                                              dg, db, ds0);
         w = phax_st_writer_new();
         add(w, "o", o, 4, vs), add(w, "final_state", sT, 4, ss), add(w, "grad.q", dq, 4, qs), add(w, "grad.k", dk, 4, qs);
         add(w, "grad.v", dv, 4, vs), add(w, "grad.g", dg, 3, gs), add(w, "grad.beta", db, 3, gs);
