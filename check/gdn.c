@@ -155,7 +155,8 @@ static int chunk_ws_new(chunk_ws *w, int nc, int C, int DK, int DV) {
     return bad ? oom() : PHAX_OK;
 }
 
-// One chunk's forward from S (dv × dk): q̂, k̂, G, KK, KQ, r, u into w; o written; the state
+// One chunk's forward from S (dv × dk): q̂, k̂, G, KK, KQ, r, u into w; o written (NULL: not
+// wanted: the backward's recomputation, whose stochastic roundings are another draw); the state
 // handed on into S2 (NULL: not wanted).
 static void chunk_fwd(const phax_precision *pr, chunk_ws *w, const double *S, double *S2, double *o, const double *q,
                       const double *k, const double *v, const double *g, const double *beta, int b, int hh, int t0,
@@ -186,7 +187,7 @@ static void chunk_fwd(const phax_precision *pr, chunk_ws *w, const double *S, do
             w->rr[(size_t)t * DV + i] = rhs, w->u[(size_t)t * DV + i] = R(be * rhs);
         }
     }
-    for (int t = 0; t < n; t++) {
+    for (int t = 0; t < n && o; t++) {
         size_t gi = gi_(b, t0 + t, hh, T, H);
         double et = R(exp(w->G[t]));
         for (int i = 0; i < DV; i++) {
@@ -236,7 +237,7 @@ static int gdn_chunkwise(const phax_precision *pr, double *o, double *sT, double
             for (int cI = nc - 1; cI >= 0; cI--) {
                 int t0 = cI * C, n = T - t0 < C ? T - t0 : C, L = n - 1;
                 const double *S = w.S0s + (size_t)cI * ns;
-                chunk_fwd(pr, &w, S, NULL, o, q, k, v, g, beta, b, hh, t0, n, C, T, H, DK, DV, c);  // w's values again
+                chunk_fwd(pr, &w, S, NULL, NULL, q, k, v, g, beta, b, hh, t0, n, C, T, H, DK, DV, c);  // w's values again
                 for (int t = 0; t < n; t++) {
                     w.dG[t] = 0;
                     for (int s = 0; s <= t; s++) w.dKK[(size_t)t * C + s] = 0, w.dKQ[(size_t)t * C + s] = 0;

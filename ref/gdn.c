@@ -186,18 +186,17 @@ int ref_gdn_recurrent_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
 // Σ_{i≤t} e^{G_t − G_i} (k̂_i·q̂_t) u_i, and the next chunk starts from S_C. The same function as
 // the recurrent form by another route (sums over the chunk instead of a state update per step).
 // One chunk's rows and tables (n steps from t0): k̂, q̂ (n, dk) and their normalisations'
-// factors rk, rq (per row; rk == rq: one scratch scalar, the forward's);
+// factors rk, rq (n each);
 // G_t = Σ_{i≤t} g_i; KK[t][s] = e^{G_t − G_s} k̂_t·k̂_s (s < t), KQ[t][s] = e^{G_t − G_s} k̂_s·q̂_t
 // (s ≤ t), rows of stride C.
 static void chunk_tables(double *kh, double *qh, double *rk, double *rq, double *G, double *KK, double *KQ,
                          const double *q, const double *k, const double *g, int b, int hh, int t0, int n, int T, int H,
                          int dk, int C, const phax_gdn_cfg *c) {
     double acc = 0;
-    int one = rk == rq;  // a single scratch scalar (the forward), else per-row factors (the backward)
     for (int t = 0; t < n; t++) {
         size_t gi = ix_g(b, t0 + t, hh, T, H);
-        unit(kh + (size_t)t * dk, one ? rk : &rk[t], k + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, 1);
-        unit(qh + (size_t)t * dk, one ? rq : &rq[t], q + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, c->scale);
+        unit(kh + (size_t)t * dk, &rk[t], k + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, 1);
+        unit(qh + (size_t)t * dk, &rq[t], q + ix_v(b, t0 + t, hh, T, H, dk), dk, c->qk_l2norm, c->scale);
         G[t] = acc += g[gi];
     }
     for (int t = 0; t < n; t++)
@@ -218,20 +217,19 @@ int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *
     double *S = malloc(ns * sizeof *S), *S2 = malloc(ns * sizeof *S2), *qh = malloc((size_t)C * dk * sizeof *qh),
            *kh = malloc((size_t)C * dk * sizeof *kh), *u = malloc((size_t)C * dv * sizeof *u),
            *G = malloc((size_t)C * sizeof *G), *KK = malloc((size_t)C * C * sizeof *KK),
-           *KQ = malloc((size_t)C * C * sizeof *KQ);
-    if (!S || !S2 || !qh || !kh || !u || !G || !KK || !KQ) {
-        free(S), free(S2), free(qh), free(kh), free(u), free(G), free(KK), free(KQ);
+           *KQ = malloc((size_t)C * C * sizeof *KQ), *r = malloc((size_t)2 * C * sizeof *r);
+    if (!S || !S2 || !qh || !kh || !u || !G || !KK || !KQ || !r) {
+        free(S), free(S2), free(qh), free(kh), free(u), free(G), free(KK), free(KQ), free(r);
         nan_fill(o, (size_t)B * T * H * dv), nan_fill(sT, (size_t)B * H * ns);
         return phax_fail("ref_gdn: out of memory");
     }
-    double r;
     for (int b = 0; b < B; b++)
         for (int hh = 0; hh < H; hh++) {
             size_t si = ((size_t)b * H + hh) * ns;
             load_t(S, s0 ? s0 + si : NULL, dk, dv);
             for (int t0 = 0; t0 < T; t0 += C) {
                 int n = T - t0 < C ? T - t0 : C;
-                chunk_tables(kh, qh, &r, &r, G, KK, KQ, q, k, g, b, hh, t0, n, T, H, dk, C, c);
+                chunk_tables(kh, qh, r, r + C, G, KK, KQ, q, k, g, b, hh, t0, n, T, H, dk, C, c);
                 // u by forward substitution
                 for (int t = 0; t < n; t++) {
                     size_t gi = ix_g(b, t0 + t, hh, T, H);
@@ -269,7 +267,7 @@ int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *
             }
             if (sT) store_t(sT + si, S, dk, dv, 0);
         }
-    free(S), free(S2), free(qh), free(kh), free(u), free(G), free(KK), free(KQ);
+    free(S), free(S2), free(qh), free(kh), free(u), free(G), free(KK), free(KQ), free(r);
     return PHAX_OK;
 }
 
@@ -277,7 +275,7 @@ int ref_gdn_chunkwise_fwd(double *o, double *sT, const double *q, const double *
 // by chunk from the last, each from the gradient of the state it hands on (dS_C) and of its
 // outputs, giving its inputs' gradients and the gradient of the state it started from (the
 // previous chunk's dS_C). The start states of the chunks are recomputed forward and kept
-// (⌈T/C⌉·dv·dk doubles). Per chunk, with E_t = e^{G_t}, KK_ts, KQ_ts and the pseudo-values u
+// ((⌈T/C⌉ + 1)·dv·dk doubles). Per chunk, with E_t = e^{G_t}, KK_ts, KQ_ts and the pseudo-values u
 // as in the forward, r_t = v_t − E_t S_0 k̂_t − Σ_{s<t} KK_ts u_s (so u_t = β_t r_t):
 //   S_C = E_L S_0 + Σ_s e^{G_L − G_s} u_s k̂_sᵀ (L the last step): dS_0 += E_L dS_C, du_s +=
 //     e^{G_L − G_s} dS_C k̂_s, dk̂_s += e^{G_L − G_s} dS_Cᵀ u_s, and G_L, G_s the exponents' parts;
@@ -293,7 +291,7 @@ int ref_gdn_chunkwise_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
                           const double *g, const double *beta, const double *s0, int B, int T, int H, int dk, int dv,
                           int chunk, const phax_gdn_cfg *c) {
     if (chunk < 1) return phax_fail("ref_gdn_chunkwise_bwd: chunk must be >= 1 (got %d)", chunk);
-    int C = chunk < T ? chunk : (T > 0 ? T : 1), nc = T > 0 ? (T + C - 1) / C : 0;
+    int C = chunk < T ? chunk : (T > 0 ? T : 1), nc = T > 0 ? (T - 1) / C + 1 : 0;  // (no T + C − 1: int)
     size_t ns = (size_t)dk * dv, cd = (size_t)C * dk, cv = (size_t)C * dv, cc = (size_t)C * C;
     double *S0s = malloc(((size_t)nc + 1) * ns * sizeof *S0s), *dS = malloc(ns * sizeof *dS),
            *dS0 = malloc(ns * sizeof *dS0), *qh = malloc(cd * sizeof *qh), *kh = malloc(cd * sizeof *kh),
@@ -321,7 +319,7 @@ int ref_gdn_chunkwise_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
             for (int cI = 0; cI < nc; cI++) {
                 double *S = S0s + (size_t)(cI + 1) * ns, r, *e = du;  // du: scratch here
                 memcpy(S, S0s + (size_t)cI * ns, ns * sizeof *S);
-                for (int t = cI * C; t < T && t < (cI + 1) * C; t++) {
+                for (int t = cI * C; t < T && t - cI * C < C; t++) {
                     size_t gi = ix_g(b, t, hh, T, H);
                     unit(kh, &r, k + ix_v(b, t, hh, T, H, dk), dk, c->qk_l2norm, 1);
                     step(S, e, kh, v + ix_v(b, t, hh, T, H, dv), exp(g[gi]), beta[gi], dk, dv);

@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "phax/check.h"
 #include "phax/fcpu_gdn.h"
 #include "phax/ref.h"
@@ -32,13 +34,16 @@
 
 static const double C_BOUND = 4.0, FLOOR = 8.0 / 16777216.0;
 
+// state: 0 none, 1 an initial state and a final-state gradient, 2 the initial state only, 3 the
+// final-state gradient only (ds0 wanted in 1-3). amin: see prob_new.
 typedef struct {
     int B, T, H, dk, dv, chunk, l2, state;
-    double bmax;
+    double bmax, amin;
 } gcase;
 
 // q, k, v ~ N(0, 1) (k at 1/√dk without the normalisation, so that I − βkkᵀ stays a
-// contraction); α in [0.5, 1); β in [0, bmax]; s0 ~ N(0, 0.5²); upstream gradients N(0, 1).
+// contraction); α in [0.5, 1), or with amin set g = log α uniform in [log amin, 0] (strong
+// decays); β in [0, bmax]; s0 ~ N(0, 0.5²); upstream gradients N(0, 1).
 typedef struct {
     gcase c;
     size_t nq, nv, ng, ns;
@@ -63,7 +68,8 @@ static prob prob_new(const gcase *c, phax_rng *r) {
     fill(p.v, p.vd, p.nv, r, 1), fill(p.s0, p.s0d, p.ns, r, 0.5), fill(p.go, p.god, p.nv, r, 1);
     fill(p.gsT, p.gsTd, p.ns, r, 1);
     for (size_t i = 0; i < p.ng; i++) {
-        p.g[i] = (float)log(phax_rng_uniform_range(r, 0.5, 1.0)), p.gd[i] = p.g[i];
+        p.g[i] = c->amin > 0 ? (float)phax_rng_uniform_range(r, log(c->amin), 0) : (float)log(phax_rng_uniform_range(r, 0.5, 1.0));
+        p.gd[i] = p.g[i];
         p.be[i] = (float)phax_rng_uniform_range(r, 0, c->bmax), p.bed[i] = p.be[i];
     }
     p.cfg = (phax_gdn_cfg){1 / sqrt((double)c->dk), c->l2};
@@ -96,20 +102,32 @@ static double rel_d(const double *x, const double *ref, size_t n) {
     return !isfinite(e) ? INFINITY : r > 0 ? sqrt(e / r) : sqrt(e);
 }
 
+// A workspace of n bytes as NaN (scratch read before written shows), followed by a guard of
+// WS_GUARD bytes of a pattern that ws_intact checks (a kernel that carves more than it asked for
+// writes there).
+enum { WS_GUARD = 4096 };
 static void *ws_nan(size_t n) {
-    void *w = malloc(n ? n : 1);
+    unsigned char *w = malloc(n + WS_GUARD);
     cr_assert(w);
-    memset(w, 0xFF, n);  // NaN as float: scratch read before written shows
+    memset(w, 0xFF, n);
+    for (size_t i = 0; i < WS_GUARD; i++) w[n + i] = (unsigned char)(0xA5 ^ i);
     return w;
+}
+static int ws_intact(const void *w, size_t n) {
+    const unsigned char *c = w;
+    for (size_t i = 0; i < WS_GUARD; i++)
+        if (c[n + i] != (unsigned char)(0xA5 ^ i)) return 0;
+    return 1;
 }
 
 enum { NT = 8 };  // o, sT, dq, dk, dv, dg, dbeta, ds0
 static const char *const NM[NT] = {"o", "final_state", "dq", "dk", "dv", "dg", "dbeta", "ds0"};
 
-// fast's eight tensors (gradients added into 0.25: the known value subtracted after).
-static void run_fast(const prob *p, float *out[NT], int with_state) {
+// fast's eight tensors, the gradients added into init (0: the accuracy's); s0 and dsT as the
+// case's state says.
+static void run_fast(const prob *p, float *out[NT], float init) {
     const gcase *c = &p->c;
-    const float *s0 = with_state ? p->s0 : NULL, *gsT = with_state ? p->gsT : NULL;
+    const float *s0 = c->state == 1 || c->state == 2 ? p->s0 : NULL, *gsT = c->state == 1 || c->state == 3 ? p->gsT : NULL;
     size_t wf = fcpu_gdn_chunkwise_fwd_ws(c->B, c->T, c->H, c->dk, c->dv, c->chunk),
            wb = fcpu_gdn_chunkwise_bwd_ws(c->B, c->T, c->H, c->dk, c->dv, c->chunk);
     void *w1 = ws_nan(wf), *w2 = ws_nan(wb);
@@ -117,12 +135,11 @@ static void run_fast(const prob *p, float *out[NT], int with_state) {
                                      &p->cfg, c->chunk, w1) == PHAX_OK, "%s", phax_error());
     size_t n[NT] = {p->nv, p->ns, p->nq, p->nq, p->nv, p->ng, p->ng, p->ns};
     for (int i = 2; i < NT; i++)
-        for (size_t x = 0; x < n[i]; x++) out[i][x] = 0.25f;
-    cr_assert(fcpu_gdn_chunkwise_bwd(out[2], out[3], out[4], out[5], out[6], with_state ? out[7] : NULL, p->go, gsT,
+        for (size_t x = 0; x < n[i]; x++) out[i][x] = init;
+    cr_assert(fcpu_gdn_chunkwise_bwd(out[2], out[3], out[4], out[5], out[6], c->state ? out[7] : NULL, p->go, gsT,
                                      p->q, p->k, p->v, p->g, p->be, s0, c->B, c->T, c->H, c->dk, c->dv, &p->cfg,
                                      c->chunk, w2) == PHAX_OK, "%s", phax_error());
-    for (int i = 2; i < NT; i++)
-        for (size_t x = 0; x < n[i]; x++) out[i][x] -= 0.25f;
+    cr_expect(ws_intact(w1, wf) && ws_intact(w2, wb), "a workspace was written past its queried size");
     free(w1), free(w2);
 }
 
@@ -130,7 +147,7 @@ static void one_case(const gcase *c, const char *label) {
     phax_rng r = tu_rng(label);
     prob p = prob_new(c, &r);
     size_t n[NT] = {p.nv, p.ns, p.nq, p.nq, p.nv, p.ng, p.ng, p.ns};
-    const double *s0 = c->state ? p.s0d : NULL, *gsT = c->state ? p.gsTd : NULL;
+    const double *s0 = c->state == 1 || c->state == 2 ? p.s0d : NULL, *gsT = c->state == 1 || c->state == 3 ? p.gsTd : NULL;
     // the truth
     double *t[NT];
     for (int i = 0; i < NT; i++) t[i] = tu_buf(n[i]), memset(t[i], 0, n[i] * sizeof(double));
@@ -156,7 +173,7 @@ static void one_case(const gcase *c, const char *label) {
         }
     float *f[NT];
     for (int i = 0; i < NT; i++) f[i] = tu_fbuf(n[i]);
-    run_fast(&p, f, c->state);
+    run_fast(&p, f, 0.0f);
     for (int i = 0; i < NT - !c->state; i++) {
         double e = rel_f(f[i], t[i], n[i]), bound = C_BOUND * eb[i] + FLOOR;
         printf("[%s] B %d T %d H %d dk %d dv %d chunk %d l2 %d state %d: %-11s fast %.3g base %.3g (ratio %.3g)\n",
@@ -168,16 +185,17 @@ static void one_case(const gcase *c, const char *label) {
     prob_free(&p);
 }
 
-// B, T, H, dk, dv, chunk, l2, state, β max
+// B, T, H, dk, dv, chunk, l2, state, β max, α min
 static const gcase CASES[] = {
-    {2, 1, 3, 7, 5, 16, 1, 1, 1.0},    // T 1
-    {1, 7, 1, 5, 9, 16, 1, 1, 1.0},    // T shorter than the chunk, B·H 1
-    {2, 33, 3, 7, 5, 16, 1, 1, 1.0},   // a partial last chunk, B·H 6
-    {1, 64, 2, 16, 12, 64, 1, 0, 1.0}, // one whole chunk, no state
-    {2, 100, 1, 12, 6, 32, 1, 1, 2.0}, // β to 2, partial chunk
-    {1, 45, 2, 6, 10, 1, 1, 1, 1.0},   // chunks of one step
-    {2, 29, 2, 9, 7, 16, 0, 1, 1.0},   // without the normalisation
-    {1, 257, 1, 10, 14, 64, 1, 1, 1.0} // several chunks, the default size
+    {2, 1, 3, 7, 5, 16, 1, 1, 1.0, 0},     // T 1
+    {1, 7, 1, 5, 9, 16, 1, 2, 1.0, 0},     // T shorter than the chunk, B·H 1, s0 without dsT
+    {2, 33, 3, 7, 5, 16, 1, 1, 1.0, 0},    // a partial last chunk, B·H 6
+    {1, 64, 2, 16, 12, 64, 1, 0, 1.0, 0},  // one whole chunk, no state
+    {2, 100, 1, 12, 6, 32, 1, 3, 2.0, 0},  // β to 2, partial chunk, dsT without s0 (ds0 still wanted)
+    {1, 45, 2, 6, 10, 1, 1, 1, 1.0, 0},    // chunks of one step
+    {2, 29, 2, 9, 7, 16, 0, 1, 1.0, 0},    // without the normalisation
+    {1, 257, 1, 10, 14, 0, 1, 1, 1.0, 0},  // several chunks of the default size (chunk 0)
+    {2, 70, 2, 8, 6, 64, 1, 1, 1.0, 3.4e-4}, // strong decays (g in [−8, 0]: e^G underflows float within a chunk)
 };
 
 Test(fcpu_gdn, matches_ref_on_case_table) {
@@ -190,7 +208,7 @@ Test(fcpu_gdn, matches_ref_on_case_table) {
 
 // The same bits for one and two threads (each sequence one thread in a fixed order).
 Test(fcpu_gdn, threads_do_not_change_bits) {
-    gcase c = {2, 41, 3, 7, 5, 16, 1, 1, 1.0};
+    gcase c = {2, 41, 3, 7, 5, 16, 1, 1, 1.0, 0};
     phax_rng r = tu_rng("fcpu_gdn_threads");
     prob p = prob_new(&c, &r);
     size_t n[NT] = {p.nv, p.ns, p.nq, p.nq, p.nv, p.ng, p.ng, p.ns};
@@ -198,9 +216,9 @@ Test(fcpu_gdn, threads_do_not_change_bits) {
     for (int i = 0; i < NT; i++) a[i] = tu_fbuf(n[i]), b[i] = tu_fbuf(n[i]);
     int prev = omp_get_max_threads();
     omp_set_num_threads(1);
-    run_fast(&p, a, 1);
+    run_fast(&p, a, 0.0f);
     omp_set_num_threads(2);
-    run_fast(&p, b, 1);
+    run_fast(&p, b, 0.0f);
     omp_set_num_threads(prev);
     for (int i = 0; i < NT; i++) {
         cr_expect(!memcmp(a[i], b[i], n[i] * sizeof(float)), "%s differs between 1 and 2 threads", NM[i]);
@@ -213,7 +231,7 @@ Test(fcpu_gdn, threads_do_not_change_bits) {
 // the final state), to float32 rounding of the state carried (1e-5 of the outputs' scale).
 Test(fcpu_gdn, split_run_through_the_state) {
     const int B = 1, T1 = 21, T2 = 19, H = 2, DK = 6, DV = 5, T = T1 + T2;
-    gcase c = {B, T, H, DK, DV, 16, 1, 1, 1.0};
+    gcase c = {B, T, H, DK, DV, 16, 1, 1, 1.0, 0};
     phax_rng r = tu_rng("fcpu_gdn_split");
     prob p = prob_new(&c, &r);
     size_t ws = fcpu_gdn_chunkwise_fwd_ws(B, T, H, DK, DV, 16);
@@ -246,4 +264,58 @@ Test(fcpu_gdn, bad_arguments_refused) {
                                      NULL) == PHAX_ERR);
     cr_expect(strstr(phax_error(), "ws is NULL"), "%s", phax_error());
     cr_expect(fcpu_gdn_chunkwise_fwd_ws(1, 1, 1, 0, 1, 16) == 0);
+}
+
+// The backward adds: a second call into the same buffers gives exactly twice the first (the same
+// bits added to themselves).
+Test(fcpu_gdn, gradients_are_added) {
+    gcase c = {1, 23, 2, 6, 5, 16, 1, 1, 1.0, 0};
+    phax_rng r = tu_rng("fcpu_gdn_adds");
+    prob p = prob_new(&c, &r);
+    size_t n[NT] = {p.nv, p.ns, p.nq, p.nq, p.nv, p.ng, p.ng, p.ns};
+    float *a[NT];
+    for (int i = 0; i < NT; i++) a[i] = tu_fbuf(n[i]), memset(a[i], 0, n[i] * sizeof(float));
+    size_t wb = fcpu_gdn_chunkwise_bwd_ws(1, 23, 2, 6, 5, 16);
+    void *w = ws_nan(wb);
+    float *once[NT];
+    for (int k = 0; k < 2; k++) {
+        cr_assert(!fcpu_gdn_chunkwise_bwd(a[2], a[3], a[4], a[5], a[6], a[7], p.go, p.gsT, p.q, p.k, p.v, p.g, p.be, p.s0,
+                                          1, 23, 2, 6, 5, &p.cfg, 16, w));
+        if (!k)
+            for (int i = 2; i < NT; i++) once[i] = malloc(n[i] * sizeof(float)), memcpy(once[i], a[i], n[i] * sizeof(float));
+    }
+    for (int i = 2; i < NT; i++) {
+        size_t bad = 0;
+        for (size_t x = 0; x < n[i]; x++) bad += a[i][x] != 2 * once[i][x];
+        cr_expect(bad == 0, "%s: %zu elements not twice the first call's", NM[i], bad);
+        free(once[i]);
+    }
+    for (int i = 0; i < NT; i++) tu_ffree(a[i]);
+    free(w);
+    prob_free(&p);
+}
+
+// OpenMP's thread count is what it was after a call, whatever OpenBLAS's is: with OpenBLAS at 3
+// threads and OpenMP at 2, the OpenMP build's openblas_set_num_threads moved OpenMP to 3 on the
+// way out, and the next call carved three slots from a workspace sized for two (a review found
+// it: ASan, a heap overflow in the backward). The guard after the workspace shows such a write.
+Test(fcpu_gdn, omp_threads_kept_whatever_openblas_has) {
+    gcase c = {2, 41, 3, 7, 5, 16, 1, 1, 1.0, 0};
+    phax_rng r = tu_rng("fcpu_gdn_omp_kept");
+    prob p = prob_new(&c, &r);
+    int prev_omp = omp_get_max_threads(), prev_blas = openblas_get_num_threads();
+    openblas_set_num_threads(3);
+    omp_set_num_threads(2);
+    float *o = tu_fbuf(p.nv), *sT = tu_fbuf(p.ns);
+    size_t wf = fcpu_gdn_chunkwise_fwd_ws(c.B, c.T, c.H, c.dk, c.dv, c.chunk);  // sized for 2 threads
+    void *w = ws_nan(wf);
+    cr_assert(!fcpu_gdn_chunkwise_fwd(o, sT, p.q, p.k, p.v, p.g, p.be, p.s0, c.B, c.T, c.H, c.dk, c.dv, &p.cfg, c.chunk, w));
+    int after = omp_get_max_threads();
+    openblas_set_num_threads(prev_blas);
+    omp_set_num_threads(prev_omp);
+    // (an assert: the next call would write past the workspace)
+    cr_assert(after == 2, "OpenMP threads %d after the call, 2 before", after);
+    cr_expect(ws_intact(w, wf));
+    free(w), tu_ffree(o), tu_ffree(sT);
+    prob_free(&p);
 }

@@ -26,13 +26,16 @@
 
 static int eff_chunk(int chunk, int T) {
     int L = chunk > 0 ? chunk : FCPU_GDN_CHUNK;
-    if (T > 0 && L > T) L = T;
-    return L < 1 ? 1 : L;
+    if (T <= 0) return 1;  // nothing to do: no chunk-sized scratch either
+    return L > T ? T : L;
 }
 
-static int check_args(const char *who, int B, int T, int H, int dk, int dv, const phax_gdn_cfg *c, const void *ws) {
-    if (B < 1 || T < 0 || H < 1 || dk < 1 || dv < 1)
+static int check_args(const char *who, int B, int T, int H, int dk, int dv, int chunk, const phax_gdn_cfg *c,
+                      const void *ws) {
+    if (B < 1 || T < 0 || H < 1 || dk < 1 || dv < 1 || dk > FCPU_GDN_MAX_DIM || dv > FCPU_GDN_MAX_DIM)
         return phax_fail("%s: invalid sizes B=%d T=%d H=%d dk=%d dv=%d", who, B, T, H, dk, dv);
+    if (chunk > FCPU_GDN_MAX_CHUNK)
+        return phax_fail("%s: chunk %d is more than %d", who, chunk, FCPU_GDN_MAX_CHUNK);
     if (!c) return phax_fail("%s: cfg is NULL", who);
     if (!ws) return phax_fail("%s: ws is NULL", who);
     return PHAX_OK;
@@ -82,14 +85,20 @@ static size_t slot_bytes(int L, int dk, int dv, int nc, int bwd) {
     return (c.used + 63) & ~(size_t)63;
 }
 
+// The sizes a call accepts (check_args): with them every slot's size fits comfortably in size_t.
+static int ws_sizes_ok(int B, int T, int H, int dk, int dv, int chunk) {
+    return B >= 1 && H >= 1 && T >= 0 && dk >= 1 && dv >= 1 && dk <= FCPU_GDN_MAX_DIM && dv <= FCPU_GDN_MAX_DIM &&
+           chunk <= FCPU_GDN_MAX_CHUNK;
+}
+
 size_t fcpu_gdn_chunkwise_fwd_ws(int B, int T, int H, int dk, int dv, int chunk) {
-    if (B < 1 || H < 1 || T < 0 || dk < 1 || dv < 1) return 0;
+    if (!ws_sizes_ok(B, T, H, dk, dv, chunk)) return 0;
     int L = eff_chunk(chunk, T);
     return 64 + (size_t)nslots(B, H) * slot_bytes(L, dk, dv, nchunks(T, L), 0);
 }
 
 size_t fcpu_gdn_chunkwise_bwd_ws(int B, int T, int H, int dk, int dv, int chunk) {
-    if (B < 1 || H < 1 || T < 0 || dk < 1 || dv < 1) return 0;
+    if (!ws_sizes_ok(B, T, H, dk, dv, chunk)) return 0;
     int L = eff_chunk(chunk, T);
     return 64 + (size_t)nslots(B, H) * slot_bytes(L, dk, dv, nchunks(T, L), 1);
 }
@@ -163,15 +172,15 @@ static void chunk_prep(slot *s, const seq *sq, const float *q, const float *k, c
     cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, n, dv, 1.0f, s->M, L, s->U, dv);
 }
 
-// O = diag(e^G) Q̂Z₀ + P U into s->Ot (and the rows of o), with s->QZ = Q̂Z₀.
+// s->QZ = Q̂Z₀, and (o non-NULL) O = diag(e^G) Q̂Z₀ + P U into s->Ot and the rows of o.
 static void chunk_out(slot *s, const seq *sq, const float *Z0, float *o, int t0, int n) {
     const int dk = sq->dk, dv = sq->dv, L = sq->L;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dv, dk, 1.0f, s->Qh, dk, Z0, dv, 0.0f, s->QZ, dv);
+    if (!o) return;
     for (int t = 0; t < n; t++)
         for (int i = 0; i < dv; i++) s->Ot[(size_t)t * dv + i] = s->eG[t] * s->QZ[(size_t)t * dv + i];
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dv, n, 1.0f, s->P, L, s->U, dv, 1.0f, s->Ot, dv);
-    if (o)
-        for (int t = 0; t < n; t++) memcpy(o + gix(sq, t0 + t) * dv, s->Ot + (size_t)t * dv, (size_t)dv * 4);
+    for (int t = 0; t < n; t++) memcpy(o + gix(sq, t0 + t) * dv, s->Ot + (size_t)t * dv, (size_t)dv * 4);
 }
 
 // Z (= Z₀ on entry) ← e^{G_L} Z₀ + K̂ᵀ diag(w) U, w_s = e^{G_L − G_s}.
@@ -303,7 +312,7 @@ static void walk_fwd(slot *s, const seq *sq, const gdn_args *a, long p, float *Z
     const size_t kv = (size_t)a->dk * a->dv;
     const int T = a->T, L = sq->L, nc = nchunks(T, L);
     load_state(Zs ? Zs : s->Z, a->s0 ? a->s0 + (size_t)p * kv : NULL, kv);
-    for (int ci = 0; ci < nc; ci++) {
+    for (int ci = 0; ci < nc - (Zs != NULL); ci++) {  // (the backward needs no state after the last chunk)
         int t0 = ci * L, n = T - t0 < L ? T - t0 : L;
         float *Z = Zs ? Zs + (size_t)(ci + 1) * kv : s->Z;  // stepped in place from the chunk's start
         if (Zs) memcpy(Z, Zs + (size_t)ci * kv, kv * 4);
@@ -326,7 +335,7 @@ static void bwd_seq(slot *s, const seq *sq, const gdn_args *a, long p) {
         int t0 = ci * L, n = T - t0 < L ? T - t0 : L;
         const float *Z0 = s->Zs + (size_t)ci * kv;
         chunk_prep(s, sq, a->q, a->k, a->v, a->g, a->beta, Z0, t0, n, a->c);
-        chunk_out(s, sq, Z0, NULL, t0, n);  // Q̂Z₀ (the outputs themselves are not needed)
+        chunk_out(s, sq, Z0, NULL, t0, n);  // Q̂Z₀ only: the outputs themselves are not needed
         chunk_bwd(s, sq, Z0, a->q, a->k, a->beta, a->do_, a->dq, a->dk_, a->dv_, a->dg, a->dbeta, t0, n, a->c);
         memcpy(s->dZ, s->dZ0, kv * 4);
     }
@@ -336,12 +345,12 @@ static void bwd_seq(slot *s, const seq *sq, const gdn_args *a, long p) {
 
 // The B·H sequences over OpenMP threads, one slot of ws each.
 static int run_seqs(const char *who, const gdn_args *a, int chunk, void *ws, int bwd) {
-    if (check_args(who, a->B, a->T, a->H, a->dk, a->dv, a->c, ws)) return PHAX_ERR;
+    if (check_args(who, a->B, a->T, a->H, a->dk, a->dv, chunk, a->c, ws)) return PHAX_ERR;
     const int L = eff_chunk(chunk, a->T), ns = nslots(a->B, a->H), nc = nchunks(a->T, L);
     const size_t sb = slot_bytes(L, a->dk, a->dv, nc, bwd);
     char *base = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
     const long BH = (long)a->B * a->H;
-    const int prev = blas_single_begin(ns);
+    const blas_hold prev = blas_single_begin(ns);
 #pragma omp parallel num_threads(ns)
     {
         carve cv = {base + (size_t)omp_get_thread_num() * sb, 0};

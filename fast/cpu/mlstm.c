@@ -455,7 +455,7 @@ int fcpu_mlstm_chunkwise_fwd(float *h, const float *q, const float *k, const flo
     const size_t slot = slot_bytes_fwd(L, dqk, dv), SL = FCPU_MLSTM_STATE_LEN(dqk, dv);
     char *base = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
     const long BH = (long)B * H;
-    const int blas_prev = blas_single_begin(ns);
+    const blas_hold blas_prev = blas_single_begin(ns);
 #pragma omp parallel num_threads(ns)
     {
         carve cv = {base + (size_t)omp_get_thread_num() * slot, 0};
@@ -783,7 +783,7 @@ int fcpu_mlstm_chunkwise_bwd(float *dq, float *dk, float *dv_, float *digate, fl
     const long BH = (long)B * H;
     bw_args A = {dq,    dk,    dv_, digate, dfgate, dh, q, k,          v,
                  igate, fgate, T,   H,      dqk,    dv, L, (double)eps};
-    const int blas_prev = blas_single_begin(ns);
+    const blas_hold blas_prev = blas_single_begin(ns);
 #pragma omp parallel num_threads(ns)
     {
         carve cv = {base + (size_t)omp_get_thread_num() * slot, 0};

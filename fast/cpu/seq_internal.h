@@ -33,16 +33,25 @@ static inline int nslots(int B, int H) {
 // The sgemm calls run inside the (b, h) parallel region, one per thread: a threaded OpenBLAS
 // (pthreads build) would otherwise split products above its threshold (M·N·K > 262144, e.g.
 // chunk 128) over its own thread pool from several callers at once, which serialises and
-// spins. So the BLAS thread count is set to 1 for the duration of a call that runs more than
-// one (b, h) thread, and restored afterwards (a process-wide setting: concurrent BLAS users in
-// other threads see 1 meanwhile).
-static inline int blas_single_begin(int ns) {
-    int prev = openblas_get_num_threads();
-    if (ns > 1 && prev > 1) openblas_set_num_threads(1);
-    return prev;
+// spins. So in that build the BLAS thread count is set to 1 for the duration of a call that
+// runs more than one (b, h) thread, and restored afterwards (a process-wide setting: concurrent
+// BLAS users in other threads see 1 meanwhile). OpenBLAS's OpenMP build already runs one thread
+// inside a parallel region, and its openblas_set_num_threads also sets OpenMP's thread count:
+// restoring OpenBLAS's count there would leave omp_get_max_threads() at OpenBLAS's, and the next
+// call would carve more slots than its workspace was sized for (a review found it: OpenBLAS at
+// 6 threads and OpenMP at 2 wrote past the workspace). So that build is left alone, and
+// OpenMP's count is restored in any case.
+typedef struct {
+    int blas, omp;
+} blas_hold;
+static inline blas_hold blas_single_begin(int ns) {
+    blas_hold h = {openblas_get_num_threads(), omp_get_max_threads()};
+    if (ns > 1 && h.blas > 1 && openblas_get_parallel() != 2) openblas_set_num_threads(1);
+    return h;
 }
-static inline void blas_single_end(int ns, int prev) {
-    if (ns > 1 && prev > 1) openblas_set_num_threads(prev);
+static inline void blas_single_end(int ns, blas_hold h) {
+    if (ns > 1 && h.blas > 1 && openblas_get_parallel() != 2) openblas_set_num_threads(h.blas);
+    if (omp_get_max_threads() != h.omp) omp_set_num_threads(h.omp);
 }
 
 #endif

@@ -86,9 +86,9 @@ int phax_naive_mlstm_chunkwise(const phax_precision *pr, double *h, double *dq, 
                                const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_, double eps,
                                double m0);
 
-// Gated DeltaNet (ref_gdn_recurrent_fwd/_bwd's contract, docs/spec.md §2.13): o, sT (NULL: not
-// wanted) and every gradient OVERWRITTEN (ds0 NULL: not wanted); gsT NULL: no gradient into the
-// final state. chunk 0: the recurrent form; chunk C ≥ 1: the chunkwise (WY/UT) form over chunks of
+// Gated DeltaNet (ref_gdn_recurrent_fwd/_bwd's contract, docs/spec.md §2.13): o and every
+// gradient OVERWRITTEN (all non-NULL but sT and ds0: NULL, not wanted); gsT NULL: no gradient into
+// the final state. chunk 0: the recurrent form; chunk C ≥ 1: the chunkwise (WY/UT) form over chunks of
 // C steps (check/gdn.c). phax check's bound takes the larger error of the recurrent form and
 // the chunkwise form at PHAX_GDN_CHECK_CHUNK.
 #define PHAX_GDN_CHECK_CHUNK 64

@@ -19,11 +19,15 @@
 // gradient into the final state); the exact derivative of the chunkwise function.
 //
 // Workspace: ws must hold fcpu_gdn_chunkwise_{fwd,bwd}_ws(...) bytes for the same sizes and
-// chunk, queried under the same omp_get_max_threads() as the call. Threads: OpenMP over the B·H
-// sequences, each computed by one thread in a fixed order (results bit-identical for any thread
-// count); OpenBLAS held at one thread meanwhile (process-wide, restored on return).
-// Returns PHAX_OK, or PHAX_ERR (phax_error()) for invalid sizes.
+// chunk, queried under the same omp_get_max_threads() as the call (a call leaves that count as
+// it found it); 0 for sizes a call refuses. Threads: OpenMP over the B·H sequences, each computed
+// by one thread in a fixed order; a threaded OpenBLAS (pthreads build) held at one thread
+// meanwhile (process-wide, restored on return).
+// Returns PHAX_OK, or PHAX_ERR (phax_error()) for invalid sizes: dk, dv up to FCPU_GDN_MAX_DIM,
+// a chunk up to FCPU_GDN_MAX_CHUNK (its L×L tables are per-thread scratch).
 #define FCPU_GDN_CHUNK 64
+#define FCPU_GDN_MAX_CHUNK 4096
+#define FCPU_GDN_MAX_DIM 65536
 
 size_t fcpu_gdn_chunkwise_fwd_ws(int B, int T, int H, int dk, int dv, int chunk);
 int fcpu_gdn_chunkwise_fwd(float *o, float *sT, const float *q, const float *k, const float *v, const float *g,
