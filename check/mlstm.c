@@ -19,9 +19,14 @@ static double sigm(double z) { return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 +
 
 // cumsum = 0: the log-decays summed directly from r = t down (D̃_ts rounded per added
 // term); cumsum = 1: as the difference of cumulative sums cs_t − cs_s, cs_r = Σ_{u≤r} logσ(f̃_u)
-// (what many PyTorch versions write). Both are sound; the second carries an absolute error of
-// ~u·|cs_t| in every decay, which grows with T, so phax check takes the larger error of the two
-// (src/oracle_ops.c, op_mlstm).
+// (what many PyTorch versions and every chunkwise kernel write). Both are sound; the second
+// carries an absolute error of ~u·|cs_t| in every decay, which grows with T, so phax check takes
+// the larger error of the two (src/oracle_ops.c, op_mlstm). Each backward is its own forward's:
+// the first gives f̃_r the dD of the terms its sum holds; the second gives cs_t and cs_s the dD
+// with opposite signs and f̃_r the suffix sum Σ_{t≥r} dcs_t, whose parts cancel in exact
+// arithmetic where f̃_r reaches no output (f̃_0 of the parallel form: its gradient is exactly 0
+// in the truth and in the first, a rounding residual in the second — and in a correct bf16
+// chunkwise backward, which FAILed at ratio 10.8 against the first alone: T 2, grad.fgate).
 static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
                        double *df, const double *gh, const double *q, const double *k, const double *v,
                        const double *ig, const double *fg, int B, int T, int H, int dqk, int dvh, double eps,
@@ -29,9 +34,10 @@ static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *
     size_t nqk = (size_t)B * T * H * dqk, nv = (size_t)B * T * H * dvh, ng = (size_t)B * T * H;
     double *D = malloc((size_t)T * sizeof *D), *E = malloc((size_t)T * sizeof *E), *g = malloc((size_t)T * sizeof *g);
     double *dD = malloc((size_t)T * sizeof *dD), *qh = malloc((size_t)dqk * sizeof *qh),
-           *dqh = malloc((size_t)dqk * sizeof *dqh), *cs = malloc((size_t)T * sizeof *cs);
-    if (!D || !E || !g || !dD || !qh || !dqh || !cs) {
-        free(D), free(E), free(g), free(dD), free(qh), free(dqh), free(cs);
+           *dqh = malloc((size_t)dqk * sizeof *dqh), *cs = malloc((size_t)T * sizeof *cs),
+           *dcs = malloc((size_t)T * sizeof *dcs);
+    if (!D || !E || !g || !dD || !qh || !dqh || !cs || !dcs) {
+        free(D), free(E), free(g), free(dD), free(qh), free(dqh), free(cs), free(dcs);
         return phax_fail("check: out of memory (mlstm baseline)");
     }
     memset(dq, 0, nqk * sizeof *dq), memset(dk, 0, nqk * sizeof *dk), memset(dv, 0, nv * sizeof *dv);
@@ -41,7 +47,7 @@ static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *
     for (int b = 0; b < B; b++)
         for (int hh = 0; hh < H; hh++) {
             if (cumsum)
-                for (int r = 0; r < T; r++) cs[r] = R((r ? cs[r - 1] : 0.0) + R(logsig(R(fg[GI(r)]))));
+                for (int r = 0; r < T; r++) cs[r] = R((r ? cs[r - 1] : 0.0) + R(logsig(R(fg[GI(r)])))), dcs[r] = 0;
             for (int t = 0; t < T; t++) {
                 // D̃_ts = Σ_{r=s+1..t} logσ(f̃_r) + ĩ_s, summed from r = t down (or cs_t − cs_s);
                 // m = max_s D̃_ts, or with the stabiliser carried from m0, max(cs_t + m0, max_s D̃_ts)
@@ -98,20 +104,40 @@ static int naive_mlstm(const phax_precision *pr, double *h, double *dq, double *
                         dk[GI(s) * dqk + i] = R(dk[GI(s) * dqk + i] + R(RM(dg) * RM(qh[i])));
                     }
                 }
-                if (arg >= 0) dD[arg] = R(dD[arg] + dm);
+                if (arg >= 0 && !cumsum) dD[arg] = R(dD[arg] + dm);  // (the cumulative-sum form routes dm below)
                 for (int i = 0; i < dqk; i++) dq[GI(t) * dqk + i] = R(dq[GI(t) * dqk + i] + R(dqh[i] * sc));
-                // D̃_ts = ĩ_s + Σ_{s<r≤t} logσ(f̃_r): ĩ_s takes dD_s, f̃_r takes Σ_{s<r} dD_s·σ(−f̃_r);
-                // the carried term cs_t + m0, when it is the max, gives dm to every f̃_r, r ≤ t.
-                double acc = arg < 0 ? dm : 0;
+                // D̃_ts = ĩ_s + Σ_{s<r≤t} logσ(f̃_r): ĩ_s takes dD_s, f̃_r takes Σ_{s<r} dD_s·σ(−f̃_r).
+                // D̃_ts = cs_t − cs_s + ĩ_s: cs_t takes Σ_s dD_s, cs_s takes −dD_s; the carried term
+                // cs_t + m0, when it is the max, gives cs_t dm too (f̃_r from dcs after the rows).
+                // As a chunkwise backward writes it: each term to both of its sums in turn (the
+                // s = t term's two halves cancel only in exact arithmetic), then dm to cs_t and to
+                // the max's winner (cs_arg, ĩ_arg), or to cs_t alone for the carried term.
+                if (cumsum) {
+                    for (int s = 0; s <= t; s++) {
+                        di[GI(s)] = R(di[GI(s)] + dD[s]);
+                        dcs[t] = R(dcs[t] + dD[s]), dcs[s] = R(dcs[s] - dD[s]);
+                    }
+                    dcs[t] = R(dcs[t] + dm);
+                    if (arg >= 0) di[GI(arg)] = R(di[GI(arg)] + dm), dcs[arg] = R(dcs[arg] - dm);
+                    continue;
+                }
+                double acc = 0;
                 for (int s = 0; s <= t; s++) {
                     di[GI(s)] = R(di[GI(s)] + dD[s]);
-                    if (s > 0 || arg < 0) df[GI(s)] = R(df[GI(s)] + R(acc * R(sigm(-R(fg[GI(s)])))));
+                    if (s > 0) df[GI(s)] = R(df[GI(s)] + R(acc * R(sigm(-R(fg[GI(s)])))));
                     acc = R(acc + dD[s]);
+                }
+            }
+            if (cumsum) {  // cs_r = Σ_{u≤r} logσ(f̃_u): f̃_r takes Σ_{t≥r} dcs_t·σ(−f̃_r)
+                double acc = 0;
+                for (int r = T - 1; r >= 0; r--) {
+                    acc = R(acc + dcs[r]);
+                    df[GI(r)] = R(acc * R(sigm(-R(fg[GI(r)]))));
                 }
             }
         }
 #undef GI
-    free(D), free(E), free(g), free(dD), free(qh), free(dqh), free(cs);
+    free(D), free(E), free(g), free(dD), free(qh), free(dqh), free(cs), free(dcs);
     return PHAX_OK;
 }
 

@@ -2983,6 +2983,23 @@ static void gdn_sweep_draw(int v, int dr, int n, sweep_stat *st, const char *in,
 static const char *gdn_stream_name(int v) { return GDN_V[v].name; }
 Test(check, sweep_gdn, .timeout = 7200) { sweep_streams(GDN_NV, gdn_stream_name, gdn_sweep_draw); }
 
+// A false FAIL of the mLSTM sweep at 3a4342c (seed 2038406138, draw 60 of "mlstm chunkwise
+// parallel-m bf16": T 2, B 1, H 1): their chunkwise backward forms grad.fgate as the suffix sum of
+// the cumulative log-forgets' gradients, whose parts cancel for f̃_0 (it reaches no output of the
+// parallel form: 0 in the truth) only in exact arithmetic; its bf16 residual put grad.fgate 114 %
+// off where the baselines, which never touched f̃_0, were 10.6 % (ratio 10.8). The cumulative-sum
+// baseline's backward is now its own forward's as a chunkwise backward writes it (each term to
+// cs_t and cs_s in turn, dm routed apart): its residual there is 2,000 % of the truth, which bf16
+// cannot resolve, and the draw PASSes with grad.fgate unresolved.
+Test(check, mlstm_cumsum_backward_residual) {
+    char *in = tu_join(g_dir, "in.safetensors"), *th = tu_join(g_dir, "theirs.safetensors"),
+         *ok = tu_join(g_dir, "ok.safetensors");
+    sweep_stat st = SWEEP_STAT("mlstm chunkwise parallel-m bf16");
+    mlstm_sweep_draw(14, 60, 200, &st, in, ok, th);  // (sweep_verdict fails the test if the correct one FAILs)
+    cr_expect(st.passes == 1, "passes %d", st.passes);
+    free(in), free(th), free(ok);
+}
+
 // One draw of sweep_small: stream o (an op of SMALL, or 12-14: LayerNorm and headnorm with the
 // one-pass variance, the cross-entropy unfused) at precision pr, its sizes and scales from seed
 // (the globals small_files reads).
