@@ -28,7 +28,7 @@
 #include "phax/backend.h"
 #include "phax/core.h"
 #include "phax/fast.h"
-#include "phax/fcuda.h"
+#include "phax/fcuda_emu.h"  // fcuda_emu_<op> beside fcuda_<op>
 #include "phax/model_plan.h"
 
 typedef struct {

@@ -15,7 +15,7 @@
 #include "harness.h"
 #include "phax/fast.h"  // phax_cuda_info
 #include "phax/fcpu_model.h"  // the shared runner over fast/cuda's op table
-#include "phax/fcuda.h"
+#include "phax/fcuda_emu.h"  // fcuda_emu_<op> beside fcuda_<op>
 #include "phax/fcuda_decode.h"
 #include "phax/fcpu_mlstm.h"  // FCPU_MLSTM_STATE_LEN
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "phax/core.h"
-#include "phax/fcuda.h"
+#include "phax/fcuda_emu.h"  // fcuda_emu_<op> beside fcuda_<op>
 
 #define GUARD 16  // floats after each device buffer, checked after every call
 #define GUARD_BITS 0x7fa5a5a5u

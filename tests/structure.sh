@@ -26,6 +26,11 @@
 #                                     fcpu_f32_ops (taking the table), includes no kernel
 #                                     header (phax/fcpu.h, phax/fcpu_<family>.h), and has no
 #                                     OpenMP loop (elementwise work lives in the table).
+#   structure.sh emu-names ROOT LIB   phax/fcuda_emu_names.h maps every entry point declared in
+#                                     phax/fcuda.h and phax/fcuda_decode.h (and fast/cuda/blas.cuh's
+#                                     fcuda_blas_gemm) to fcuda_emu_<op> and unmaps each again;
+#                                     LIB (the emulated fast/cuda) defines fcuda_emu_<op> for
+#                                     every one and no global fcuda_ symbol of the device's names.
 # Exit 0 when the rule holds; 1 with the offending symbols, lines or paths otherwise.
 set -euo pipefail
 NM=${NM:-nm}
@@ -141,8 +146,32 @@ runner-via-table)
     fi
     echo "structure: the fast model runner calls ops only through its table"
     ;;
+emu-names)
+    root=$2
+    lib=$3
+    names=$root/include/phax/fcuda_emu_names.h
+    [ -f "$lib" ] && [ -f "$names" ] || { echo "structure: no $lib or $names" >&2; exit 1; }
+    # Declared entry points: names before "(" in the headers' entry-point sections.
+    declared=$( (sed -n '/^\/\/ --- the entry points/,$p' "$root/include/phax/fcuda.h" "$root/include/phax/fcuda_decode.h";
+                 grep -E '^int fcuda_blas_gemm\(' "$root/fast/cuda/blas.cuh") |
+               grep -v '^//' | grep -oE '\bfcuda_[a-z0-9_]+\(' | tr -d '(' | sort -u)
+    mapped=$(grep -oE '^#define fcuda_[a-z0-9_]+ +fcuda_emu_[a-z0-9_]+$' "$names" | awk '{ if ("fcuda_emu_" substr($2, 7) != $3) print "BAD " $2; else print $2 }' | sort)
+    unmapped=$(grep -oE '^#undef fcuda_[a-z0-9_]+$' "$names" | awk '{print $2}' | sort)
+    [ "$(echo "$declared" | wc -l)" -gt 50 ] || { echo "structure: only $(echo "$declared" | wc -l) entry points found (wrong root?)" >&2; exit 1; }
+    bad=$(diff <(echo "$declared") <(echo "$mapped") || true)
+    [ -z "$bad" ] || { echo "structure: $names's maps differ from the declared entry points (< declared, > mapped):" >&2; echo "$bad" >&2; exit 1; }
+    bad=$(diff <(echo "$mapped") <(echo "$unmapped") || true)
+    [ -z "$bad" ] || { echo "structure: $names does not unmap what it maps (< mapped, > unmapped):" >&2; echo "$bad" >&2; exit 1; }
+    # -C: a C++-linkage entry (fcuda_blas_gemm) reads name(args) once demangled.
+    defs=$("$NM" -C --defined-only "$lib" | awk '$2 ~ /^[TWDBR]$/ {sub(/^[^ ]* [^ ]* /, ""); sub(/\(.*/, ""); print}' | sort -u)
+    leaked=$(echo "$defs" | grep -E '^fcuda_' | grep -vE '^fcuda_emu_' || true)
+    [ -z "$leaked" ] || { echo "structure: $lib defines the device's names (missing from $names):" >&2; echo "$leaked" >&2; exit 1; }
+    missing=$(comm -23 <(echo "$declared" | sed 's/^fcuda_/fcuda_emu_/') <(echo "$defs") || true)
+    [ -z "$missing" ] || { echo "structure: $lib lacks declared entry points:" >&2; echo "$missing" >&2; exit 1; }
+    echo "structure: $(echo "$declared" | wc -l) fast/cuda entry points, each fcuda_emu_<op> in $lib"
+    ;;
 *)
-    echo "usage: structure.sh no-ref-symbols LIB | no-ref-includes ROOT | where-table ROOT FILE... | where-paths ROOT FILE... | where-table-selftest ROOT FILE | runner-via-table ROOT" >&2
+    echo "usage: structure.sh no-ref-symbols LIB | no-ref-includes ROOT | where-table ROOT FILE... | where-paths ROOT FILE... | where-table-selftest ROOT FILE | runner-via-table ROOT | emu-names ROOT LIB" >&2
     exit 2
     ;;
 esac

@@ -27,7 +27,7 @@
 #include "cuda_emu_kernels.h"
 #include "cuda_emu_util.h"
 #include "harness.h"
-#include "phax/fcuda.h"
+#include "phax/fcuda_emu.h"  // fcuda_emu_<op> beside fcuda_<op>
 #include "phax/ref.h"
 
 // h_bound with the floor scale |ref| + mag.

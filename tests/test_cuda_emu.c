@@ -28,7 +28,7 @@
 #include "cuda_emu_kernels.h"
 #include "cuda_emu_util.h"
 #include "harness.h"
-#include "phax/fcuda.h"
+#include "phax/fcuda_emu.h"  // fcuda_emu_<op> beside fcuda_<op>
 #include "phax/ref.h"
 
 static const int ORDERS[] = {PHAX_CUDA_EMU_FORWARD, PHAX_CUDA_EMU_REVERSE, PHAX_CUDA_EMU_SHUFFLE};

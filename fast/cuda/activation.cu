@@ -39,25 +39,25 @@ static __global__ void silu_bwd_k(float *__restrict__ dx, const float *__restric
     }
 }
 
-extern "C" int FCUDA(gelu_fwd)(float *y, const float *x, size_t n, void *stream) {
+extern "C" int fcuda_gelu_fwd(float *y, const float *x, size_t n, void *stream) {
     if (n == 0) return PHAX_OK;
     PHAX_LAUNCH(gelu_fwd_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, fcuda_stream(stream), y, x, n);
     return fcuda_check("gelu_fwd");
 }
 
-extern "C" int FCUDA(gelu_bwd)(float *dx, const float *dy, const float *x, size_t n, void *stream) {
+extern "C" int fcuda_gelu_bwd(float *dx, const float *dy, const float *x, size_t n, void *stream) {
     if (!dx || n == 0) return PHAX_OK;
     PHAX_LAUNCH(gelu_bwd_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, fcuda_stream(stream), dx, dy, x, n);
     return fcuda_check("gelu_bwd");
 }
 
-extern "C" int FCUDA(silu_fwd)(float *y, const float *x, size_t n, void *stream) {
+extern "C" int fcuda_silu_fwd(float *y, const float *x, size_t n, void *stream) {
     if (n == 0) return PHAX_OK;
     PHAX_LAUNCH(silu_fwd_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, fcuda_stream(stream), y, x, n);
     return fcuda_check("silu_fwd");
 }
 
-extern "C" int FCUDA(silu_bwd)(float *dx, const float *dy, const float *x, size_t n, void *stream) {
+extern "C" int fcuda_silu_bwd(float *dx, const float *dy, const float *x, size_t n, void *stream) {
     if (!dx || n == 0) return PHAX_OK;
     PHAX_LAUNCH(silu_bwd_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, fcuda_stream(stream), dx, dy, x, n);
     return fcuda_check("silu_bwd");

@@ -49,11 +49,11 @@ static __global__ void adam_update_k(float *__restrict__ p, float *__restrict__ 
     }
 }
 
-extern "C" size_t FCUDA(adamw_ws)(int nparams) {
+extern "C" size_t fcuda_adamw_ws(int nparams) {
     return ((size_t)(nparams > 0 ? nparams : 0) * ADAM_CHUNKS + 1) * sizeof(double);
 }
 
-extern "C" int FCUDA(adamw_step)(const fcuda_adamw_param *ps, int nparams, const phax_adamw_cfg *c, long step,
+extern "C" int fcuda_adamw_step(const fcuda_adamw_param *ps, int nparams, const phax_adamw_cfg *c, long step,
                                  double *gnorm, void *ws, void *stream) {
     if (phax_adamw_cfg_check(c, step)) return PHAX_ERR;
     if (nparams < 0) return phax_fail("cuda adamw: %d parameter tensors", nparams);
@@ -71,7 +71,7 @@ extern "C" int FCUDA(adamw_step)(const fcuda_adamw_param *ps, int nparams, const
     double *sum = part + (size_t)nparams * ADAM_CHUNKS, ss = 0;
     PHAX_LAUNCH(adam_sum_k, 1u, 32u, 0, s, sum, (const double *)part, total);
     if (fcuda_check("adamw (norm)")) return PHAX_ERR;
-    if (FCUDA(download)(&ss, sum, sizeof ss, stream)) return PHAX_ERR;
+    if (fcuda_download(&ss, sum, sizeof ss, stream)) return PHAX_ERR;
     double norm = sqrt(ss);
     if (gnorm) *gnorm = norm;
     if (!std::isfinite(norm)) return phax_fail("adamw: gradient norm is %g (step %ld)", norm, step);

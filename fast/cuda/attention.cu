@@ -426,11 +426,11 @@ static int at_args(const char *op, int B, int T, const phax_attn_cfg *c, const f
     return PHAX_OK;
 }
 
-extern "C" size_t FCUDA(attention_fwd_ws)(int B, int T, const phax_attn_cfg *c) {
+extern "C" size_t fcuda_attention_fwd_ws(int B, int T, const phax_attn_cfg *c) {
     if (phax_attn_cfg_check(c) || B < 0 || T < 0) return 0;
     return at_layout(at_geom_of(B, T, c), 0).total + 16;
 }
-extern "C" size_t FCUDA(attention_bwd_ws)(int B, int T, const phax_attn_cfg *c) {
+extern "C" size_t fcuda_attention_bwd_ws(int B, int T, const phax_attn_cfg *c) {
     if (phax_attn_cfg_check(c) || B < 0 || T < 0) return 0;
     return at_layout(at_geom_of(B, T, c), 1).total + 16;
 }
@@ -452,7 +452,7 @@ static int at_prepare(const at_geom &G, const at_ws &L, char *ws, const float *q
 
 static char *at_align(void *ws) { return reinterpret_cast<char *>(((uintptr_t)ws + 15) & ~(uintptr_t)15); }
 
-extern "C" int FCUDA(attention_fwd)(float *o, float *lse, float *stats, const float *q, const float *k,
+extern "C" int fcuda_attention_fwd(float *o, float *lse, float *stats, const float *q, const float *k,
                                     const float *v, const float *logscale, int B, int T, const phax_attn_cfg *c,
                                     void *ws, void *stream) {
     const char *op = "attention_fwd";
@@ -470,7 +470,7 @@ extern "C" int FCUDA(attention_fwd)(float *o, float *lse, float *stats, const fl
     return fcuda_check(op);
 }
 
-extern "C" int FCUDA(attention_bwd)(float *dq, float *dk, float *dv, float *dlogscale, const float *dout,
+extern "C" int fcuda_attention_bwd(float *dq, float *dk, float *dv, float *dlogscale, const float *dout,
                                     const float *o, const float *stats, const float *q, const float *k,
                                     const float *v, const float *logscale, int B, int T, const phax_attn_cfg *c,
                                     void *ws, void *stream) {

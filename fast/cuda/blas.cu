@@ -8,7 +8,7 @@
 static cublasHandle_t blas_handle;
 static int blas_tf32;
 
-extern "C" int FCUDA(gemm_tf32)(int on) {
+extern "C" int fcuda_gemm_tf32(int on) {
     int was = blas_tf32;
     blas_tf32 = on != 0;
     return was;
@@ -22,7 +22,7 @@ static int blas_fail(cublasStatus_t s, const char *op, const char *fn) {
     return phax_fail("cuda %s: %s: %s (%s)", op, fn, why, cublasGetStatusName(s));
 }
 
-int FCUDA(blas_gemm)(const char *op, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+int fcuda_blas_gemm(const char *op, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                      float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                      int ldc, void *stream) {
     cublasStatus_t s;
@@ -42,8 +42,8 @@ int FCUDA(blas_gemm)(const char *op, cublasOperation_t ta, cublasOperation_t tb,
 // Row-major C (M × N, ldc) = alpha·op(A)·op(B) + beta·C, fast/cpu's fcpu_sgemm convention. In
 // cuBLAS's column-major terms that is Cᵀ = op(B)ᵀ·op(A)ᵀ, and a row-major matrix is already
 // its transpose there: op(B)ᵀ is B as stored when tb is 0 (CUBLAS_OP_N), its transpose otherwise.
-extern "C" int FCUDA(sgemm)(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+extern "C" int fcuda_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                             const float *B, int ldb, float beta, float *C, int ldc, void *stream) {
-    return FCUDA(blas_gemm)("sgemm", tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, alpha, B,
+    return fcuda_blas_gemm("sgemm", tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, alpha, B,
                             ldb, A, lda, beta, C, ldc, stream);
 }

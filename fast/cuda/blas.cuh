@@ -13,9 +13,9 @@
 #endif
 
 // C = alpha·op(A)·op(B) + beta·C in cuBLAS's column-major terms, on stream, with the
-// library's compute type (FP32, or TF32 after FCUDA(gemm_tf32)(1)): cublasGemmEx. PHAX_OK, or
+// library's compute type (FP32, or TF32 after fcuda_gemm_tf32(1)): cublasGemmEx. PHAX_OK, or
 // PHAX_ERR with the one-line error "cuda <op>: cublasGemmEx: <why> (<status>)".
-int FCUDA(blas_gemm)(const char *op, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+int fcuda_blas_gemm(const char *op, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                      float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                      int ldc, void *stream);
 

@@ -6,19 +6,23 @@
 
 #ifdef PHAX_CUDA_EMU
 #include "emu/cuda_emu.h"
-// fcuda_emu_<op>: the emulated library's entry points (phax/fcuda.h).
-#define FCUDA(name) fcuda_emu_##name
+// The entry points fcuda_<op> defined here are the emulated library's fcuda_emu_<op>
+// (phax/fcuda_emu_names.h, kept on for the whole unit).
+#define PHAX_FCUDA_EMU_KEEP_NAMES
 #else
 #include <cuda_runtime.h>
 // PHAX_LAUNCH(kernel, grid, block, smem bytes, stream, args...): a kernel launch.
 #define PHAX_LAUNCH(k, grid, block, smem, stream, ...) k<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
 // PHAX_DYN_SMEM(T, name): the launch's dynamic shared memory as T name[].
 #define PHAX_DYN_SMEM(T, name) extern __shared__ __align__(16) T name[]
-#define FCUDA(name) fcuda_##name
 #endif
 
 #include "phax/core.h"
+#ifdef PHAX_CUDA_EMU
+#include "phax/fcuda_emu.h"
+#else
 #include "phax/fcuda.h"
+#endif
 
 // The error of the last launch (or of anything before it) as the library's one-line error.
 static inline int fcuda_check(const char *op) {

@@ -1,7 +1,7 @@
 // fast/cuda per-token decoding and prefill (phax/fcuda_decode.h): the models of ref/model.c and
 // ref/model_branches.c evaluated a pass of R tokens at a time on the device, carrying their
 // state — fast/cpu/decode.c's structure, layer by layer, with the device's kernels:
-//   * the products (projections, FFNs, the head) on cuBLAS through FCUDA(linear_fwd) — R rows
+//   * the products (projections, FFNs, the head) on cuBLAS through fcuda_linear_fwd — R rows
 //     read each weight once;
 //   * norms, activations, RoPE and the mix through the tier's own entries;
 //   * attend_k: attention of one (query head, row) over its visible keys, an online softmax
@@ -259,11 +259,11 @@ static int ew_launch_check(const char *what) { return fcuda_check(what); }
 
 // Y: (R, out) = X Wᵀ on cuBLAS.
 static int lin(float *Y, const float *W, const float *X, int R, int out, int in) {
-    return FCUDA(linear_fwd)(Y, X, W, NULL, (size_t)R, in, out, NULL);
+    return fcuda_linear_fwd(Y, X, W, NULL, (size_t)R, in, out, NULL);
 }
 
 static int rms(float *y, const float *x, const float *g, int R, int d) {
-    return FCUDA(rmsnorm_fwd)(y, x, g, (size_t)R, d, PHAX_RMSNORM_EPS, NULL);
+    return fcuda_rmsnorm_fwd(y, x, g, (size_t)R, d, PHAX_RMSNORM_EPS, NULL);
 }
 
 static int attn_rows(fcuda_decoder *dc, attn_layer *A, float *y, const float *x, int R) {
@@ -274,8 +274,8 @@ static int attn_rows(fcuda_decoder *dc, attn_layer *A, float *y, const float *x,
     TRY(lin(dc->q_raw, A->w.wq, x, R, qd, d));
     TRY(lin(dc->k_raw, A->w.wk, x, R, kd, d));
     TRY(lin(dc->v_new, A->w.wv, x, R, kd, d));
-    TRY(FCUDA(rope_fwd)(dc->q, dc->q_raw, 1, R, Hq, dh, c->rope_base, pos0, dc->rope, NULL));
-    TRY(FCUDA(rope_fwd)(dc->k_rot, dc->k_raw, 1, R, Hkv, dh, c->rope_base, pos0, dc->rope, NULL));
+    TRY(fcuda_rope_fwd(dc->q, dc->q_raw, 1, R, Hq, dh, c->rope_base, pos0, dc->rope, NULL));
+    TRY(fcuda_rope_fwd(dc->k_rot, dc->k_raw, 1, R, Hkv, dh, c->rope_base, pos0, dc->rope, NULL));
     if (c->score_cosine) {
         PHAX_LAUNCH(unit_rows_k, (unsigned)(R * Hq), 32, 0, NULL, dc->q, dh);
         PHAX_LAUNCH(unit_rows_k, (unsigned)(R * Hkv), 32, 0, NULL, dc->k_rot, dh);
@@ -300,10 +300,10 @@ static int gss_rows(fcuda_decoder *dc, gss_layer *G, float *y, const float *x, i
     float *xv = dc->f1, *v = dc->f2, *gt = dc->f3;
     float *xu = dc->s1, *u = dc->s2, *ub = dc->s3, *ys = dc->s4;
     TRY(lin(xv, G->w.wv, x, R, F, d));
-    TRY(FCUDA(gelu_fwd)(v, xv, (size_t)R * F, NULL));
+    TRY(fcuda_gelu_fwd(v, xv, (size_t)R * F, NULL));
     TRY(lin(xu, G->w.wu, x, R, Hs, d));
-    TRY(FCUDA(gelu_fwd)(u, xu, (size_t)R * Hs, NULL));
-    TRY(FCUDA(layernorm_fwd)(ub, u, G->w.ln_w, G->w.ln_b, (size_t)R, Hs, PHAX_LAYERNORM_EPS, NULL));
+    TRY(fcuda_gelu_fwd(u, xu, (size_t)R * Hs, NULL));
+    TRY(fcuda_layernorm_fwd(ub, u, G->w.ln_w, G->w.ln_b, (size_t)R, Hs, PHAX_LAYERNORM_EPS, NULL));
     const unsigned th = N >= 128 ? 128u : (unsigned)((N + 31) / 32 * 32);
     PHAX_LAUNCH(gss_scan_k, (unsigned)Hs, th, 0, NULL, ys, ub, G->z, G->ea, G->ct, G->w.D, R, Hs, N);
     TRY(ew_launch_check("decoder gss_scan"));
@@ -319,7 +319,7 @@ static int swiglu_rows(fcuda_decoder *dc, const layer *ly, float *y, const float
     const size_t n = (size_t)R * hid;
     TRY(lin(dc->f1, ly->w.ffn_wg, x, R, hid, d));
     TRY(lin(dc->f2, ly->w.ffn_wu, x, R, hid, d));
-    TRY(FCUDA(silu_fwd)(dc->f3, dc->f1, n, NULL));
+    TRY(fcuda_silu_fwd(dc->f3, dc->f1, n, NULL));
     PHAX_LAUNCH(mul_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, dc->f3, dc->f3, dc->f2, n);
     TRY(ew_launch_check("decoder swiglu"));
     return lin(y, ly->w.ffn_wd, dc->f3, R, d, hid);
@@ -328,7 +328,7 @@ static int swiglu_rows(fcuda_decoder *dc, const layer *ly, float *y, const float
 static int aux_rows(fcuda_decoder *dc, const layer *ly, float *y, const float *x, int R) {
     const int d = dc->c.d_model, ha = dc->c.ffn_aux_hidden;
     TRY(lin(dc->f1, ly->w.aux_w3, x, R, ha, d));
-    TRY(FCUDA(gelu_fwd)(dc->f2, dc->f1, (size_t)R * ha, NULL));
+    TRY(fcuda_gelu_fwd(dc->f2, dc->f1, (size_t)R * ha, NULL));
     return lin(y, ly->w.aux_w4, dc->f2, R, d, ha);
 }
 
@@ -342,7 +342,7 @@ static int mlstm_rows(fcuda_decoder *dc, mlstm_layer *M, float *y, const float *
     PHAX_LAUNCH(mlstm_scan_k, (unsigned)NH, REC_THREADS, 0, NULL, dc->mh, x, dc->mq, dc->mk, dc->mv, M->w.wi, M->w.bi,
                 M->w.wf, M->w.bf, M->C, M->n, M->m, R, d, dqk, dv);
     TRY(ew_launch_check("decoder mlstm_scan"));
-    TRY(FCUDA(headnorm_fwd)(dc->mhn, dc->mh, M->w.hnorm, (size_t)R, NH, dv, dc->c.mlstm_norm_eps, NULL));
+    TRY(fcuda_headnorm_fwd(dc->mhn, dc->mh, M->w.hnorm, (size_t)R, NH, dv, dc->c.mlstm_norm_eps, NULL));
     const size_t n = (size_t)R * d;
     PHAX_LAUNCH(sigmoid_mul_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, dc->mh, dc->mo, dc->mhn, n);
     TRY(ew_launch_check("decoder mlstm gate"));
@@ -376,7 +376,7 @@ static int parallel_block(fcuda_decoder *dc, layer *ly, float *x, int R) {
         TRY(sub_rows(dc, ly, ly->w.sub[i], r, x, R));
         TRY(rms(b, r, ly->w.norm[i], R, d));
     }
-    TRY(FCUDA(mix_fwd)(dc->y, dc->bn, ly->w.mix_p, ly->w.nsub, n, NULL));
+    TRY(fcuda_mix_fwd(dc->y, dc->bn, ly->w.mix_p, ly->w.nsub, n, NULL));
     PHAX_LAUNCH(scale_add_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, dc->t, dc->alpha, x, dc->y, n);
     TRY(ew_launch_check("decoder residual"));
     return rms(x, dc->t, ly->w.norm_res, R, d);
@@ -402,14 +402,14 @@ static int pass(fcuda_decoder *dc, const int32_t *tok, int R, float *logits, int
     const phax_model_cfg *c = &dc->c;
     const int d = c->d_model, V = c->vocab_size;
     dc->broken = 1;
-    TRY(FCUDA(upload)(dc->tok, tok, (size_t)R * sizeof *tok, NULL));
-    if (dc->cap > 0) TRY(FCUDA(rope_table)(dc->rope, R, c->head_dim, c->rope_base, dc->pos, NULL));
+    TRY(fcuda_upload(dc->tok, tok, (size_t)R * sizeof *tok, NULL));
+    if (dc->cap > 0) TRY(fcuda_rope_table(dc->rope, R, c->head_dim, c->rope_base, dc->pos, NULL));
     float *x = dc->x;
     if (dc->parallel) {  // x_1 = RMSNorm_emb(E[tok])
-        TRY(FCUDA(embedding_fwd)(dc->e, dc->embed, dc->tok, (size_t)R, V, d, NULL));
+        TRY(fcuda_embedding_fwd(dc->e, dc->embed, dc->tok, (size_t)R, V, d, NULL));
         TRY(rms(x, dc->e, dc->norm_emb, R, d));
     } else {
-        TRY(FCUDA(embedding_fwd)(x, dc->embed, dc->tok, (size_t)R, V, d, NULL));
+        TRY(fcuda_embedding_fwd(x, dc->embed, dc->tok, (size_t)R, V, d, NULL));
     }
     for (int l = 0; l < c->n_layers; l++)
         TRY(dc->parallel ? parallel_block(dc, &dc->L[l], x, R) : prenorm_block(dc, &dc->L[l], x, R));
@@ -421,9 +421,9 @@ static int pass(fcuda_decoder *dc, const int32_t *tok, int R, float *logits, int
             xf = dc->e;
         }
         TRY(lin(dc->logits, dc->head, xf, rows, V, d));
-        TRY(FCUDA(download)(logits, dc->logits, (size_t)rows * V * sizeof(float), NULL));
+        TRY(fcuda_download(logits, dc->logits, (size_t)rows * V * sizeof(float), NULL));
     } else {
-        TRY(FCUDA(sync)(NULL));  // a fault of this pass is reported by this call
+        TRY(fcuda_sync(NULL));  // a fault of this pass is reported by this call
     }
     dc->pos += R;
     dc->broken = 0;
@@ -478,7 +478,7 @@ static void carve(fcuda_decoder *dc, arena *a) {
     dc->k_raw = (float *)take(a, R * kd * sizeof(float));
     dc->k_rot = (float *)take(a, R * kd * sizeof(float));
     dc->v_new = (float *)take(a, R * kd * sizeof(float));
-    dc->rope = (float *)take(a, FCUDA(rope_table_len)((int)R, c->head_dim) * sizeof(float));
+    dc->rope = (float *)take(a, fcuda_rope_table_len((int)R, c->head_dim) * sizeof(float));
     dc->f1 = (float *)take(a, R * wide * sizeof(float));
     dc->f2 = (float *)take(a, R * wide * sizeof(float));
     dc->f3 = (float *)take(a, R * wide * sizeof(float));
@@ -539,14 +539,14 @@ static int gss_modes(gss_layer *G, int Hs, int N) {
     {
         float *lim = lre + N, *cre = lim + N, *cim = cre + nh;
         double *ct = ea + 2 * N;
-        if (FCUDA(download)(lre, G->w.lre, N * sizeof(float), NULL) ||
-            FCUDA(download)(lim, G->w.lim, N * sizeof(float), NULL) ||
-            FCUDA(download)(cre, G->w.cre, nh * sizeof(float), NULL) ||
-            FCUDA(download)(cim, G->w.cim, nh * sizeof(float), NULL))
+        if (fcuda_download(lre, G->w.lre, N * sizeof(float), NULL) ||
+            fcuda_download(lim, G->w.lim, N * sizeof(float), NULL) ||
+            fcuda_download(cre, G->w.cre, nh * sizeof(float), NULL) ||
+            fcuda_download(cim, G->w.cim, nh * sizeof(float), NULL))
             goto done;
         phax_gss_modes(lre, lim, cre, cim, Hs, N, ea, ct);
-        if (FCUDA(upload)(G->ea, ea, 2 * N * sizeof(double), NULL) ||
-            FCUDA(upload)(G->ct, ct, 2 * nh * sizeof(double), NULL))
+        if (fcuda_upload(G->ea, ea, 2 * N * sizeof(double), NULL) ||
+            fcuda_upload(G->ct, ct, 2 * nh * sizeof(double), NULL))
             goto done;
         rc = PHAX_OK;
     }
@@ -556,14 +556,14 @@ done:
     return rc;
 }
 
-extern "C" void FCUDA(decoder_free)(fcuda_decoder *dc) {
+extern "C" void fcuda_decoder_free(fcuda_decoder *dc) {
     if (!dc) return;
-    if (dc->arena) FCUDA(free)(dc->arena);
+    if (dc->arena) fcuda_free(dc->arena);
     free(dc->L);
     free(dc);
 }
 
-extern "C" fcuda_decoder *FCUDA(decoder_new)(const phax_model_cfg *cfg, const phax_layout *L, const float *params,
+extern "C" fcuda_decoder *fcuda_decoder_new(const phax_model_cfg *cfg, const phax_layout *L, const float *params,
                                              int max_len, int window, int chunk) {
     if (chunk < 1 || chunk > FCUDA_PREFILL_CHUNK_MAX) {
         phax_fail("fcuda_decoder_new: prefill chunk %d must be in [1, %d]", chunk, FCUDA_PREFILL_CHUNK_MAX);
@@ -624,7 +624,7 @@ extern "C" fcuda_decoder *FCUDA(decoder_new)(const phax_model_cfg *cfg, const ph
         arena a = {NULL, 0, 0, 0};
         carve(dc, &a);  // sizing pass
         void *base = NULL;
-        if (FCUDA(malloc)(&base, a.off)) goto fail;
+        if (fcuda_malloc(&base, a.off)) goto fail;
         dc->arena = base;
         if (fcuda_ok(cudaMemset(base, 0, a.off), "memset")) goto fail;
         a.base = (char *)base, a.off = a.state = a.kv = 0;
@@ -636,14 +636,14 @@ extern "C" fcuda_decoder *FCUDA(decoder_new)(const phax_model_cfg *cfg, const ph
         if (dc->parallel && !ly->w.mix_p) ly->w.mix_p = dc->zero_p;
         if (layer_has(ly, PHAX_SUB_GSS) && gss_modes(&ly->gss, c->gss_hidden, c->gss_state)) goto fail;
     }
-    if (FCUDA(decoder_reset)(dc)) goto fail;
+    if (fcuda_decoder_reset(dc)) goto fail;
     return dc;
 fail:
-    FCUDA(decoder_free)(dc);
+    fcuda_decoder_free(dc);
     return NULL;
 }
 
-extern "C" int FCUDA(decoder_reset)(fcuda_decoder *dc) {
+extern "C" int fcuda_decoder_reset(fcuda_decoder *dc) {
     const phax_model_cfg *c = &dc->c;
     const size_t Hs = c->gss_hidden, N = c->gss_state, NH = c->mlstm_heads;
     const size_t dqk = (size_t)c->d_model / 2 / NH, dv = (size_t)c->d_model / NH;
@@ -659,15 +659,15 @@ extern "C" int FCUDA(decoder_reset)(fcuda_decoder *dc) {
         }
         // The KV caches need no clearing: only slots of positions < pos are read.
     }
-    TRY(FCUDA(sync)(NULL));
+    TRY(fcuda_sync(NULL));
     dc->pos = 0;
     dc->broken = 0;
     return PHAX_OK;
 }
 
-extern "C" int FCUDA(decoder_pos)(const fcuda_decoder *dc) { return dc->pos; }
+extern "C" int fcuda_decoder_pos(const fcuda_decoder *dc) { return dc->pos; }
 
-extern "C" size_t FCUDA(decoder_state_bytes)(const fcuda_decoder *dc) { return dc->state_bytes; }
+extern "C" size_t fcuda_decoder_state_bytes(const fcuda_decoder *dc) { return dc->state_bytes; }
 
 // Checks for n more tokens (nothing changed on failure).
 static int admit(const fcuda_decoder *dc, const char *fn, const int32_t *tok, int n) {
@@ -687,12 +687,12 @@ static int admit(const fcuda_decoder *dc, const char *fn, const int32_t *tok, in
     return PHAX_OK;
 }
 
-extern "C" int FCUDA(decoder_step)(fcuda_decoder *dc, int32_t token, float *logits) {
+extern "C" int fcuda_decoder_step(fcuda_decoder *dc, int32_t token, float *logits) {
     TRY(admit(dc, "fcuda_decoder_step", &token, 1));
     return pass(dc, &token, 1, logits, 0);
 }
 
-extern "C" int FCUDA(decoder_prefill)(fcuda_decoder *dc, const int32_t *tokens, int n, float *logits) {
+extern "C" int fcuda_decoder_prefill(fcuda_decoder *dc, const int32_t *tokens, int n, float *logits) {
     TRY(admit(dc, "fcuda_decoder_prefill", tokens, n));
     if (n == 0 && logits) return phax_fail("fcuda_decoder_prefill: logits asked of no tokens");
     for (int i = 0; i < n; i += dc->chunk) {
@@ -702,7 +702,7 @@ extern "C" int FCUDA(decoder_prefill)(fcuda_decoder *dc, const int32_t *tokens, 
     return PHAX_OK;
 }
 
-extern "C" int FCUDA(decoder_prefill_all)(fcuda_decoder *dc, const int32_t *tokens, int n, float *logits) {
+extern "C" int fcuda_decoder_prefill_all(fcuda_decoder *dc, const int32_t *tokens, int n, float *logits) {
     TRY(admit(dc, "fcuda_decoder_prefill_all", tokens, n));
     if (!logits) return phax_fail("fcuda_decoder_prefill_all: no logits buffer");
     const size_t V = (size_t)dc->c.vocab_size;

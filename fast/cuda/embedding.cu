@@ -48,7 +48,7 @@ static __global__ void scatter_add_k(float *__restrict__ dE, const float *__rest
     }
 }
 
-extern "C" int FCUDA(embedding_fwd)(float *x, const float *E, const int32_t *tok, size_t n, int V, int d,
+extern "C" int fcuda_embedding_fwd(float *x, const float *E, const int32_t *tok, size_t n, int V, int d,
                                     void *stream) {
     if (d < 0) return phax_fail("cuda embedding_fwd: width d = %d is negative", d);
     if (n == 0) return PHAX_OK;
@@ -78,7 +78,7 @@ extern "C" int FCUDA(embedding_fwd)(float *x, const float *E, const int32_t *tok
     return phax_fail("cuda embedding_fwd: token id %ld at index %llu is outside [0, %d)", (long)id, bad, V);
 }
 
-extern "C" int FCUDA(embedding_bwd)(float *dE, const float *dx, const int32_t *tok, size_t n, int d, void *stream) {
+extern "C" int fcuda_embedding_bwd(float *dE, const float *dx, const int32_t *tok, size_t n, int d, void *stream) {
     if (!dE || d <= 0 || n == 0) return PHAX_OK;
     const unsigned cols = (unsigned)(((size_t)d + EMB_THREADS - 1) / EMB_THREADS);
     unsigned P = 1;  // a power of two (tok & (P - 1)), P·cols blocks ≤ 128: about 32k threads

@@ -1,6 +1,6 @@
 // fast/cuda's op table (phax/f32_ops.h): fast/cuda's kernels behind the entries the shared fast
 // model runner (fast/cpu/model.c, model_branches.c) calls, so the same runner trains and
-// evaluates every family on the device (fcpu_model_new_ops with FCUDA(f32_ops)()).
+// evaluates every family on the device (fcpu_model_new_ops with fcuda_f32_ops()).
 //
 // Conventions beyond the table's (which fast/cpu's host table meets trivially):
 //   * every array is device memory — the arena (alloc_ws), parameters, gradients, logits and
@@ -8,7 +8,7 @@
 //     runner passes from its caller on the host: the entries that take them upload them into a
 //     staging buffer (grown when a batch is larger, otherwise reused) and download the loss;
 //   * the table's void entries cannot return an error: a failing launch is kept (the first
-//     one) and FCUDA(ops_error)() reports it, so a caller checks once after a forward or a
+//     one) and fcuda_ops_error() reports it, so a caller checks once after a forward or a
 //     backward;
 //   * everything runs on the default stream, in order.
 // The staging buffers are the process's (one table): calls must not run concurrently.
@@ -40,7 +40,7 @@ static void keep_err(int rc) {
     }
 }
 
-extern "C" int FCUDA(ops_error)(void) {
+extern "C" int fcuda_ops_error(void) {
     if (!st.err) return PHAX_OK;
     st.err = 0;
     return phax_fail("%s", st.msg);
@@ -49,10 +49,10 @@ extern "C" int FCUDA(ops_error)(void) {
 // A device buffer of at least `bytes` in *p (capacity *cap), grown (never shrunk) as needed.
 static int grow(void **p, size_t *cap, size_t bytes) {
     if (*p && *cap >= bytes) return PHAX_OK;
-    if (*p && FCUDA(free)(*p)) return PHAX_ERR;
+    if (*p && fcuda_free(*p)) return PHAX_ERR;
     *p = NULL, *cap = 0;
     size_t want = bytes < 4096 ? 4096 : bytes + bytes / 4;
-    if (FCUDA(malloc)(p, want)) return PHAX_ERR;
+    if (fcuda_malloc(p, want)) return PHAX_ERR;
     *cap = want;
     return PHAX_OK;
 }
@@ -62,14 +62,14 @@ static const int32_t *stage_ids(const int32_t *host, size_t n) {
     void *p = st.ids;
     if (grow(&p, &st.ids_cap, (n ? n : 1) * sizeof(int32_t))) return NULL;
     st.ids = static_cast<int32_t *>(p);
-    if (n && FCUDA(upload)(st.ids, host, n * sizeof(int32_t), NULL)) return NULL;
+    if (n && fcuda_upload(st.ids, host, n * sizeof(int32_t), NULL)) return NULL;
     return st.ids;
 }
 
 static float *stage_scalar(void) {
     if (!st.scalar) {
         void *p = NULL;
-        if (FCUDA(malloc)(&p, sizeof(float))) return NULL;
+        if (fcuda_malloc(&p, sizeof(float))) return NULL;
         st.scalar = static_cast<float *>(p);
     }
     return st.scalar;
@@ -83,21 +83,21 @@ static void *stage_ws(size_t bytes) {
 // --- memory ------------------------------------------------------------------------------------
 static void *alloc_ws(size_t bytes) {
     void *p = NULL;
-    if (FCUDA(malloc)(&p, bytes ? bytes : 1)) return NULL;
+    if (fcuda_malloc(&p, bytes ? bytes : 1)) return NULL;
     if (fcuda_ok(cudaMemset(p, 0, bytes ? bytes : 1), "alloc_ws")) {  // the arena comes zeroed
-        FCUDA(free)(p);
+        fcuda_free(p);
         return NULL;
     }
     return p;
 }
 static void free_ws(void *p) {
-    if (p) keep_err(FCUDA(free)(p));
+    if (p) keep_err(fcuda_free(p));
 }
 static void load_f64(float *y, const double *x, size_t n) {
     float *t = static_cast<float *>(malloc((n ? n : 1) * sizeof(float)));
     if (!t) return keep_err(phax_fail("cuda load_f64: out of memory"));
     for (size_t i = 0; i < n; i++) t[i] = (float)x[i];
-    keep_err(FCUDA(upload)(y, t, n * sizeof(float), NULL));
+    keep_err(fcuda_upload(y, t, n * sizeof(float), NULL));
     free(t);
 }
 
@@ -160,140 +160,140 @@ static void gate_cap_bwd(float *dy, const float *z, size_t n) { EW_LAUNCH(gate_c
 // --- the kernels, with the stream (NULL) and the table's host conventions ----------------------------
 static int embedding_fwd(float *x, const float *E, const int32_t *tok, size_t n, int V, int d) {
     const int32_t *t = stage_ids(tok, n);
-    return t ? FCUDA(embedding_fwd)(x, E, t, n, V, d, NULL) : PHAX_ERR;
+    return t ? fcuda_embedding_fwd(x, E, t, n, V, d, NULL) : PHAX_ERR;
 }
 static void embedding_bwd(float *dE, const float *dx, const int32_t *tok, size_t n, int d) {
     const int32_t *t = stage_ids(tok, n);
-    keep_err(t ? FCUDA(embedding_bwd)(dE, dx, t, n, d, NULL) : PHAX_ERR);
+    keep_err(t ? fcuda_embedding_bwd(dE, dx, t, n, d, NULL) : PHAX_ERR);
 }
 static void linear_fwd(float *y, const float *x, const float *W, const float *b, size_t n, int in, int out) {
-    keep_err(FCUDA(linear_fwd)(y, x, W, b, n, in, out, NULL));
+    keep_err(fcuda_linear_fwd(y, x, W, b, n, in, out, NULL));
 }
 static void linear_bwd(float *dx, float *dW, float *db, const float *dy, const float *x, const float *W, size_t n,
                        int in, int out) {
-    keep_err(FCUDA(linear_bwd)(dx, dW, db, dy, x, W, n, in, out, NULL));
+    keep_err(fcuda_linear_bwd(dx, dW, db, dy, x, W, n, in, out, NULL));
 }
 static void rmsnorm_fwd(float *y, const float *x, const float *g, size_t n, int d, double eps) {
-    keep_err(FCUDA(rmsnorm_fwd)(y, x, g, n, d, eps, NULL));
+    keep_err(fcuda_rmsnorm_fwd(y, x, g, n, d, eps, NULL));
 }
 static void rmsnorm_bwd(float *dx, float *dg, const float *dy, const float *x, const float *g, size_t n, int d,
                         double eps, void *ws) {
-    keep_err(FCUDA(rmsnorm_bwd)(dx, dg, dy, x, g, n, d, eps, ws, NULL));
+    keep_err(fcuda_rmsnorm_bwd(dx, dg, dy, x, g, n, d, eps, ws, NULL));
 }
-static size_t rmsnorm_bwd_ws(size_t n, int d) { return FCUDA(rmsnorm_bwd_ws)(n, d); }
+static size_t rmsnorm_bwd_ws(size_t n, int d) { return fcuda_rmsnorm_bwd_ws(n, d); }
 static void layernorm_fwd(float *y, const float *x, const float *g, const float *b, size_t n, int d, double eps) {
-    keep_err(FCUDA(layernorm_fwd)(y, x, g, b, n, d, eps, NULL));
+    keep_err(fcuda_layernorm_fwd(y, x, g, b, n, d, eps, NULL));
 }
 static void layernorm_bwd(float *dx, float *dg, float *db, const float *dy, const float *x, const float *g, size_t n,
                           int d, double eps, void *ws) {
-    keep_err(FCUDA(layernorm_bwd)(dx, dg, db, dy, x, g, n, d, eps, ws, NULL));
+    keep_err(fcuda_layernorm_bwd(dx, dg, db, dy, x, g, n, d, eps, ws, NULL));
 }
-static size_t layernorm_bwd_ws(size_t n, int d) { return FCUDA(layernorm_bwd_ws)(n, d); }
+static size_t layernorm_bwd_ws(size_t n, int d) { return fcuda_layernorm_bwd_ws(n, d); }
 static void headnorm_fwd(float *y, const float *x, const float *g, size_t n, int H, int dh, double eps) {
-    keep_err(FCUDA(headnorm_fwd)(y, x, g, n, H, dh, eps, NULL));
+    keep_err(fcuda_headnorm_fwd(y, x, g, n, H, dh, eps, NULL));
 }
 static void headnorm_bwd(float *dx, float *dg, const float *dy, const float *x, const float *g, size_t n, int H,
                          int dh, double eps, void *ws) {
-    keep_err(FCUDA(headnorm_bwd)(dx, dg, dy, x, g, n, H, dh, eps, ws, NULL));
+    keep_err(fcuda_headnorm_bwd(dx, dg, dy, x, g, n, H, dh, eps, ws, NULL));
 }
-static size_t headnorm_bwd_ws(size_t n, int H, int dh) { return FCUDA(headnorm_bwd_ws)(n, H, dh); }
-static void gelu_fwd(float *y, const float *x, size_t n) { keep_err(FCUDA(gelu_fwd)(y, x, n, NULL)); }
+static size_t headnorm_bwd_ws(size_t n, int H, int dh) { return fcuda_headnorm_bwd_ws(n, H, dh); }
+static void gelu_fwd(float *y, const float *x, size_t n) { keep_err(fcuda_gelu_fwd(y, x, n, NULL)); }
 static void gelu_bwd(float *dx, const float *dy, const float *x, size_t n) {
-    keep_err(FCUDA(gelu_bwd)(dx, dy, x, n, NULL));
+    keep_err(fcuda_gelu_bwd(dx, dy, x, n, NULL));
 }
-static size_t swiglu_keep_len(size_t n, int hid) { return FCUDA(swiglu_keep_len)(n, hid); }
+static size_t swiglu_keep_len(size_t n, int hid) { return fcuda_swiglu_keep_len(n, hid); }
 static int swiglu_fwd_keep(float *y, float *keep, const float *x, const float *Wg, const float *Wu, const float *Wd,
                            size_t n, int d, int hid) {
-    return FCUDA(swiglu_fwd_keep)(y, keep, x, Wg, Wu, Wd, n, d, hid, NULL);
+    return fcuda_swiglu_fwd_keep(y, keep, x, Wg, Wu, Wd, n, d, hid, NULL);
 }
 static int swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const float *dy, const float *x,
                            const float *Wg, const float *Wu, const float *Wd, size_t n, int d, int hid,
                            const float *keep, void *ws) {
-    return FCUDA(swiglu_bwd_kept)(dx, dWg, dWu, dWd, dy, x, Wg, Wu, Wd, n, d, hid, keep, ws, NULL);
+    return fcuda_swiglu_bwd_kept(dx, dWg, dWu, dWd, dy, x, Wg, Wu, Wd, n, d, hid, keep, ws, NULL);
 }
-static size_t swiglu_bwd_kept_ws(size_t n, int d, int hid) { return FCUDA(swiglu_bwd_kept_ws)(n, d, hid); }
+static size_t swiglu_bwd_kept_ws(size_t n, int d, int hid) { return fcuda_swiglu_bwd_kept_ws(n, d, hid); }
 static void mix_fwd(float *m, const float *b, const float *p, int nb, size_t n) {
-    keep_err(FCUDA(mix_fwd)(m, b, p, nb, n, NULL));
+    keep_err(fcuda_mix_fwd(m, b, p, nb, n, NULL));
 }
 static void mix_bwd(float *db, float *dp, const float *dm, const float *b, const float *p, int nb, size_t n) {
-    void *ws = stage_ws(FCUDA(mix_bwd_ws)(nb, n));
-    keep_err(ws ? FCUDA(mix_bwd)(db, dp, dm, b, p, nb, n, ws, NULL) : PHAX_ERR);
+    void *ws = stage_ws(fcuda_mix_bwd_ws(nb, n));
+    keep_err(ws ? fcuda_mix_bwd(db, dp, dm, b, p, nb, n, ws, NULL) : PHAX_ERR);
 }
 static int cross_entropy_fwd(float *loss, const float *logits, const int32_t *targets, size_t n, int V) {
     const int32_t *t = stage_ids(targets, n);
     float *dl = stage_scalar();
-    void *ws = stage_ws(FCUDA(cross_entropy_ws)());
-    if (!t || !dl || !ws || FCUDA(cross_entropy_fwd)(dl, logits, t, n, V, ws, NULL)) return PHAX_ERR;
-    return FCUDA(download)(loss, dl, sizeof(float), NULL);
+    void *ws = stage_ws(fcuda_cross_entropy_ws());
+    if (!t || !dl || !ws || fcuda_cross_entropy_fwd(dl, logits, t, n, V, ws, NULL)) return PHAX_ERR;
+    return fcuda_download(loss, dl, sizeof(float), NULL);
 }
 static int linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, const float *x, const float *W,
                                 const int32_t *targets, size_t n, int d, int V, void *ws) {
     const int32_t *t = stage_ids(targets, n);
     float *dl = stage_scalar();
-    if (!t || !dl || FCUDA(linear_cross_entropy)(loss ? dl : NULL, dx, dW, dloss, x, W, t, n, d, V, ws, NULL))
+    if (!t || !dl || fcuda_linear_cross_entropy(loss ? dl : NULL, dx, dW, dloss, x, W, t, n, d, V, ws, NULL))
         return PHAX_ERR;
-    return loss ? FCUDA(download)(loss, dl, sizeof(float), NULL) : PHAX_OK;
+    return loss ? fcuda_download(loss, dl, sizeof(float), NULL) : PHAX_OK;
 }
 static int linear_cross_entropy_rows(float *rows, const float *x, const float *W, const int32_t *targets, size_t n,
                                      int d, int V, void *ws) {
     const int32_t *t = stage_ids(targets, n);
-    return t ? FCUDA(linear_cross_entropy_rows)(rows, x, W, t, n, d, V, ws, NULL) : PHAX_ERR;
+    return t ? fcuda_linear_cross_entropy_rows(rows, x, W, t, n, d, V, ws, NULL) : PHAX_ERR;
 }
-static size_t linear_cross_entropy_ws(size_t n, int d, int V) { return FCUDA(linear_cross_entropy_ws)(n, d, V); }
+static size_t linear_cross_entropy_ws(size_t n, int d, int V) { return fcuda_linear_cross_entropy_ws(n, d, V); }
 static int attention_fwd(float *o, float *lse, float *stats, const float *q, const float *k, const float *v,
                          const float *logscale, int B, int T, const phax_attn_cfg *c, void *ws) {
-    return FCUDA(attention_fwd)(o, lse, stats, q, k, v, logscale, B, T, c, ws, NULL);
+    return fcuda_attention_fwd(o, lse, stats, q, k, v, logscale, B, T, c, ws, NULL);
 }
 static int attention_bwd(float *dq, float *dk, float *dv, float *dls, const float *dout, const float *o,
                          const float *stats, const float *q, const float *k, const float *v, const float *logscale,
                          int B, int T, const phax_attn_cfg *c, void *ws) {
-    return FCUDA(attention_bwd)(dq, dk, dv, dls, dout, o, stats, q, k, v, logscale, B, T, c, ws, NULL);
+    return fcuda_attention_bwd(dq, dk, dv, dls, dout, o, stats, q, k, v, logscale, B, T, c, ws, NULL);
 }
 static size_t attention_fwd_ws(int B, int T, const phax_attn_cfg *c, int nthreads) {
     (void)nthreads;
-    return FCUDA(attention_fwd_ws)(B, T, c);
+    return fcuda_attention_fwd_ws(B, T, c);
 }
 static size_t attention_bwd_ws(int B, int T, const phax_attn_cfg *c, int nthreads) {
     (void)nthreads;
-    return FCUDA(attention_bwd_ws)(B, T, c);
+    return fcuda_attention_bwd_ws(B, T, c);
 }
 static void dss_kernel_fwd(float *K, const float *Lre, const float *Lim, const float *Cre, const float *Cim, int H,
                            int N, int T, void *ws) {
-    keep_err(FCUDA(dss_kernel_fwd)(K, Lre, Lim, Cre, Cim, H, N, T, ws, NULL));
+    keep_err(fcuda_dss_kernel_fwd(K, Lre, Lim, Cre, Cim, H, N, T, ws, NULL));
 }
 static void dss_kernel_bwd(float *dLre, float *dLim, float *dCre, float *dCim, const float *dK, const float *Lre,
                            const float *Lim, const float *Cre, const float *Cim, int H, int N, int T, void *ws) {
-    keep_err(FCUDA(dss_kernel_bwd)(dLre, dLim, dCre, dCim, dK, Lre, Lim, Cre, Cim, H, N, T, ws, NULL));
+    keep_err(fcuda_dss_kernel_bwd(dLre, dLim, dCre, dCim, dK, Lre, Lim, Cre, Cim, H, N, T, ws, NULL));
 }
-static size_t dss_kernel_fwd_ws(int H, int N, int T) { return FCUDA(dss_kernel_fwd_ws)(H, N, T); }
-static size_t dss_kernel_bwd_ws(int H, int N, int T) { return FCUDA(dss_kernel_bwd_ws)(H, N, T); }
-static void *ssm_plan_new(int B, int T, int H) { return FCUDA(ssm_plan_new)(B, T, H, FCUDA_SSM_AUTO); }
-static void ssm_plan_free(void *p) { FCUDA(ssm_plan_free)(static_cast<fcuda_ssm_plan *>(p)); }
+static size_t dss_kernel_fwd_ws(int H, int N, int T) { return fcuda_dss_kernel_fwd_ws(H, N, T); }
+static size_t dss_kernel_bwd_ws(int H, int N, int T) { return fcuda_dss_kernel_bwd_ws(H, N, T); }
+static void *ssm_plan_new(int B, int T, int H) { return fcuda_ssm_plan_new(B, T, H, FCUDA_SSM_AUTO); }
+static void ssm_plan_free(void *p) { fcuda_ssm_plan_free(static_cast<fcuda_ssm_plan *>(p)); }
 static int ssm_conv_fwd(float *y, const float *u, const float *K, const float *D, int B, int T, int H,
                         const void *plan, void *ws) {
-    return FCUDA(ssm_conv_fwd)(y, u, K, D, B, T, H, static_cast<const fcuda_ssm_plan *>(plan), ws, NULL);
+    return fcuda_ssm_conv_fwd(y, u, K, D, B, T, H, static_cast<const fcuda_ssm_plan *>(plan), ws, NULL);
 }
 static int ssm_conv_bwd(float *du, float *dK, float *dD, const float *dy, const float *u, const float *K,
                         const float *D, int B, int T, int H, const void *plan, void *ws) {
-    return FCUDA(ssm_conv_bwd)(du, dK, dD, dy, u, K, D, B, T, H, static_cast<const fcuda_ssm_plan *>(plan), ws,
+    return fcuda_ssm_conv_bwd(du, dK, dD, dy, u, K, D, B, T, H, static_cast<const fcuda_ssm_plan *>(plan), ws,
                                NULL);
 }
-static size_t ssm_conv_fwd_ws(const void *p) { return FCUDA(ssm_conv_fwd_ws)(static_cast<const fcuda_ssm_plan *>(p)); }
-static size_t ssm_conv_bwd_ws(const void *p) { return FCUDA(ssm_conv_bwd_ws)(static_cast<const fcuda_ssm_plan *>(p)); }
+static size_t ssm_conv_fwd_ws(const void *p) { return fcuda_ssm_conv_fwd_ws(static_cast<const fcuda_ssm_plan *>(p)); }
+static size_t ssm_conv_bwd_ws(const void *p) { return fcuda_ssm_conv_bwd_ws(static_cast<const fcuda_ssm_plan *>(p)); }
 static int mlstm_fwd(float *h, const float *q, const float *k, const float *v, const float *ig, const float *fg, int B,
                      int T, int H, int dqk, int dv, float eps, int chunk, const float *sin, float *sout, void *ws) {
-    return FCUDA(mlstm_fwd)(h, q, k, v, ig, fg, B, T, H, dqk, dv, eps, chunk, sin, sout, ws, NULL);
+    return fcuda_mlstm_fwd(h, q, k, v, ig, fg, B, T, H, dqk, dv, eps, chunk, sin, sout, ws, NULL);
 }
 static int mlstm_bwd(float *dq, float *dk, float *dv_, float *dig, float *dfg, const float *dh, const float *q,
                      const float *k, const float *v, const float *ig, const float *fg, int B, int T, int H, int dqk,
                      int dv, float eps, int chunk, void *ws) {
-    return FCUDA(mlstm_bwd)(dq, dk, dv_, dig, dfg, dh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, chunk, ws, NULL);
+    return fcuda_mlstm_bwd(dq, dk, dv_, dig, dfg, dh, q, k, v, ig, fg, B, T, H, dqk, dv, eps, chunk, ws, NULL);
 }
 static size_t mlstm_fwd_ws(int B, int T, int H, int dqk, int dv, int chunk) {
-    return FCUDA(mlstm_fwd_ws)(B, T, H, dqk, dv, chunk);
+    return fcuda_mlstm_fwd_ws(B, T, H, dqk, dv, chunk);
 }
 static size_t mlstm_bwd_ws(int B, int T, int H, int dqk, int dv, int chunk) {
-    return FCUDA(mlstm_bwd_ws)(B, T, H, dqk, dv, chunk);
+    return fcuda_mlstm_bwd_ws(B, T, H, dqk, dv, chunk);
 }
 
 static phax_f32_ops make_table(void) {
@@ -331,7 +331,7 @@ static phax_f32_ops make_table(void) {
     return t;
 }
 
-extern "C" const phax_f32_ops *FCUDA(f32_ops)(void) {
+extern "C" const phax_f32_ops *fcuda_f32_ops(void) {
     static const phax_f32_ops t = make_table();
     return &t;
 }

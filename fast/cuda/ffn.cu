@@ -27,17 +27,17 @@ static __global__ void swiglu_gate_bwd_k(float *__restrict__ da, float *__restri
     }
 }
 
-extern "C" size_t FCUDA(swiglu_keep_len)(size_t n, int hid) { return 3 * n * (size_t)(hid > 0 ? hid : 0); }
-extern "C" size_t FCUDA(swiglu_bwd_kept_ws)(size_t n, int d, int hid) {
+extern "C" size_t fcuda_swiglu_keep_len(size_t n, int hid) { return 3 * n * (size_t)(hid > 0 ? hid : 0); }
+extern "C" size_t fcuda_swiglu_bwd_kept_ws(size_t n, int d, int hid) {
     (void)d;
     return 2 * n * (size_t)(hid > 0 ? hid : 0) * sizeof(float);
 }
-extern "C" size_t FCUDA(swiglu_fwd_ws)(size_t n, int d, int hid) {
+extern "C" size_t fcuda_swiglu_fwd_ws(size_t n, int d, int hid) {
     (void)d;
-    return FCUDA(swiglu_keep_len)(n, hid) * sizeof(float);
+    return fcuda_swiglu_keep_len(n, hid) * sizeof(float);
 }
-extern "C" size_t FCUDA(swiglu_bwd_ws)(size_t n, int d, int hid) {
-    return FCUDA(swiglu_fwd_ws)(n, d, hid) + FCUDA(swiglu_bwd_kept_ws)(n, d, hid);
+extern "C" size_t fcuda_swiglu_bwd_ws(size_t n, int d, int hid) {
+    return fcuda_swiglu_fwd_ws(n, d, hid) + fcuda_swiglu_bwd_kept_ws(n, d, hid);
 }
 
 // keep = (a, b, h).
@@ -45,14 +45,14 @@ static int swiglu_hidden(float *keep, const float *x, const float *Wg, const flo
                          void *stream) {
     size_t m = n * (size_t)hid;
     float *a = keep, *b = a + m, *h = b + m;
-    if (FCUDA(sgemm)(0, 1, (int)n, hid, d, 1.0f, x, d, Wg, d, 0.0f, a, hid, stream)) return PHAX_ERR;
-    if (FCUDA(sgemm)(0, 1, (int)n, hid, d, 1.0f, x, d, Wu, d, 0.0f, b, hid, stream)) return PHAX_ERR;
+    if (fcuda_sgemm(0, 1, (int)n, hid, d, 1.0f, x, d, Wg, d, 0.0f, a, hid, stream)) return PHAX_ERR;
+    if (fcuda_sgemm(0, 1, (int)n, hid, d, 1.0f, x, d, Wu, d, 0.0f, b, hid, stream)) return PHAX_ERR;
     PHAX_LAUNCH(swiglu_gate_k, fcuda_ew_blocks(m, FFN_THREADS), FFN_THREADS, 0, fcuda_stream(stream), h, a,
                 (const float *)b, m);
     return fcuda_check("swiglu (gate)");
 }
 
-extern "C" int FCUDA(swiglu_fwd_keep)(float *y, float *keep, const float *x, const float *Wg, const float *Wu,
+extern "C" int fcuda_swiglu_fwd_keep(float *y, float *keep, const float *x, const float *Wg, const float *Wu,
                                       const float *Wd, size_t n, int d, int hid, void *stream) {
     if (n == 0 || d <= 0) return PHAX_OK;
     if (fcuda_rows_fit(n, "swiglu_fwd")) return PHAX_ERR;
@@ -61,10 +61,10 @@ extern "C" int FCUDA(swiglu_fwd_keep)(float *y, float *keep, const float *x, con
     if (!keep) return phax_fail("cuda swiglu_fwd: no room for the activations (keep or ws is NULL)");
     if (swiglu_hidden(keep, x, Wg, Wu, n, d, hid, stream)) return PHAX_ERR;
     const float *h = keep + 2 * n * (size_t)hid;
-    return FCUDA(sgemm)(0, 1, (int)n, d, hid, 1.0f, h, hid, Wd, hid, 0.0f, y, d, stream);
+    return fcuda_sgemm(0, 1, (int)n, d, hid, 1.0f, h, hid, Wd, hid, 0.0f, y, d, stream);
 }
 
-extern "C" int FCUDA(swiglu_bwd_kept)(float *dx, float *dWg, float *dWu, float *dWd, const float *dy, const float *x,
+extern "C" int fcuda_swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const float *dy, const float *x,
                                       const float *Wg, const float *Wu, const float *Wd, size_t n, int d, int hid,
                                       const float *keep, void *ws, void *stream) {
     if (n == 0 || d <= 0 || hid <= 0 || (!dx && !dWg && !dWu && !dWd)) return PHAX_OK;
@@ -73,28 +73,28 @@ extern "C" int FCUDA(swiglu_bwd_kept)(float *dx, float *dWg, float *dWu, float *
     size_t m = n * (size_t)hid;
     const float *a = keep, *b = a + m, *h = b + m;
     float *da = static_cast<float *>(ws), *db = da + m;
-    if (dWd && FCUDA(sgemm)(1, 0, d, hid, (int)n, 1.0f, dy, d, h, hid, 1.0f, dWd, hid, stream))
+    if (dWd && fcuda_sgemm(1, 0, d, hid, (int)n, 1.0f, dy, d, h, hid, 1.0f, dWd, hid, stream))
         return PHAX_ERR;  // (d, hid) += dyᵀ h
-    if (FCUDA(sgemm)(0, 0, (int)n, hid, d, 1.0f, dy, d, Wd, hid, 0.0f, da, hid, stream))
+    if (fcuda_sgemm(0, 0, (int)n, hid, d, 1.0f, dy, d, Wd, hid, 0.0f, da, hid, stream))
         return PHAX_ERR;  // dh = dy Wd
     PHAX_LAUNCH(swiglu_gate_bwd_k, fcuda_ew_blocks(m, FFN_THREADS), FFN_THREADS, 0, fcuda_stream(stream), da, db, a,
                 b, m);
     if (fcuda_check("swiglu_bwd (gate)")) return PHAX_ERR;
     if (dx) {  // (n, d) += da Wg + db Wu
-        if (FCUDA(sgemm)(0, 0, (int)n, d, hid, 1.0f, da, hid, Wg, d, 1.0f, dx, d, stream)) return PHAX_ERR;
-        if (FCUDA(sgemm)(0, 0, (int)n, d, hid, 1.0f, db, hid, Wu, d, 1.0f, dx, d, stream)) return PHAX_ERR;
+        if (fcuda_sgemm(0, 0, (int)n, d, hid, 1.0f, da, hid, Wg, d, 1.0f, dx, d, stream)) return PHAX_ERR;
+        if (fcuda_sgemm(0, 0, (int)n, d, hid, 1.0f, db, hid, Wu, d, 1.0f, dx, d, stream)) return PHAX_ERR;
     }
-    if (dWg && FCUDA(sgemm)(1, 0, hid, d, (int)n, 1.0f, da, hid, x, d, 1.0f, dWg, d, stream)) return PHAX_ERR;
-    if (dWu && FCUDA(sgemm)(1, 0, hid, d, (int)n, 1.0f, db, hid, x, d, 1.0f, dWu, d, stream)) return PHAX_ERR;
+    if (dWg && fcuda_sgemm(1, 0, hid, d, (int)n, 1.0f, da, hid, x, d, 1.0f, dWg, d, stream)) return PHAX_ERR;
+    if (dWu && fcuda_sgemm(1, 0, hid, d, (int)n, 1.0f, db, hid, x, d, 1.0f, dWu, d, stream)) return PHAX_ERR;
     return PHAX_OK;
 }
 
-extern "C" int FCUDA(swiglu_fwd)(float *y, const float *x, const float *Wg, const float *Wu, const float *Wd,
+extern "C" int fcuda_swiglu_fwd(float *y, const float *x, const float *Wg, const float *Wu, const float *Wd,
                                  size_t n, int d, int hid, void *ws, void *stream) {
-    return FCUDA(swiglu_fwd_keep)(y, static_cast<float *>(ws), x, Wg, Wu, Wd, n, d, hid, stream);
+    return fcuda_swiglu_fwd_keep(y, static_cast<float *>(ws), x, Wg, Wu, Wd, n, d, hid, stream);
 }
 
-extern "C" int FCUDA(swiglu_bwd)(float *dx, float *dWg, float *dWu, float *dWd, const float *dy, const float *x,
+extern "C" int fcuda_swiglu_bwd(float *dx, float *dWg, float *dWu, float *dWd, const float *dy, const float *x,
                                  const float *Wg, const float *Wu, const float *Wd, size_t n, int d, int hid, void *ws,
                                  void *stream) {
     if (n == 0 || d <= 0 || hid <= 0 || (!dx && !dWg && !dWu && !dWd)) return PHAX_OK;
@@ -102,6 +102,6 @@ extern "C" int FCUDA(swiglu_bwd)(float *dx, float *dWg, float *dWu, float *dWd, 
     if (!ws) return phax_fail("cuda swiglu_bwd: ws is NULL (need swiglu_bwd_ws)");
     float *keep = static_cast<float *>(ws);
     if (swiglu_hidden(keep, x, Wg, Wu, n, d, hid, stream)) return PHAX_ERR;  // recompute a, b, h
-    return FCUDA(swiglu_bwd_kept)(dx, dWg, dWu, dWd, dy, x, Wg, Wu, Wd, n, d, hid, keep,
-                                  keep + FCUDA(swiglu_keep_len)(n, hid), stream);
+    return fcuda_swiglu_bwd_kept(dx, dWg, dWu, dWd, dy, x, Wg, Wu, Wd, n, d, hid, keep,
+                                  keep + fcuda_swiglu_keep_len(n, hid), stream);
 }

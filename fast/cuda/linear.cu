@@ -26,7 +26,7 @@ static __global__ void colsum_add_k(float *__restrict__ db, const float *__restr
     db[o] = (float)((double)db[o] + acc);
 }
 
-extern "C" int FCUDA(linear_fwd)(float *y, const float *x, const float *W, const float *b, size_t n, int in, int out,
+extern "C" int fcuda_linear_fwd(float *y, const float *x, const float *W, const float *b, size_t n, int in, int out,
                                  void *stream) {
     if (n == 0 || out <= 0) return PHAX_OK;
     if (fcuda_rows_fit(n, "linear_fwd")) return PHAX_ERR;
@@ -37,11 +37,11 @@ extern "C" int FCUDA(linear_fwd)(float *y, const float *x, const float *W, const
         if (fcuda_check("linear_fwd")) return PHAX_ERR;
     }
     if (in <= 0) return PHAX_OK;
-    return FCUDA(blas_gemm)("linear_fwd", CUBLAS_OP_T, CUBLAS_OP_N, out, (int)n, in, 1.0f, W, in, x, in,
+    return fcuda_blas_gemm("linear_fwd", CUBLAS_OP_T, CUBLAS_OP_N, out, (int)n, in, 1.0f, W, in, x, in,
                             b ? 1.0f : 0.0f, y, out, stream);
 }
 
-extern "C" int FCUDA(linear_bwd)(float *dx, float *dW, float *db, const float *dy, const float *x, const float *W,
+extern "C" int fcuda_linear_bwd(float *dx, float *dW, float *db, const float *dy, const float *x, const float *W,
                                  size_t n, int in, int out, void *stream) {
     if (n == 0 || out <= 0) return PHAX_OK;
     if (fcuda_rows_fit(n, "linear_bwd")) return PHAX_ERR;
@@ -51,10 +51,10 @@ extern "C" int FCUDA(linear_bwd)(float *dx, float *dW, float *db, const float *d
         if (fcuda_check("linear_bwd")) return PHAX_ERR;
     }
     if (in <= 0) return PHAX_OK;
-    if (dx && FCUDA(blas_gemm)("linear_bwd dx", CUBLAS_OP_N, CUBLAS_OP_N, in, (int)n, out, 1.0f, W, in, dy, out,
+    if (dx && fcuda_blas_gemm("linear_bwd dx", CUBLAS_OP_N, CUBLAS_OP_N, in, (int)n, out, 1.0f, W, in, dy, out,
                                1.0f, dx, in, stream))
         return PHAX_ERR;
-    if (dW && FCUDA(blas_gemm)("linear_bwd dW", CUBLAS_OP_N, CUBLAS_OP_T, in, out, (int)n, 1.0f, x, in, dy, out,
+    if (dW && fcuda_blas_gemm("linear_bwd dW", CUBLAS_OP_N, CUBLAS_OP_T, in, out, (int)n, 1.0f, x, in, dy, out,
                                1.0f, dW, in, stream))
         return PHAX_ERR;
     return PHAX_OK;

@@ -48,10 +48,10 @@ static int ce_check(const char *op, size_t *count, const int32_t *targets, size_
         PHAX_LAUNCH(ce_check_k, fcuda_ew_blocks(n, CE_THREADS), CE_THREADS, 0, s, h, targets, n, V);
         if (fcuda_check(op)) return PHAX_ERR;
     }
-    if (FCUDA(download)(&hh, h, sizeof hh, s)) return PHAX_ERR;
+    if (fcuda_download(&hh, h, sizeof hh, s)) return PHAX_ERR;
     if (hh.bad != NO_BAD) {
         int32_t t = 0;
-        if (FCUDA(download)(&t, targets + hh.bad, sizeof t, s)) return PHAX_ERR;
+        if (fcuda_download(&t, targets + hh.bad, sizeof t, s)) return PHAX_ERR;
         return phax_fail("cross_entropy: target %d at row %llu is outside [0, %d) (or -1 to ignore)", (int)t,
                          hh.bad, V);
     }
@@ -133,21 +133,21 @@ static int ce_run(const char *op, float *loss, float *dl, float g, float *L, con
     return fcuda_check(op);
 }
 
-extern "C" size_t FCUDA(cross_entropy_ws)(void) { return sizeof(ce_head) + (CE_BLOCKS + 1) * sizeof(double); }
+extern "C" size_t fcuda_cross_entropy_ws(void) { return sizeof(ce_head) + (CE_BLOCKS + 1) * sizeof(double); }
 
-extern "C" int FCUDA(cross_entropy_fwd)(float *loss, const float *logits, const int32_t *targets, size_t n, int V,
+extern "C" int fcuda_cross_entropy_fwd(float *loss, const float *logits, const int32_t *targets, size_t n, int V,
                                         void *ws, void *stream) {
-    return FCUDA(cross_entropy_fwd_bwd)(loss, nullptr, 0.0f, logits, targets, n, V, ws, stream);
+    return fcuda_cross_entropy_fwd_bwd(loss, nullptr, 0.0f, logits, targets, n, V, ws, stream);
 }
 
-extern "C" int FCUDA(cross_entropy_bwd)(float *dlogits, float dloss, const float *logits, const int32_t *targets,
+extern "C" int fcuda_cross_entropy_bwd(float *dlogits, float dloss, const float *logits, const int32_t *targets,
                                         size_t n, int V, void *ws, void *stream) {
     size_t count;
     if (!dlogits) return ce_prepare("cross_entropy_bwd", &count, targets, n, V, ws, fcuda_stream(stream));
-    return FCUDA(cross_entropy_fwd_bwd)(nullptr, dlogits, dloss, logits, targets, n, V, ws, stream);
+    return fcuda_cross_entropy_fwd_bwd(nullptr, dlogits, dloss, logits, targets, n, V, ws, stream);
 }
 
-extern "C" int FCUDA(cross_entropy_fwd_bwd)(float *loss, float *dlogits, float dloss, const float *logits,
+extern "C" int fcuda_cross_entropy_fwd_bwd(float *loss, float *dlogits, float dloss, const float *logits,
                                             const int32_t *targets, size_t n, int V, void *ws, void *stream) {
     cudaStream_t s = fcuda_stream(stream);
     size_t count;
@@ -157,28 +157,28 @@ extern "C" int FCUDA(cross_entropy_fwd_bwd)(float *loss, float *dlogits, float d
                   (double)count, s);
 }
 
-extern "C" size_t FCUDA(lce_tile_rows)(int V) {
+extern "C" size_t fcuda_lce_tile_rows(int V) {
     size_t r = V > 0 ? ((size_t)4 << 20) / (size_t)V : 1024;  // 16 MiB of logits, as fast/cpu
     return r < 256 ? 256 : r > 1024 ? 1024 : r;
 }
 
 // The workspace: one tile of logits (rows × V floats, 16-byte aligned), then cross_entropy's.
 static size_t lce_tile_bytes(size_t n, int V) {
-    size_t tile = FCUDA(lce_tile_rows)(V), rows = n < tile ? n : tile;
+    size_t tile = fcuda_lce_tile_rows(V), rows = n < tile ? n : tile;
     return fcuda_align16(rows * (size_t)(V > 0 ? V : 0) * sizeof(float));
 }
 
-extern "C" size_t FCUDA(linear_cross_entropy_ws)(size_t n, int d, int V) {
+extern "C" size_t fcuda_linear_cross_entropy_ws(size_t n, int d, int V) {
     (void)d;
-    return lce_tile_bytes(n, V) + FCUDA(cross_entropy_ws)();
+    return lce_tile_bytes(n, V) + fcuda_cross_entropy_ws();
 }
 
-extern "C" int FCUDA(linear_cross_entropy)(float *loss, float *dx, float *dW, float dloss, const float *x,
+extern "C" int fcuda_linear_cross_entropy(float *loss, float *dx, float *dW, float dloss, const float *x,
                                            const float *W, const int32_t *targets, size_t n, int d, int V, void *ws,
                                            void *stream) {
     cudaStream_t s = fcuda_stream(stream);
     if (!ws) return phax_fail("cuda linear_cross_entropy: no workspace");
-    size_t tile = FCUDA(lce_tile_rows)(V);
+    size_t tile = fcuda_lce_tile_rows(V);
     float *L = static_cast<float *>(ws);
     void *cws = static_cast<char *>(ws) + lce_tile_bytes(n, V);
     size_t count;
@@ -189,7 +189,7 @@ extern "C" int FCUDA(linear_cross_entropy)(float *loss, float *dx, float *dW, fl
         size_t R = n - r0 < tile ? n - r0 : tile;
         const float *xt = x + r0 * (size_t)d;
         if (d > 0) {  // logits (R, V) = x_tile Wᵀ
-            if (FCUDA(sgemm)(0, 1, (int)R, V, d, 1.0f, xt, d, W, d, 0.0f, L, V, stream)) return PHAX_ERR;
+            if (fcuda_sgemm(0, 1, (int)R, V, d, 1.0f, xt, d, W, d, 0.0f, L, V, stream)) return PHAX_ERR;
         } else if (fcuda_ok(cudaMemsetAsync(L, 0, R * (size_t)V * sizeof(float), s), "linear_cross_entropy")) {
             return PHAX_ERR;
         }
@@ -198,9 +198,9 @@ extern "C" int FCUDA(linear_cross_entropy)(float *loss, float *dx, float *dW, fl
                    r0 == 0, (double)count, s))
             return PHAX_ERR;
         if (!grad || d <= 0) continue;
-        if (dx && FCUDA(sgemm)(0, 0, (int)R, d, V, 1.0f, L, V, W, d, 1.0f, dx + r0 * (size_t)d, d, stream))
+        if (dx && fcuda_sgemm(0, 0, (int)R, d, V, 1.0f, L, V, W, d, 1.0f, dx + r0 * (size_t)d, d, stream))
             return PHAX_ERR;  // (R, d) += G (R, V) W (V, d)
-        if (dW && FCUDA(sgemm)(1, 0, V, d, (int)R, 1.0f, L, V, xt, d, 1.0f, dW, d, stream))
+        if (dW && fcuda_sgemm(1, 0, V, d, (int)R, 1.0f, L, V, xt, d, 1.0f, dW, d, stream))
             return PHAX_ERR;  // (V, d) += Gᵀ x_tile
     }
     return PHAX_OK;
@@ -228,13 +228,13 @@ static __global__ void ce_row_loss_k(float *__restrict__ out, const float *__res
     if (threadIdx.x == 0) out[r] = (float)((double)mx + log(se) - (double)x[t]);
 }
 
-extern "C" int FCUDA(linear_cross_entropy_rows)(float *row_loss, const float *x, const float *W,
+extern "C" int fcuda_linear_cross_entropy_rows(float *row_loss, const float *x, const float *W,
                                                 const int32_t *targets, size_t n, int d, int V, void *ws,
                                                 void *stream) {
     const char *op = "linear_cross_entropy_rows";
     cudaStream_t s = fcuda_stream(stream);
     if (!ws) return phax_fail("cuda %s: no workspace", op);
-    size_t tile = FCUDA(lce_tile_rows)(V);
+    size_t tile = fcuda_lce_tile_rows(V);
     float *L = static_cast<float *>(ws);
     void *cws = static_cast<char *>(ws) + lce_tile_bytes(n, V);
     // The targets checked first (nothing written on a bad one); rows of −1 only are fine here.
@@ -243,7 +243,7 @@ extern "C" int FCUDA(linear_cross_entropy_rows)(float *row_loss, const float *x,
     for (size_t r0 = 0; r0 < n; r0 += tile) {
         size_t R = n - r0 < tile ? n - r0 : tile;
         if (d > 0) {
-            if (FCUDA(sgemm)(0, 1, (int)R, V, d, 1.0f, x + r0 * (size_t)d, d, W, d, 0.0f, L, V, stream))
+            if (fcuda_sgemm(0, 1, (int)R, V, d, 1.0f, x + r0 * (size_t)d, d, W, d, 0.0f, L, V, stream))
                 return PHAX_ERR;
         } else if (fcuda_ok(cudaMemsetAsync(L, 0, R * (size_t)V * sizeof(float), s), op)) {
             return PHAX_ERR;

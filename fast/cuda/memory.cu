@@ -1,5 +1,5 @@
 // fast/cuda device memory and copies (phax/fcuda.h): every CUDA call checked, one-line errors.
-// The bytes allocated through FCUDA(malloc) are counted (now and the peak since the last reset),
+// The bytes allocated through fcuda_malloc are counted (now and the peak since the last reset),
 // for the benchmarks' device memory; cuBLAS's and cuFFT's own workspaces are not in it.
 #include <mutex>
 #include <unordered_map>
@@ -10,7 +10,7 @@ static std::mutex mem_mu;
 static std::unordered_map<void *, size_t> mem_sizes;
 static size_t mem_now, mem_peak;
 
-extern "C" int FCUDA(malloc)(void **p, size_t bytes) {
+extern "C" int fcuda_malloc(void **p, size_t bytes) {
     *p = nullptr;
     cudaError_t e = cudaMalloc(p, bytes);
     if (e != cudaSuccess) *p = nullptr;
@@ -23,7 +23,7 @@ extern "C" int FCUDA(malloc)(void **p, size_t bytes) {
     return fcuda_ok(e, "malloc");
 }
 
-extern "C" int FCUDA(free)(void *p) {
+extern "C" int fcuda_free(void *p) {
     if (p) {
         std::lock_guard<std::mutex> g(mem_mu);
         auto it = mem_sizes.find(p);
@@ -32,31 +32,31 @@ extern "C" int FCUDA(free)(void *p) {
     return fcuda_ok(cudaFree(p), "free");
 }
 
-extern "C" void FCUDA(mem_stats)(size_t *now, size_t *peak) {
+extern "C" void fcuda_mem_stats(size_t *now, size_t *peak) {
     std::lock_guard<std::mutex> g(mem_mu);
     if (now) *now = mem_now;
     if (peak) *peak = mem_peak;
 }
 
-extern "C" void FCUDA(mem_reset_peak)(void) {
+extern "C" void fcuda_mem_reset_peak(void) {
     std::lock_guard<std::mutex> g(mem_mu);
     mem_peak = mem_now;
 }
 
-extern "C" int FCUDA(copy)(void *dst, const void *src, size_t bytes, void *stream) {
+extern "C" int fcuda_copy(void *dst, const void *src, size_t bytes, void *stream) {
     return fcuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, fcuda_stream(stream)), "copy");
 }
 
-extern "C" int FCUDA(upload)(void *dst, const void *src, size_t bytes, void *stream) {
+extern "C" int fcuda_upload(void *dst, const void *src, size_t bytes, void *stream) {
     return fcuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, fcuda_stream(stream)), "upload");
 }
 
-extern "C" int FCUDA(download)(void *dst, const void *src, size_t bytes, void *stream) {
+extern "C" int fcuda_download(void *dst, const void *src, size_t bytes, void *stream) {
     cudaStream_t s = fcuda_stream(stream);
     if (fcuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), "download")) return PHAX_ERR;
     return fcuda_ok(cudaStreamSynchronize(s), "download");  // the host reads it next
 }
 
-extern "C" int FCUDA(sync)(void *stream) {
+extern "C" int fcuda_sync(void *stream) {
     return fcuda_ok(cudaStreamSynchronize(fcuda_stream(stream)), "sync");
 }

@@ -90,7 +90,7 @@ static __global__ void mix_bwd_dp_k(float *__restrict__ dp, const double *__rest
     }
 }
 
-extern "C" int FCUDA(mix_fwd)(float *m, const float *b, const float *p, int nb, size_t n, void *stream) {
+extern "C" int fcuda_mix_fwd(float *m, const float *b, const float *p, int nb, size_t n, void *stream) {
     if (n == 0) return PHAX_OK;
     if (nb > MIX_MAX_BRANCHES) return phax_fail("cuda mix_fwd: %d branches (at most %d)", nb, MIX_MAX_BRANCHES);
     cudaStream_t s = fcuda_stream(stream);
@@ -102,9 +102,9 @@ extern "C" int FCUDA(mix_fwd)(float *m, const float *b, const float *p, int nb, 
     return fcuda_check("mix_fwd");
 }
 
-extern "C" size_t FCUDA(mix_bwd_ws)(int nb, size_t n) { return mix_chunks(n) * (size_t)(nb > 0 ? nb : 0) * sizeof(double); }
+extern "C" size_t fcuda_mix_bwd_ws(int nb, size_t n) { return mix_chunks(n) * (size_t)(nb > 0 ? nb : 0) * sizeof(double); }
 
-extern "C" int FCUDA(mix_bwd)(float *db, float *dp, const float *dm, const float *b, const float *p, int nb, size_t n,
+extern "C" int fcuda_mix_bwd(float *db, float *dp, const float *dm, const float *b, const float *p, int nb, size_t n,
                               void *ws, void *stream) {
     if (nb <= 0 || (!db && !dp)) return PHAX_OK;
     if (dp && n > 0 && !ws) return phax_fail("cuda mix_bwd: dp requested without a workspace");

@@ -493,14 +493,14 @@ static size_t ml_ws_bytes(int B, int T, int H, int dqk, int dv, int chunk, int b
 
 static char *ml_align(void *ws) { return reinterpret_cast<char *>(((uintptr_t)ws + 15) & ~(uintptr_t)15); }
 
-extern "C" size_t FCUDA(mlstm_fwd_ws)(int B, int T, int H, int dqk, int dv, int chunk) {
+extern "C" size_t fcuda_mlstm_fwd_ws(int B, int T, int H, int dqk, int dv, int chunk) {
     return ml_ws_bytes(B, T, H, dqk, dv, chunk, 0);
 }
-extern "C" size_t FCUDA(mlstm_bwd_ws)(int B, int T, int H, int dqk, int dv, int chunk) {
+extern "C" size_t fcuda_mlstm_bwd_ws(int B, int T, int H, int dqk, int dv, int chunk) {
     return ml_ws_bytes(B, T, H, dqk, dv, chunk, 1);
 }
 
-extern "C" int FCUDA(mlstm_fwd)(float *h, const float *q, const float *k, const float *v, const float *igate,
+extern "C" int fcuda_mlstm_fwd(float *h, const float *q, const float *k, const float *v, const float *igate,
                                 const float *fgate, int B, int T, int H, int dqk, int dv, float eps, int chunk,
                                 const float *state_in, float *state_out, void *ws, void *stream) {
     const char *op = "mlstm_fwd";
@@ -513,7 +513,7 @@ extern "C" int FCUDA(mlstm_fwd)(float *h, const float *q, const float *k, const 
     return fcuda_check(op);
 }
 
-extern "C" int FCUDA(mlstm_bwd)(float *dq, float *dk, float *dv_, float *digate, float *dfgate, const float *dh,
+extern "C" int fcuda_mlstm_bwd(float *dq, float *dk, float *dv_, float *digate, float *dfgate, const float *dh,
                                 const float *q, const float *k, const float *v, const float *igate,
                                 const float *fgate, int B, int T, int H, int dqk, int dv, float eps, int chunk,
                                 void *ws, void *stream) {

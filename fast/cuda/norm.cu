@@ -78,7 +78,7 @@ static __global__ void rmsnorm_bwd_dg_sum_k(float *__restrict__ dg, const double
     dg[j] = (float)((double)dg[j] + s);
 }
 
-extern "C" int FCUDA(rmsnorm_fwd)(float *y, const float *x, const float *g, size_t n, int d,
+extern "C" int fcuda_rmsnorm_fwd(float *y, const float *x, const float *g, size_t n, int d,
                                   double eps, void *stream) {
     if (n == 0 || d <= 0) return PHAX_OK;
     if (n > 0x7fffffffu) return phax_fail("cuda rmsnorm_fwd: %zu rows (at most 2^31 - 1)", n);
@@ -87,11 +87,11 @@ extern "C" int FCUDA(rmsnorm_fwd)(float *y, const float *x, const float *g, size
 }
 
 // r per row, then the (chunk, column) partials of dg.
-extern "C" size_t FCUDA(rmsnorm_bwd_ws)(size_t n, int d) {
+extern "C" size_t fcuda_rmsnorm_bwd_ws(size_t n, int d) {
     return r_bytes(n) + dg_chunks(n) * (size_t)(d > 0 ? d : 0) * sizeof(double);
 }
 
-extern "C" int FCUDA(rmsnorm_bwd)(float *dx, float *dg, const float *dy, const float *x, const float *g,
+extern "C" int fcuda_rmsnorm_bwd(float *dx, float *dg, const float *dy, const float *x, const float *g,
                                   size_t n, int d, double eps, void *ws, void *stream) {
     if ((!dx && !dg) || n == 0 || d <= 0) return PHAX_OK;
     if (n > 0x7fffffffu) return phax_fail("cuda rmsnorm_bwd: %zu rows (at most 2^31 - 1)", n);
@@ -227,21 +227,21 @@ static int ln_bwd(const char *op, float *dx, float *dg, float *db, const float *
     return fcuda_check(op);
 }
 
-extern "C" int FCUDA(layernorm_fwd)(float *y, const float *x, const float *g, const float *b, size_t n, int d,
+extern "C" int fcuda_layernorm_fwd(float *y, const float *x, const float *g, const float *b, size_t n, int d,
                                     double eps, void *stream) {
     return ln_fwd("layernorm_fwd", y, x, g, b, n, 1, d, eps, stream);
 }
-extern "C" size_t FCUDA(layernorm_bwd_ws)(size_t n, int d) { return ln_ws(n, 1, d, 2); }
-extern "C" int FCUDA(layernorm_bwd)(float *dx, float *dg, float *db, const float *dy, const float *x, const float *g,
+extern "C" size_t fcuda_layernorm_bwd_ws(size_t n, int d) { return ln_ws(n, 1, d, 2); }
+extern "C" int fcuda_layernorm_bwd(float *dx, float *dg, float *db, const float *dy, const float *x, const float *g,
                                     size_t n, int d, double eps, void *ws, void *stream) {
     return ln_bwd("layernorm_bwd", dx, dg, db, dy, x, g, n, 1, d, eps, ws, stream);
 }
-extern "C" int FCUDA(headnorm_fwd)(float *y, const float *x, const float *g, size_t n, int H, int dh, double eps,
+extern "C" int fcuda_headnorm_fwd(float *y, const float *x, const float *g, size_t n, int H, int dh, double eps,
                                    void *stream) {
     return ln_fwd("headnorm_fwd", y, x, g, nullptr, n, H, dh, eps, stream);
 }
-extern "C" size_t FCUDA(headnorm_bwd_ws)(size_t n, int H, int dh) { return ln_ws(n, H, dh, 1); }
-extern "C" int FCUDA(headnorm_bwd)(float *dx, float *dg, const float *dy, const float *x, const float *g, size_t n,
+extern "C" size_t fcuda_headnorm_bwd_ws(size_t n, int H, int dh) { return ln_ws(n, H, dh, 1); }
+extern "C" int fcuda_headnorm_bwd(float *dx, float *dg, const float *dy, const float *x, const float *g, size_t n,
                                    int H, int dh, double eps, void *ws, void *stream) {
     return ln_bwd("headnorm_bwd", dx, dg, nullptr, dy, x, g, n, H, dh, eps, ws, stream);
 }

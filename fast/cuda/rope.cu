@@ -56,9 +56,9 @@ static __global__ void rope_apply_k(float *y, const float *x, size_t pairs, int 
     }
 }
 
-extern "C" size_t FCUDA(rope_table_len)(int T, int dh) { return (size_t)(T > 0 ? T : 0) * (size_t)(dh > 0 ? dh : 0); }
+extern "C" size_t fcuda_rope_table_len(int T, int dh) { return (size_t)(T > 0 ? T : 0) * (size_t)(dh > 0 ? dh : 0); }
 
-extern "C" int FCUDA(rope_table)(float *cs, int T, int dh, double base, long pos0, void *stream) {
+extern "C" int fcuda_rope_table(float *cs, int T, int dh, double base, long pos0, void *stream) {
     if (rope_args("rope_table", 1, T, 1, dh)) return PHAX_ERR;
     size_t total = (size_t)T * (size_t)(dh / 2);
     if (total == 0) return PHAX_OK;
@@ -77,12 +77,12 @@ static int rope_run(const char *op, float *y, const float *x, int B, int T, int 
     return fcuda_check(op);
 }
 
-extern "C" int FCUDA(rope_fwd)(float *y, const float *x, int B, int T, int H, int dh, double base, long pos0,
+extern "C" int fcuda_rope_fwd(float *y, const float *x, int B, int T, int H, int dh, double base, long pos0,
                                const float *cs, void *stream) {
     return rope_run("rope_fwd", y, x, B, T, H, dh, base, pos0, cs, 0, stream);
 }
 
-extern "C" int FCUDA(rope_bwd)(float *dx, const float *dy, int B, int T, int H, int dh, double base, long pos0,
+extern "C" int fcuda_rope_bwd(float *dx, const float *dy, int B, int T, int H, int dh, double base, long pos0,
                                const float *cs, void *stream) {
     if (!dx) return rope_args("rope_bwd", B, T, H, dh);
     return rope_run("rope_bwd", dx, dy, B, T, H, dh, base, pos0, cs, 1, stream);

@@ -132,7 +132,7 @@ static __global__ void dss_bwd_lam_k(float *__restrict__ dLre, float *__restrict
     if (dLim) dLim[n] = (float)((double)dLim[n] + -g.im * exp((double)Lim[n]));
 }
 
-extern "C" size_t FCUDA(dss_kernel_fwd_ws)(int H, int N, int T) {
+extern "C" size_t fcuda_dss_kernel_fwd_ws(int H, int N, int T) {
     if (H <= 0 || N <= 0 || T <= 0) return 0;
     return fcuda_align16((size_t)T * N * sizeof(cd)) + fcuda_align16((size_t)H * N * sizeof(cd));
 }
@@ -143,7 +143,7 @@ static int dss_args(const char *op, int H, int N, int T, void *ws) {
     return PHAX_OK;
 }
 
-extern "C" int FCUDA(dss_kernel_fwd)(float *K, const float *Lre, const float *Lim, const float *Cre, const float *Cim,
+extern "C" int fcuda_dss_kernel_fwd(float *K, const float *Lre, const float *Lim, const float *Cre, const float *Cim,
                                      int H, int N, int T, void *ws, void *stream) {
     if (dss_args("dss_kernel_fwd", H, N, T, ws)) return PHAX_ERR;
     if (H == 0 || T == 0) return PHAX_OK;
@@ -161,9 +161,9 @@ extern "C" int FCUDA(dss_kernel_fwd)(float *K, const float *Lre, const float *Li
     return fcuda_check("dss_kernel_fwd");
 }
 
-extern "C" size_t FCUDA(dss_kernel_bwd_ws)(int H, int N, int T) { return FCUDA(dss_kernel_fwd_ws)(H, N, T); }
+extern "C" size_t fcuda_dss_kernel_bwd_ws(int H, int N, int T) { return fcuda_dss_kernel_fwd_ws(H, N, T); }
 
-extern "C" int FCUDA(dss_kernel_bwd)(float *dLre, float *dLim, float *dCre, float *dCim, const float *dK,
+extern "C" int fcuda_dss_kernel_bwd(float *dLre, float *dLim, float *dCre, float *dCim, const float *dK,
                                      const float *Lre, const float *Lim, const float *Cre, const float *Cim, int H,
                                      int N, int T, void *ws, void *stream) {
     if (dss_args("dss_kernel_bwd", H, N, T, ws)) return PHAX_ERR;
@@ -213,7 +213,7 @@ static int cufft_ok(cufftResult r, const char *op, const char *call) {
     return phax_fail("cuda %s: %s failed (cufftResult %d)", op, call, (int)r);
 }
 
-extern "C" void FCUDA(ssm_plan_free)(fcuda_ssm_plan *p) {
+extern "C" void fcuda_ssm_plan_free(fcuda_ssm_plan *p) {
     if (!p) return;
     cufftHandle h[4] = {p->fu, p->iu, p->fk, p->ik};
     for (int i = 0; i < 4; i++)
@@ -221,7 +221,7 @@ extern "C" void FCUDA(ssm_plan_free)(fcuda_ssm_plan *p) {
     free(p);
 }
 
-extern "C" fcuda_ssm_plan *FCUDA(ssm_plan_new)(int B, int T, int H, int method) {
+extern "C" fcuda_ssm_plan *fcuda_ssm_plan_new(int B, int T, int H, int method) {
     if (B < 1 || T < 1 || H < 1) {
         phax_fail("cuda ssm_plan_new: B %d, T %d, H %d must be >= 1", B, T, H);
         return NULL;
@@ -241,7 +241,7 @@ extern "C" fcuda_ssm_plan *FCUDA(ssm_plan_new)(int B, int T, int H, int method) 
     p->n = ssm_fft_len(T);
     if ((size_t)B * H > 0x7fffffffu) {
         phax_fail("cuda ssm_plan_new: B·H = %zu rows: cuFFT takes at most 2147483647", (size_t)B * H);
-        FCUDA(ssm_plan_free)(p);
+        fcuda_ssm_plan_free(p);
         return NULL;
     }
     cufftHandle *h[4] = {&p->fu, &p->iu, &p->fk, &p->ik};
@@ -249,7 +249,7 @@ extern "C" fcuda_ssm_plan *FCUDA(ssm_plan_new)(int B, int T, int H, int method) 
     int batch[4] = {B * H, B * H, H, H};
     for (int i = 0; i < 4; i++) {
         if (cufft_ok(cufftPlan1d(h[i], p->n, ty[i], batch[i]), "ssm_plan_new", "cufftPlan1d")) {
-            FCUDA(ssm_plan_free)(p);
+            fcuda_ssm_plan_free(p);
             return NULL;
         }
         p->have[i] = 1;
@@ -257,8 +257,8 @@ extern "C" fcuda_ssm_plan *FCUDA(ssm_plan_new)(int B, int T, int H, int method) 
     return p;
 }
 
-extern "C" int FCUDA(ssm_plan_method)(const fcuda_ssm_plan *p) { return p->method; }
-extern "C" int FCUDA(ssm_plan_fft_len)(const fcuda_ssm_plan *p) { return p->method == FCUDA_SSM_FFT ? p->n : 0; }
+extern "C" int fcuda_ssm_plan_method(const fcuda_ssm_plan *p) { return p->method; }
+extern "C" int fcuda_ssm_plan_fft_len(const fcuda_ssm_plan *p) { return p->method == FCUDA_SSM_FFT ? p->n : 0; }
 
 // Workspace: real rows R (n floats) and complex rows C (n/2 + 1 pairs) for u, dy, K and the
 // products: forward ur, uc, kr, kc; backward also dyr, dyc, zr, zc, dkr, dkc.
@@ -288,8 +288,8 @@ static ssm_ws ssm_layout(const fcuda_ssm_plan *p, int bwd) {
     return w;
 }
 
-extern "C" size_t FCUDA(ssm_conv_fwd_ws)(const fcuda_ssm_plan *p) { return ssm_layout(p, 0).total; }
-extern "C" size_t FCUDA(ssm_conv_bwd_ws)(const fcuda_ssm_plan *p) { return ssm_layout(p, 1).total; }
+extern "C" size_t fcuda_ssm_conv_fwd_ws(const fcuda_ssm_plan *p) { return ssm_layout(p, 0).total; }
+extern "C" size_t fcuda_ssm_conv_bwd_ws(const fcuda_ssm_plan *p) { return ssm_layout(p, 1).total; }
 
 #define EW_LOOP(e, n) for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < (n); e += (size_t)gridDim.x * blockDim.x)
 
@@ -406,7 +406,7 @@ static int ssm_shape_ok(const fcuda_ssm_plan *p, int B, int T, int H, const void
     } while (0)
 
 
-extern "C" int FCUDA(ssm_conv_fwd)(float *y, const float *u, const float *K, const float *D, int B, int T, int H,
+extern "C" int fcuda_ssm_conv_fwd(float *y, const float *u, const float *K, const float *D, int B, int T, int H,
                                    const fcuda_ssm_plan *p, void *ws, void *stream) {
     const char *op = "ssm_conv_fwd";
     cudaStream_t s = fcuda_stream(stream);
@@ -438,7 +438,7 @@ extern "C" int FCUDA(ssm_conv_fwd)(float *y, const float *u, const float *K, con
     return PHAX_OK;
 }
 
-extern "C" int FCUDA(ssm_conv_bwd)(float *du, float *dK, float *dD, const float *dy, const float *u, const float *K,
+extern "C" int fcuda_ssm_conv_bwd(float *du, float *dK, float *dD, const float *dy, const float *u, const float *K,
                                    const float *D, int B, int T, int H, const fcuda_ssm_plan *p, void *ws,
                                    void *stream) {
     const char *op = "ssm_conv_bwd";

@@ -40,7 +40,7 @@ typedef struct {
 // Resolve a copy of cfg, build the layout, allocate, and initialise exactly as
 // ref_model_new does (phax_model_init in float64), rounded to float.
 int fcpu_model_new(fcpu_model *m, const phax_model_cfg *cfg, uint64_t seed);
-// The same model over another tier's op table (e.g. fast/cuda's FCUDA(f32_ops)()): parameters,
+// The same model over another tier's op table (e.g. fast/cuda's fcuda_f32_ops()): parameters,
 // gradients and workspaces in that tier's memory (its alloc_ws), every call through it.
 // fcpu_model_param then points into that memory.
 int fcpu_model_new_ops(fcpu_model *m, const phax_model_cfg *cfg, uint64_t seed, const struct phax_f32_ops *ops);

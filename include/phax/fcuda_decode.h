@@ -39,28 +39,34 @@ typedef struct fcuda_decoder fcuda_decoder;
 #define FCUDA_PREFILL_CHUNK 256
 #define FCUDA_PREFILL_CHUNK_MAX 4096
 
-#define PHAX_FCUDA_DECODE_DECLS(P)                                                                 \
-    /* A decoder at position 0 for the model (cfg resolved, its layout, params: device, layout */ \
-    /* order). max_len, window as fcpu_decoder_new's; chunk in [1, FCUDA_PREFILL_CHUNK_MAX]. */    \
-    /* NULL on failure (message in phax_error()). */                                              \
-    fcuda_decoder *P##decoder_new(const phax_model_cfg *cfg, const phax_layout *L,                 \
-                                  const float *params, int max_len, int window, int chunk);        \
-    void P##decoder_free(fcuda_decoder *d);                                                         \
-    /* Back to position 0, empty state. PHAX_ERR if the device failed (the decoder then refuses */ \
-    /* every call until a reset succeeds). */                                                      \
-    int P##decoder_reset(fcuda_decoder *d);                                                        \
-    int P##decoder_pos(const fcuda_decoder *d);                                                    \
-    size_t P##decoder_state_bytes(const fcuda_decoder *d);                                         \
-    /* As fcpu_decoder_step / _prefill / _prefill_all; tokens and logits on the host. */           \
-    int P##decoder_step(fcuda_decoder *d, int32_t token, float *logits);                           \
-    int P##decoder_prefill(fcuda_decoder *d, const int32_t *tokens, int n, float *logits);         \
-    int P##decoder_prefill_all(fcuda_decoder *d, const int32_t *tokens, int n, float *logits);
-
-PHAX_FCUDA_DECODE_DECLS(fcuda_)
-PHAX_FCUDA_DECODE_DECLS(fcuda_emu_)
-
 #ifdef __cplusplus
 }
 #endif
 
+#endif
+
+// --- the entry points: the device's names, declared again under the emulator's by
+// phax/fcuda_emu.h (so outside the include guard, as phax/fcuda.h's) ----------------------------
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// A decoder at position 0 for the model (cfg resolved, its layout, params: device, layout
+// order). max_len, window as fcpu_decoder_new's; chunk in [1, FCUDA_PREFILL_CHUNK_MAX].
+// NULL on failure (message in phax_error()).
+fcuda_decoder *fcuda_decoder_new(const phax_model_cfg *cfg, const phax_layout *L,
+                                 const float *params, int max_len, int window, int chunk);
+void fcuda_decoder_free(fcuda_decoder *d);
+// Back to position 0, empty state. PHAX_ERR if the device failed (the decoder then refuses
+// every call until a reset succeeds).
+int fcuda_decoder_reset(fcuda_decoder *d);
+int fcuda_decoder_pos(const fcuda_decoder *d);
+size_t fcuda_decoder_state_bytes(const fcuda_decoder *d);
+// As fcpu_decoder_step / _prefill / _prefill_all; tokens and logits on the host.
+int fcuda_decoder_step(fcuda_decoder *d, int32_t token, float *logits);
+int fcuda_decoder_prefill(fcuda_decoder *d, const int32_t *tokens, int n, float *logits);
+int fcuda_decoder_prefill_all(fcuda_decoder *d, const int32_t *tokens, int n, float *logits);
+
+#ifdef __cplusplus
+}
 #endif
