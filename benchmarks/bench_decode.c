@@ -71,7 +71,7 @@
 
 #include "bench_util.h"
 #include "phax/fcpu_decode.h"
-#include "phax/fcpu_model.h"
+#include "phax/fmodel.h"
 #include "phax/model.h"
 #include "phax/model_plan.h"
 
@@ -197,7 +197,7 @@ static int reset_peak_rss(void) {
 static int peak_reset_failed;
 
 // Prefill, steps, state and peak RSS at context L on a fresh decoder for max_len L.
-static int measure(const fcpu_model *m, const opts_t *o, const int32_t *tok, float *lg, int L,
+static int measure(const fmodel *m, const opts_t *o, const int32_t *tok, float *lg, int L,
                    row_t *r) {
     if (!reset_peak_rss()) peak_reset_failed = 1;  // the peak from here on: this context's
     fcpu_decoder *d = fcpu_decoder_new_chunked(m, L, o->window, o->chunk);
@@ -249,7 +249,7 @@ out:
     return rc;
 }
 
-static void csv_row(FILE *f, const char *fam, const row_t *r, const fcpu_model *m) {
+static void csv_row(FILE *f, const char *fam, const row_t *r, const fmodel *m) {
     fprintf(f, "%s,%d,%.1f,%.1f,%.2f,%zu,%.1f,%zu,%d,%d,%d\n", fam, r->context, r->prefill, r->step,
             r->prefill / r->step, r->state, r->peak_mb, m->layout.numel, m->cfg.d_model,
             m->cfg.n_layers, omp_get_max_threads());
@@ -261,8 +261,8 @@ static int run_family(const char *fam, const opts_t *o, FILE *csv) {
     if (build_cfg(&c, fam, o)) return fail_here(fam ? fam : "config");
     const char *name = phax_family_name(c.family);
     ceilings ce = measure_ceilings(&c, o->chunk);
-    fcpu_model m;
-    if (fcpu_model_new(&m, &c, 1)) return fail_here("fcpu_model_new");
+    fmodel m;
+    if (fmodel_new(&m, &c, 1)) return fail_here("fmodel_new");
     const double pmm = bench_matmul_params(&c, &m.layout);
     const int Lmax = o->ctx[o->nctx - 1];
     int32_t *tok = bench_xmalloc((size_t)Lmax * sizeof *tok);
@@ -299,7 +299,7 @@ static int run_family(const char *fam, const opts_t *o, FILE *csv) {
         printf("(/proc/self/clear_refs could not reset the peak RSS: peak MB is the process's "
                "peak so far, model initialisation included)\n");
     free(tok), free(lg);
-    fcpu_model_free(&m);
+    fmodel_free(&m);
     return rc;
 }
 

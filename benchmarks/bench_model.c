@@ -6,8 +6,8 @@
 //   bench_model --family F --T T [--B 1] [--steps N] [--warmup W] [--ref] [--window W]
 //               [--config FILE.json] [--csv FILE]                    one configuration
 //
-// A training step is what a trainer does per batch: fcpu_model_zero_grad, then
-// fcpu_model_backward (forward + backward of the mean cross-entropy; the loss is
+// A training step is what a trainer does per batch: fmodel_zero_grad, then
+// fmodel_backward (forward + backward of the mean cross-entropy; the loss is
 // fused with the output projection) and fcpu_adamw_step over every parameter
 // tensor (phax_adamw_cfg_default: lr 1e-3, β (0.9, 0.95), wd 0.1 on the 2-D tensors,
 // global-norm clip 1.0). --ref does the same with ref_model_backward and
@@ -33,7 +33,7 @@
 // ru_maxrss of the child from wait4. Linux keeps a process's pre-exec peak in
 // ru_maxrss, so it includes what the parent had resident when it forked: the
 // parent stays small (a few MB, printed) and never runs a model itself. "ws MB" is
-// fcpu_model_ws_bytes (the activation arena); parameters, gradients and the two
+// fmodel_ws_bytes (the activation arena); parameters, gradients and the two
 // AdamW moments add 16 bytes per parameter.
 //
 // FLOP per training step (stated, not measured; fwd + bwd = 3 × fwd, nothing
@@ -75,7 +75,7 @@
 #include <unistd.h>
 
 #include "phax/fcpu_adamw.h"
-#include "phax/fcpu_model.h"
+#include "phax/fmodel.h"
 #include "phax/model.h"
 #include "phax/model_plan.h"
 #include "phax/ref.h"
@@ -93,7 +93,7 @@ static const char *g_precision = "f32";
 typedef struct {
     char family[16];
     int ref, B, T, steps, warmup, window;
-    int parts;           // --parts: where the time of a step goes (fcpu_model_ws_profile)
+    int parts;           // --parts: where the time of a step goes (fmodel_ws_profile)
     const char *config;  // JSON file instead of the bench config
 } opts_t;
 
@@ -319,20 +319,20 @@ static void print_parts(const phax_model_cfg *c, const phax_layout *L, int B, in
     printf("  %-28s %9s %9s %9s %7s %9s %7s\n", "part", "fwd ms", "bwd ms", "ms", "share", "GFLOP/s",
            "%sgemm");
     double sub_f = 0, sub_b = 0;
-    for (int i = FCPU_PART_GSS; i <= FCPU_PART_MLSTM; i++) {
+    for (int i = FMODEL_PART_GSS; i <= FMODEL_PART_MLSTM; i++) {
         sub_f += f[i], sub_b += b[i];
         if (f[i] + b[i] <= 0) continue;
-        if (i == FCPU_PART_ATTN) {
-            parts_row("attention projections", f[i] - f[FCPU_PART_ATTN_KERNEL],
-                      b[i] - b[FCPU_PART_ATTN_KERNEL], step_ms, 3 * mm_flop(L, ".attn.w", n), ceil);
-            parts_row("attention kernel", f[FCPU_PART_ATTN_KERNEL], b[FCPU_PART_ATTN_KERNEL],
+        if (i == FMODEL_PART_ATTN) {
+            parts_row("attention projections", f[i] - f[FMODEL_PART_ATTN_KERNEL],
+                      b[i] - b[FMODEL_PART_ATTN_KERNEL], step_ms, 3 * mm_flop(L, ".attn.w", n), ceil);
+            parts_row("attention kernel", f[FMODEL_PART_ATTN_KERNEL], b[FMODEL_PART_ATTN_KERNEL],
                       step_ms, attn_k, ceil);
-        } else if (i == FCPU_PART_MLSTM) {
-            parts_row("mlstm projections, gates", f[i] - f[FCPU_PART_MLSTM_KERNEL],
-                      b[i] - b[FCPU_PART_MLSTM_KERNEL], step_ms, 3 * mm_flop(L, ".mlstm.", n), ceil);
-            parts_row("mlstm kernel (chunkwise)", f[FCPU_PART_MLSTM_KERNEL],
-                      b[FCPU_PART_MLSTM_KERNEL], step_ms, 0, ceil);
-        } else if (i == FCPU_PART_GSS) {
+        } else if (i == FMODEL_PART_MLSTM) {
+            parts_row("mlstm projections, gates", f[i] - f[FMODEL_PART_MLSTM_KERNEL],
+                      b[i] - b[FMODEL_PART_MLSTM_KERNEL], step_ms, 3 * mm_flop(L, ".mlstm.", n), ceil);
+            parts_row("mlstm kernel (chunkwise)", f[FMODEL_PART_MLSTM_KERNEL],
+                      b[FMODEL_PART_MLSTM_KERNEL], step_ms, 0, ceil);
+        } else if (i == FMODEL_PART_GSS) {
             // The branch by what binds it: its matmuls (with GELU, LayerNorm, gate) at the sgemm
             // ceiling, the DSS kernel (a product) likewise, the convolution at FFTW's rate.
             int ng = 0;
@@ -341,8 +341,8 @@ static void print_parts(const phax_model_cfg *c, const phax_layout *L, int B, in
                 phax_plan_block(c, l, &bp);
                 for (int j = 0; j < bp.nsub; j++) ng += bp.sub[j].kind == PHAX_SUB_GSS;
             }
-            double fk = f[FCPU_PART_GSS_KERNEL], bk = b[FCPU_PART_GSS_KERNEL];
-            double fc = f[FCPU_PART_GSS_CONV], bc = b[FCPU_PART_GSS_CONV];
+            double fk = f[FMODEL_PART_GSS_KERNEL], bk = b[FMODEL_PART_GSS_KERNEL];
+            double fc = f[FMODEL_PART_GSS_CONV], bc = b[FMODEL_PART_GSS_CONV];
             double mmf = 3 * mm_flop(L, ".gss.w", n), kf = ng * gss_kernel_flop(c, T), cf = ng * gss_fft_flop(c, B, T);
             double fftc = fft_ceiling(B, c->gss_hidden, T);
             parts_row("gss projections, gelu, ln, gate", f[i] - fk - fc, b[i] - bk - bc, step_ms, mmf, ceil);
@@ -356,22 +356,22 @@ static void print_parts(const phax_model_cfg *c, const phax_layout *L, int B, in
                    "%.2f ms of %.2f: %.0f%%\n", "  (gss model)", fftc, B * c->gss_hidden, 2 * T, model_ms,
                    f[i] + b[i], f[i] + b[i] > 0 ? 100 * model_ms / (f[i] + b[i]) : 0.0);
         } else {
-            double fl = i == FCPU_PART_SWIGLU ? 3 * mm_flop(L, ".ffn.w_", n)
-                        : i == FCPU_PART_AUX  ? 3 * mm_flop(L, ".ffn_aux.", n)
-                        : i == FCPU_PART_DUAL ? 3 * (mm_flop(L, ".ffn.w_", n) + mm_flop(L, ".ffn_aux.", n))
+            double fl = i == FMODEL_PART_SWIGLU ? 3 * mm_flop(L, ".ffn.w_", n)
+                        : i == FMODEL_PART_AUX  ? 3 * mm_flop(L, ".ffn_aux.", n)
+                        : i == FMODEL_PART_DUAL ? 3 * (mm_flop(L, ".ffn.w_", n) + mm_flop(L, ".ffn_aux.", n))
                                               : 0;  // GSS: matmuls and the FFT convolution
-            parts_row(fcpu_part_name(i), f[i], b[i], step_ms, fl, ceil);
+            parts_row(fmodel_part_name(i), f[i], b[i], step_ms, fl, ceil);
         }
     }
-    parts_row("head (projection + loss)", f[FCPU_PART_HEAD], b[FCPU_PART_HEAD], step_ms,
+    parts_row("head (projection + loss)", f[FMODEL_PART_HEAD], b[FMODEL_PART_HEAD], step_ms,
               3 * mm_flop(L, hw, n), ceil);
-    parts_row("embedding, norms, adds, mix", f[FCPU_PART_TOTAL] - sub_f - f[FCPU_PART_HEAD],
-              b[FCPU_PART_TOTAL] - sub_b - b[FCPU_PART_HEAD], step_ms, 0, ceil);
+    parts_row("embedding, norms, adds, mix", f[FMODEL_PART_TOTAL] - sub_f - f[FMODEL_PART_HEAD],
+              b[FMODEL_PART_TOTAL] - sub_b - b[FMODEL_PART_HEAD], step_ms, 0, ceil);
     parts_row("zero_grad", 0, zero_ms, step_ms, 0, ceil);
     parts_row("AdamW", 0, adam_ms, step_ms, 0, ceil);
     printf("  (the head's forward and backward are one fused pass, counted as bwd; the rows add "
            "up to the mean step, %.2f ms)\n",
-           f[FCPU_PART_TOTAL] + b[FCPU_PART_TOTAL] + zero_ms + adam_ms);
+           f[FMODEL_PART_TOTAL] + b[FMODEL_PART_TOTAL] + zero_ms + adam_ms);
 }
 
 static int run_one(const opts_t *o, result_t *r) {
@@ -407,14 +407,14 @@ static int run_one(const opts_t *o, result_t *r) {
     phax_adamw_cfg ac = phax_adamw_cfg_default();
     int rc = PHAX_ERR;
     if (!o->ref) {
-        fcpu_model m;
-        if (fcpu_model_new(&m, &c, 1234)) goto out;
-        fcpu_model_ws *ws = fcpu_model_ws_new(&m, B, T);
+        fmodel m;
+        if (fmodel_new(&m, &c, 1234)) goto out;
+        fmodel_ws *ws = fmodel_ws_new(&m, B, T);
         if (!ws) {
-            fcpu_model_free(&m);
+            fmodel_free(&m);
             goto out;
         }
-        r->ws_mb = fcpu_model_ws_bytes(ws) / 1e6;
+        r->ws_mb = fmodel_ws_bytes(ws) / 1e6;
         size_t np = m.layout.numel;
         r->params = (double)np, r->state_mb = 16.0 * np / 1e6;
         r->gflop_step = step_flop(&m.cfg, &m.layout, B, T, o->window, &r->mm_params) * 1e-9;
@@ -427,11 +427,11 @@ static int run_one(const opts_t *o, result_t *r) {
                                        p->ndim == 2};
         }
         for (int s = 0; s < warmup + steps; s++) {
-            if (o->parts && s == warmup) fcpu_model_ws_profile(ws, 1);
+            if (o->parts && s == warmup) fmodel_ws_profile(ws, 1);
             double loss, t0 = bench_wall();
-            fcpu_model_zero_grad(&m);
+            fmodel_zero_grad(&m);
             double t1 = bench_wall();
-            if (fcpu_model_backward(&m, ws, in, tg, o->window, &loss)) break;
+            if (fmodel_backward(&m, ws, in, tg, o->window, &loss)) break;
             double t2 = bench_wall();
             if (fcpu_adamw_step(ap, m.layout.n, &ac, s + 1, NULL)) break;
             double t3 = bench_wall();
@@ -439,15 +439,15 @@ static int run_one(const opts_t *o, result_t *r) {
         }
         if (rc == PHAX_OK && o->parts) {
             double pf[FCPU_NPARTS], pb[FCPU_NPARTS];
-            fcpu_model_ws_profile_get(ws, pf, pb);
+            fmodel_ws_profile_get(ws, pf, pb);
             double zsum = 0, asum = 0;  // zero_grad and AdamW over the timed steps
             for (int k = 0; k < steps; k++) zsum += st.tz[k], asum += st.ta[k];
             print_parts(&m.cfg, &m.layout, B, T, o->window, steps, pf, pb, 1e3 * zsum / steps,
                         1e3 * asum / steps, ms_median(st.tt, steps), r->ceil_gflops);
         }
         free(ap), free(mom);
-        fcpu_model_ws_free(ws);
-        fcpu_model_free(&m);
+        fmodel_ws_free(ws);
+        fmodel_free(&m);
     } else {
         ref_model m;
         if (ref_model_new(&m, &c, 1234)) goto out;

@@ -3,7 +3,7 @@
 // norms, softplus mix, DeepNorm post-norm) and the pre-norm residual stack that
 // transformer, serial, swax, swa and mlstm share — in float64 (docs/spec.md §3).
 // The branches themselves are in model_branches.c. The oracle side of
-// fast/cpu/model.c, in the same order: read them side by side.
+// fast/model/model.c, in the same order: read them side by side.
 //
 // The runners keep only the residual stream during the forward pass (the input
 // of every block (parallel) or sub-layer (pre-norm)); the backward walks it in

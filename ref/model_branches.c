@@ -1,6 +1,6 @@
 // ref model branches: attention, GSS, SwiGLU, aux and dual FFN, mLSTM — the
 // sub-layers of every family, in float64 on the ref ops (docs/spec.md §3). The
-// oracle side of fast/cpu/model_branches.c, in the same order: read them side by
+// oracle side of fast/model/model_branches.c, in the same order: read them side by
 // side. Every backward takes the branch's input and recomputes its intermediates
 // (as the ops do); nothing is kept between calls.
 //

@@ -1,6 +1,6 @@
 // Shared pieces of the ref models (not public API): the call context and the
 // branches (sub-layers) every family is built from — the ref side of
-// fast/cpu/model_internal.h.
+// fast/model/model_internal.h.
 #ifndef PHAX_REF_MODEL_INTERNAL_H
 #define PHAX_REF_MODEL_INTERNAL_H
 

@@ -1,4 +1,4 @@
-// The cpu backend: float32 models and decoders of fast/cpu (fcpu_model_*,
+// The cpu backend: float32 models and decoders of fast/cpu (fmodel_*,
 // fcpu_decoder_*, fcpu_adamw_step) behind phax/backend.h.
 #include <stdlib.h>
 #include <string.h>
@@ -8,12 +8,12 @@
 #include "phax/fcpu_basic.h"
 #include "phax/fcpu_decode.h"
 #include "phax/fcpu_gemm.h"
-#include "phax/fcpu_model.h"
+#include "phax/fmodel.h"
 
 typedef struct {
     phax_bmodel base;
-    fcpu_model fm;
-    fcpu_model_ws *ws;       // for calls on (ws_B, ws_T); remade for another shape
+    fmodel fm;
+    fmodel_ws *ws;       // for calls on (ws_B, ws_T); remade for another shape
     int ws_B, ws_T;
     float *mom1, *mom2;      // AdamW moments (layout order)
     fcpu_adamw_param *ps;    // one per tensor
@@ -29,9 +29,9 @@ static const cpu_model *ccm(const phax_bmodel *m) { return (const cpu_model *)m;
 
 static void model_free(phax_bmodel *m) {
     cpu_model *c = cm(m);
-    fcpu_model_ws_free(c->ws);
+    fmodel_ws_free(c->ws);
     if (m->inference) phax_layout_free(&c->fm.layout);  // the parameters are the caller's
-    else fcpu_model_free(&c->fm);
+    else fmodel_free(&c->fm);
     phax_free(c->mom1), phax_free(c->mom2);
     free(c->ps);
     free(c);
@@ -46,7 +46,7 @@ static phax_bmodel *model_new(const phax_backend_ops *be, const phax_model_cfg *
     }
     c->base = (phax_bmodel){.be = be, .cfg = &c->fm.cfg, .layout = &c->fm.layout, .inference = params != NULL};
     if (!params) {
-        if (fcpu_model_new(&c->fm, cfg, seed)) {
+        if (fmodel_new(&c->fm, cfg, seed)) {
             free(c);
             return NULL;
         }
@@ -64,10 +64,10 @@ static phax_bmodel *model_new(const phax_backend_ops *be, const phax_model_cfg *
 }
 
 // The workspace for (B, T), made on first use of that shape.
-static fcpu_model_ws *ws_for(cpu_model *c, int B, int T) {
+static fmodel_ws *ws_for(cpu_model *c, int B, int T) {
     if (c->ws && c->ws_B == B && c->ws_T == T) return c->ws;
-    fcpu_model_ws_free(c->ws);
-    c->ws = fcpu_model_ws_new(&c->fm, B, T);
+    fmodel_ws_free(c->ws);
+    c->ws = fmodel_ws_new(&c->fm, B, T);
     c->ws_B = B, c->ws_T = T;
     return c->ws;
 }
@@ -85,28 +85,28 @@ static int mm_leave(int prev, int rc) {
 
 static int forward(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                    int window, void *logits, double *loss) {
-    fcpu_model_ws *ws = ws_for(cm(m), B, T);
+    fmodel_ws *ws = ws_for(cm(m), B, T);
     int prev;
     if (!ws || mm_enter(m, &prev)) return PHAX_ERR;
-    return mm_leave(prev, fcpu_model_forward(&cm(m)->fm, ws, tokens, targets, window, (float *)logits, loss));
+    return mm_leave(prev, fmodel_forward(&cm(m)->fm, ws, tokens, targets, window, (float *)logits, loss));
 }
 
 static int token_losses(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                         int window, float *losses) {
-    fcpu_model_ws *ws = ws_for(cm(m), B, T);
+    fmodel_ws *ws = ws_for(cm(m), B, T);
     int prev;
     if (!ws || mm_enter(m, &prev)) return PHAX_ERR;
-    return mm_leave(prev, fcpu_model_token_losses(&cm(m)->fm, ws, tokens, targets, window, losses));
+    return mm_leave(prev, fmodel_token_losses(&cm(m)->fm, ws, tokens, targets, window, losses));
 }
 
-static void zero_grad(phax_bmodel *m) { fcpu_model_zero_grad(&cm(m)->fm); }
+static void zero_grad(phax_bmodel *m) { fmodel_zero_grad(&cm(m)->fm); }
 
 static int backward(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                     int window, double *loss) {
-    fcpu_model_ws *ws = ws_for(cm(m), B, T);
+    fmodel_ws *ws = ws_for(cm(m), B, T);
     int prev;
     if (!ws || mm_enter(m, &prev)) return PHAX_ERR;
-    return mm_leave(prev, fcpu_model_backward(&cm(m)->fm, ws, tokens, targets, window, loss));
+    return mm_leave(prev, fmodel_backward(&cm(m)->fm, ws, tokens, targets, window, loss));
 }
 
 static int adamw_init(phax_bmodel *m, const unsigned char *decay) {
@@ -139,9 +139,9 @@ static int params_get(const phax_bmodel *m, size_t off, size_t n, phax_dtype dt,
 }
 
 static int params_set(phax_bmodel *m, phax_dtype dt, const void *src) {
-    fcpu_model *f = &cm(m)->fm;
+    fmodel *f = &cm(m)->fm;
     if (dt == PHAX_DT_F32) memcpy(f->params, src, f->layout.numel * sizeof(float));
-    else fcpu_model_set_params_f64(f, (const double *)src);
+    else fmodel_set_params_f64(f, (const double *)src);
     return PHAX_OK;
 }
 

@@ -10,7 +10,7 @@
 #include "phax/backend.h"
 #include "phax/core.h"
 #include "phax/f32_ops.h"  // the table's zero, for the moments
-#include "phax/fcpu_model.h"
+#include "phax/fmodel.h"
 #include "phax/fcuda_emu.h"  // fcuda_emu_<op> beside fcuda_<op>
 #include "phax/fcuda_decode.h"
 

@@ -10,7 +10,7 @@
 #include "phax/backend.h"
 #include "phax/core.h"
 #include "phax/f32_ops.h"
-#include "phax/fcpu_model.h"
+#include "phax/fmodel.h"
 #include "phax/fcuda.h"
 #include "phax/fcuda_decode.h"
 

@@ -1,15 +1,15 @@
 // The cuda backend's entries, written once and compiled twice by src/backend_cuda.c: FC(op) is
 // fast/cuda's entry (fcuda_op on a device, fcuda_emu_op on the CPU emulation of the CUDA
 // model), N(x) this copy's names. Models are fast/cpu's runner over fast/cuda's op table
-// (fcpu_model_new_ops): parameters, gradients, moments and the workspace on the device; the
+// (fmodel_new_ops): parameters, gradients, moments and the workspace on the device; the
 // batch (tokens, targets) and the outputs (logits, per-token losses) cross by copies.
 // The decoder is fast/cuda's (fast/cuda/decode.cu): its state on the device, tokens and logits
 // crossing by copies.
 
 typedef struct {
     phax_bmodel base;
-    fcpu_model fm;
-    fcpu_model_ws *ws;  // for calls on (ws_B, ws_T); remade for another shape
+    fmodel fm;
+    fmodel_ws *ws;  // for calls on (ws_B, ws_T); remade for another shape
     int ws_B, ws_T;
     float *out;         // device: logits or per-token losses of the last call
     size_t out_cap;
@@ -32,8 +32,8 @@ static int N(done)(int rc) {
 
 static void N(model_free)(phax_bmodel *m) {
     N(model) *c = N(cm)(m);
-    fcpu_model_ws_free(c->ws);
-    fcpu_model_free(&c->fm);  // borrowed parameters were copied to the device: ours to free
+    fmodel_ws_free(c->ws);
+    fmodel_free(&c->fm);  // borrowed parameters were copied to the device: ours to free
     N(dfree)(c->out), N(dfree)(c->mom1), N(dfree)(c->mom2), N(dfree)(c->adam_ws);
     FC(ops_error)();
     free(c->ps);
@@ -48,7 +48,7 @@ static phax_bmodel *N(model_new)(const phax_backend_ops *be, const phax_model_cf
         return NULL;
     }
     c->base = (phax_bmodel){.be = be, .cfg = &c->fm.cfg, .layout = &c->fm.layout, .inference = params != NULL};
-    if (N(done)(fcpu_model_new_ops(&c->fm, cfg, seed, FC(f32_ops)()))) {
+    if (N(done)(fmodel_new_ops(&c->fm, cfg, seed, FC(f32_ops)()))) {
         free(c);
         return NULL;
     }
@@ -60,13 +60,13 @@ static phax_bmodel *N(model_new)(const phax_backend_ops *be, const phax_model_cf
     return &c->base;
 }
 
-static fcpu_model_ws *N(ws_for)(N(model) *c, int B, int T) {
+static fmodel_ws *N(ws_for)(N(model) *c, int B, int T) {
     if (c->ws && c->ws_B == B && c->ws_T == T) return c->ws;
-    fcpu_model_ws_free(c->ws);
-    c->ws = fcpu_model_ws_new(&c->fm, B, T);
+    fmodel_ws_free(c->ws);
+    c->ws = fmodel_ws_new(&c->fm, B, T);
     c->ws_B = B, c->ws_T = T;
     if (c->ws && FC(ops_error)()) {
-        fcpu_model_ws_free(c->ws);
+        fmodel_ws_free(c->ws);
         c->ws = NULL;
     }
     return c->ws;
@@ -86,33 +86,33 @@ static float *N(out_for)(N(model) *c, size_t n) {
 static int N(forward)(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T, int window,
                       void *logits, double *loss) {
     N(model) *c = N(cm)(m);
-    fcpu_model_ws *ws = N(ws_for)(c, B, T);
+    fmodel_ws *ws = N(ws_for)(c, B, T);
     if (!ws) return PHAX_ERR;
     size_t n = (size_t)B * T * c->fm.cfg.vocab_size;
     float *dl = logits ? N(out_for)(c, n) : NULL;
     if (logits && !dl) return PHAX_ERR;
-    if (N(done)(fcpu_model_forward(&c->fm, ws, tokens, targets, window, dl, loss))) return PHAX_ERR;
+    if (N(done)(fmodel_forward(&c->fm, ws, tokens, targets, window, dl, loss))) return PHAX_ERR;
     return logits ? FC(download)(logits, dl, n * sizeof(float), NULL) : PHAX_OK;
 }
 
 static int N(token_losses)(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T, int window,
                            float *losses) {
     N(model) *c = N(cm)(m);
-    fcpu_model_ws *ws = N(ws_for)(c, B, T);
+    fmodel_ws *ws = N(ws_for)(c, B, T);
     size_t n = (size_t)B * T;
     float *dr = ws ? N(out_for)(c, n) : NULL;
-    if (!dr || N(done)(fcpu_model_token_losses(&c->fm, ws, tokens, targets, window, dr))) return PHAX_ERR;
+    if (!dr || N(done)(fmodel_token_losses(&c->fm, ws, tokens, targets, window, dr))) return PHAX_ERR;
     return FC(download)(losses, dr, n * sizeof(float), NULL);
 }
 
-static void N(zero_grad)(phax_bmodel *m) { fcpu_model_zero_grad(&N(cm)(m)->fm); }
+static void N(zero_grad)(phax_bmodel *m) { fmodel_zero_grad(&N(cm)(m)->fm); }
 
 static int N(backward)(phax_bmodel *m, const int32_t *tokens, const int32_t *targets, int B, int T, int window,
                        double *loss) {
     N(model) *c = N(cm)(m);
-    fcpu_model_ws *ws = N(ws_for)(c, B, T);
+    fmodel_ws *ws = N(ws_for)(c, B, T);
     if (!ws) return PHAX_ERR;
-    return N(done)(fcpu_model_backward(&c->fm, ws, tokens, targets, window, loss));
+    return N(done)(fmodel_backward(&c->fm, ws, tokens, targets, window, loss));
 }
 
 static int N(adamw_init)(phax_bmodel *m, const unsigned char *decay) {
@@ -155,9 +155,9 @@ static int N(params_get)(const phax_bmodel *m, size_t off, size_t n, phax_dtype 
 }
 
 static int N(params_set)(phax_bmodel *m, phax_dtype dt, const void *src) {
-    fcpu_model *f = &N(cm)(m)->fm;
+    fmodel *f = &N(cm)(m)->fm;
     if (dt == PHAX_DT_F32) return FC(upload)(f->params, src, f->layout.numel * sizeof(float), NULL);
-    fcpu_model_set_params_f64(f, (const double *)src);
+    fmodel_set_params_f64(f, (const double *)src);
     return N(done)(PHAX_OK);
 }
 
@@ -190,7 +190,7 @@ static phax_bdecoder *N(decoder_new)(phax_bmodel *m, int max_len, int window) {
         return NULL;
     }
     d->base.be = m->be;
-    const fcpu_model *f = &N(cm)(m)->fm;
+    const fmodel *f = &N(cm)(m)->fm;
     if (!(d->d = FC(decoder_new)(&f->cfg, &f->layout, f->params, max_len, window, FCUDA_PREFILL_CHUNK))) {
         free(d);
         return NULL;

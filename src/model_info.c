@@ -13,7 +13,7 @@
 #include "cli.h"
 #include "cmd_args.h"
 #include "phax/checkpoint.h"
-#include "phax/fcpu_model.h"
+#include "phax/fmodel.h"
 #include "phax/model.h"
 
 #define die(...) cli_die("phax info", __VA_ARGS__)
@@ -95,9 +95,9 @@ static const char *human(double bytes, char buf[32]) {
 static void print_memory(const phax_model_cfg *c, size_t n, int B, int T) {
     // The workspace is counted, not allocated (a config file may describe a model far larger
     // than this machine), by part.
-    size_t part[FCPU_WS_NPARTS], ws = 0;
-    if (fcpu_model_ws_breakdown(c, B, T, part)) die("%s", phax_error());
-    for (int i = 0; i < FCPU_WS_NPARTS; i++) ws += part[i];
+    size_t part[FMODEL_WS_NPARTS], ws = 0;
+    if (fmodel_ws_breakdown(c, B, T, part)) die("%s", phax_error());
+    for (int i = 0; i < FMODEL_WS_NPARTS; i++) ws += part[i];
     double p = 4.0 * n;
     char b[32];
     printf("memory, fast/cpu float32 training at batch %d x %d:\n", B, T);
@@ -105,8 +105,8 @@ static void print_memory(const phax_model_cfg *c, size_t n, int B, int T) {
     printf("  %-22s %12s\n", "gradients", human(p, b));
     printf("  %-22s %12s\n", "AdamW moments (m, v)", human(2 * p, b));
     printf("  %-22s %12s\n", "workspace", human((double)ws, b));
-    for (int i = 0; i < FCPU_WS_NPARTS; i++)
-        if (part[i]) printf("    %-20s %12s\n", fcpu_model_ws_part_name(i), human((double)part[i], b));
+    for (int i = 0; i < FMODEL_WS_NPARTS; i++)
+        if (part[i]) printf("    %-20s %12s\n", fmodel_ws_part_name(i), human((double)part[i], b));
     printf("  %-22s %12s\n", "total", human(4 * p + (double)ws, b));
 }
 

@@ -19,11 +19,11 @@
 #                                     where-table passes on FILE and fails, naming the path, on a
 #                                     copy of FILE with one path misspelt (the check can fail).
 #   structure.sh runner-via-table ROOT
-#                                     the fast model runner (ROOT/fast/cpu/model.c,
+#                                     the fast model runner (ROOT/fast/model/model.c,
 #                                     model_branches.c, model_internal.h) reaches ops only
 #                                     through its table (phax/f32_ops.h): it calls no fcpu_
-#                                     function but its own fcpu_model_*, fcpu_part_name and
-#                                     fcpu_f32_ops (taking the table), includes no kernel
+#                                     or fcuda_ function but fcpu_f32_ops (its default
+#                                     table), includes no kernel
 #                                     header (phax/fcpu.h, phax/fcpu_<family>.h), and has no
 #                                     OpenMP loop (elementwise work lives in the table).
 #   structure.sh emu-names ROOT LIB   phax/fcuda_emu_names.h maps every entry point declared in
@@ -124,17 +124,17 @@ where-table-selftest)
     ;;
 runner-via-table)
     root=$2
-    files="$root/fast/cpu/model.c $root/fast/cpu/model_branches.c $root/fast/cpu/model_internal.h"
+    files="$root/fast/model/model.c $root/fast/model/model_branches.c $root/fast/model/model_internal.h"
     for f in $files; do [ -f "$f" ] || { echo "structure: no runner file $f" >&2; exit 1; }; done
     # The runner must take its table somewhere, or the rule would hold vacuously.
     # shellcheck disable=SC2086
     grep -q 'fcpu_f32_ops()' $files || { echo "structure: the runner never takes fcpu_f32_ops()" >&2; exit 1; }
     # shellcheck disable=SC2086
-    calls=$(grep -noE '\bfcpu_[a-z0-9_]+[[:space:]]*\(' $files \
-            | grep -vE ':fcpu_(model_[a-z0-9_]+|part_name|f32_ops)[[:space:]]*\($' || true)
+    calls=$(grep -noE '\bfc(pu|uda)_[a-z0-9_]+[[:space:]]*\(' $files \
+            | grep -vE ':fcpu_f32_ops[[:space:]]*\($' || true)
     # shellcheck disable=SC2086
-    incs=$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]phax/fcpu(_[a-z0-9]+)?\.h[">]' $files \
-           | grep -vE 'phax/fcpu_(model|f32_ops)\.h' || true)
+    incs=$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]phax/fc(pu|uda)(_[a-z0-9]+)?\.h[">]' $files \
+           | grep -vE 'phax/fcpu_f32_ops\.h' || true)
     # shellcheck disable=SC2086
     omp=$(grep -nE '^[[:space:]]*#[[:space:]]*pragma[[:space:]]+omp' $files || true)
     if [ -n "$calls$incs$omp" ]; then

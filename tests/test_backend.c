@@ -4,7 +4,7 @@
 // Numerics: for each family, every backend's model is given the same float32
 // parameters (params_set) and its forward loss, per-token losses and the gradient
 // norm of a step (zero_grad, backward, AdamW) are compared with ref's under the
-// bound of tests/test_fcpu_model.c:
+// bound of tests/test_fmodel.c:
 //   |backend − ref| / |ref|  ≤  C · baseline + FLOOR,   C = 16, FLOOR = 16 u, u = 2^-24,
 // baseline = the larger change of ref and of the backend when every parameter moves
 // by one float ulp in a random direction (max of two draws): the noise a float32

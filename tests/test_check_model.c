@@ -5,7 +5,7 @@
 //   (a) the baseline computes ref's function: at 53 bits (float64's significand: every
 //       rounding exact) it agrees with ref to summation order; at f32 within a bound derived
 //       below; its scratch stays within the memory plan's count of it.
-//   (b) "their" correct outputs PASS: phax's own float32 fast tier (fast/cpu, fcpu_model_*) at
+//   (b) "their" correct outputs PASS: phax's own float32 fast tier (fast/cpu, fmodel_*) at
 //       f32 and at bf16; its bf16-matmul mode (the cpu_bf16 backend, when built with oneDNN)
 //       at bf16; a bf16 implementation (bf16 weights, float32 arithmetic, bf16
 //       outputs) at bf16; the baseline itself at bf16 on stochastically rounded weights.
@@ -24,7 +24,7 @@
 
 #include "phax/check.h"
 #include "phax/fcpu_gemm.h"
-#include "phax/fcpu_model.h"
+#include "phax/fmodel.h"
 #include "phax/model_plan.h"
 #include "phax/ref_model.h"
 #include "phax/safetensors.h"
@@ -190,8 +190,8 @@ static int g_mm_bf16;
 static outs fast_run(const inputs *in, const phax_model_cfg *cfg, const double *params, int window,
                      const char *extra_name, const double *extra) {
     if (g_mm_bf16) cr_assert(fcpu_mm_precision_set(FCPU_MM_BF16) == PHAX_OK, "%s", phax_error());
-    fcpu_model m;
-    cr_assert(fcpu_model_new(&m, cfg, 1) == PHAX_OK, "%s", phax_error());
+    fmodel m;
+    cr_assert(fmodel_new(&m, cfg, 1) == PHAX_OK, "%s", phax_error());
     double *p = calloc(m.layout.numel, sizeof *p);
     for (int i = 0; i < m.layout.n; i++) {
         const phax_param_info *q = &m.layout.p[i];
@@ -200,15 +200,15 @@ static outs fast_run(const inputs *in, const phax_model_cfg *cfg, const double *
         cr_assert(src, "no parameter %s", q->name);
         memcpy(p + q->offset, src, q->numel * sizeof *p);
     }
-    fcpu_model_set_params_f64(&m, p);
-    fcpu_model_ws *ws = fcpu_model_ws_new(&m, in->mc.B, in->mc.T);
+    fmodel_set_params_f64(&m, p);
+    fmodel_ws *ws = fmodel_ws_new(&m, in->mc.B, in->mc.T);
     cr_assert(ws, "%s", phax_error());
     float *lg = malloc(in->nV * sizeof *lg);
     outs o = outs_new(in);
     double loss;
-    cr_assert(fcpu_model_forward(&m, ws, in->tok, in->tg, window, lg, &loss) == PHAX_OK, "%s", phax_error());
-    fcpu_model_zero_grad(&m);
-    cr_assert(fcpu_model_backward(&m, ws, in->tok, in->tg, window, &o.loss) == PHAX_OK, "%s", phax_error());
+    cr_assert(fmodel_forward(&m, ws, in->tok, in->tg, window, lg, &loss) == PHAX_OK, "%s", phax_error());
+    fmodel_zero_grad(&m);
+    cr_assert(fmodel_backward(&m, ws, in->tok, in->tg, window, &o.loss) == PHAX_OK, "%s", phax_error());
     fcpu_mm_precision_set(FCPU_MM_F32);
     for (size_t i = 0; i < in->nV; i++) o.logits[i] = lg[i];
     // Gradients by name into in's layout (a variant's extra parameter has no place there).
@@ -223,8 +223,8 @@ static outs fast_run(const inputs *in, const phax_model_cfg *cfg, const double *
         for (size_t e = 0; e < m.layout.p[x].numel; e++) o.grads[in->L.numel + e] = m.grads[m.layout.p[x].offset + e];
     }
     free(lg), free(p);
-    fcpu_model_ws_free(ws);
-    fcpu_model_free(&m);
+    fmodel_ws_free(ws);
+    fmodel_free(&m);
     return o;
 }
 

@@ -567,8 +567,8 @@ Test(cpu_decode, state_bytes) {
     pair p;
     pair_new(be, &p, &c, &rng);
     const size_t kv = (size_t)2 * c.n_kv_heads * c.head_dim * sizeof(float) * c.n_layers;  // k and v
-    fcpu_decoder *a = fcpu_decoder_new((const fcpu_model *)p.f, 100, 0), *b = fcpu_decoder_new((const fcpu_model *)p.f, 100, 7);
-    fcpu_decoder *b2 = fcpu_decoder_new((const fcpu_model *)p.f, 3, 7);
+    fcpu_decoder *a = fcpu_decoder_new((const fmodel *)p.f, 100, 0), *b = fcpu_decoder_new((const fmodel *)p.f, 100, 7);
+    fcpu_decoder *b2 = fcpu_decoder_new((const fmodel *)p.f, 3, 7);
     cr_assert(a && b && b2, "%s", phax_error());
     cr_assert(fcpu_decoder_state_bytes(a) == 100 * kv, "%zu", fcpu_decoder_state_bytes(a));
     cr_assert(fcpu_decoder_state_bytes(b) == 7 * kv && fcpu_decoder_state_bytes(b2) == 7 * kv);
@@ -578,7 +578,7 @@ Test(cpu_decode, state_bytes) {
     phax_model_cfg m = swax_cfg(PHAX_FAMILY_MLSTM);
     pair_new(be, &p, &m, &rng);
     const size_t NH = m.mlstm_heads, dqk = m.d_model / 2 / NH, dv = m.d_model / NH;
-    fcpu_decoder *r = fcpu_decoder_new((const fcpu_model *)p.f, 1000, -1);
+    fcpu_decoder *r = fcpu_decoder_new((const fmodel *)p.f, 1000, -1);
     cr_assert(r, "%s", phax_error());
     cr_assert(fcpu_decoder_state_bytes(r) == m.n_layers * NH * (dqk * dv + dqk + 1) * sizeof(double));
     fcpu_decoder_free(r);
@@ -613,8 +613,8 @@ static long lmin(long a, long b) { return a < b ? a : b; }
 // where full attention holds min(context, max_len) entries and a ring `ring` (> 0).
 static void state_at_check(const char *label, phax_model_cfg c, int max_len, int window,
                            int n_attn, int n_gss, int n_mlstm, int ring) {
-    fcpu_model m;
-    cr_assert(fcpu_model_new(&m, &c, 7) == PHAX_OK, "%s: %s", label, phax_error());
+    fmodel m;
+    cr_assert(fmodel_new(&m, &c, 7) == PHAX_OK, "%s: %s", label, phax_error());
     fcpu_decoder *d = fcpu_decoder_new(&m, max_len, window);
     cr_assert(d, "%s: %s", label, phax_error());
     const long cap = ring > 0 ? ring : max_len;
@@ -638,7 +638,7 @@ static void state_at_check(const char *label, phax_model_cfg c, int max_len, int
     cr_assert(fcpu_decoder_step(d, 1, NULL) == PHAX_OK, "%s", phax_error());
     cr_assert(fcpu_decoder_state_bytes_at(d, 17) == hand_state(n_attn, n_gss, n_mlstm, ring > 0 ? ring : 17));
     fcpu_decoder_free(d);
-    fcpu_model_free(&m);
+    fmodel_free(&m);
 }
 
 Test(cpu_decode, state_bytes_at) {
@@ -669,8 +669,8 @@ Test(cpu_decode, state_bytes_at) {
 // ring's do not; neither the state nor its count depends on the chunk.
 Test(cpu_decode, scratch_bytes) {
     phax_model_cfg c = mem_cfg(PHAX_FAMILY_TRANSFORMER, 0);
-    fcpu_model m;
-    cr_assert(fcpu_model_new(&m, &c, 7) == PHAX_OK, "%s", phax_error());
+    fmodel m;
+    cr_assert(fmodel_new(&m, &c, 7) == PHAX_OK, "%s", phax_error());
     const int R = 16;
     fcpu_decoder *a = fcpu_decoder_new_chunked(&m, 128, 0, R);
     fcpu_decoder *b = fcpu_decoder_new_chunked(&m, 1152, 0, R);
@@ -683,15 +683,15 @@ Test(cpu_decode, scratch_bytes) {
     // every scratch row: at least the R · (max_len + R) floats of a pass's scores
     cr_assert(sa > (size_t)R * (128 + R) * 4);
     fcpu_decoder_free(a), fcpu_decoder_free(b), fcpu_decoder_free(one);
-    fcpu_model_free(&m);
+    fmodel_free(&m);
 
     phax_model_cfg s = mem_cfg(PHAX_FAMILY_SWA, 0);
-    cr_assert(fcpu_model_new(&m, &s, 7) == PHAX_OK, "%s", phax_error());
+    cr_assert(fmodel_new(&m, &s, 7) == PHAX_OK, "%s", phax_error());
     a = fcpu_decoder_new_chunked(&m, 128, 9, R), b = fcpu_decoder_new_chunked(&m, 1152, 9, R);
     cr_assert(a && b, "%s", phax_error());
     cr_assert(fcpu_decoder_scratch_bytes(a) == fcpu_decoder_scratch_bytes(b));
     fcpu_decoder_free(a), fcpu_decoder_free(b);
-    fcpu_model_free(&m);
+    fmodel_free(&m);
 }
 
 // logits = NULL skips the head but not the state: later logits are unchanged.

@@ -1652,7 +1652,7 @@ Test(oracle, model_mlstm_norm_eps) {
     }
     cr_assert(memcmp(lo, l5, n * sizeof *lo) == 0, "the oracle's logits are not ref's at eps 1e-5");
     // At the default igate bias −10 a head's variance is ~1e-6: the eps moves logits by
-    // tens of per cent (measured 0.6 in fcpu_model/mlstm_norm_eps); 1e-3 is far from rounding.
+    // tens of per cent (measured 0.6 in fmodel/mlstm_norm_eps); 1e-3 is far from rounding.
     cr_assert(sqrt(d6 / n6) > 1e-3, "eps 1e-5 and 1e-6 give logits %.3e apart", sqrt(d6 / n6));
     free(lo);
     phax_st_free(&f);

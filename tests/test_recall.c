@@ -16,7 +16,7 @@
 
 #include "phax/checkpoint.h"
 #include "phax/schedule.h"
-#include "phax/fcpu_model.h"
+#include "phax/fmodel.h"
 #include "phax/recall.h"
 #include "phax/tokenizer.h"
 #include "testutil.h"
@@ -497,8 +497,8 @@ static uint64_t prompt_seed(uint64_t seed, int pairs, int length, int sample) {
 // roundings may pick differently). *dist: the summed distances.
 static void score_cell(const phax_ckpt *ck, int L, double depth, int samples, uint64_t seed,
                        int *right, int *near, long *dist) {
-    fcpu_model m = {.cfg = ck->cfg, .layout = ck->layout, .params = ck->params, .grads = NULL};
-    fcpu_model_ws *ws = fcpu_model_ws_new(&m, 1, L);
+    fmodel m = {.cfg = ck->cfg, .layout = ck->layout, .params = ck->params, .grads = NULL};
+    fmodel_ws *ws = fmodel_ws_new(&m, 1, L);
     cr_assert(ws, "%s", phax_error());
     int V = ck->cfg.vocab_size;
     int32_t *tok = malloc((size_t)L * sizeof *tok);
@@ -508,7 +508,7 @@ static void score_cell(const phax_ckpt *ck, int L, double depth, int samples, ui
         phax_recall_spec spec = {L, 4, depth, prompt_seed(seed, 4, L, s)};
         phax_recall_prompt p;
         cr_assert(phax_recall_prompt_build(&spec, tok, &p) == PHAX_OK, "%s", phax_error());
-        cr_assert(fcpu_model_forward(&m, ws, tok, NULL, -1, logits, NULL) == PHAX_OK, "%s", phax_error());
+        cr_assert(fmodel_forward(&m, ws, tok, NULL, -1, logits, NULL) == PHAX_OK, "%s", phax_error());
         const float *z = logits + (size_t)(L - 1) * V;
         int best = 0;
         for (int v = 1; v < V; v++)
@@ -521,7 +521,7 @@ static void score_cell(const phax_ckpt *ck, int L, double depth, int samples, ui
         *dist += p.distance;
     }
     free(tok), free(logits);
-    fcpu_model_ws_free(ws);
+    fmodel_ws_free(ws);
 }
 
 static double json_num(const char *text, const char *key) {
@@ -540,8 +540,8 @@ static double json_num(const char *text, const char *key) {
 static void check_validation(const char *run, uint64_t seed, int P, int Q, int B, int T, int n_rows) {
     phax_ckpt ck;
     cr_assert(phax_ckpt_load(run, -1, &ck) == PHAX_OK, "%s", phax_error());
-    fcpu_model m = {.cfg = ck.cfg, .layout = ck.layout, .params = ck.params, .grads = NULL};
-    fcpu_model_ws *ws = fcpu_model_ws_new(&m, B, T);
+    fmodel m = {.cfg = ck.cfg, .layout = ck.layout, .params = ck.params, .grads = NULL};
+    fmodel_ws *ws = fmodel_ws_new(&m, B, T);
     cr_assert(ws, "%s", phax_error());
     int32_t *x = malloc(sizeof(int32_t) * B * T), *y = malloc(sizeof(int32_t) * B * T);
     float *logits = malloc(sizeof(float) * B * T * 64);
@@ -557,7 +557,7 @@ static void check_validation(const char *run, uint64_t seed, int P, int Q, int B
                 for (int i = 0; i < T; i++) x[b * T + i] = 0, y[b * T + i] = -1;
         }
         double loss;
-        cr_assert(fcpu_model_forward(&m, ws, x, y, -1, logits, &loss) == PHAX_OK, "%s", phax_error());
+        cr_assert(fmodel_forward(&m, ws, x, y, -1, logits, &loss) == PHAX_OK, "%s", phax_error());
         int n = 0;
         for (int i = 0; i < B * T; i++) {
             if (y[i] < 0) continue;
@@ -580,7 +580,7 @@ static void check_validation(const char *run, uint64_t seed, int P, int Q, int B
               (double)right / k);
     cr_assert(json_num(v, "val_answers") == k && json_num(v, "val_rows") == n_rows, "%s", v);
     free(x), free(y), free(logits), free(log), free(t);
-    fcpu_model_ws_free(ws);
+    fmodel_ws_free(ws);
     phax_ckpt_free(&ck);
 }
 
@@ -745,11 +745,11 @@ Test(recall, train_rows_and_validation_as_documented) {
                            "--eval-tokens", "192", "--out", run, NULL));
     phax_ckpt ck;
     cr_assert(phax_ckpt_load(run, -1, &ck) == PHAX_OK, "%s", phax_error());
-    fcpu_model m;
-    cr_assert(fcpu_model_new(&m, &ck.cfg, 11) == PHAX_OK, "%s", phax_error());
+    fmodel m;
+    cr_assert(fmodel_new(&m, &ck.cfg, 11) == PHAX_OK, "%s", phax_error());
     for (size_t i = 0; i < ck.layout.numel; i++)
         cr_assert(m.params[i] == ck.params[i], "lr 0 moved parameter %zu", i);
-    fcpu_model_ws *ws = fcpu_model_ws_new(&m, B, T);
+    fmodel_ws *ws = fmodel_ws_new(&m, B, T);
     int32_t x[B * T], y[B * T];
     char *log = tu_join(run, "log.jsonl"), *t = tu_slurp(log, NULL), *p = t;
     uint64_t train_seed = phax_seed_derive(11, "train.recall");
@@ -758,7 +758,7 @@ Test(recall, train_rows_and_validation_as_documented) {
             cr_assert(phax_recall_train_sample(train_seed, (uint64_t)(st * B + b), 4, 2, T, x + b * T, y + b * T,
                                                NULL) == PHAX_OK);
         double loss;
-        cr_assert(fcpu_model_forward(&m, ws, x, y, -1, NULL, &loss) == PHAX_OK, "%s", phax_error());
+        cr_assert(fmodel_forward(&m, ws, x, y, -1, NULL, &loss) == PHAX_OK, "%s", phax_error());
         p = strstr(p, "\"loss\": ");
         cr_assert(p, "%s", t);
         double logged = json_num(p, "loss");
@@ -767,8 +767,8 @@ Test(recall, train_rows_and_validation_as_documented) {
     }
     check_validation(run, 11, 4, 2, B, T, ROWS);
     free(log), free(t), free(run);
-    fcpu_model_ws_free(ws);
-    fcpu_model_free(&m);
+    fmodel_ws_free(ws);
+    fmodel_free(&m);
     phax_ckpt_free(&ck);
     sandbox_free(&s);
 }

@@ -69,7 +69,7 @@ typedef struct {
 } layer;
 
 struct fcpu_decoder {
-    const fcpu_model *m;
+    const fmodel *m;
     const phax_model_cfg *c;
     int max_len;
     int window;   // of every attention layer: 0 = full, w > 0 = sliding
@@ -524,18 +524,18 @@ static void carve(fcpu_decoder *dc, arena *a) {
 // Parameter lookup of the model-level parameters (embedding, norms, head), recording the
 // first missing name; the blocks' go through phax_plan_bind_block with find_param.
 typedef struct {
-    const fcpu_model *m;
+    const fmodel *m;
     int missing;
 } lookup;
 
 static const float *P(lookup *lk, const char *name) {
-    const float *p = fcpu_model_param(lk->m, name);
+    const float *p = fmodel_param(lk->m, name);
     if (!p && !lk->missing) lk->missing = 1, phax_fail("fcpu_decoder_new: the model has no %s", name);
     return p;
 }
 
 static const float *find_param(void *m, const char *name) {
-    return fcpu_model_param((const fcpu_model *)m, name);
+    return fmodel_param((const fmodel *)m, name);
 }
 
 // Plan and parameter pointers of layer l (no arena needed). PHAX_ERR on a missing parameter.
@@ -547,11 +547,11 @@ static int bind_layer(fcpu_decoder *dc, layer *ly, int l) {
     return PHAX_OK;
 }
 
-fcpu_decoder *fcpu_decoder_new(const fcpu_model *m, int max_len, int window) {
+fcpu_decoder *fcpu_decoder_new(const fmodel *m, int max_len, int window) {
     return fcpu_decoder_new_chunked(m, max_len, window, FCPU_PREFILL_CHUNK);
 }
 
-fcpu_decoder *fcpu_decoder_new_chunked(const fcpu_model *m, int max_len, int window, int chunk) {
+fcpu_decoder *fcpu_decoder_new_chunked(const fmodel *m, int max_len, int window, int chunk) {
     if (chunk < 1 || chunk > FCPU_PREFILL_CHUNK_MAX) {
         phax_fail("fcpu_decoder_new: prefill chunk %d must be in [1, %d]", chunk, FCPU_PREFILL_CHUNK_MAX);
         return NULL;

@@ -1,6 +1,6 @@
 // fast/cuda's op table (phax/f32_ops.h): fast/cuda's kernels behind the entries the shared fast
-// model runner (fast/cpu/model.c, model_branches.c) calls, so the same runner trains and
-// evaluates every family on the device (fcpu_model_new_ops with fcuda_f32_ops()).
+// model runner (fast/model/model.c, model_branches.c) calls, so the same runner trains and
+// evaluates every family on the device (fmodel_new_ops with fcuda_f32_ops()).
 //
 // Conventions beyond the table's (which fast/cpu's host table meets trivially):
 //   * every array is device memory — the arena (alloc_ws), parameters, gradients, logits and

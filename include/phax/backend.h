@@ -4,7 +4,7 @@
 //
 //   ref   float64 oracle (ref/ref_model_*): slow, readable; its decoder is naive (the
 //         whole-sequence forward over every token so far, for each set of logits)
-//   cpu   float32 fast tier (fast/cpu: fcpu_model_*, fcpu_decoder_*)
+//   cpu   float32 fast tier (fast/cpu: fmodel_*, fcpu_decoder_*)
 //   cuda  float32 on an NVIDIA GPU: fast/cuda's kernels under the shared fast model runner
 //         (src/backend_cuda.c); found only in a build with nvcc on a machine with a device
 //   cuda_emu  the same, on the CPU emulation of the CUDA model (tests; slow)

@@ -1,5 +1,5 @@
-// phax f32 op table: every float32 op the fast model runner (fast/cpu/model.c,
-// fast/cpu/model_branches.c) calls, as function pointers. The runner reaches kernels,
+// phax f32 op table: every float32 op the fast model runner (fast/model/model.c,
+// fast/model/model_branches.c) calls, as function pointers. The runner reaches kernels,
 // elementwise ops, scratch sizes and its arena only through a table, so the same runner
 // drives any tier that fills one: fast/cpu fills one (fcpu_f32_ops(), phax/fcpu_f32_ops.h),
 // fast/cuda fills another with device pointers in the same roles (fast/cuda/f32_ops.cu).
@@ -11,7 +11,7 @@
 //     skipped. The elementwise ops below overwrite unless they say "+=".
 //   * A kernel that needs scratch has a `_ws` entry (bytes) and takes `void *ws` last.
 //   * n: rows (B·T) or elements, as each entry says; shapes row-major.
-// No entry is NULL in a complete table (tests/test_fcpu_model.c checks the cpu one).
+// No entry is NULL in a complete table (tests/test_fmodel.c checks the cpu one).
 #ifndef PHAX_F32_OPS_H
 #define PHAX_F32_OPS_H
 

@@ -1,4 +1,4 @@
-// fast/cpu per-token decoding (float32): run a model of phax/fcpu_model.h one
+// fast/cpu per-token decoding (float32): run a model of phax/fmodel.h one
 // token at a time, carrying its state, for text generation and long-context
 // evaluation (needle-in-a-haystack). Step t computes exactly the logits that
 // ref_model_forward gives at position t of the sequence of tokens stepped so
@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "phax/fcpu_model.h"
+#include "phax/fmodel.h"
 
 typedef struct fcpu_decoder fcpu_decoder;
 
@@ -47,7 +47,7 @@ typedef struct fcpu_decoder fcpu_decoder;
 // 0 = full, w > 0 = w), as ref_model_forward's; the PHA family uses
 // cfg.attn_window and ignores it (it must still be ≥ −1). NULL on failure
 // (message in phax_error()).
-fcpu_decoder *fcpu_decoder_new(const fcpu_model *m, int max_len, int window);
+fcpu_decoder *fcpu_decoder_new(const fmodel *m, int max_len, int window);
 void fcpu_decoder_free(fcpu_decoder *d);
 // Back to position 0 with an empty state (no allocation).
 void fcpu_decoder_reset(fcpu_decoder *d);
@@ -100,6 +100,6 @@ int fcpu_decoder_prefill_all(fcpu_decoder *d, const int32_t *tokens, int n, floa
 #define FCPU_PREFILL_CHUNK 128
 #define FCPU_PREFILL_CHUNK_MAX 4096
 // fcpu_decoder_new with a prefill pass length chunk in [1, FCPU_PREFILL_CHUNK_MAX].
-fcpu_decoder *fcpu_decoder_new_chunked(const fcpu_model *m, int max_len, int window, int chunk);
+fcpu_decoder *fcpu_decoder_new_chunked(const fmodel *m, int max_len, int window, int chunk);
 
 #endif

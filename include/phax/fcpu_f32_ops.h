@@ -1,5 +1,5 @@
 // The fast/cpu op table (phax/f32_ops.h): fast/cpu's kernels, its elementwise ops and its
-// arena, the table the fast model runner (fcpu_model_*) calls through.
+// arena, the table the fast model runner (fmodel_*) calls through.
 #ifndef PHAX_FCPU_F32_OPS_H
 #define PHAX_FCPU_F32_OPS_H
 

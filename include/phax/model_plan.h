@@ -1,7 +1,7 @@
 // The model plan (docs/spec.md §3): the structure of every model family, written once.
 // Which sub-layers each block has, in which order, under which residual / norm rule;
 // DeepNorm α; the attention window of a call and the attention config every
-// attention sub-layer gets. ref (ref/model*.c), fast/cpu (fast/cpu/model*.c,
+// attention sub-layer gets. ref (ref/model*.c), fast/cpu (fast/model/model*.c,
 // fast/cpu/decode.c), fast/cuda (fast/cuda/decode.cu) and the parameter layout
 // (core/layout.c) all read it; both fast tiers' decoders bind their weights through it.
 //
@@ -18,7 +18,7 @@ extern "C" {  // fast/cuda (C++ and CUDA) reads the plan too
 #endif
 
 // Sub-layer kinds, with the parameter groups of docs/spec.md §3.6 they own.
-typedef enum {      // the order of FCPU_PART_* (phax/fcpu_model.h)
+typedef enum {      // the order of FMODEL_PART_* (phax/fmodel.h)
     PHAX_SUB_GSS,     // GSS(x)                      gss
     PHAX_SUB_ATTN,    // attention sub-layer         attn
     PHAX_SUB_SWIGLU,  // SwiGLU(x)                   ffn

@@ -1,4 +1,4 @@
-// fast/cuda backend facts. Kernels come with the fast/cuda issue.
+// fast/cuda device facts for `phax info` (phax_cuda_info; fast/cpu's are fast/cpu/cpu_info.c).
 #include <cstdio>
 
 #include <cublas_v2.h>

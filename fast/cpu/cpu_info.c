@@ -1,4 +1,5 @@
-// fast/cpu backend facts: which OpenBLAS, how many threads (phax_cuda_info: fast/cuda/).
+// fast/cpu facts for `phax info`: which OpenBLAS, how many threads (fast/cuda's:
+// fast/cuda/device_info.cu).
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>

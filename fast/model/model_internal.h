@@ -10,7 +10,7 @@
 #define PHAX_FCPU_MODEL_INTERNAL_H
 
 #include "phax/f32_ops.h"
-#include "phax/fcpu_model.h"
+#include "phax/fmodel.h"
 #include "phax/model_plan.h"
 
 // --- parameters resolved to pointers --------------------------------------------------------
@@ -54,10 +54,10 @@ static inline float *fm_take(fm_arena *a, size_t nfloats) {
 // --- branches ----------------------------------------------------------------------------
 // Branch kinds are the plan's sub-layer kinds (phax/model_plan.h); the profile indexes
 // its sub-layer parts by kind.
-_Static_assert((int)PHAX_SUB_GSS == FCPU_PART_GSS && (int)PHAX_SUB_ATTN == FCPU_PART_ATTN &&
-                   (int)PHAX_SUB_SWIGLU == FCPU_PART_SWIGLU && (int)PHAX_SUB_AUX == FCPU_PART_AUX &&
-                   (int)PHAX_SUB_DUAL == FCPU_PART_DUAL && (int)PHAX_SUB_MLSTM == FCPU_PART_MLSTM,
-               "phax_sub_kind and FCPU_PART_* must agree");
+_Static_assert((int)PHAX_SUB_GSS == FMODEL_PART_GSS && (int)PHAX_SUB_ATTN == FMODEL_PART_ATTN &&
+                   (int)PHAX_SUB_SWIGLU == FMODEL_PART_SWIGLU && (int)PHAX_SUB_AUX == FMODEL_PART_AUX &&
+                   (int)PHAX_SUB_DUAL == FMODEL_PART_DUAL && (int)PHAX_SUB_MLSTM == FMODEL_PART_MLSTM,
+               "phax_sub_kind and FMODEL_PART_* must agree");
 
 // Activations one branch instance keeps for its backward (only its kind's are set).
 typedef struct {
@@ -82,11 +82,11 @@ typedef struct {
 // Everything a call needs: the model, the op table, the resolved tensors, the workspace
 // sizes, the call's window.
 typedef struct {
-    const fcpu_model *m;
+    const fmodel *m;
     const phax_f32_ops *ops;
     const fm_ptrs *P;  // parameters
     const fm_ptrs *G;  // gradients (every pointer NULL in a forward-only call)
-    struct fcpu_model_ws *ws;
+    struct fmodel_ws *ws;
     int B, T;
     size_t n;      // B·T
     int window;    // attention window of this call (resolved: 0 = full)
@@ -111,7 +111,7 @@ void fm_branch_layout(const phax_f32_ops *ops, fm_arena *a, fm_branch *b, const 
 size_t fm_branch_bwd_len(phax_sub_kind k, const phax_model_cfg *c, size_t n, int T);
 // Kernel scratch (bytes) a branch kind needs in any call.
 size_t fm_branch_kernel_ws(const phax_f32_ops *ops, phax_sub_kind k, const phax_model_cfg *c,
-                           int B, int T, int nthreads, const struct fcpu_model_ws *ws);
+                           int B, int T, int nthreads, const struct fmodel_ws *ws);
 
 // y: (n, d) = branch(x: (n, d)); keeps its activations in b.
 int fm_branch_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x);
@@ -124,7 +124,7 @@ void fm_ptrs_resolve(fm_ptrs *r, fm_block_ptrs *blk, const phax_layout *L,
                      const phax_model_cfg *cfg, float *base);
 
 // --- the workspace ------------------------------------------------------------------------
-struct fcpu_model_ws {
+struct fmodel_ws {
     const phax_f32_ops *ops;  // the table every op of a call goes through (its model's)
     phax_family family;
     int B, T, nthreads;
@@ -150,7 +150,7 @@ struct fcpu_model_ws {
     float *d1, *d2;           // (n, d) gradient buffers
     float *dmix;              // PHA: (nb, n·d) gradient of the branch norms' outputs
     float *pzero;             // PHA with freeze_mix: (PHAX_PLAN_MAX_SUB) zero mix logits
-    int profile;              // fcpu_model_ws_profile: on/off
+    int profile;              // fmodel_ws_profile: on/off
     double prof_fwd[FCPU_NPARTS], prof_bwd[FCPU_NPARTS];
 };
 

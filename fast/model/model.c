@@ -3,7 +3,7 @@
 // pre-norm residual stack that transformer, serial, swax, swa and mlstm share.
 // The branches themselves are in model_branches.c. Formulas: ref/model.c, which
 // reads side by side with this file (docs/spec.md §3). Every op goes through the
-// model's table (fcpu_model.ops, phax/f32_ops.h; fast/cpu's is fcpu_f32_ops()), which a
+// model's table (fmodel.ops, phax/f32_ops.h; fast/cpu's is fcpu_f32_ops()), which a
 // workspace takes when it is made; the parameters and gradients are resolved to
 // pointers when a workspace is bound to the model, not looked up by name per call.
 #include <math.h>
@@ -16,17 +16,17 @@
 #include "phax/fcpu_f32_ops.h"
 
 // The model's op table (a view filled in by hand has none: fast/cpu's).
-static const phax_f32_ops *ops_of(const fcpu_model *m) { return m->ops ? m->ops : fcpu_f32_ops(); }
+static const phax_f32_ops *ops_of(const fmodel *m) { return m->ops ? m->ops : fcpu_f32_ops(); }
 
-int fcpu_model_new(fcpu_model *m, const phax_model_cfg *cfg, uint64_t seed) {
-    return fcpu_model_new_ops(m, cfg, seed, fcpu_f32_ops());
+int fmodel_new(fmodel *m, const phax_model_cfg *cfg, uint64_t seed) {
+    return fmodel_new_ops(m, cfg, seed, fcpu_f32_ops());
 }
 
 // Parameters and gradients in the table's memory: host memory for fast/cpu's table, the
 // table's arena allocator for another tier's (device memory for fast/cuda's).
 static int foreign(const phax_f32_ops *ops) { return ops && ops != fcpu_f32_ops(); }
 
-int fcpu_model_new_ops(fcpu_model *m, const phax_model_cfg *cfg, uint64_t seed, const struct phax_f32_ops *ops) {
+int fmodel_new_ops(fmodel *m, const phax_model_cfg *cfg, uint64_t seed, const struct phax_f32_ops *ops) {
     memset(m, 0, sizeof *m);
     m->ops = ops ? ops : fcpu_f32_ops();
     m->cfg = *cfg;
@@ -39,15 +39,15 @@ int fcpu_model_new_ops(fcpu_model *m, const phax_model_cfg *cfg, uint64_t seed, 
     int rc = PHAX_ERR;
     // Initialise in float64 exactly as ref does, then round once.
     if (p64 && m->params && m->grads && !phax_model_init(p64, &m->layout, &m->cfg, seed)) {
-        fcpu_model_set_params_f64(m, p64);
+        fmodel_set_params_f64(m, p64);
         rc = PHAX_OK;
     }
     phax_free(p64);
-    if (rc) fcpu_model_free(m);
+    if (rc) fmodel_free(m);
     return rc;
 }
 
-void fcpu_model_free(fcpu_model *m) {
+void fmodel_free(fmodel *m) {
     if (foreign(m->ops)) {
         m->ops->free_ws(m->params);
         m->ops->free_ws(m->grads);
@@ -59,14 +59,14 @@ void fcpu_model_free(fcpu_model *m) {
     memset(m, 0, sizeof *m);
 }
 
-float *fcpu_model_param(const fcpu_model *m, const char *name) {
+float *fmodel_param(const fmodel *m, const char *name) {
     int i = phax_layout_find(&m->layout, name);
     return i < 0 ? NULL : m->params + m->layout.p[i].offset;
 }
 
-void fcpu_model_zero_grad(fcpu_model *m) { ops_of(m)->zero(m->grads, m->layout.numel); }
+void fmodel_zero_grad(fmodel *m) { ops_of(m)->zero(m->grads, m->layout.numel); }
 
-void fcpu_model_set_params_f64(fcpu_model *m, const double *params) {
+void fmodel_set_params_f64(fmodel *m, const double *params) {
     ops_of(m)->load_f64(m->params, params, m->layout.numel);
 }
 
@@ -123,7 +123,7 @@ void fm_ptrs_resolve(fm_ptrs *r, fm_block_ptrs *blk, const phax_layout *L,
 }
 
 // Bind workspace w to model m: resolve its parameters and gradients.
-static void ws_bind(fcpu_model_ws *w, const fcpu_model *m) {
+static void ws_bind(fmodel_ws *w, const fmodel *m) {
     fm_ptrs_resolve(&w->P, w->P.blk, &m->layout, &m->cfg, m->params);
     fm_ptrs_resolve(&w->G, w->G.blk, &m->layout, &m->cfg, m->grads);
     w->bound_params = m->params, w->bound_grads = m->grads;
@@ -133,8 +133,8 @@ static void ws_bind(fcpu_model_ws *w, const fcpu_model *m) {
 // Workspace layout (runs twice: count, then assign).
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
-// part (may be NULL): the bytes of each FCPU_WS_* part, added up as the layout goes.
-static void ws_layout(fcpu_model_ws *w, fm_arena *a, const phax_model_cfg *c, size_t *part) {
+// part (may be NULL): the bytes of each FMODEL_WS_* part, added up as the layout goes.
+static void ws_layout(fmodel_ws *w, fm_arena *a, const phax_model_cfg *c, size_t *part) {
     const phax_f32_ops *ops = w->ops;
     int B = w->B, T = w->T, d = c->d_model, L = c->n_layers;
     size_t n = (size_t)B * T, nd = n * (size_t)d, mark = a->off;
@@ -144,10 +144,10 @@ static void ws_layout(fcpu_model_ws *w, fm_arena *a, const phax_model_cfg *c, si
         mark = a->off;                                                \
     } while (0)
     for (int i = 0; i < w->nx; i++) w->xs[i] = fm_take(a, nd);
-    TALLY(FCPU_WS_RESIDUAL);
+    TALLY(FMODEL_WS_RESIDUAL);
     for (int j = 0; j < w->nsub; j++) {
         fm_branch_layout(ops, a, &w->br[j], c, B, T);
-        TALLY(FCPU_WS_BRANCH + w->br[j].kind);
+        TALLY(FMODEL_WS_BRANCH + w->br[j].kind);
     }
     size_t bwd = 0, kws = 0;
     for (int j = 0; j < w->nsub; j++) {
@@ -167,31 +167,31 @@ static void ws_layout(fcpu_model_ws *w, fm_arena *a, const phax_model_cfg *c, si
         for (int l = 0; l < L; l++) w->pb[l] = pb, w->pz[l] = pz;
         w->dmix = fm_take(a, (size_t)nb * nd);
         w->pzero = fm_take(a, PHAX_PLAN_MAX_SUB);  // zero: the arena comes zeroed
-        TALLY(FCPU_WS_MIX);
+        TALLY(FMODEL_WS_MIX);
     } else {
         for (int j = 0; j < w->nsub; j++) w->hs[j] = fm_take(a, nd);
-        TALLY(FCPU_WS_RESIDUAL);
+        TALLY(FMODEL_WS_RESIDUAL);
         w->xf = fm_take(a, nd);
     }
     w->tmp = fm_take(a, nd);
     w->d1 = fm_take(a, nd), w->d2 = fm_take(a, nd);
-    TALLY(FCPU_WS_SCRATCH);
+    TALLY(FMODEL_WS_SCRATCH);
     w->bws = fm_take(a, bwd);
-    TALLY(FCPU_WS_BWD);
+    TALLY(FMODEL_WS_BWD);
     w->kws_bytes = kws;
     w->kws = fm_take(a, (kws + sizeof(float) - 1) / sizeof(float));
-    TALLY(FCPU_WS_KERNEL);
+    TALLY(FMODEL_WS_KERNEL);
 #undef TALLY
 }
 
 // A workspace with its layout counted (w->bytes; by part into `part` when not NULL) but no arena
 // yet (one arena for everything, from the table's alloc_ws).
-static fcpu_model_ws *ws_plan(const phax_f32_ops *ops, const phax_model_cfg *c, int B, int T, size_t *part) {
+static fmodel_ws *ws_plan(const phax_f32_ops *ops, const phax_model_cfg *c, int B, int T, size_t *part) {
     if (B < 1 || T < 1) {
         phax_fail("model workspace: batch %d x %d must be at least 1 x 1", B, T);
         return NULL;
     }
-    fcpu_model_ws *w = calloc(1, sizeof *w);
+    fmodel_ws *w = calloc(1, sizeof *w);
     if (!w) {
         phax_fail("model workspace: out of memory");
         return NULL;
@@ -233,16 +233,16 @@ static fcpu_model_ws *ws_plan(const phax_f32_ops *ops, const phax_model_cfg *c, 
     }
     return w;
 fail:
-    fcpu_model_ws_free(w);
+    fmodel_ws_free(w);
     return NULL;
 }
 
-fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T) {
+fmodel_ws *fmodel_ws_new(const fmodel *m, int B, int T) {
     const phax_model_cfg *c = &m->cfg;
-    fcpu_model_ws *w = ws_plan(ops_of(m), c, B, T, NULL);
+    fmodel_ws *w = ws_plan(ops_of(m), c, B, T, NULL);
     if (!w) return NULL;
     if (!(w->arena = w->ops->alloc_ws(w->bytes))) {
-        fcpu_model_ws_free(w);
+        fmodel_ws_free(w);
         return NULL;
     }
     fm_arena a = {w->arena, 0};
@@ -251,25 +251,25 @@ fcpu_model_ws *fcpu_model_ws_new(const fcpu_model *m, int B, int T) {
     return w;
 }
 
-_Static_assert(FCPU_WS_BRANCH + PHAX_SUB_COUNT == FCPU_WS_MIX, "one workspace part per branch kind");
+_Static_assert(FMODEL_WS_BRANCH + PHAX_SUB_COUNT == FMODEL_WS_MIX, "one workspace part per branch kind");
 
-int fcpu_model_ws_breakdown(const phax_model_cfg *cfg, int B, int T, size_t bytes[FCPU_WS_NPARTS]) {
-    memset(bytes, 0, FCPU_WS_NPARTS * sizeof *bytes);
-    fcpu_model_ws *w = ws_plan(fcpu_f32_ops(), cfg, B, T, bytes);
+int fmodel_ws_breakdown(const phax_model_cfg *cfg, int B, int T, size_t bytes[FMODEL_WS_NPARTS]) {
+    memset(bytes, 0, FMODEL_WS_NPARTS * sizeof *bytes);
+    fmodel_ws *w = ws_plan(fcpu_f32_ops(), cfg, B, T, bytes);
     if (!w) return PHAX_ERR;
-    fcpu_model_ws_free(w);
+    fmodel_ws_free(w);
     return PHAX_OK;
 }
 
-const char *fcpu_model_ws_part_name(int part) {
-    static const char *names[FCPU_WS_NPARTS] = {
+const char *fmodel_ws_part_name(int part) {
+    static const char *names[FMODEL_WS_NPARTS] = {
         "residual stream", "gss branch", "attention branch", "swiglu branch", "aux ffn branch",
         "dual ffn branch", "mlstm branch", "pha mix buffers", "step scratch", "backward scratch",
         "kernel scratch"};
-    return part >= 0 && part < FCPU_WS_NPARTS ? names[part] : "?";
+    return part >= 0 && part < FMODEL_WS_NPARTS ? names[part] : "?";
 }
 
-void fcpu_model_ws_free(fcpu_model_ws *w) {
+void fmodel_ws_free(fmodel_ws *w) {
     if (!w) return;
     w->ops->free_ws(w->arena);
     if (w->ssm_plan) w->ops->ssm_plan_free(w->ssm_plan);
@@ -278,9 +278,9 @@ void fcpu_model_ws_free(fcpu_model_ws *w) {
     free(w);
 }
 
-size_t fcpu_model_ws_bytes(const fcpu_model_ws *w) { return w ? w->bytes : 0; }
-int fcpu_model_ws_B(const fcpu_model_ws *w) { return w->B; }
-int fcpu_model_ws_T(const fcpu_model_ws *w) { return w->T; }
+size_t fmodel_ws_bytes(const fmodel_ws *w) { return w ? w->bytes : 0; }
+int fmodel_ws_B(const fmodel_ws *w) { return w->B; }
+int fmodel_ws_T(const fmodel_ws *w) { return w->T; }
 
 // ---------------------------------------------------------------------------
 // Output head + loss. x: (n, d) final hidden. Forward: logits (optional) and loss
@@ -313,29 +313,29 @@ static int head(const fm_ctx *cx, const float *x, float *dx, const int32_t *targ
 }
 
 // ---------------------------------------------------------------------------
-// Profiling (phax/fcpu_model.h).
+// Profiling (phax/fmodel.h).
 // The forward half ends here: its total, then the backward table.
 static void prof_next_half(fm_ctx *cx) {
     if (!cx->prof) return;
     double now = phax_clock();
-    cx->prof[FCPU_PART_TOTAL] += now - cx->t_half;
+    cx->prof[FMODEL_PART_TOTAL] += now - cx->t_half;
     cx->prof = cx->ws->prof_bwd, cx->t_half = now;
 }
 
-const char *fcpu_part_name(int part) {
+const char *fmodel_part_name(int part) {
     static const char *names[FCPU_NPARTS] = {"gss", "attention", "swiglu", "aux ffn", "dual ffn",
                                              "mlstm", "attention kernel", "mlstm kernel", "gss dss kernel",
                                              "gss convolution", "head", "total"};
     return part >= 0 && part < FCPU_NPARTS ? names[part] : "?";
 }
 
-void fcpu_model_ws_profile(fcpu_model_ws *ws, int on) {
+void fmodel_ws_profile(fmodel_ws *ws, int on) {
     if (!ws) return;
     if (on) memset(ws->prof_fwd, 0, sizeof ws->prof_fwd), memset(ws->prof_bwd, 0, sizeof ws->prof_bwd);
     ws->profile = on != 0;
 }
 
-void fcpu_model_ws_profile_get(const fcpu_model_ws *ws, double fwd[FCPU_NPARTS],
+void fmodel_ws_profile_get(const fmodel_ws *ws, double fwd[FCPU_NPARTS],
                                double bwd[FCPU_NPARTS]) {
     for (int i = 0; i < FCPU_NPARTS; i++) {
         if (fwd) fwd[i] = ws ? ws->prof_fwd[i] : 0;
@@ -352,7 +352,7 @@ static int pha_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, fl
     const phax_f32_ops *ops = cx->ops;
     const fm_ptrs *P = cx->P, *G = cx->G;
     const phax_model_cfg *c = &cx->m->cfg;
-    fcpu_model_ws *w = cx->ws;
+    fmodel_ws *w = cx->ws;
     int d = c->d_model, L = c->n_layers, nb = w->nsub / L;
     size_t n = cx->n, nd = n * (size_t)d;
     float alpha = (float)phax_plan_alpha(c);
@@ -378,7 +378,7 @@ static int pha_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, fl
     const float *xL = w->xs[L + 1];
     int rc;
     if (!cx->grads) {
-        FM_PROF(cx, FCPU_PART_HEAD, rc = head(cx, xL, NULL, targets, logits, loss));
+        FM_PROF(cx, FMODEL_PART_HEAD, rc = head(cx, xL, NULL, targets, logits, loss));
         return rc;
     }
 
@@ -386,7 +386,7 @@ static int pha_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, fl
     prof_next_half(cx);
     float *d1 = w->d1, *d2 = w->d2;
     ops->zero(d1, nd);
-    FM_PROF(cx, FCPU_PART_HEAD, rc = head(cx, xL, d1, targets, logits, loss));
+    FM_PROF(cx, FMODEL_PART_HEAD, rc = head(cx, xL, d1, targets, logits, loss));
     if (rc) return PHAX_ERR;
     for (int l = L - 1; l >= 0; l--) {
         const fm_block_ptrs *pl = &P->blk[l], *gl = &G->blk[l];
@@ -432,7 +432,7 @@ static int stack_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, 
     const phax_f32_ops *ops = cx->ops;
     const fm_ptrs *P = cx->P, *G = cx->G;
     const phax_model_cfg *c = &cx->m->cfg;
-    fcpu_model_ws *w = cx->ws;
+    fmodel_ws *w = cx->ws;
     int d = c->d_model, J = w->nsub;
     size_t n = cx->n, nd = n * (size_t)d;
     if (ops->embedding_fwd(w->xs[0], P->embed, tokens, n, c->vocab_size, d)) return PHAX_ERR;
@@ -447,7 +447,7 @@ static int stack_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, 
     ops->rmsnorm_fwd(w->xf, w->xs[J], P->norm_f, n, d, PHAX_RMSNORM_EPS);
     int rc;
     if (!cx->grads) {
-        FM_PROF(cx, FCPU_PART_HEAD, rc = head(cx, w->xf, NULL, targets, logits, loss));
+        FM_PROF(cx, FMODEL_PART_HEAD, rc = head(cx, w->xf, NULL, targets, logits, loss));
         return rc;
     }
 
@@ -456,7 +456,7 @@ static int stack_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, 
     prof_next_half(cx);
     float *d1 = w->d1, *d2 = w->d2;
     ops->zero(d2, nd);
-    FM_PROF(cx, FCPU_PART_HEAD, rc = head(cx, w->xf, d2, targets, logits, loss));  // d2 = ∂/∂x_f
+    FM_PROF(cx, FMODEL_PART_HEAD, rc = head(cx, w->xf, d2, targets, logits, loss));  // d2 = ∂/∂x_f
     if (rc) return PHAX_ERR;
     ops->zero(d1, nd);
     ops->rmsnorm_bwd(d1, G->norm_f, d2, w->xs[J], P->norm_f, n, d, PHAX_RMSNORM_EPS, w->kws);
@@ -473,7 +473,7 @@ static int stack_run(fm_ctx *cx, const int32_t *tokens, const int32_t *targets, 
 }
 
 // ---------------------------------------------------------------------------
-static int run(const fcpu_model *m, fcpu_model_ws *w, const int32_t *tokens,
+static int run(const fmodel *m, fmodel_ws *w, const int32_t *tokens,
                const int32_t *targets, int window, float *logits, double *loss, float *grads,
                float *row_loss) {
     if (!w) return phax_fail("model: no workspace");
@@ -494,23 +494,23 @@ static int run(const fcpu_model *m, fcpu_model_ws *w, const int32_t *tokens,
                  w->profile ? w->prof_fwd : NULL, w->profile ? phax_clock() : 0};
     int rc = is_pha(c) ? pha_run(&cx, tokens, targets, logits, loss)
                        : stack_run(&cx, tokens, targets, logits, loss);
-    if (cx.prof) cx.prof[FCPU_PART_TOTAL] += phax_clock() - cx.t_half;
+    if (cx.prof) cx.prof[FMODEL_PART_TOTAL] += phax_clock() - cx.t_half;
     if (rc && loss) *loss = NAN;
     return rc;
 }
 
-int fcpu_model_forward(const fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
+int fmodel_forward(const fmodel *m, fmodel_ws *ws, const int32_t *tokens,
                        const int32_t *targets, int window, float *logits, double *loss) {
     return run(m, ws, tokens, targets, window, logits, loss, NULL, NULL);
 }
 
-int fcpu_model_token_losses(const fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
+int fmodel_token_losses(const fmodel *m, fmodel_ws *ws, const int32_t *tokens,
                             const int32_t *targets, int window, float *losses) {
     if (!losses || !targets) return phax_fail("model: token losses need targets and an output");
     return run(m, ws, tokens, targets, window, NULL, NULL, NULL, losses);
 }
 
-int fcpu_model_backward(fcpu_model *m, fcpu_model_ws *ws, const int32_t *tokens,
+int fmodel_backward(fmodel *m, fmodel_ws *ws, const int32_t *tokens,
                         const int32_t *targets, int window, double *loss) {
     double l = 0;
     int rc = run(m, ws, tokens, targets, window, NULL, &l, m->grads, NULL);

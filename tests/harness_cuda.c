@@ -1,7 +1,7 @@
 // The device backends of the equivalence tests (harness.h): fast/cuda through its CPU
 // emulation of the CUDA model (cuda_emu: always built and run), and on a real GPU (cuda:
 // when meson found nvcc and a device is present; skipped with the reason otherwise). The
-// entries (tests/backend_cuda_impl.h, one copy per library) copy host buffers to the device
+// entries (tests/harness_cuda_entries.h, one copy per library) copy host buffers to the device
 // and back around each fcuda_ call.
 //
 // Every H_TEST runs on both (covers = NULL: the whole tier), apart from not_applicable[]'s
@@ -14,7 +14,7 @@
 
 #include "harness.h"
 #include "phax/fast.h"  // phax_cuda_info
-#include "phax/fcpu_model.h"  // the shared runner over fast/cuda's op table
+#include "phax/fmodel.h"  // the shared runner over fast/cuda's op table
 #include "phax/fcuda_emu.h"  // fcuda_emu_<op> beside fcuda_<op>
 #include "phax/fcuda_decode.h"
 #include "phax/fcpu_mlstm.h"  // FCPU_MLSTM_STATE_LEN
@@ -39,7 +39,7 @@ static const char *const cuda_not_applicable[] = {
 // --- cuda_emu: the kernels compiled by g++ against fast/cuda/emu ---------------------------------
 #define FC(op) fcuda_emu_##op
 #define N(x) emu_##x
-#include "backend_cuda_impl.h"
+#include "harness_cuda_entries.h"
 static const char *emu_unavailable(void) { return NULL; }
 const h_backend h_backend_cuda_emu = N_BACKEND("cuda_emu", emu_unavailable);
 #undef FC
@@ -51,7 +51,7 @@ const h_backend h_backend_cuda_emu = N_BACKEND("cuda_emu", emu_unavailable);
 #ifdef PHAX_HAVE_CUDA
 #define FC(op) fcuda_##op
 #define N(x) dev_##x
-#include "backend_cuda_impl.h"
+#include "harness_cuda_entries.h"
 static const char *dev_unavailable(void) {
     static char why[300];
     char info[256];

@@ -10,7 +10,7 @@
 #include "phax/fcpu.h"
 #include "phax/fcpu_gemm.h"
 #include "phax/fcpu_decode.h"
-#include "phax/fcpu_model.h"
+#include "phax/fmodel.h"
 
 static const char *cpu_unavailable(void) { return NULL; }  // always here
 
@@ -56,44 +56,44 @@ static int cpu_ssm_conv_bwd(float *du, float *dK, float *dD, const float *dy, co
 
 static size_t cpu_mlstm_state_len(int dqk, int dv) { return FCPU_MLSTM_STATE_LEN(dqk, dv); }
 
-// Models: the fcpu_model struct behind a void pointer.
+// Models: the fmodel struct behind a void pointer.
 static void *cpu_model_new(const phax_model_cfg *cfg, uint64_t seed) {
-    fcpu_model *m = calloc(1, sizeof *m);
-    if (m && fcpu_model_new(m, cfg, seed) == PHAX_OK) return m;
+    fmodel *m = calloc(1, sizeof *m);
+    if (m && fmodel_new(m, cfg, seed) == PHAX_OK) return m;
     free(m);
     return NULL;
 }
 static void cpu_model_free(void *m) {
-    if (m) fcpu_model_free(m), free(m);
+    if (m) fmodel_free(m), free(m);
 }
-static size_t cpu_model_numel(const void *m) { return ((const fcpu_model *)m)->layout.numel; }
-static void cpu_model_set_params_f64(void *m, const double *p) { fcpu_model_set_params_f64(m, p); }
+static size_t cpu_model_numel(const void *m) { return ((const fmodel *)m)->layout.numel; }
+static void cpu_model_set_params_f64(void *m, const double *p) { fmodel_set_params_f64(m, p); }
 static void cpu_model_get_params(const void *m, float *out) {
-    const fcpu_model *f = m;
+    const fmodel *f = m;
     memcpy(out, f->params, f->layout.numel * sizeof *out);
 }
 static void cpu_model_set_params(void *m, const float *in) {
-    fcpu_model *f = m;
+    fmodel *f = m;
     memcpy(f->params, in, f->layout.numel * sizeof *in);
 }
 static void cpu_model_get_grads(const void *m, float *out) {
-    const fcpu_model *f = m;
+    const fmodel *f = m;
     memcpy(out, f->grads, f->layout.numel * sizeof *out);
 }
-static void cpu_model_zero_grad(void *m) { fcpu_model_zero_grad(m); }
-static void *cpu_model_ws_new(const void *m, int B, int T) { return fcpu_model_ws_new(m, B, T); }
-static void cpu_model_ws_free(void *ws) { fcpu_model_ws_free(ws); }
+static void cpu_model_zero_grad(void *m) { fmodel_zero_grad(m); }
+static void *cpu_model_ws_new(const void *m, int B, int T) { return fmodel_ws_new(m, B, T); }
+static void cpu_model_ws_free(void *ws) { fmodel_ws_free(ws); }
 static int cpu_model_forward(const void *m, void *ws, const int32_t *tok, const int32_t *tg,
                              int window, float *logits, double *loss) {
-    return fcpu_model_forward(m, ws, tok, tg, window, logits, loss);
+    return fmodel_forward(m, ws, tok, tg, window, logits, loss);
 }
 static int cpu_model_token_losses(const void *m, void *ws, const int32_t *tok, const int32_t *tg,
                                   int window, float *rows) {
-    return fcpu_model_token_losses(m, ws, tok, tg, window, rows);
+    return fmodel_token_losses(m, ws, tok, tg, window, rows);
 }
 static int cpu_model_backward(void *m, void *ws, const int32_t *tok, const int32_t *tg, int window,
                               double *loss) {
-    return fcpu_model_backward(m, ws, tok, tg, window, loss);
+    return fmodel_backward(m, ws, tok, tg, window, loss);
 }
 
 static void *cpu_decoder_new(const void *m, int max_len, int window) {
@@ -222,6 +222,6 @@ static const h_backend cpu = {
         },
 };
 
-extern const h_backend h_backend_cuda_emu, h_backend_cuda;  // tests/backend_cuda.c
+extern const h_backend h_backend_cuda_emu, h_backend_cuda;  // tests/harness_cuda.c
 const h_backend *const h_backends[] = {&cpu, &h_backend_cuda_emu, &h_backend_cuda};
 const int h_nbackends = (int)(sizeof h_backends / sizeof *h_backends);

@@ -1,4 +1,4 @@
-// One copy of the device backend's entries (tests/backend_cuda.c includes this twice): FC(op)
+// One copy of the device backend's entries (tests/harness_cuda.c includes this twice): FC(op)
 // is the library's entry (fcuda_emu_op: the CPU emulation; fcuda_op: a real device), N(x) this
 // copy's static names. Each entry takes HOST pointers (harness.h) and copies: every buffer
 // goes up whole — outputs too, so the tests' NaN poison and an accumulating gradient's prior
@@ -527,14 +527,14 @@ static int N(mlstm_bwd)(float *dq, float *dk, float *dv_, float *dig, float *dfg
 }
 #undef N_ML_UP
 
-// --- whole models: fast/cpu's runner over fast/cuda's op table (fcpu_model_new_ops) -------------
+// --- whole models: fast/cpu's runner over fast/cuda's op table (fmodel_new_ops) -------------
 // Parameters, gradients, logits and per-row losses live on the device and cross by copies;
 // tokens and targets go as host arrays (the table uploads them). A void entry's failure
 // (FC(ops_error)) fails the call.
 static void *N(model_new)(const phax_model_cfg *cfg, uint64_t seed) {
-    fcpu_model *m = calloc(1, sizeof *m);
+    fmodel *m = calloc(1, sizeof *m);
     cr_assert(m);
-    if (fcpu_model_new_ops(m, cfg, seed, FC(f32_ops)()) || FC(ops_error)()) {
+    if (fmodel_new_ops(m, cfg, seed, FC(f32_ops)()) || FC(ops_error)()) {
         free(m);
         return NULL;
     }
@@ -542,71 +542,71 @@ static void *N(model_new)(const phax_model_cfg *cfg, uint64_t seed) {
 }
 static void N(model_free)(void *m) {
     if (!m) return;
-    fcpu_model_free(m);
+    fmodel_free(m);
     N_OK(FC(ops_error)(), "model_free");
     free(m);
 }
-static size_t N(model_numel)(const void *m) { return ((const fcpu_model *)m)->layout.numel; }
+static size_t N(model_numel)(const void *m) { return ((const fmodel *)m)->layout.numel; }
 static void N(model_set_f64)(void *m, const double *p) {
-    fcpu_model_set_params_f64(m, p);
+    fmodel_set_params_f64(m, p);
     N_OK(FC(ops_error)(), "set_params_f64");
 }
 static void N(model_get)(const void *m, float *out) {
-    const fcpu_model *f = m;
+    const fmodel *f = m;
     N_OK(FC(download)(out, f->params, f->layout.numel * sizeof(float), NULL), "get_params");
 }
 static void N(model_set)(void *m, const float *in) {
-    fcpu_model *f = m;
+    fmodel *f = m;
     N_OK(FC(upload)(f->params, in, f->layout.numel * sizeof(float), NULL), "set_params");
 }
 static void N(model_grads)(const void *m, float *out) {
-    const fcpu_model *f = m;
+    const fmodel *f = m;
     N_OK(FC(download)(out, f->grads, f->layout.numel * sizeof(float), NULL), "get_grads");
 }
 static void N(model_zero)(void *m) {
-    fcpu_model_zero_grad(m);
+    fmodel_zero_grad(m);
     N_OK(FC(ops_error)(), "zero_grad");
 }
 static void *N(model_ws_new)(const void *m, int B, int T) {
-    fcpu_model_ws *w = fcpu_model_ws_new(m, B, T);
+    fmodel_ws *w = fmodel_ws_new(m, B, T);
     if (w && FC(ops_error)()) {
-        fcpu_model_ws_free(w);
+        fmodel_ws_free(w);
         return NULL;
     }
     return w;
 }
 static void N(model_ws_free)(void *w) {
-    fcpu_model_ws_free(w);
+    fmodel_ws_free(w);
     N_OK(FC(ops_error)(), "ws_free");
 }
 static int N(model_forward)(const void *m, void *ws, const int32_t *tok, const int32_t *tg, int window, float *logits,
                             double *loss) {
-    const fcpu_model *f = m;
-    size_t nv = (size_t)fcpu_model_ws_B(ws) * fcpu_model_ws_T(ws) * f->cfg.vocab_size;
+    const fmodel *f = m;
+    size_t nv = (size_t)fmodel_ws_B(ws) * fmodel_ws_T(ws) * f->cfg.vocab_size;
     float *dl = logits ? N(up)(logits, nv) : NULL;
-    int rc = fcpu_model_forward(f, ws, tok, tg, window, dl, loss);
+    int rc = fmodel_forward(f, ws, tok, tg, window, dl, loss);
     if (!rc) rc = FC(ops_error)();
     N(down)(logits, dl, nv, "logits");
     return rc;
 }
 static int N(model_token_losses)(const void *m, void *ws, const int32_t *tok, const int32_t *tg, int window,
                                  float *rows) {
-    size_t n = (size_t)fcpu_model_ws_B(ws) * fcpu_model_ws_T(ws);
+    size_t n = (size_t)fmodel_ws_B(ws) * fmodel_ws_T(ws);
     float *dr = N(up)(rows, n);
-    int rc = fcpu_model_token_losses(m, ws, tok, tg, window, dr);
+    int rc = fmodel_token_losses(m, ws, tok, tg, window, dr);
     if (!rc) rc = FC(ops_error)();
     N(down)(rows, dr, n, "rows");
     return rc;
 }
 static int N(model_backward)(void *m, void *ws, const int32_t *tok, const int32_t *tg, int window, double *loss) {
-    int rc = fcpu_model_backward(m, ws, tok, tg, window, loss);
+    int rc = fmodel_backward(m, ws, tok, tg, window, loss);
     if (!rc) rc = FC(ops_error)();
     return rc;
 }
 
 // --- decoders: fast/cuda/decode.cu (tokens and logits cross on the host) ----------------------
 static void *N(decoder_new_chunked)(const void *m, int max_len, int window, int chunk) {
-    const fcpu_model *f = m;
+    const fmodel *f = m;
     if (!f) return FC(decoder_new)(NULL, NULL, NULL, max_len, window, chunk);  // its own "no model"
     return FC(decoder_new)(&f->cfg, &f->layout, f->params, max_len, window, chunk);
 }

@@ -29,7 +29,7 @@ static int attn_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     ops->linear_fwd(b->k, x, p->attn_wk, NULL, n, d, kd);  // k: (B, T, Hkv, dh)
     ops->linear_fwd(b->v, x, p->attn_wv, NULL, n, d, kd);  // v: (B, T, Hkv, dh)
     int rc;
-    FM_PROF(cx, FCPU_PART_ATTN_KERNEL,
+    FM_PROF(cx, FMODEL_PART_ATTN_KERNEL,
             rc = ops->attention_fwd(b->o, NULL, b->st, b->q, b->k, b->v, p->attn_logscale, cx->B,
                                     cx->T, &a, cx->ws->kws));
     if (rc) return PHAX_ERR;
@@ -49,7 +49,7 @@ static int attn_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, 
     ops->zero(dO, n * (2 * (size_t)qd + 2 * (size_t)kd));
     ops->linear_bwd(dO, g->attn_wo, NULL, dy, b->o, p->attn_wo, n, qd, d);
     int rc;
-    FM_PROF(cx, FCPU_PART_ATTN_KERNEL,
+    FM_PROF(cx, FMODEL_PART_ATTN_KERNEL,
             rc = ops->attention_bwd(dq, dk, dv, g->attn_logscale, dO, b->o, b->st, b->q, b->k,
                                     b->v, p->attn_logscale, cx->B, cx->T, &a, cx->ws->kws));
     if (rc) return PHAX_ERR;
@@ -121,10 +121,10 @@ static int gss_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     ops->linear_fwd(b->gxu, x, p->gss_wu, NULL, n, d, Hs);
     ops->gelu_fwd(b->gu, b->gxu, n * Hs);
     ops->layernorm_fwd(b->gub, b->gu, p->gss_ln_g, p->gss_ln_b, n, Hs, PHAX_LAYERNORM_EPS);
-    FM_PROF(cx, FCPU_PART_GSS_KERNEL,
+    FM_PROF(cx, FMODEL_PART_GSS_KERNEL,
             ops->dss_kernel_fwd(b->gK, p->gss_lre, p->gss_lim, p->gss_cre, p->gss_cim, Hs, N, cx->T, kws));
     int rc;
-    FM_PROF(cx, FCPU_PART_GSS_CONV,
+    FM_PROF(cx, FMODEL_PART_GSS_CONV,
             rc = ops->ssm_conv_fwd(b->gys, b->gub, b->gK, p->gss_d, cx->B, cx->T, Hs, cx->ws->ssm_plan, kws));
     if (rc) return PHAX_ERR;
     ops->linear_fwd(b->gyc, b->gys, p->gss_wc, NULL, n, Hs, F);
@@ -152,10 +152,10 @@ static int gss_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, c
     ops->linear_bwd(dys, g->gss_wc, NULL, dyc, b->gys, p->gss_wc, n, Hs, F);
     // ys = ssm_conv(ū, K, D); K = dss_kernel(Λ, C)
     int rc;
-    FM_PROF(cx, FCPU_PART_GSS_CONV,
+    FM_PROF(cx, FMODEL_PART_GSS_CONV,
             rc = ops->ssm_conv_bwd(dub, dK, g->gss_d, dys, b->gub, b->gK, p->gss_d, B, T, Hs, cx->ws->ssm_plan, kws));
     if (rc) return PHAX_ERR;
-    FM_PROF(cx, FCPU_PART_GSS_KERNEL,
+    FM_PROF(cx, FMODEL_PART_GSS_KERNEL,
             ops->dss_kernel_bwd(g->gss_lre, g->gss_lim, g->gss_cre, g->gss_cim, dK, p->gss_lre, p->gss_lim,
                                 p->gss_cre, p->gss_cim, Hs, N, T, kws));
     // ū = LayerNorm(u); u = GELU(xu); v = GELU(xv)
@@ -192,7 +192,7 @@ static int mlstm_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     ops->gate_cap_fwd(b->mig, b->mipre, ng);
     ops->gate_cap_fwd(b->mfg, b->mfpre, ng);
     int rc;
-    FM_PROF(cx, FCPU_PART_MLSTM_KERNEL,
+    FM_PROF(cx, FMODEL_PART_MLSTM_KERNEL,
             rc = ops->mlstm_fwd(b->mhc, b->mq, b->mk, b->mv, b->mig, b->mfg, cx->B, cx->T, NH,
                                 dqk, dv, (float)PHAX_MLSTM_EPS, ops->mlstm_chunk, NULL, NULL,
                                 cx->ws->kws));
@@ -220,7 +220,7 @@ static int mlstm_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy,
     ops->headnorm_bwd(dhc, g->ml_headnorm, dh, b->mhc, p->ml_headnorm, n, NH, dv,
                       c->mlstm_norm_eps, cx->ws->kws);
     int rc;
-    FM_PROF(cx, FCPU_PART_MLSTM_KERNEL,
+    FM_PROF(cx, FMODEL_PART_MLSTM_KERNEL,
             rc = ops->mlstm_bwd(dq, dk_, dv_, dig, dfg, dhc, b->mq, b->mk, b->mv, b->mig, b->mfg,
                                 cx->B, cx->T, NH, dqk, dv, (float)PHAX_MLSTM_EPS,
                                 ops->mlstm_chunk, cx->ws->kws));
@@ -326,7 +326,7 @@ size_t fm_branch_bwd_len(phax_sub_kind k, const phax_model_cfg *c, size_t n, int
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
 size_t fm_branch_kernel_ws(const phax_f32_ops *ops, phax_sub_kind k, const phax_model_cfg *c,
-                           int B, int T, int nthreads, const struct fcpu_model_ws *ws) {
+                           int B, int T, int nthreads, const struct fmodel_ws *ws) {
     size_t n = (size_t)B * T, s = 0;
     switch (k) {
     case PHAX_SUB_ATTN: {

@@ -1,4 +1,4 @@
-// Whole models of the fast tiers (fast/cpu/model*.c on backend cpu, through the
+// Whole models of the fast tiers (fast/model/model*.c on backend cpu, through the
 // backend list of harness.h; mcase tables) against ref: every family, forward (logits, loss) and every
 // parameter gradient, at awkward sizes (odd T, T past the mLSTM chunk and the
 // SSM FFT threshold, head dims 6/10, GQA groups 1/2/3, windows 1, small, ≥ T),
@@ -31,7 +31,7 @@
 #include <stddef.h>
 
 #include "phax/fcpu_f32_ops.h"  // the op table the runner calls through (op_table_complete)
-#include "phax/fcpu_model.h"
+#include "phax/fmodel.h"
 #include "phax/model_plan.h"  // the fast/cpu-only tests at the end (workspace size, profile)
 #include "phax/ref_model.h"
 
@@ -269,7 +269,7 @@ H_TEST(model, pha) {
         {"pha no-gss dh10", h, 2, 9, -1},
         {"pha no-ffn T1", f, 3, 1, -1},
     };
-    run_cases(be, "fcpu_model/pha", ks, sizeof ks / sizeof *ks);
+    run_cases(be, "fmodel/pha", ks, sizeof ks / sizeof *ks);
 }
 
 H_TEST(model, transformer_serial) {
@@ -286,7 +286,7 @@ H_TEST(model, transformer_serial) {
         {"serial", s, 2, 11, -1},
         {"serial T150 (FFT) w40", s2, 1, 150, -1},
     };
-    run_cases(be, "fcpu_model/transformer_serial", ks, sizeof ks / sizeof *ks);
+    run_cases(be, "fmodel/transformer_serial", ks, sizeof ks / sizeof *ks);
 }
 
 H_TEST(model, swax_family) {
@@ -305,7 +305,7 @@ H_TEST(model, swax_family) {
         {"swa w3", sw, 2, 19, 3},
         {"mlstm 3 heads T129", ml, 1, 129, -1},
     };
-    run_cases(be, "fcpu_model/swax_family", ks, sizeof ks / sizeof *ks);
+    run_cases(be, "fmodel/swax_family", ks, sizeof ks / sizeof *ks);
 }
 
 // mlstm_norm_eps (issue 11, item 12): fast follows the config's head-norm eps as ref does,
@@ -323,10 +323,10 @@ H_TEST(model, mlstm_norm_eps) {
         {"swax eps 1e-6", b, 2, 17, -1},
         {"mlstm eps 1e-5 T70", m, 1, 70, -1},
     };
-    run_cases(be, "fcpu_model/mlstm_norm_eps", ks, sizeof ks / sizeof *ks);
+    run_cases(be, "fmodel/mlstm_norm_eps", ks, sizeof ks / sizeof *ks);
 
     // The same parameters and tokens at the two eps, in ref.
-    phax_rng r = tu_rng("fcpu_model/mlstm_norm_eps.differs");
+    phax_rng r = tu_rng("fmodel/mlstm_norm_eps.differs");
     ref_model r5, r6;
     uint64_t seed = phax_rng_u64(&r);
     cr_assert(ref_model_new(&r5, &a, seed) == PHAX_OK && ref_model_new(&r6, &b, seed) == PHAX_OK, "%s", phax_error());
@@ -339,7 +339,7 @@ H_TEST(model, mlstm_norm_eps) {
     cr_assert(ref_model_forward(&r5, tok, tg, B, T, -1, l5, NULL) == PHAX_OK);
     cr_assert(ref_model_forward(&r6, tok, tg, B, T, -1, l6, NULL) == PHAX_OK);
     double d = h_relerr(H_D(l5), l6, H_ZERO, n * V);
-    printf("[fcpu_model/mlstm_norm_eps] ref logits at eps 1e-5 vs 1e-6: rel diff %.3e\n", d);
+    printf("[fmodel/mlstm_norm_eps] ref logits at eps 1e-5 vs 1e-6: rel diff %.3e\n", d);
     // 1e-3 is ~1000x the fast-vs-ref distances logged above (~1e-6 relative).
     cr_assert(d > 1e-3, "eps 1e-5 and 1e-6 give logits only %.3e apart: is the key honoured?", d);
     tu_free(l5), tu_free(l6);
@@ -351,7 +351,7 @@ H_TEST(model, mlstm_norm_eps) {
 // Backward adds; results are the same bits from run to run; the fused-head loss
 // of a forward equals the backward's.
 H_TEST(model, accumulate_deterministic) {
-    phax_rng r = tu_rng("fcpu_model/accumulate_deterministic");
+    phax_rng r = tu_rng("fmodel/accumulate_deterministic");
     phax_family fams[] = {PHAX_FAMILY_PHA, PHAX_FAMILY_SWAX};
     for (int fi = 0; fi < 2; fi++) {
         cr_assert(be->model.new_model(&(phax_model_cfg){0}, 0) == NULL);  // family pha, all zero: invalid
@@ -398,19 +398,19 @@ Test(cpu_model, workspace_linear_in_T) {
     phax_family fams[] = {PHAX_FAMILY_TRANSFORMER, PHAX_FAMILY_PHA, PHAX_FAMILY_SWAX};
     for (int fi = 0; fi < 3; fi++) {
         phax_model_cfg c = base_cfg(fams[fi]);
-        fcpu_model m;
-        cr_assert(fcpu_model_new(&m, &c, 1) == PHAX_OK);
-        fcpu_model_ws *w1 = fcpu_model_ws_new(&m, 1, 2048), *w2 = fcpu_model_ws_new(&m, 1, 8192);
+        fmodel m;
+        cr_assert(fmodel_new(&m, &c, 1) == PHAX_OK);
+        fmodel_ws *w1 = fmodel_ws_new(&m, 1, 2048), *w2 = fmodel_ws_new(&m, 1, 8192);
         cr_assert(w1 && w2, "%s", phax_error());
-        double ratio = (double)fcpu_model_ws_bytes(w2) / (double)fcpu_model_ws_bytes(w1);
+        double ratio = (double)fmodel_ws_bytes(w2) / (double)fmodel_ws_bytes(w1);
         printf("[workspace] %s: %.1f MB at T 2048, %.1f MB at T 8192 (ratio %.2f)\n",
-               phax_family_name(c.family), fcpu_model_ws_bytes(w1) / 1e6,
-               fcpu_model_ws_bytes(w2) / 1e6, ratio);
+               phax_family_name(c.family), fmodel_ws_bytes(w1) / 1e6,
+               fmodel_ws_bytes(w2) / 1e6, ratio);
         // 4× the tokens: linear is 4 (plus the fixed parts, which only lower it).
         cr_expect(ratio <= 4.2, "%s: workspace grows faster than T (%.2f for 4x T)",
                   phax_family_name(c.family), ratio);
-        fcpu_model_ws_free(w1), fcpu_model_ws_free(w2);
-        fcpu_model_free(&m);
+        fmodel_ws_free(w1), fmodel_ws_free(w2);
+        fmodel_free(&m);
     }
 }
 
@@ -419,123 +419,123 @@ Test(cpu_model, workspace_linear_in_T) {
 Test(cpu_model, workspace_breakdown_adds_up) {
     for (int f = 0; f < PHAX_FAMILY_COUNT; f++) {
         phax_model_cfg c = base_cfg((phax_family)f);
-        fcpu_model m;
-        cr_assert(fcpu_model_new(&m, &c, 1) == PHAX_OK);
-        fcpu_model_ws *w = fcpu_model_ws_new(&m, 2, 37);
-        size_t part[FCPU_WS_NPARTS], sum = 0;
-        cr_assert(w && fcpu_model_ws_breakdown(&m.cfg, 2, 37, part) == PHAX_OK, "%s", phax_error());
-        for (int i = 0; i < FCPU_WS_NPARTS; i++) sum += part[i];
-        cr_expect(sum == fcpu_model_ws_bytes(w), "%s: parts add to %zu, the arena is %zu",
-                  phax_family_name(c.family), sum, fcpu_model_ws_bytes(w));
+        fmodel m;
+        cr_assert(fmodel_new(&m, &c, 1) == PHAX_OK);
+        fmodel_ws *w = fmodel_ws_new(&m, 2, 37);
+        size_t part[FMODEL_WS_NPARTS], sum = 0;
+        cr_assert(w && fmodel_ws_breakdown(&m.cfg, 2, 37, part) == PHAX_OK, "%s", phax_error());
+        for (int i = 0; i < FMODEL_WS_NPARTS; i++) sum += part[i];
+        cr_expect(sum == fmodel_ws_bytes(w), "%s: parts add to %zu, the arena is %zu",
+                  phax_family_name(c.family), sum, fmodel_ws_bytes(w));
         int pha = c.family == PHAX_FAMILY_PHA;
-        cr_expect(!part[FCPU_WS_MIX] == !pha, "%s: mix buffers %zu", phax_family_name(c.family), part[FCPU_WS_MIX]);
-        cr_expect(!part[FCPU_WS_BRANCH + PHAX_SUB_ATTN] == (c.family == PHAX_FAMILY_MLSTM),
-                  "%s: attention part %zu", phax_family_name(c.family), part[FCPU_WS_BRANCH + PHAX_SUB_ATTN]);
-        fcpu_model_ws_free(w);
-        fcpu_model_free(&m);
+        cr_expect(!part[FMODEL_WS_MIX] == !pha, "%s: mix buffers %zu", phax_family_name(c.family), part[FMODEL_WS_MIX]);
+        cr_expect(!part[FMODEL_WS_BRANCH + PHAX_SUB_ATTN] == (c.family == PHAX_FAMILY_MLSTM),
+                  "%s: attention part %zu", phax_family_name(c.family), part[FMODEL_WS_BRANCH + PHAX_SUB_ATTN]);
+        fmodel_ws_free(w);
+        fmodel_free(&m);
     }
 }
 
 // Bad input: a clear error, no gradient written, no logits left that pass for a result.
 Test(cpu_model, bad_input) {
     phax_model_cfg c = base_cfg(PHAX_FAMILY_PHA);
-    fcpu_model m, o;
-    cr_assert(fcpu_model_new(&m, &c, 3) == PHAX_OK);
+    fmodel m, o;
+    cr_assert(fmodel_new(&m, &c, 3) == PHAX_OK);
     phax_model_cfg cs = base_cfg(PHAX_FAMILY_SWAX);
-    cr_assert(fcpu_model_new(&o, &cs, 3) == PHAX_OK);
+    cr_assert(fmodel_new(&o, &cs, 3) == PHAX_OK);
     int32_t tok[6] = {1, 2, 3, 4, 5, 6}, tg[6] = {2, 3, 4, 5, 6, 7};
-    fcpu_model_ws *ws = fcpu_model_ws_new(&m, 2, 3), *wo = fcpu_model_ws_new(&o, 2, 3);
+    fmodel_ws *ws = fmodel_ws_new(&m, 2, 3), *wo = fmodel_ws_new(&o, 2, 3);
     cr_assert(ws && wo);
-    cr_expect(fcpu_model_ws_new(&m, 0, 3) == NULL && strstr(phax_error(), "at least"));
-    fcpu_model_zero_grad(&m);
+    cr_expect(fmodel_ws_new(&m, 0, 3) == NULL && strstr(phax_error(), "at least"));
+    fmodel_zero_grad(&m);
     double loss = 0;
     tok[4] = c.vocab_size;  // out of range
-    cr_expect(fcpu_model_backward(&m, ws, tok, tg, -1, &loss) == PHAX_ERR);
+    cr_expect(fmodel_backward(&m, ws, tok, tg, -1, &loss) == PHAX_ERR);
     cr_expect(strstr(phax_error(), "token") != NULL, "message: %s", phax_error());
     cr_expect(isnan(loss));
     tok[4] = 5, tg[1] = -7;  // bad target
-    cr_expect(fcpu_model_backward(&m, ws, tok, tg, -1, &loss) == PHAX_ERR);
+    cr_expect(fmodel_backward(&m, ws, tok, tg, -1, &loss) == PHAX_ERR);
     printf("[bad_input] %s\n", phax_error());
     size_t written = 0;
     for (size_t i = 0; i < m.layout.numel; i++) written += m.grads[i] != 0;
     cr_expect(written == 0, "%zu gradient elements written by a failed backward", written);
     tg[1] = 3;
-    cr_expect(fcpu_model_forward(&m, wo, tok, tg, -1, NULL, &loss) == PHAX_ERR);
+    cr_expect(fmodel_forward(&m, wo, tok, tg, -1, NULL, &loss) == PHAX_ERR);
     cr_expect(strstr(phax_error(), "another model") != NULL, "message: %s", phax_error());
-    cr_expect(fcpu_model_forward(&m, ws, tok, NULL, -1, NULL, &loss) == PHAX_ERR);
-    cr_expect(fcpu_model_forward(&m, ws, tok, tg, -1, NULL, &loss) == PHAX_OK && isfinite(loss));
-    fcpu_model_ws_free(ws), fcpu_model_ws_free(wo);
-    fcpu_model_free(&m), fcpu_model_free(&o);
+    cr_expect(fmodel_forward(&m, ws, tok, NULL, -1, NULL, &loss) == PHAX_ERR);
+    cr_expect(fmodel_forward(&m, ws, tok, tg, -1, NULL, &loss) == PHAX_OK && isfinite(loss));
+    fmodel_ws_free(ws), fmodel_ws_free(wo);
+    fmodel_free(&m), fmodel_free(&o);
 }
 
-// Profiling (fcpu_model_ws_profile) changes no result bit; its table is consistent:
+// Profiling (fmodel_ws_profile) changes no result bit; its table is consistent:
 // every part ≥ 0, each kernel within its sub-layer, the sub-layers and the head within
 // the call's half, the head in bwd for a backward call and in fwd for a forward one,
 // and nothing is added while it is off.
 Test(cpu_model, profile) {
-    phax_rng r = tu_rng("fcpu_model/profile");
+    phax_rng r = tu_rng("fmodel/profile");
     phax_family fams[] = {PHAX_FAMILY_PHA, PHAX_FAMILY_SWAX, PHAX_FAMILY_SERIAL};
     for (int fi = 0; fi < 3; fi++) {
         phax_model_cfg c = base_cfg(fams[fi]);
-        fcpu_model m;
-        cr_assert(fcpu_model_new(&m, &c, phax_rng_u64(&r)) == PHAX_OK);
+        fmodel m;
+        cr_assert(fmodel_new(&m, &c, phax_rng_u64(&r)) == PHAX_OK);
         int B = 1, T = 37;
         size_t P = m.layout.numel;
         int32_t tok[37], tg[37];
         fill_batch(tok, tg, (size_t)B * T, c.vocab_size, &r);
-        fcpu_model_ws *ws = fcpu_model_ws_new(&m, B, T);
+        fmodel_ws *ws = fmodel_ws_new(&m, B, T);
         cr_assert(ws);
         double l0, l1, f[FCPU_NPARTS], b[FCPU_NPARTS];
-        fcpu_model_zero_grad(&m);
-        cr_assert(fcpu_model_backward(&m, ws, tok, tg, -1, &l0) == PHAX_OK);
+        fmodel_zero_grad(&m);
+        cr_assert(fmodel_backward(&m, ws, tok, tg, -1, &l0) == PHAX_OK);
         float *g0 = malloc(P * sizeof *g0);
         memcpy(g0, m.grads, P * sizeof *g0);
-        fcpu_model_ws_profile_get(ws, f, b);
+        fmodel_ws_profile_get(ws, f, b);
         for (int i = 0; i < FCPU_NPARTS; i++)
-            cr_expect(f[i] == 0 && b[i] == 0, "profile off but %s timed", fcpu_part_name(i));
-        fcpu_model_ws_profile(ws, 1);
-        fcpu_model_zero_grad(&m);
-        cr_assert(fcpu_model_backward(&m, ws, tok, tg, -1, &l1) == PHAX_OK);
+            cr_expect(f[i] == 0 && b[i] == 0, "profile off but %s timed", fmodel_part_name(i));
+        fmodel_ws_profile(ws, 1);
+        fmodel_zero_grad(&m);
+        cr_assert(fmodel_backward(&m, ws, tok, tg, -1, &l1) == PHAX_OK);
         cr_expect(l0 == l1 && !memcmp(g0, m.grads, P * sizeof *g0),
                   "%s: profiling changed the result", phax_family_name(c.family));
-        fcpu_model_ws_profile_get(ws, f, b);
+        fmodel_ws_profile_get(ws, f, b);
         const char *fam = phax_family_name(c.family);
         double sf = 0, sb = 0;
         for (int i = 0; i < FCPU_NPARTS; i++)
-            cr_expect(f[i] >= 0 && b[i] >= 0, "%s: %s < 0", fam, fcpu_part_name(i));
-        for (int i = FCPU_PART_GSS; i <= FCPU_PART_MLSTM; i++) sf += f[i], sb += b[i];
-        cr_expect(f[FCPU_PART_TOTAL] > 0 && b[FCPU_PART_TOTAL] > 0, "%s: halves not timed", fam);
-        cr_expect(sf + f[FCPU_PART_HEAD] <= f[FCPU_PART_TOTAL], "%s: forward parts exceed the half",
+            cr_expect(f[i] >= 0 && b[i] >= 0, "%s: %s < 0", fam, fmodel_part_name(i));
+        for (int i = FMODEL_PART_GSS; i <= FMODEL_PART_MLSTM; i++) sf += f[i], sb += b[i];
+        cr_expect(f[FMODEL_PART_TOTAL] > 0 && b[FMODEL_PART_TOTAL] > 0, "%s: halves not timed", fam);
+        cr_expect(sf + f[FMODEL_PART_HEAD] <= f[FMODEL_PART_TOTAL], "%s: forward parts exceed the half",
                   fam);
-        cr_expect(sb + b[FCPU_PART_HEAD] <= b[FCPU_PART_TOTAL],
+        cr_expect(sb + b[FMODEL_PART_HEAD] <= b[FMODEL_PART_TOTAL],
                   "%s: backward parts exceed the half", fam);
-        cr_expect(f[FCPU_PART_HEAD] == 0 && b[FCPU_PART_HEAD] > 0,
+        cr_expect(f[FMODEL_PART_HEAD] == 0 && b[FMODEL_PART_HEAD] > 0,
                   "%s: the fused head belongs to bwd", fam);
-        cr_expect(f[FCPU_PART_ATTN] > 0 && b[FCPU_PART_ATTN] > 0, "%s: attention not timed", fam);
-        cr_expect(f[FCPU_PART_ATTN_KERNEL] <= f[FCPU_PART_ATTN] &&
-                      b[FCPU_PART_ATTN_KERNEL] <= b[FCPU_PART_ATTN] && f[FCPU_PART_ATTN_KERNEL] > 0,
+        cr_expect(f[FMODEL_PART_ATTN] > 0 && b[FMODEL_PART_ATTN] > 0, "%s: attention not timed", fam);
+        cr_expect(f[FMODEL_PART_ATTN_KERNEL] <= f[FMODEL_PART_ATTN] &&
+                      b[FMODEL_PART_ATTN_KERNEL] <= b[FMODEL_PART_ATTN] && f[FMODEL_PART_ATTN_KERNEL] > 0,
                   "%s: attention kernel outside its sub-layer", fam);
-        cr_expect(f[FCPU_PART_MLSTM_KERNEL] <= f[FCPU_PART_MLSTM] &&
-                      b[FCPU_PART_MLSTM_KERNEL] <= b[FCPU_PART_MLSTM],
+        cr_expect(f[FMODEL_PART_MLSTM_KERNEL] <= f[FMODEL_PART_MLSTM] &&
+                      b[FMODEL_PART_MLSTM_KERNEL] <= b[FMODEL_PART_MLSTM],
                   "%s: mLSTM kernel outside its sub-layer", fam);
         int has_mlstm = c.family == PHAX_FAMILY_SWAX, has_gss = !has_mlstm;
-        cr_expect((f[FCPU_PART_MLSTM] > 0) == has_mlstm && (f[FCPU_PART_GSS] > 0) == has_gss &&
-                      (f[FCPU_PART_DUAL] > 0) == has_gss && (f[FCPU_PART_SWIGLU] > 0) == has_mlstm,
+        cr_expect((f[FMODEL_PART_MLSTM] > 0) == has_mlstm && (f[FMODEL_PART_GSS] > 0) == has_gss &&
+                      (f[FMODEL_PART_DUAL] > 0) == has_gss && (f[FMODEL_PART_SWIGLU] > 0) == has_mlstm,
                   "%s: wrong sub-layers timed", fam);
         // A forward-only call times its head in fwd; turned off, nothing more is added.
-        double hb = b[FCPU_PART_HEAD], tb = b[FCPU_PART_TOTAL];
-        cr_assert(fcpu_model_forward(&m, ws, tok, tg, -1, NULL, &l1) == PHAX_OK);
-        fcpu_model_ws_profile_get(ws, f, b);
-        cr_expect(f[FCPU_PART_HEAD] > 0 && b[FCPU_PART_HEAD] == hb && b[FCPU_PART_TOTAL] == tb,
+        double hb = b[FMODEL_PART_HEAD], tb = b[FMODEL_PART_TOTAL];
+        cr_assert(fmodel_forward(&m, ws, tok, tg, -1, NULL, &l1) == PHAX_OK);
+        fmodel_ws_profile_get(ws, f, b);
+        cr_expect(f[FMODEL_PART_HEAD] > 0 && b[FMODEL_PART_HEAD] == hb && b[FMODEL_PART_TOTAL] == tb,
                   "%s: forward call", fam);
-        fcpu_model_ws_profile(ws, 0);
+        fmodel_ws_profile(ws, 0);
         double f2[FCPU_NPARTS], b2[FCPU_NPARTS];
-        cr_assert(fcpu_model_backward(&m, ws, tok, tg, -1, NULL) == PHAX_OK);
-        fcpu_model_ws_profile_get(ws, f2, b2);
+        cr_assert(fmodel_backward(&m, ws, tok, tg, -1, NULL) == PHAX_OK);
+        fmodel_ws_profile_get(ws, f2, b2);
         cr_expect(!memcmp(f, f2, sizeof f) && !memcmp(b, b2, sizeof b), "%s: timed while off", fam);
         free(g0);
-        fcpu_model_ws_free(ws);
-        fcpu_model_free(&m);
+        fmodel_ws_free(ws);
+        fmodel_free(&m);
     }
 }
 
@@ -597,23 +597,23 @@ static void c_linear(float *y, const float *x, const float *W, const float *b, s
 }
 
 // One backward of m on its own table or on tbl: the loss and a copy of the gradients.
-static double backward_on(fcpu_model *m, const phax_f32_ops *tbl, const int32_t *tok,
+static double backward_on(fmodel *m, const phax_f32_ops *tbl, const int32_t *tok,
                           const int32_t *tg, int B, int T, float *grads) {
     const struct phax_f32_ops *own = m->ops;
     if (tbl) m->ops = tbl;
-    fcpu_model_ws *ws = fcpu_model_ws_new(m, B, T);
+    fmodel_ws *ws = fmodel_ws_new(m, B, T);
     cr_assert(ws, "%s", phax_error());
     double loss = NAN;
-    fcpu_model_zero_grad(m);
-    cr_assert(fcpu_model_backward(m, ws, tok, tg, -1, &loss) == PHAX_OK, "%s", phax_error());
+    fmodel_zero_grad(m);
+    cr_assert(fmodel_backward(m, ws, tok, tg, -1, &loss) == PHAX_OK, "%s", phax_error());
     memcpy(grads, m->grads, m->layout.numel * sizeof *grads);
-    fcpu_model_ws_free(ws);
+    fmodel_ws_free(ws);
     m->ops = own;
     return loss;
 }
 
 Test(cpu_model, another_table_drives_the_runner) {
-    phax_rng r = tu_rng("fcpu_model/another_table");
+    phax_rng r = tu_rng("fmodel/another_table");
     tc.cpu = fcpu_f32_ops();
     phax_f32_ops tbl = *tc.cpu;
     tbl.name = "counting";
@@ -626,8 +626,8 @@ Test(cpu_model, another_table_drives_the_runner) {
     for (int fi = 0; fi < 2; fi++) {
         phax_model_cfg c = base_cfg(fams[fi]);
         const char *fam = phax_family_name(c.family);
-        fcpu_model m;
-        cr_assert(fcpu_model_new(&m, &c, phax_rng_u64(&r)) == PHAX_OK);
+        fmodel m;
+        cr_assert(fmodel_new(&m, &c, phax_rng_u64(&r)) == PHAX_OK);
         int B = 2, T = 9;
         size_t n = (size_t)B * T, P = m.layout.numel;
         int32_t tok[18], tg[18];
@@ -646,7 +646,7 @@ Test(cpu_model, another_table_drives_the_runner) {
         cr_expect(tc.n.zero > 0 && tc.n.linear > 0, "%s: zero or linear_fwd not reached", fam);
         if (c.family == PHAX_FAMILY_PHA)
             // axpy: z = α x + mix once per block forward, and again in its backward, which
-            // recomputes z rather than keeping it (fast/cpu/model.c, ws_layout).
+            // recomputes z rather than keeping it (fast/model/model.c, ws_layout).
             cr_expect(tc.n.axpy == 2 * c.n_layers && tc.n.scale == c.n_layers && tc.n.mul > 0 &&
                           tc.n.mul_bwd > 0 && tc.n.acc > 0,
                       "%s: the residual, GSS gate or dual-FFN ops not reached through the table",
@@ -662,6 +662,6 @@ Test(cpu_model, another_table_drives_the_runner) {
             cr_expect(l2 != l0, "%s: dropping the DeepNorm α·x term changed nothing", fam);
         }
         free(g0), free(g1);
-        fcpu_model_free(&m);
+        fmodel_free(&m);
     }
 }
