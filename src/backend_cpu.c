@@ -234,8 +234,7 @@ const phax_backend_ops phax_backend_cpu = {
 static phax_bmodel *model_new_bf16(const phax_backend_ops *be, const phax_model_cfg *cfg, uint64_t seed,
                                    const float *params) {
     if (!fcpu_bf16_available()) {
-        phax_fail("cpu_bf16: this phax was built without oneDNN (install libdnnl-dev and reconfigure; "
-                  "docs/precision.md)");
+        phax_fail("cpu_bf16: %s", fcpu_bf16_unavailable());
         return NULL;
     }
     return model_new(be, cfg, seed, params);

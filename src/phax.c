@@ -6,6 +6,7 @@
 #include "phax/core.h"
 #include "phax/data.h"
 #include "phax/fast.h"
+#include "phax/fcpu_gemm.h"  // fcpu_bf16_available: the cpu_bf16 tier
 
 int phax_demo_main(int argc, char **argv);
 int phax_oracle_main(int argc, char **argv);
@@ -82,6 +83,8 @@ int main(int argc, char **argv) {
         printf("ref: float64 scalar oracle\n");
         phax_cpu_info(buf, sizeof buf);
         printf("%s\n", buf);
+        // the cpu_bf16 tier: whether this build and this CPU have its bf16 matmuls
+        printf("cpu_bf16: %s\n", fcpu_bf16_available() ? "available (oneDNN)" : fcpu_bf16_unavailable());
         phax_cuda_info(buf, sizeof buf);
         printf("%s\n", buf);
         return 0;

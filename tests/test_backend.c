@@ -86,7 +86,7 @@ typedef struct {
 } bcase;
 
 // Small awkward config: vocab 37, d 24, 2 layers, 3 query heads of width 6 over 1 kv
-// head, SwiGLU hidden 40, GSS F 36, Hs 5, N 7, mLSTM 2 heads (as tests/test_fcpu_model.c).
+// head, SwiGLU hidden 40, GSS F 36, Hs 5, N 7, mLSTM 2 heads (as tests/test_fmodel.c).
 static phax_model_cfg small_cfg(phax_family f) {
     phax_model_cfg c = phax_model_cfg_default(f);
     c.vocab_size = 37, c.d_model = 24, c.n_layers = 2;
@@ -361,6 +361,11 @@ Test(backend, train_takes_ref_cpu_and_fast) {
                 "--backend: 'nope' is not a backend (ref, cpu, cpu_bf16, cuda, cuda_emu)");
     expect_fail(&s, TINY(&s, "x", "cuda", "--family", "pha", "--train", s.data), "phax train: ",
                 cuda_frag());
+    // Without oneDNN, or on a CPU where oneDNN has no bf16 matmul (AVX2 only), cpu_bf16 is refused
+    // in one line that says why, before any step (it crashed inside oneDNN on such a CPU once).
+    if (!fcpu_bf16_available())
+        expect_fail(&s, TINY(&s, "x", "cpu_bf16", "--family", "pha", "--train", s.data), "phax train: ",
+                    fcpu_bf16_unavailable());
     sandbox_free(&s);
 }
 

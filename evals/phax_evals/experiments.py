@@ -6,6 +6,7 @@ import math
 import json
 import os
 import statistics
+import subprocess
 
 from . import settings as S
 from .runs import JobError, match_params, note, run_logged, say, write_atomic, write_config
@@ -220,6 +221,10 @@ class Job:
         if not s["precision"]:
             note("precision: not in quick mode (--full)")
             return
+        why = self.bf16_unavailable()
+        if why:  # no oneDNN in the build, or none of its bf16 matmuls on this CPU (AVX2 only)
+            note(f"precision: not run: the bf16 tier is unavailable here: {why}")
+            return
         corpus = s["corpora"][0]
         base = dict(s["lm_base"])
         models = s["prec_models"]
@@ -244,6 +249,15 @@ class Job:
                     res["runs"].append(rec)
                     note(f"precision: {name}: test ppl {ppl:.2f}, {rec['tokens_per_s'] or 0:.0f} tokens/s")
         save(os.path.join(self.out, "precision", "results.json"), res)
+
+    def bf16_unavailable(self):
+        """None when this build and CPU run the cpu_bf16 tier, else why not (`phax info`'s line)."""
+        r = subprocess.run([self.r.phax, "info"], capture_output=True, text=True)
+        for line in r.stdout.splitlines():
+            if line.startswith("cpu_bf16: "):
+                v = line[len("cpu_bf16: "):]
+                return None if v.startswith("available") else v
+        return "phax info names no cpu_bf16 tier"
 
     def lm_study(self, exp, corpus):
         s = self.s

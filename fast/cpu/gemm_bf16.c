@@ -26,9 +26,7 @@ int fcpu_mm_precision(void) { return mm_precision; }
 int fcpu_mm_precision_set(int precision) {
     if (precision != FCPU_MM_F32 && precision != FCPU_MM_BF16)
         return phax_fail("matmul precision %d is neither FCPU_MM_F32 nor FCPU_MM_BF16", precision);
-    if (precision == FCPU_MM_BF16 && !fcpu_bf16_available())
-        return phax_fail("bf16 matmuls need oneDNN: this build has none (install libdnnl-dev and "
-                         "reconfigure; docs/precision.md)");
+    if (precision == FCPU_MM_BF16 && !fcpu_bf16_available()) return phax_fail("%s", fcpu_bf16_unavailable());
     mm_precision = precision;
     return PHAX_OK;
 }
@@ -60,8 +58,43 @@ float fcpu_bf16_round(float x) {
 
 #ifdef PHAX_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
 
-int fcpu_bf16_available(void) { return 1; }
+// oneDNN has a bf16 matmul only on CPUs with AVX-512 (AVX512-BF16 natively, plain AVX-512 core
+// by conversion) or AMX: on an AVX2-only CPU its primitive descriptor is "unimplemented". Probed
+// once, with the one shape every use shares the code path of (a 16 x 16 x 16 product), so that
+// callers refuse the tier with one line instead of failing inside a step.
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static const char *unavailable_why;  // NULL: available
+
+static void probe(void) {
+    static char why[200];
+    dnnl_engine_t eng = NULL;
+    dnnl_memory_desc_t a, b, c;
+    dnnl_dims_t dims = {16, 16}, strides = {16, 1};
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st = dnnl_engine_create(&eng, dnnl_cpu, 0);
+    if (st == dnnl_success) st = dnnl_memory_desc_init_by_strides(&a, 2, dims, dnnl_bf16, strides);
+    if (st == dnnl_success) st = dnnl_memory_desc_init_by_strides(&b, 2, dims, dnnl_bf16, strides);
+    if (st == dnnl_success) st = dnnl_memory_desc_init_by_strides(&c, 2, dims, dnnl_f32, strides);
+    if (st == dnnl_success) st = dnnl_matmul_desc_init(&desc, &a, &b, NULL, &c);
+    if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &desc, NULL, eng, NULL);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (eng) dnnl_engine_destroy(eng);
+    if (st == dnnl_success) return;
+    snprintf(why, sizeof why,
+             "bf16 matmuls: oneDNN has none on this CPU (%s; it needs AVX-512 or AMX; docs/precision.md)",
+             st == dnnl_unimplemented ? "unimplemented" : "its matmul failed to set up");
+    unavailable_why = why;
+}
+
+int fcpu_bf16_available(void) {
+    pthread_once(&probe_once, probe);
+    return !unavailable_why;
+}
+
+const char *fcpu_bf16_unavailable(void) { return fcpu_bf16_available() ? NULL : unavailable_why; }
 
 // rows × cols of src (row stride ld) into dst, packed (row stride cols).
 static void convert(uint16_t *restrict dst, const float *restrict src, int rows, int cols, int ld) {
@@ -226,6 +259,9 @@ void fcpu_gemm_bf16(int ta_flag, int tb_flag, int M, int N, int K, float alpha, 
 #else  // no oneDNN in this build: fcpu_mm_precision_set refuses bf16, so only tests reach these
 
 int fcpu_bf16_available(void) { return 0; }
+const char *fcpu_bf16_unavailable(void) {
+    return "bf16 matmuls need oneDNN: this build has none (install libdnnl-dev and reconfigure; docs/precision.md)";
+}
 const char *fcpu_bf16_impl(int M, int N, int K) {
     (void)M, (void)N, (void)K;
     return "none (built without oneDNN)";

@@ -56,7 +56,11 @@ void fcpu_mm(int ta, int tb, int M, int N, int K, float alpha, const float *A, i
 // operands' bf16 copies live in a per-thread buffer that only grows.
 void fcpu_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                     int ldb, float beta, float *C, int ldc);
-int fcpu_bf16_available(void);                 // 1 when built with oneDNN
+// 1 when bf16 matmuls run here: built with oneDNN, and oneDNN has a bf16 matmul on this CPU
+// (AVX-512 or AMX; probed once). Else fcpu_bf16_unavailable() says why in one line (NULL when
+// available), and fcpu_mm_precision_set(FCPU_MM_BF16) fails with it.
+int fcpu_bf16_available(void);
+const char *fcpu_bf16_unavailable(void);
 const char *fcpu_bf16_impl(int M, int N, int K);  // oneDNN's implementation name for an M×N×K product
 float fcpu_bf16_round(float x);                // x to nearest bf16, ties to even (as the operands)
 
