@@ -772,15 +772,22 @@ class Provenance(unittest.TestCase):
         self.assertIn("mixed commits", P.check_mixed([self.piece("lm"), {"commit": "ccccccc", "seconds": 1}]))
         self.assertIn("mixed commits", P.check_mixed([self.piece("lm"), self.piece("ptb", dirty=True)]))
         self.assertIn("mixed commits", P.check_mixed([self.piece("lm"), self.piece("ptb", commit="a" * 7 + "b" * 33)]))
-        m = P.check_mixed({"lm": self.piece("lm"), "ptb": self.piece("ptb", fast_c_args=["-std=c11", "-O3", "-march=x86-64-v3"])})
-        self.assertIsNotNone(m)
-        self.assertNotIn("mixed commits", m)
-        self.assertIn("mixed builds: fast_c_args", m)
+        # The CPU's level (-march), OpenBLAS's kernel and the thread counts change only the bits: they
+        # do not block a verdict, the note names them (bits_differ); another flag still blocks.
+        lm, v3 = self.piece("lm"), self.piece("ptb", fast_c_args=["-std=c11", "-O3", "-march=x86-64-v3"])
+        self.assertIsNone(P.check_mixed({"lm": lm, "ptb": v3}))
+        m = P.bits_differ({"lm": lm, "ptb": v3})
+        self.assertIn("runs differ in bits-only settings: fast_c_args", m)
         self.assertIn("-march=x86-64-v3 (ptb)", m)
         self.assertEqual(len(m.splitlines()), 1)
+        ok, note = P.gate({"lm": lm, "ptb": v3})
+        self.assertTrue(ok)
+        self.assertIn("-march=x86-64-v3 (ptb)", note)
+        m = P.check_mixed({"lm": lm, "ptb": self.piece("ptb", fast_c_args=["-std=c11", "-O2", "-march=x86-64-v3"])})
+        self.assertIn("mixed builds: fast_c_args -std=c11 -O3 (lm) vs -std=c11 -O2 (ptb)", m or "")
         self.assertIn("buildtype", P.check_mixed([self.piece("lm"), self.piece("x", buildtype="debug")]))
         # A piece whose reused runs were made by another build (run_builds, piece.json "runs").
-        old_run = self.piece("x", fast_c_args=["-std=c11", "-O3", "-march=native"])["provenance"]
+        old_run = self.piece("x", fast_c_args=["-std=c11", "-O2", "-march=native"])["provenance"]
         new = self.piece("mqar_short", fast_c_args=["-std=c11", "-O3", "-march=x86-64-v4"])
         self.assertIsNone(P.check_mixed([new]))
         new["runs"] = P.run_builds([("r1", old_run), ("r2", new["provenance"]), ("r3", None)])
@@ -790,15 +797,23 @@ class Provenance(unittest.TestCase):
         self.assertIn("mqar_short: r1", m)
         new["runs"] = P.run_builds([("r2", new["provenance"])])
         self.assertIsNone(P.check_mixed([new]))
-        # What else changes the bits: OpenBLAS's kernel, the thread count, the CPU's level.
+        self.assertIsNone(P.bits_differ([new]))
+        # A run of another level among a piece's runs: judged, and named.
+        v3_run = self.piece("x", fast_c_args=["-std=c11", "-O3", "-march=x86-64-v3"], portable="x86-64-v3")["provenance"]
+        v3_run["cpu"] = {"isa": "x86-64-v3"}
+        new["runs"] = P.run_builds([("r2", new["provenance"]), ("r4", v3_run)])
+        self.assertIsNone(P.check_mixed([new]))
+        self.assertIn("mqar_short: r4", P.bits_differ([new]) or "")
+        # What else changes only the bits: OpenBLAS's kernel, the thread count, the CPU's level.
         for k, a, b in (("openblas", {"core": "SkylakeX"}, {"core": "Haswell"}),
                         ("env", {"OMP_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "2"}),
                         ("cpu", {"isa": "x86-64-v4"}, {"isa": "x86-64-v3"})):
             pa, pb = self.piece("lm"), self.piece("ptb")
             pa["provenance"][k], pb["provenance"][k] = a, b
-            self.assertIn("mixed builds", P.check_mixed([pa, pb]) or "", k)
-            pb["provenance"][k] = a
             self.assertIsNone(P.check_mixed([pa, pb]), k)
+            self.assertIn("bits-only", P.bits_differ([pa, pb]) or "", k)
+            pb["provenance"][k] = a
+            self.assertIsNone(P.bits_differ([pa, pb]), k)
         mixed = [self.piece("lm"), self.piece("ptb", commit="b" * 40)]
         old = os.environ.pop("PHAX_EVAL_ALLOW_MIXED", None)
         try:

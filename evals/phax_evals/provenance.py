@@ -11,6 +11,9 @@ are never silently taken for one experiment.
   corpora_record(c)    {name: {folder, files: {file: sha256}}} of the corpora used
   check_mixed(pieces)  None when the pieces a claim rests on share one commit and build,
                        else one line saying what differs
+  bits_differ(pieces)  None, or one line naming the settings that change only a run's bits
+                       (the CPU's x86-64 level and its -march, OpenBLAS's kernel, the thread
+                       counts) where the pieces' runs differ in them
   gate(pieces)         the report's decision: (verdict allowed, note), with
                        PHAX_EVAL_ALLOW_MIXED=1 letting mixed pieces through (named)
 
@@ -345,13 +348,29 @@ def _named(pieces):
     return out
 
 
-def check_mixed(pieces):
+# Settings that change a run's bits but not what it computes (evals/README.md, Bit-reproducibility):
+# the machine a session gets can change level between sessions (x86-64-v4 one day, v3 the next),
+# and a claim that needs more seeds than one session trains would never have a verdict if these
+# blocked it. Seeds already move a run far more than rounding does; so runs that differ only here
+# are judged together, and the verdict's note names the settings (each run's provenance.json
+# keeps its own, so each reproduces bit for bit on its level). The commit, the compiler, the
+# build type and every other flag still block.
+BITS_ONLY = ("portable", "openblas.core", "cpu.isa") + tuple("env." + k for k in NUMERIC_ENV)
+
+
+def _march_free(v):
+    """fast_c_args without its -march (the level is a bits-only setting)."""
+    return [a for a in v if not str(a).startswith("-march=")] if isinstance(v, list) else v
+
+
+def check_mixed(pieces, bits=False):
     """pieces: the piece.json dicts a claim rests on (a list, or {piece name: dict}). None
     when they share one commit and one build, else one line: which commits (with their
     pieces), which build settings differ. A piece recorded before provenance has only its
     short commit; builds are compared among the pieces that recorded theirs, setting
     by setting (a setting one of them lacks is not compared; the build folder's name is no
-    part of the build)."""
+    part of the build). The settings of BITS_ONLY (and fast_c_args' -march) are not compared
+    here; bits=True compares only them (bits_differ)."""
     named = _named(pieces)
     groups = []  # [commit label, [names]]
     builds = []
@@ -367,6 +386,15 @@ def check_mixed(pieces):
             groups.append([c, [name]])
         if b is not None:
             builds.append((name, b))
+    if bits:
+        builds = [(n, {k: v for k, v in b.items() if k in BITS_ONLY or k == "fast_c_args"}) for n, b in builds]
+        for _, b in builds:
+            if "fast_c_args" in b:
+                b["fast_c_args"] = [a for a in b["fast_c_args"] if str(a).startswith("-march=")]
+        groups = groups[:1]
+    else:
+        builds = [(n, {k: (_march_free(v) if k == "fast_c_args" else v) for k, v in b.items() if k not in BITS_ONLY})
+                  for n, b in builds]
     parts = []
     if len(groups) > 1:
         parts.append("mixed commits: " + ", ".join(f"{c[:12] + c[40:] if len(c) > 40 else c} ({', '.join(n)})"
@@ -382,8 +410,14 @@ def check_mixed(pieces):
         if len(vals) > 1:
             diff.append(f"{k} " + " vs ".join(f"{v} ({', '.join(n)})" for v, n in vals.items()))
     if diff:
-        parts.append("mixed builds: " + "; ".join(diff))
+        parts.append(("runs differ in bits-only settings: " if bits else "mixed builds: ") + "; ".join(diff))
     return "; ".join(parts) if parts else None
+
+
+def bits_differ(pieces):
+    """None, or one line: the bits-only settings (BITS_ONLY, -march) in which the pieces' runs
+    differ, with the pieces and runs of each value."""
+    return check_mixed(pieces, bits=True)
 
 
 def allow_mixed():
@@ -392,11 +426,11 @@ def allow_mixed():
 
 def gate(pieces):
     """(verdict allowed, note) for a claim resting on pieces: (True, None) when they share one
-    commit and build; else (False, 'mixed commits: ...') — no verdict — unless
+    commit and build (the note names bits-only differences, bits_differ, if any); else (False, 'mixed commits: ...') — no verdict — unless
     PHAX_EVAL_ALLOW_MIXED=1, then (True, 'mixed (allowed by PHAX_EVAL_ALLOW_MIXED=1): ...')."""
     m = check_mixed(pieces)
     if m is None:
-        return True, None
+        return True, bits_differ(pieces)
     if allow_mixed():
         return True, f"allowed by PHAX_EVAL_ALLOW_MIXED=1: {m}"
     return False, m
