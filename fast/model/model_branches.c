@@ -78,15 +78,18 @@ static int swiglu_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy
                                 c->ffn_hidden, b->keep, cx->ws->kws);
 }
 
+// Only hpre is kept: h = GELU(hpre) lives in the backward scratch (free during a forward) and the
+// backward makes it again, bit for bit (the same op on the same values).
 static int aux_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     const phax_model_cfg *c = &cx->m->cfg;
     const phax_f32_ops *ops = cx->ops;
     const fm_block_ptrs *p = PARAMS(cx, b);
     int d = c->d_model, Ha = c->ffn_aux_hidden;
     size_t n = cx->n;
+    float *ha = cx->ws->bws;
     ops->linear_fwd(b->hpre, x, p->aux_w3, NULL, n, d, Ha);  // hpre: (n, Ha)
-    ops->gelu_fwd(b->ha, b->hpre, n * Ha);                   // h: (n, Ha)
-    ops->linear_fwd(y, b->ha, p->aux_w4, NULL, n, Ha, d);    // y: (n, d)
+    ops->gelu_fwd(ha, b->hpre, n * Ha);                      // h: (n, Ha)
+    ops->linear_fwd(y, ha, p->aux_w4, NULL, n, Ha, d);       // y: (n, d)
     return PHAX_OK;
 }
 
@@ -96,9 +99,10 @@ static int aux_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, c
     const fm_block_ptrs *p = PARAMS(cx, b), *g = GRADS(cx, b);
     int d = c->d_model, Ha = c->ffn_aux_hidden;
     size_t n = cx->n;
-    float *dh = cx->ws->bws, *dhpre = dh + n * Ha;
+    float *dh = cx->ws->bws, *dhpre = dh + n * Ha, *ha = dhpre + n * Ha;
     ops->zero(dh, 2 * n * Ha);
-    ops->linear_bwd(dh, g->aux_w4, NULL, dy, b->ha, p->aux_w4, n, Ha, d);
+    ops->gelu_fwd(ha, b->hpre, n * Ha);  // h, as the forward made it
+    ops->linear_bwd(dh, g->aux_w4, NULL, dy, ha, p->aux_w4, n, Ha, d);
     ops->gelu_bwd(dhpre, dh, b->hpre, n * Ha);
     ops->linear_bwd(dx, g->aux_w3, NULL, dhpre, x, p->aux_w3, n, d, Ha);
     return PHAX_OK;
@@ -109,27 +113,32 @@ static int aux_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, c
 //   xv = x Wvᵀ, v = GELU(xv) (n, F);  xu = x Wuᵀ, u = GELU(xu) (n, Hs);  ū = LayerNorm(u)
 //   K = dss_kernel(Λ, C) (Hs, T);  ys = ssm_conv(ū, K, D) (B, T, Hs)
 //   yc = ys Wcᵀ (n, F);  gt = yc ⊙ v;  y = gt Woᵀ (n, d)
+// Kept per block: xv, xu, ys, yc and K. v, u, ū and gt are one elementwise op (or a LayerNorm)
+// from what is kept: the forward makes them in the backward scratch (free during a forward) and
+// the backward makes them again, bit for bit (the same ops on the same values). At d 128, T 8192
+// that is 4 blocks × (2F + 2Hs)·n floats less: 74 of 572 MB (phax info, evals/README.md).
 static int gss_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     const phax_model_cfg *c = &cx->m->cfg;
     const phax_f32_ops *ops = cx->ops;
     const fm_block_ptrs *p = PARAMS(cx, b);
     int d = c->d_model, F = c->gss_expand, Hs = c->gss_hidden, N = c->gss_state;
-    size_t n = cx->n;
+    size_t n = cx->n, nF = n * (size_t)F, nH = n * (size_t)Hs;
     void *kws = cx->ws->kws;
+    float *v = cx->ws->bws, *gt = v + nF, *u = gt + nF, *ub = u + nH;
     ops->linear_fwd(b->gxv, x, p->gss_wv, NULL, n, d, F);
-    ops->gelu_fwd(b->gv, b->gxv, n * F);
+    ops->gelu_fwd(v, b->gxv, nF);
     ops->linear_fwd(b->gxu, x, p->gss_wu, NULL, n, d, Hs);
-    ops->gelu_fwd(b->gu, b->gxu, n * Hs);
-    ops->layernorm_fwd(b->gub, b->gu, p->gss_ln_g, p->gss_ln_b, n, Hs, PHAX_LAYERNORM_EPS);
+    ops->gelu_fwd(u, b->gxu, nH);
+    ops->layernorm_fwd(ub, u, p->gss_ln_g, p->gss_ln_b, n, Hs, PHAX_LAYERNORM_EPS);
     FM_PROF(cx, FMODEL_PART_GSS_KERNEL,
             ops->dss_kernel_fwd(b->gK, p->gss_lre, p->gss_lim, p->gss_cre, p->gss_cim, Hs, N, cx->T, kws));
     int rc;
     FM_PROF(cx, FMODEL_PART_GSS_CONV,
-            rc = ops->ssm_conv_fwd(b->gys, b->gub, b->gK, p->gss_d, cx->B, cx->T, Hs, cx->ws->ssm_plan, kws));
+            rc = ops->ssm_conv_fwd(b->gys, ub, b->gK, p->gss_d, cx->B, cx->T, Hs, cx->ws->ssm_plan, kws));
     if (rc) return PHAX_ERR;
     ops->linear_fwd(b->gyc, b->gys, p->gss_wc, NULL, n, Hs, F);
-    ops->mul(b->ggt, b->gyc, b->gv, n * (size_t)F);  // gt = yc ⊙ v
-    ops->linear_fwd(y, b->ggt, p->gss_wo, NULL, n, F, d);
+    ops->mul(gt, b->gyc, v, nF);  // gt = yc ⊙ v
+    ops->linear_fwd(y, gt, p->gss_wo, NULL, n, F, d);
     return PHAX_OK;
 }
 
@@ -143,24 +152,35 @@ static int gss_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, c
     void *kws = cx->ws->kws;
     float *dgt = cx->ws->bws, *dyc = dgt + nF, *dv = dyc + nF, *dxv = dv + nF;
     float *dys = dxv + nF, *dub = dys + nH, *du = dub + nH, *dxu = du + nH, *dK = dxu + nH;
+    float *v = dK + (size_t)Hs * T;  // the forward's v, made again
+    // Slots not yet written when a remade value is read: gt in dxv's, u in dxu's, ū in du's
+    // (each zeroed again before its gradient is added there).
+    float *gt = dxv, *u = dxu, *ub = du;
     ops->zero(dgt, 4 * nF + 4 * nH + (size_t)Hs * T);
+    ops->gelu_fwd(v, b->gxv, nF);
+    ops->mul(gt, b->gyc, v, nF);
     // y = gt Woᵀ
-    ops->linear_bwd(dgt, g->gss_wo, NULL, dy, b->ggt, p->gss_wo, n, F, d);
+    ops->linear_bwd(dgt, g->gss_wo, NULL, dy, gt, p->gss_wo, n, F, d);
+    ops->zero(dxv, nF);
     // gt = yc ⊙ v
-    ops->mul_bwd(dyc, dv, dgt, b->gyc, b->gv, nF);
+    ops->mul_bwd(dyc, dv, dgt, b->gyc, v, nF);
     // yc = ys Wcᵀ
     ops->linear_bwd(dys, g->gss_wc, NULL, dyc, b->gys, p->gss_wc, n, Hs, F);
     // ys = ssm_conv(ū, K, D); K = dss_kernel(Λ, C)
+    ops->gelu_fwd(u, b->gxu, nH);
+    ops->layernorm_fwd(ub, u, p->gss_ln_g, p->gss_ln_b, n, Hs, PHAX_LAYERNORM_EPS);
     int rc;
     FM_PROF(cx, FMODEL_PART_GSS_CONV,
-            rc = ops->ssm_conv_bwd(dub, dK, g->gss_d, dys, b->gub, b->gK, p->gss_d, B, T, Hs, cx->ws->ssm_plan, kws));
+            rc = ops->ssm_conv_bwd(dub, dK, g->gss_d, dys, ub, b->gK, p->gss_d, B, T, Hs, cx->ws->ssm_plan, kws));
     if (rc) return PHAX_ERR;
     FM_PROF(cx, FMODEL_PART_GSS_KERNEL,
             ops->dss_kernel_bwd(g->gss_lre, g->gss_lim, g->gss_cre, g->gss_cim, dK, p->gss_lre, p->gss_lim,
                                 p->gss_cre, p->gss_cim, Hs, N, T, kws));
     // ū = LayerNorm(u); u = GELU(xu); v = GELU(xv)
-    ops->layernorm_bwd(du, g->gss_ln_g, g->gss_ln_b, dub, b->gu, p->gss_ln_g, n, Hs,
+    ops->zero(du, nH);
+    ops->layernorm_bwd(du, g->gss_ln_g, g->gss_ln_b, dub, u, p->gss_ln_g, n, Hs,
                        PHAX_LAYERNORM_EPS, kws);
+    ops->zero(dxu, nH);
     ops->gelu_bwd(dxu, du, b->gxu, nH);
     ops->gelu_bwd(dxv, dv, b->gxv, nF);
     // xu = x Wuᵀ, xv = x Wvᵀ
@@ -290,12 +310,12 @@ void fm_branch_layout(const phax_f32_ops *ops, fm_arena *a, fm_branch *b, const 
         if (b->kind == PHAX_SUB_SWIGLU) break;
         /* fall through */
     case PHAX_SUB_AUX:
-        b->hpre = fm_take(a, n * c->ffn_aux_hidden), b->ha = fm_take(a, n * c->ffn_aux_hidden);
+        b->hpre = fm_take(a, n * c->ffn_aux_hidden);
         break;
     case PHAX_SUB_GSS: {
         size_t nF = n * c->gss_expand, nH = n * c->gss_hidden;
-        b->gxv = fm_take(a, nF), b->gv = fm_take(a, nF), b->gyc = fm_take(a, nF), b->ggt = fm_take(a, nF);
-        b->gxu = fm_take(a, nH), b->gu = fm_take(a, nH), b->gub = fm_take(a, nH), b->gys = fm_take(a, nH);
+        b->gxv = fm_take(a, nF), b->gyc = fm_take(a, nF);
+        b->gxu = fm_take(a, nH), b->gys = fm_take(a, nH);
         b->gK = fm_take(a, (size_t)c->gss_hidden * T);
         break;
     }
@@ -316,8 +336,9 @@ size_t fm_branch_bwd_len(phax_sub_kind k, const phax_model_cfg *c, size_t n, int
     case PHAX_SUB_ATTN: return n * (2 * (size_t)c->n_heads + 2 * (size_t)c->n_kv_heads) * c->head_dim;
     case PHAX_SUB_SWIGLU: return 0;
     case PHAX_SUB_AUX:
-    case PHAX_SUB_DUAL: return 2 * n * c->ffn_aux_hidden;
-    case PHAX_SUB_GSS: return 4 * n * c->gss_expand + 4 * n * c->gss_hidden + (size_t)c->gss_hidden * T;
+    case PHAX_SUB_DUAL: return 3 * n * c->ffn_aux_hidden;  // dh, dhpre, h remade
+    // dgt dyc dv dxv, dys dub du dxu, dK, v remade (the forward's 2F + 2Hs fit in it)
+    case PHAX_SUB_GSS: return 5 * n * c->gss_expand + 4 * n * c->gss_hidden + (size_t)c->gss_hidden * T;
     case PHAX_SUB_MLSTM: return 2 * n * (d / 2) + 4 * n * d + 2 * n * c->mlstm_heads;
     }
     return 0;

@@ -69,10 +69,10 @@ typedef struct {
     float *q, *k, *v, *o, *st;  // st: the softmax rows' (m, log l), (B, Hq, T, 2)
     // SwiGLU: keep (3, n, hid) = a, b, h
     float *keep;
-    // aux FFN: hpre, h (n, Ha)
-    float *hpre, *ha;
-    // GSS: xv, v (n, F); xu, u, ub, ys (n, Hs); K (Hs, T); yc, gt (n, F)
-    float *gxv, *gv, *gxu, *gu, *gub, *gK, *gys, *gyc, *ggt;
+    // aux FFN: hpre (n, Ha) (h = GELU(hpre) is remade, model_branches.c)
+    float *hpre;
+    // GSS: xv, yc (n, F); xu, ys (n, Hs); K (Hs, T) (v, u, ū, gt are remade, model_branches.c)
+    float *gxv, *gxu, *gK, *gys, *gyc;
     // mLSTM: mq, mk (n, d/2); mv, mo, mhc, mhn, mh (n, d); ipre, fpre, ig, fg (n, NH)
     float *mq, *mk, *mv, *mo, *mhc, *mhn, *mh, *mipre, *mfpre, *mig, *mfg;
     // DUAL: the aux part's output (n, d) during the forward
