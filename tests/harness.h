@@ -168,8 +168,9 @@ typedef struct {
                       const float *x, const float *Wg, const float *Wu, const float *Wd, size_t n,
                       int d, int hid, void *ws);
     size_t (*swiglu_keep_len)(size_t n, int hid);
+    size_t (*swiglu_fwd_keep_ws)(size_t n, int d, int hid);
     int (*swiglu_fwd_keep)(float *y, float *keep, const float *x, const float *Wg, const float *Wu,
-                           const float *Wd, size_t n, int d, int hid);
+                           const float *Wd, size_t n, int d, int hid, void *ws);
     size_t (*swiglu_bwd_kept_ws)(size_t n, int d, int hid);
     int (*swiglu_bwd_kept)(float *dx, float *dWg, float *dWu, float *dWd, const float *dy,
                            const float *x, const float *Wg, const float *Wu, const float *Wd,

@@ -153,6 +153,7 @@ static const h_backend cpu = {
             .swiglu_bwd = fcpu_swiglu_bwd,
             .swiglu_keep_len = fcpu_swiglu_keep_len,
             .swiglu_fwd_keep = fcpu_swiglu_fwd_keep,
+            .swiglu_fwd_keep_ws = fcpu_swiglu_fwd_keep_ws,
             .swiglu_bwd_kept_ws = fcpu_swiglu_bwd_kept_ws,
             .swiglu_bwd_kept = fcpu_swiglu_bwd_kept,
             .rope_table_len = fcpu_rope_table_len,

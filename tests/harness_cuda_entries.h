@@ -244,15 +244,18 @@ static void N(ffn_down)(N(ffn_in) *f) {
 static size_t N(swiglu_fwd_ws)(size_t n, int d, int hid) { return FC(swiglu_fwd_ws)(n, d, hid); }
 static size_t N(swiglu_bwd_ws)(size_t n, int d, int hid) { return FC(swiglu_bwd_ws)(n, d, hid); }
 static size_t N(swiglu_keep_len)(size_t n, int hid) { return FC(swiglu_keep_len)(n, hid); }
+static size_t N(swiglu_fwd_keep_ws)(size_t n, int d, int hid) { return FC(swiglu_fwd_keep_ws)(n, d, hid); }
 static size_t N(swiglu_bwd_kept_ws)(size_t n, int d, int hid) { return FC(swiglu_bwd_kept_ws)(n, d, hid); }
 
 static int N(swiglu_fwd_keep)(float *y, float *keep, const float *x, const float *Wg, const float *Wu,
-                              const float *Wd, size_t n, int d, int hid) {
+                              const float *Wd, size_t n, int d, int hid, void *ws_host) {
+    (void)ws_host;  // scratch: the device's own
     N(ffn_in) f = N(ffn_up)(x, Wg, Wu, Wd, n, d, hid);
     size_t nk = FC(swiglu_keep_len)(n, hid);
     float *dY = N(up)(y, f.nx), *dK = N(up)(keep, nk);
-    N_OK(FC(swiglu_fwd_keep)(dY, dK, f.x, f.Wg, f.Wu, f.Wd, n, d, hid, NULL), "swiglu_fwd_keep");
-    N(down)(y, dY, f.nx, "y"), N(down)(keep, dK, nk, "keep"), N(ffn_down)(&f);
+    void *ws = N(ws)(FC(swiglu_fwd_keep_ws)(n, d, hid));
+    N_OK(FC(swiglu_fwd_keep)(dY, dK, f.x, f.Wg, f.Wu, f.Wd, n, d, hid, ws, NULL), "swiglu_fwd_keep");
+    N(down)(y, dY, f.nx, "y"), N(down)(keep, dK, nk, "keep"), N(ffn_down)(&f), N(ws_free)(ws);
     return PHAX_OK;
 }
 static int N(swiglu_fwd)(float *y, const float *x, const float *Wg, const float *Wu, const float *Wd, size_t n, int d,
@@ -696,6 +699,7 @@ static int N(decoder_prefill_all)(void *d, const int32_t *tokens, int n, float *
             .swiglu_bwd = N(swiglu_bwd),                                                          \
             .swiglu_keep_len = N(swiglu_keep_len),                                                \
             .swiglu_fwd_keep = N(swiglu_fwd_keep),                                                \
+            .swiglu_fwd_keep_ws = N(swiglu_fwd_keep_ws),                                          \
             .swiglu_bwd_kept_ws = N(swiglu_bwd_kept_ws),                                          \
             .swiglu_bwd_kept = N(swiglu_bwd_kept),                                                \
             .rope_table_len = N(rope_table_len),                                                  \

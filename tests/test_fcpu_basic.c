@@ -533,7 +533,8 @@ H_TEST(basic, swiglu) {
             // expressions, so the same bits as the pair above, from the same priors.
             float *keep = tu_fbuf(be->basic.swiglu_keep_len(n, hid)), *yk = tu_fbuf(n * d);
             float *wsk = tu_fbuf(be->basic.swiglu_bwd_kept_ws(n, d, hid) / sizeof(float));
-            cr_assert(be->basic.swiglu_fwd_keep(yk, keep, x, Wg, Wu, Wd, n, d, hid) == PHAX_OK);
+            float *wsf = tu_fbuf(be->basic.swiglu_fwd_keep_ws(n, d, hid) / sizeof(float));
+            cr_assert(be->basic.swiglu_fwd_keep(yk, keep, x, Wg, Wu, Wd, n, d, hid, wsf) == PHAX_OK);
             cr_expect(h_fsame(yk, y, n * d), "%s: kept forward differs", label);
             float *dxk = h_fcopy(dx.p, n * d), *dWgk = h_fcopy(dWg.p, nw), *dWuk = h_fcopy(dWu.p, nw),
                   *dWdk = h_fcopy(dWd.p, nw);
@@ -542,9 +543,9 @@ H_TEST(basic, swiglu) {
             cr_expect(h_fsame(dxk, dx.f, n * d) && h_fsame(dWgk, dWg.f, nw) && h_fsame(dWuk, dWu.f, nw) &&
                           h_fsame(dWdk, dWd.f, nw),
                       "%s: kept backward differs", label);
-            cr_expect(tu_fintact(keep) && tu_fintact(yk) && tu_fintact(wsk) && tu_fintact(dxk) &&
+            cr_expect(tu_fintact(keep) && tu_fintact(yk) && tu_fintact(wsk) && tu_fintact(wsf) && tu_fintact(dxk) &&
                       tu_fintact(dWgk) && tu_fintact(dWuk) && tu_fintact(dWdk));
-            tu_ffree(keep), tu_ffree(yk), tu_ffree(wsk), tu_ffree(dxk), tu_ffree(dWgk), tu_ffree(dWuk), tu_ffree(dWdk);
+            tu_ffree(keep), tu_ffree(yk), tu_ffree(wsk), tu_ffree(wsf), tu_ffree(dxk), tu_ffree(dWgk), tu_ffree(dWuk), tu_ffree(dWdk);
             cr_expect(tu_fintact(x) && tu_fintact(Wg) && tu_fintact(Wu) && tu_fintact(Wd) && tu_fintact(y) &&
                       tu_fintact(yn) && tu_fintact(ws) && tu_fintact(dy) && tu_fintact(dx1));
             g3_free(&dx), g3_free(&dWg), g3_free(&dWu), g3_free(&dWd);

@@ -161,6 +161,7 @@ static const phax_f32_ops cpu_ops = {
     .gelu_bwd = fcpu_gelu_bwd,
     .swiglu_keep_len = fcpu_swiglu_keep_len,
     .swiglu_fwd_keep = fcpu_swiglu_fwd_keep,
+    .swiglu_fwd_keep_ws = fcpu_swiglu_fwd_keep_ws,
     .swiglu_bwd_kept = fcpu_swiglu_bwd_kept,
     .swiglu_bwd_kept_ws = fcpu_swiglu_bwd_kept_ws,
     .mix_fwd = fcpu_mix_fwd,

@@ -2,31 +2,35 @@
 // pass (phax/fcpu_ffn.h; semantics: ref/ffn.c).
 #include "ops_internal.h"
 
-// The pair keeps its activations: the forward leaves a = x Wgᵀ, b = x Wuᵀ and
-// h = SiLU(a) ⊙ b in `keep` (whole models keep it for the backward); the
-// recomputing pair puts keep at the start of its ws.
-size_t fcpu_swiglu_keep_len(size_t n, int hid) { return 3 * n * (size_t)(hid > 0 ? hid : 0); }
+// The kept pair keeps a = x Wgᵀ and b = x Wuᵀ in `keep` (2, n, hid) for the backward (whole
+// models); h = SiLU(a) ⊙ b is one elementwise pass from them, so the forward makes it in its ws
+// and the backward makes it again (the same loop: the same bits) rather than keeping a third
+// (n, hid) per layer. The recomputing pair puts keep, then h, at the start of its ws.
+size_t fcpu_swiglu_keep_len(size_t n, int hid) { return 2 * n * (size_t)(hid > 0 ? hid : 0); }
+size_t fcpu_swiglu_fwd_keep_ws(size_t n, int d, int hid) {
+    (void)d;
+    return n * (size_t)(hid > 0 ? hid : 0) * sizeof(float);
+}
 size_t fcpu_swiglu_bwd_kept_ws(size_t n, int d, int hid) {
     (void)d;
     return 2 * n * (size_t)(hid > 0 ? hid : 0) * sizeof(float);
 }
 size_t fcpu_swiglu_fwd_ws(size_t n, int d, int hid) {
-    (void)d;
-    return fcpu_swiglu_keep_len(n, hid) * sizeof(float);
+    return fcpu_swiglu_keep_len(n, hid) * sizeof(float) + fcpu_swiglu_fwd_keep_ws(n, d, hid);
 }
 size_t fcpu_swiglu_bwd_ws(size_t n, int d, int hid) {
-    return fcpu_swiglu_fwd_ws(n, d, hid) + fcpu_swiglu_bwd_kept_ws(n, d, hid);
+    return fcpu_swiglu_keep_len(n, hid) * sizeof(float) + fcpu_swiglu_bwd_kept_ws(n, d, hid);
 }
 
-// keep = (a, b, h): a = x Wgᵀ, b = x Wuᵀ (two sgemms over all rows), h = SiLU(a) ⊙ b.
-static void swiglu_hidden(float *keep, const float *x, const float *Wg, const float *Wu, size_t n,
-                          int d, int hid) {
+// keep = (a, b): a = x Wgᵀ, b = x Wuᵀ (two sgemms over all rows).
+static void swiglu_ab(float *keep, const float *x, const float *Wg, const float *Wu, size_t n, int d, int hid) {
     size_t m = n * (size_t)hid;
-    float *a = keep, *b = a + m, *h = b + m;
-    fcpu_mm(CblasNoTrans, CblasTrans, (int)n, hid, d, 1.0f, x, d, Wg, d, 0.0f, a,
-                hid);
-    fcpu_mm(CblasNoTrans, CblasTrans, (int)n, hid, d, 1.0f, x, d, Wu, d, 0.0f, b,
-                hid);
+    fcpu_mm(CblasNoTrans, CblasTrans, (int)n, hid, d, 1.0f, x, d, Wg, d, 0.0f, keep, hid);
+    fcpu_mm(CblasNoTrans, CblasTrans, (int)n, hid, d, 1.0f, x, d, Wu, d, 0.0f, keep + m, hid);
+}
+
+// h (m) = SiLU(a) ⊙ b: the one loop both the forward and the backward's remake run.
+static void swiglu_gate(float *h, const float *a, const float *b, size_t m) {
     size_t nb = (m + EW_BLOCK - 1) / EW_BLOCK;
 #pragma omp parallel for schedule(static) if (m >= PAR_MIN / 4)
     for (size_t blk = 0; blk < nb; blk++) {
@@ -43,16 +47,18 @@ static void swiglu_hidden(float *keep, const float *x, const float *Wg, const fl
 }
 
 int fcpu_swiglu_fwd_keep(float *y, float *keep, const float *x, const float *Wg, const float *Wu,
-                         const float *Wd, size_t n, int d, int hid) {
+                         const float *Wd, size_t n, int d, int hid, void *ws) {
     if (n == 0 || d <= 0) return PHAX_OK;
     if (hid <= 0) {
         memset(y, 0, n * (size_t)d * sizeof(float));
         return PHAX_OK;
     }
-    swiglu_hidden(keep, x, Wg, Wu, n, d, hid);
-    const float *h = keep + 2 * n * (size_t)hid;
-    fcpu_mm(CblasNoTrans, CblasTrans, (int)n, d, hid, 1.0f, h, hid, Wd, hid,
-                0.0f, y, d);
+    if (!keep || !ws) return phax_fail("fcpu_swiglu_fwd_keep: keep or ws is NULL (need fcpu_swiglu_fwd_keep_ws)");
+    size_t m = n * (size_t)hid;
+    float *h = ws;
+    swiglu_ab(keep, x, Wg, Wu, n, d, hid);
+    swiglu_gate(h, keep, keep + m, m);
+    fcpu_mm(CblasNoTrans, CblasTrans, (int)n, d, hid, 1.0f, h, hid, Wd, hid, 0.0f, y, d);
     return PHAX_OK;
 }
 
@@ -62,11 +68,12 @@ int fcpu_swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const fl
     if (n == 0 || d <= 0 || hid <= 0 || (!dx && !dWg && !dWu && !dWd)) return PHAX_OK;
     if (!ws) return phax_fail("fcpu_swiglu_bwd_kept: ws is NULL (need fcpu_swiglu_bwd_kept_ws)");
     size_t m = n * (size_t)hid;
-    const float *a = keep, *b = a + m, *h = b + m;
+    const float *a = keep, *b = a + m;
     float *da = ws, *db = da + m;
-    if (dWd)  // (d, hid) += dyᵀ h
-        fcpu_mm(CblasTrans, CblasNoTrans, d, hid, (int)n, 1.0f, dy, d, h, hid,
-                    1.0f, dWd, hid);
+    if (dWd) {  // (d, hid) += dyᵀ h, h made again in db's slot (written below)
+        swiglu_gate(db, a, b, m);
+        fcpu_mm(CblasTrans, CblasNoTrans, d, hid, (int)n, 1.0f, dy, d, db, hid, 1.0f, dWd, hid);
+    }
     // dh = dy Wd: (n, d)(d, hid) → da's slot; then, with s = σ(a):
     // da = dh b s (1 + a σ(−a)), db = dh SiLU(a).
     fcpu_mm(CblasNoTrans, CblasNoTrans, (int)n, hid, d, 1.0f, dy, d, Wd, hid,
@@ -101,12 +108,14 @@ int fcpu_swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const fl
     return PHAX_OK;
 }
 
-// The recomputing pair: the same functions with keep at the start of ws.
+// The recomputing pair: the same functions with keep (then h or the gradients' scratch) in ws.
 int fcpu_swiglu_fwd(float *y, const float *x, const float *Wg, const float *Wu, const float *Wd,
                     size_t n, int d, int hid, void *ws) {
     if (n == 0 || d <= 0) return PHAX_OK;
     if (!ws && hid > 0) return phax_fail("fcpu_swiglu_fwd: ws is NULL (need fcpu_swiglu_fwd_ws)");
-    return fcpu_swiglu_fwd_keep(y, ws, x, Wg, Wu, Wd, n, d, hid);
+    float *keep = ws;
+    return fcpu_swiglu_fwd_keep(y, keep, x, Wg, Wu, Wd, n, d, hid,
+                                hid > 0 ? keep + fcpu_swiglu_keep_len(n, hid) : NULL);
 }
 
 int fcpu_swiglu_bwd(float *dx, float *dWg, float *dWu, float *dWd, const float *dy, const float *x,
@@ -115,7 +124,7 @@ int fcpu_swiglu_bwd(float *dx, float *dWg, float *dWu, float *dWd, const float *
     if (n == 0 || d <= 0 || hid <= 0 || (!dx && !dWg && !dWu && !dWd)) return PHAX_OK;
     if (!ws) return phax_fail("fcpu_swiglu_bwd: ws is NULL (need fcpu_swiglu_bwd_ws)");
     float *keep = ws;
-    swiglu_hidden(keep, x, Wg, Wu, n, d, hid);  // recompute a, b, h
+    swiglu_ab(keep, x, Wg, Wu, n, d, hid);  // recompute a, b
     return fcpu_swiglu_bwd_kept(dx, dWg, dWu, dWd, dy, x, Wg, Wu, Wd, n, d, hid, keep,
                                 keep + fcpu_swiglu_keep_len(n, hid));
 }

@@ -202,9 +202,10 @@ static void gelu_bwd(float *dx, const float *dy, const float *x, size_t n) {
     keep_err(fcuda_gelu_bwd(dx, dy, x, n, NULL));
 }
 static size_t swiglu_keep_len(size_t n, int hid) { return fcuda_swiglu_keep_len(n, hid); }
+static size_t swiglu_fwd_keep_ws(size_t n, int d, int hid) { return fcuda_swiglu_fwd_keep_ws(n, d, hid); }
 static int swiglu_fwd_keep(float *y, float *keep, const float *x, const float *Wg, const float *Wu, const float *Wd,
-                           size_t n, int d, int hid) {
-    return fcuda_swiglu_fwd_keep(y, keep, x, Wg, Wu, Wd, n, d, hid, NULL);
+                           size_t n, int d, int hid, void *ws) {
+    return fcuda_swiglu_fwd_keep(y, keep, x, Wg, Wu, Wd, n, d, hid, ws, NULL);
 }
 static int swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const float *dy, const float *x,
                            const float *Wg, const float *Wu, const float *Wd, size_t n, int d, int hid,
@@ -315,7 +316,7 @@ static phax_f32_ops make_table(void) {
     t.layernorm_fwd = layernorm_fwd, t.layernorm_bwd = layernorm_bwd, t.layernorm_bwd_ws = layernorm_bwd_ws;
     t.headnorm_fwd = headnorm_fwd, t.headnorm_bwd = headnorm_bwd, t.headnorm_bwd_ws = headnorm_bwd_ws;
     t.gelu_fwd = gelu_fwd, t.gelu_bwd = gelu_bwd;
-    t.swiglu_keep_len = swiglu_keep_len, t.swiglu_fwd_keep = swiglu_fwd_keep;
+    t.swiglu_keep_len = swiglu_keep_len, t.swiglu_fwd_keep = swiglu_fwd_keep, t.swiglu_fwd_keep_ws = swiglu_fwd_keep_ws;
     t.swiglu_bwd_kept = swiglu_bwd_kept, t.swiglu_bwd_kept_ws = swiglu_bwd_kept_ws;
     t.mix_fwd = mix_fwd, t.mix_bwd = mix_bwd;
     t.cross_entropy_fwd = cross_entropy_fwd, t.linear_cross_entropy = linear_cross_entropy;

@@ -151,7 +151,7 @@ static void ws_layout(fmodel_ws *w, fm_arena *a, const phax_model_cfg *c, size_t
     }
     size_t bwd = 0, kws = 0;
     for (int j = 0; j < w->nsub; j++) {
-        bwd = zmax(bwd, fm_branch_bwd_len(w->br[j].kind, c, n, T));
+        bwd = zmax(bwd, fm_branch_bwd_len(ops, w->br[j].kind, c, n, T));
         kws = zmax(kws, fm_branch_kernel_ws(ops, w->br[j].kind, c, B, T, w->nthreads, w));
     }
     kws = zmax(kws, ops->rmsnorm_bwd_ws(n, d));

@@ -65,8 +65,9 @@ static int swiglu_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) 
     const phax_model_cfg *c = &cx->m->cfg;
     const phax_f32_ops *ops = cx->ops;
     const fm_block_ptrs *p = PARAMS(cx, b);
+    // h = SiLU(a) ⊙ b in the backward scratch (free during a forward); the backward makes it again
     return ops->swiglu_fwd_keep(y, b->keep, x, p->ffn_w_gate, p->ffn_w_up, p->ffn_w_down, cx->n,
-                                c->d_model, c->ffn_hidden);
+                                c->d_model, c->ffn_hidden, cx->ws->bws);
 }
 
 static int swiglu_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, const float *x) {
@@ -330,13 +331,17 @@ void fm_branch_layout(const phax_f32_ops *ops, fm_arena *a, fm_branch *b, const 
     }
 }
 
-size_t fm_branch_bwd_len(phax_sub_kind k, const phax_model_cfg *c, size_t n, int T) {
+static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
+
+size_t fm_branch_bwd_len(const phax_f32_ops *ops, phax_sub_kind k, const phax_model_cfg *c, size_t n, int T) {
     size_t d = (size_t)c->d_model;
+    // SwiGLU's forward makes h here (its kernel's fwd_keep_ws, bytes)
+    size_t hs = (ops->swiglu_fwd_keep_ws(n, c->d_model, c->ffn_hidden) + sizeof(float) - 1) / sizeof(float);
     switch (k) {
     case PHAX_SUB_ATTN: return n * (2 * (size_t)c->n_heads + 2 * (size_t)c->n_kv_heads) * c->head_dim;
-    case PHAX_SUB_SWIGLU: return 0;
-    case PHAX_SUB_AUX:
-    case PHAX_SUB_DUAL: return 3 * n * c->ffn_aux_hidden;  // dh, dhpre, h remade
+    case PHAX_SUB_SWIGLU: return hs;
+    case PHAX_SUB_AUX: return 3 * n * c->ffn_aux_hidden;  // dh, dhpre, h remade
+    case PHAX_SUB_DUAL: return zmax(hs, 3 * n * c->ffn_aux_hidden);
     // dgt dyc dv dxv, dys dub du dxu, dK, v remade (the forward's 2F + 2Hs fit in it)
     case PHAX_SUB_GSS: return 5 * n * c->gss_expand + 4 * n * c->gss_hidden + (size_t)c->gss_hidden * T;
     case PHAX_SUB_MLSTM: return 2 * n * (d / 2) + 4 * n * d + 2 * n * c->mlstm_heads;
@@ -344,7 +349,6 @@ size_t fm_branch_bwd_len(phax_sub_kind k, const phax_model_cfg *c, size_t n, int
     return 0;
 }
 
-static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
 size_t fm_branch_kernel_ws(const phax_f32_ops *ops, phax_sub_kind k, const phax_model_cfg *c,
                            int B, int T, int nthreads, const struct fmodel_ws *ws) {

@@ -67,7 +67,7 @@ typedef struct {
                        // output norm, others the pre-norm)
     // attention: q (n, Hq·dh); k, v (n, Hkv·dh); o (n, Hq·dh)
     float *q, *k, *v, *o, *st;  // st: the softmax rows' (m, log l), (B, Hq, T, 2)
-    // SwiGLU: keep (3, n, hid) = a, b, h
+    // SwiGLU: keep (2, n, hid) = a, b (h = SiLU(a) ⊙ b is remade by the kernels)
     float *keep;
     // aux FFN: hpre (n, Ha) (h = GELU(hpre) is remade, model_branches.c)
     float *hpre;
@@ -108,7 +108,8 @@ typedef struct {
 void fm_branch_layout(const phax_f32_ops *ops, fm_arena *a, fm_branch *b, const phax_model_cfg *c,
                       int B, int T);
 // Backward scratch (floats) a branch kind needs, shared by all branches.
-size_t fm_branch_bwd_len(phax_sub_kind k, const phax_model_cfg *c, size_t n, int T);
+// (Also the forward's scratch of the values the backward makes again: free during a forward.)
+size_t fm_branch_bwd_len(const phax_f32_ops *ops, phax_sub_kind k, const phax_model_cfg *c, size_t n, int T);
 // Kernel scratch (bytes) a branch kind needs in any call.
 size_t fm_branch_kernel_ws(const phax_f32_ops *ops, phax_sub_kind k, const phax_model_cfg *c,
                            int B, int T, int nthreads, const struct fmodel_ws *ws);

@@ -86,9 +86,10 @@ typedef struct phax_f32_ops {
     void (*gelu_bwd)(float *dx, const float *dy, const float *x, size_t n);
 
     // --- SwiGLU FFN, activations kept: y, x: (n, d); Wg, Wu: (hid, d); Wd: (d, hid) ---------
-    size_t (*swiglu_keep_len)(size_t n, int hid);  // floats of `keep`
+    size_t (*swiglu_keep_len)(size_t n, int hid);  // floats of `keep`: a, b
+    size_t (*swiglu_fwd_keep_ws)(size_t n, int d, int hid);  // bytes of the forward's scratch (h)
     int (*swiglu_fwd_keep)(float *y, float *keep, const float *x, const float *Wg,
-                           const float *Wu, const float *Wd, size_t n, int d, int hid);
+                           const float *Wu, const float *Wd, size_t n, int d, int hid, void *ws);
     int (*swiglu_bwd_kept)(float *dx, float *dWg, float *dWu, float *dWd, const float *dy,
                            const float *x, const float *Wg, const float *Wu, const float *Wd,
                            size_t n, int d, int hid, const float *keep, void *ws);

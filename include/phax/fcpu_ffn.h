@@ -16,18 +16,20 @@
 size_t fcpu_swiglu_fwd_ws(size_t n, int d, int hid);  // 3 n hid floats
 int fcpu_swiglu_fwd(float *y, const float *x, const float *Wg, const float *Wu, const float *Wd,
                     size_t n, int d, int hid, void *ws);
-size_t fcpu_swiglu_bwd_ws(size_t n, int d, int hid);  // 5 n hid floats
+size_t fcpu_swiglu_bwd_ws(size_t n, int d, int hid);  // 4 n hid floats
 int fcpu_swiglu_bwd(float *dx, float *dWg, float *dWu, float *dWd, const float *dy, const float *x,
                     const float *Wg, const float *Wu, const float *Wd, size_t n, int d, int hid,
                     void *ws);
 
-// Kept-activation variant (whole models): the forward stores a = x Wgᵀ, b = x Wuᵀ and
-// h = SiLU(a) ⊙ b in keep: (3, n, hid) (fcpu_swiglu_keep_len floats); the backward reads
-// them instead of recomputing a and b (6 sgemms, not 8). Same values as the pair above:
-// the same sgemms and elementwise expressions, so bit-identical outputs and gradients.
+// Kept-activation variant (whole models): the forward stores a = x Wgᵀ and b = x Wuᵀ in keep:
+// (2, n, hid) (fcpu_swiglu_keep_len floats), making h = SiLU(a) ⊙ b in ws
+// (fcpu_swiglu_fwd_keep_ws bytes, scratch); the backward reads a and b instead of recomputing
+// them (6 sgemms, not 8) and makes h again. Same values as the pair above: the same sgemms and
+// elementwise expressions, so bit-identical outputs and gradients.
 size_t fcpu_swiglu_keep_len(size_t n, int hid);
+size_t fcpu_swiglu_fwd_keep_ws(size_t n, int d, int hid);  // n hid floats
 int fcpu_swiglu_fwd_keep(float *y, float *keep, const float *x, const float *Wg, const float *Wu,
-                         const float *Wd, size_t n, int d, int hid);
+                         const float *Wd, size_t n, int d, int hid, void *ws);
 size_t fcpu_swiglu_bwd_kept_ws(size_t n, int d, int hid);  // 2 n hid floats
 int fcpu_swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const float *dy,
                          const float *x, const float *Wg, const float *Wu, const float *Wd,

@@ -139,7 +139,8 @@ size_t fcuda_mix_bwd_ws(int nb, size_t n);
 int fcuda_mix_bwd(float *db, float *dp, const float *dm, const float *b, const float *p, int nb,
                   size_t n, void *ws, void *stream);
 // swiglu: y = Wd(SiLU(Wg x) ⊙ Wu x) (fcpu_ffn.h's shapes and pairs): products on cuBLAS;
-// the kept form stores (a, b, h) in keep (swiglu_keep_len floats) for its backward
+// the kept form stores (a, b) in keep (swiglu_keep_len floats) for its backward and makes h
+// in ws (swiglu_fwd_keep_ws bytes; the backward makes it again)
 size_t fcuda_swiglu_fwd_ws(size_t n, int d, int hid);
 int fcuda_swiglu_fwd(float *y, const float *x, const float *Wg, const float *Wu, const float *Wd,
                      size_t n, int d, int hid, void *ws, void *stream);
@@ -148,9 +149,10 @@ int fcuda_swiglu_bwd(float *dx, float *dWg, float *dWu, float *dWd, const float 
                      const float *x, const float *Wg, const float *Wu, const float *Wd, size_t n,
                      int d, int hid, void *ws, void *stream);
 size_t fcuda_swiglu_keep_len(size_t n, int hid);
+size_t fcuda_swiglu_fwd_keep_ws(size_t n, int d, int hid);
 int fcuda_swiglu_fwd_keep(float *y, float *keep, const float *x, const float *Wg,
                           const float *Wu, const float *Wd, size_t n, int d, int hid,
-                          void *stream);
+                          void *ws, void *stream);
 size_t fcuda_swiglu_bwd_kept_ws(size_t n, int d, int hid);
 int fcuda_swiglu_bwd_kept(float *dx, float *dWg, float *dWu, float *dWd, const float *dy,
                           const float *x, const float *Wg, const float *Wu, const float *Wd,

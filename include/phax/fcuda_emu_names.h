@@ -50,6 +50,7 @@
 #define fcuda_swiglu_bwd_ws             fcuda_emu_swiglu_bwd_ws
 #define fcuda_swiglu_bwd                fcuda_emu_swiglu_bwd
 #define fcuda_swiglu_keep_len           fcuda_emu_swiglu_keep_len
+#define fcuda_swiglu_fwd_keep_ws        fcuda_emu_swiglu_fwd_keep_ws
 #define fcuda_swiglu_fwd_keep           fcuda_emu_swiglu_fwd_keep
 #define fcuda_swiglu_bwd_kept_ws        fcuda_emu_swiglu_bwd_kept_ws
 #define fcuda_swiglu_bwd_kept           fcuda_emu_swiglu_bwd_kept
@@ -135,6 +136,7 @@
 #undef fcuda_swiglu_bwd_ws
 #undef fcuda_swiglu_bwd
 #undef fcuda_swiglu_keep_len
+#undef fcuda_swiglu_fwd_keep_ws
 #undef fcuda_swiglu_fwd_keep
 #undef fcuda_swiglu_bwd_kept_ws
 #undef fcuda_swiglu_bwd_kept
