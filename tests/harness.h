@@ -82,7 +82,7 @@ void h_pool(h_sums *s, h_vec fast, h_vec naive, const double *ref, h_vec prior,
 
 // ‖fast − ref‖ ≤ C·‖naive32 − ref‖ + floor·‖scale‖ + extra, false on anything non-finite.
 // A caller may set s->naive to a combined baseline before judging (the mean square of
-// two naive draws, or max with the error an inherited input brings; see test_fcpu_ssm.c).
+// two naive draws, or max with the error an inherited input brings; see test_fast_ssm.c).
 // Prints label, what, both errors relative to ‖ref − prior‖, the floor, the ratio
 // fast/naive32 and the seed; records the worst ratio (h_report_worst).
 bool h_judge(const char *label, const char *what, const h_sums *s, double C, double floor);

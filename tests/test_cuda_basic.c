@@ -2,7 +2,7 @@
 // (fast/cuda/linear.cu, on cuBLAS) and the cuBLAS emulation under it (fast/cuda/emu/cublas.h),
 // embedding (fast/cuda/embedding.cu).
 //
-//   * linear against ref (float64) with the harness's bound, as tests/test_fcpu_basic.c judges
+//   * linear against ref (float64) with the harness's bound, as tests/test_fast_basic.c judges
 //     fast/cpu's linear: ‖fast − ref‖ ≤ C·‖naive32 − ref‖ + 4·2^-24·‖|ref| + mag‖ (naive32:
 //     tests/baseline_f32_basic.c; mag: the same products on |inputs|, the floor of a dot
 //     product that cancels), at awkward sizes (rows 1, 7, 33; in 1, 6, 10, 33; out 1, 5, 64;

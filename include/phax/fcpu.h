@@ -1,6 +1,6 @@
 // phax fast/cpu: float32 kernels on OpenBLAS + OpenMP, the same functions as
 // ref/ (see phax/ref.h and docs/spec.md) and proven equal to them by the
-// equivalence tests (tests/test_fcpu_*.c).
+// equivalence tests (tests/test_fast_*.c, test_fcpu_*.c).
 //
 // Conventions (every fcpu_ function):
 //   * Names fcpu_<op>_fwd/_bwd (the ref_ stem with fcpu_); arguments in the order and layout of

@@ -2,7 +2,7 @@
 // token at a time, carrying its state, for text generation and long-context
 // evaluation (needle-in-a-haystack). Step t computes exactly the logits that
 // ref_model_forward gives at position t of the sequence of tokens stepped so
-// far (checked by tests/test_fcpu_decode.c for every family), at a cost of
+// far (checked by tests/test_fast_decode.c for every family), at a cost of
 // O(params + context) per step and with no allocation after fcpu_decoder_new.
 //
 // State per layer (allocated once, in one arena):
@@ -79,7 +79,7 @@ size_t fcpu_decoder_scratch_bytes(const fcpu_decoder *d);
 int fcpu_decoder_step(fcpu_decoder *d, int32_t token, float *logits);
 
 // Prefill: feed n ≥ 0 tokens at once, as n steps would (same state after, same
-// next-token logits within float32 rounding: suite fcpu_prefill in tests/test_fcpu_decode.c), but in
+// next-token logits within float32 rounding: suite fcpu_prefill in tests/test_fast_decode.c), but in
 // passes of up to `chunk` tokens whose projections and FFNs are matrix-matrix
 // products (cblas_sgemm) reading each weight once per pass instead of once per
 // token, and whose attention is matrix products too (scores against the ring's

@@ -1,7 +1,7 @@
 // fast/cuda per-token decoding and prefill (fast/cuda/decode.cu): fast/cpu's decoder contract
 // (phax/fcpu_decode.h) with the model's parameters, the carried state and every working
 // buffer in device memory. Step t gives the logits ref_model_forward gives at position t of
-// the tokens stepped so far (tests/test_fcpu_decode.c runs its decode/* and prefill/* rows on
+// the tokens stepped so far (tests/test_fast_decode.c runs its decode/* and prefill/* rows on
 // the cuda backends too).
 //
 // State per layer, as fast/cpu's: the KV cache of rotated (cosine: unit) keys and the values,
