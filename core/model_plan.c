@@ -63,6 +63,12 @@ int phax_plan_has(const phax_model_cfg *c, phax_sub_kind k) {
     return 0;
 }
 
+int phax_block_w_has(const phax_block_w *b, phax_sub_kind k) {
+    for (int i = 0; i < b->nsub; i++)
+        if (b->sub[i] == k || (b->sub[i] == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX))) return 1;
+    return 0;
+}
+
 double phax_plan_alpha(const phax_model_cfg *c) { return pow(2.0 * c->n_layers, 0.25); }
 
 double phax_plan_beta(const phax_model_cfg *c) { return pow(8.0 * c->n_layers, -0.25); }

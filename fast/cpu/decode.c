@@ -26,6 +26,7 @@
 
 #include "phax/fcpu.h"
 #include "phax/fcpu_decode.h"
+#include "../model/decode_arena.h"
 #include "phax/model_plan.h"
 #include "phax/numerics.h"
 
@@ -437,41 +438,11 @@ static void prenorm_block(fcpu_decoder *dc, layer *ly, float *x, int R) {
 
 // --- creation ------------------------------------------------------------------------------------
 
-// Bump allocation in one arena: carve() runs once with base == NULL to size it,
-// then again to hand out the pieces (the layer plans must be bound first).
-typedef struct {
-    char *base;
-    size_t off, state;  // bytes so far; of them, per-sequence state
-    size_t kv;          // of the state, the KV caches (cap entries each)
-} arena;
-
-static void *take(arena *a, size_t bytes) {
-    void *p = a->base ? a->base + a->off : NULL;
-    a->off += (bytes + 63) / 64 * 64;
-    return p;
-}
-static void *take_state(arena *a, size_t bytes) {
-    a->state += bytes;
-    return take(a, bytes);
-}
-
-// A KV cache: (Hkv, cap, dh) floats, part of the state.
-static float *take_kv(arena *a, size_t cap, size_t kd) {
-    a->kv += cap * kd * sizeof(float);
-    return take_state(a, cap * kd * sizeof(float));
-}
-
-static int layer_has(const layer *ly, phax_sub_kind k) {
-    for (int i = 0; i < ly->w.nsub; i++)
-        if (ly->w.sub[i] == k ||
-            (ly->w.sub[i] == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX)))
-            return 1;
-    return 0;
-}
-
+// One arena (fast/model/decode_arena.h): carve() runs once with base == NULL to size it, then
+// again to hand out the pieces (the layer plans must be bound first).
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
-static void carve(fcpu_decoder *dc, arena *a) {
+static void carve(fcpu_decoder *dc, fdec_arena *a) {
     const phax_model_cfg *c = dc->c;
     const size_t d = c->d_model, qd = (size_t)c->n_heads * c->head_dim;
     const size_t kd = (size_t)c->n_kv_heads * c->head_dim, dh = c->head_dim;
@@ -480,43 +451,43 @@ static void carve(fcpu_decoder *dc, arena *a) {
     const size_t wide = max3(c->ffn_hidden, c->gss_expand, c->ffn_aux_hidden);
     const size_t R = (size_t)dc->chunk;  // rows of every per-token scratch buffer
     float **vd[] = {&dc->x, &dc->e, &dc->h, &dc->y, &dc->t, &dc->mv, &dc->mo, &dc->mh, &dc->mhn};
-    for (size_t i = 0; i < sizeof vd / sizeof *vd; i++) *vd[i] = take(a, R * d * sizeof(float));
-    dc->mq = take(a, R * (d / 2) * sizeof(float));
-    dc->mk = take(a, R * (d / 2) * sizeof(float));
-    dc->br = take(a, MAX_SUB * R * d * sizeof(float));
-    dc->bn = take(a, MAX_SUB * R * d * sizeof(float));
-    dc->q = take(a, R * qd * sizeof(float));
-    dc->q_raw = take(a, R * qd * sizeof(float));
-    dc->o = take(a, R * qd * sizeof(float));
-    dc->k_raw = take(a, R * kd * sizeof(float));
-    dc->k_rot = take(a, R * kd * sizeof(float));
-    dc->v_new = take(a, R * kd * sizeof(float));
-    dc->rope = take(a, fcpu_rope_table_len((int)R, (int)dh) * sizeof(float));
-    dc->score = take(a, (size_t)dc->cap * sizeof(double));
-    dc->spass = dc->cap > 0 && R > 1 ? take(a, R * ((size_t)dc->cap + R) * sizeof(float)) : NULL;
-    dc->attn_acc = take(a, dh * sizeof(double));
-    dc->acc = take(a, d * sizeof(double));
-    dc->f1 = take(a, R * wide * sizeof(float));
-    dc->f2 = take(a, R * wide * sizeof(float));
-    dc->f3 = take(a, R * wide * sizeof(float));
+    for (size_t i = 0; i < sizeof vd / sizeof *vd; i++) *vd[i] = fdec_take(a, R * d * sizeof(float));
+    dc->mq = fdec_take(a, R * (d / 2) * sizeof(float));
+    dc->mk = fdec_take(a, R * (d / 2) * sizeof(float));
+    dc->br = fdec_take(a, MAX_SUB * R * d * sizeof(float));
+    dc->bn = fdec_take(a, MAX_SUB * R * d * sizeof(float));
+    dc->q = fdec_take(a, R * qd * sizeof(float));
+    dc->q_raw = fdec_take(a, R * qd * sizeof(float));
+    dc->o = fdec_take(a, R * qd * sizeof(float));
+    dc->k_raw = fdec_take(a, R * kd * sizeof(float));
+    dc->k_rot = fdec_take(a, R * kd * sizeof(float));
+    dc->v_new = fdec_take(a, R * kd * sizeof(float));
+    dc->rope = fdec_take(a, fcpu_rope_table_len((int)R, (int)dh) * sizeof(float));
+    dc->score = fdec_take(a, (size_t)dc->cap * sizeof(double));
+    dc->spass = dc->cap > 0 && R > 1 ? fdec_take(a, R * ((size_t)dc->cap + R) * sizeof(float)) : NULL;
+    dc->attn_acc = fdec_take(a, dh * sizeof(double));
+    dc->acc = fdec_take(a, d * sizeof(double));
+    dc->f1 = fdec_take(a, R * wide * sizeof(float));
+    dc->f2 = fdec_take(a, R * wide * sizeof(float));
+    dc->f3 = fdec_take(a, R * wide * sizeof(float));
     float **vs[] = {&dc->s1, &dc->s2, &dc->s3, &dc->s4};
-    for (int i = 0; i < 4; i++) *vs[i] = take(a, R * Hs * sizeof(float));
+    for (int i = 0; i < 4; i++) *vs[i] = fdec_take(a, R * Hs * sizeof(float));
     // Per-layer state and constants, by the kinds the layer has.
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
-        if (layer_has(ly, PHAX_SUB_ATTN)) {
-            ly->attn.k_cache = take_kv(a, (size_t)dc->cap, kd);
-            ly->attn.v_cache = take_kv(a, (size_t)dc->cap, kd);
+        if (phax_block_w_has(&ly->w, PHAX_SUB_ATTN)) {
+            ly->attn.k_cache = fdec_take_kv(a, (size_t)dc->cap, kd);
+            ly->attn.v_cache = fdec_take_kv(a, (size_t)dc->cap, kd);
         }
-        if (layer_has(ly, PHAX_SUB_GSS)) {
-            ly->gss.ea = take(a, 2 * N * sizeof(double));
-            ly->gss.ct = take(a, 2 * Hs * N * sizeof(double));
-            ly->gss.z = take_state(a, 2 * Hs * N * sizeof(double));
+        if (phax_block_w_has(&ly->w, PHAX_SUB_GSS)) {
+            ly->gss.ea = fdec_take(a, 2 * N * sizeof(double));
+            ly->gss.ct = fdec_take(a, 2 * Hs * N * sizeof(double));
+            ly->gss.z = fdec_take_state(a, 2 * Hs * N * sizeof(double));
         }
-        if (layer_has(ly, PHAX_SUB_MLSTM)) {
-            ly->mlstm.C = take_state(a, NH * dqk * dv * sizeof(double));
-            ly->mlstm.n = take_state(a, NH * dqk * sizeof(double));
-            ly->mlstm.m = take_state(a, NH * sizeof(double));
+        if (phax_block_w_has(&ly->w, PHAX_SUB_MLSTM)) {
+            ly->mlstm.C = fdec_take_state(a, NH * dqk * dv * sizeof(double));
+            ly->mlstm.n = fdec_take_state(a, NH * dqk * sizeof(double));
+            ly->mlstm.m = fdec_take_state(a, NH * sizeof(double));
         }
     }
 }
@@ -589,7 +560,7 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fmodel *m, int max_len, int window,
     for (int l = 0; l < c->n_layers; l++)
         if (bind_layer(dc, &dc->L[l], l)) goto fail;
 
-    arena a = {0};
+    fdec_arena a = {0};
     carve(dc, &a);  // sizing pass
     if (!(a.base = dc->arena = phax_alloc(a.off))) goto fail;
     a.off = a.state = a.kv = 0;
@@ -598,7 +569,7 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fmodel *m, int max_len, int window,
     dc->kv_per_token = dc->cap > 0 ? a.kv / (size_t)dc->cap : 0;
     dc->fixed_state = a.state - a.kv;
     for (int l = 0; l < c->n_layers; l++)
-        if (layer_has(&dc->L[l], PHAX_SUB_GSS)) {
+        if (phax_block_w_has(&dc->L[l].w, PHAX_SUB_GSS)) {
             gss_layer *G = &dc->L[l].gss;  // the modes the recurrence steps with (phax/numerics.h)
             phax_gss_modes(G->w.lre, G->w.lim, G->w.cre, G->w.cim, c->gss_hidden, c->gss_state, G->ea, G->ct);
         }
@@ -622,8 +593,8 @@ void fcpu_decoder_reset(fcpu_decoder *dc) {
     const size_t dqk = (size_t)c->d_model / 2 / NH, dv = (size_t)c->d_model / NH;
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
-        if (layer_has(ly, PHAX_SUB_GSS)) memset(ly->gss.z, 0, 2 * Hs * N * sizeof(double));
-        if (layer_has(ly, PHAX_SUB_MLSTM)) {
+        if (phax_block_w_has(&ly->w, PHAX_SUB_GSS)) memset(ly->gss.z, 0, 2 * Hs * N * sizeof(double));
+        if (phax_block_w_has(&ly->w, PHAX_SUB_MLSTM)) {
             memset(ly->mlstm.C, 0, NH * dqk * dv * sizeof(double));
             memset(ly->mlstm.n, 0, NH * dqk * sizeof(double));
             for (size_t h = 0; h < NH; h++) ly->mlstm.m[h] = -INFINITY;

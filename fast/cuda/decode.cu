@@ -19,6 +19,7 @@
 
 #include "cuda_common.cuh"
 #include "phax/fcuda_decode.h"
+#include "../model/decode_arena.h"
 #include "phax/model_plan.h"
 #include "phax/numerics.h"
 
@@ -432,31 +433,10 @@ static int pass(fcuda_decoder *dc, const int32_t *tok, int R, float *logits, int
 
 // --- creation ------------------------------------------------------------------------------------
 
-typedef struct {
-    char *base;
-    size_t off, state, kv;
-} arena;
-
-static void *take(arena *a, size_t bytes) {
-    void *p = a->base ? a->base + a->off : NULL;
-    a->off += (bytes + 63) / 64 * 64;
-    return p;
-}
-static void *take_state(arena *a, size_t bytes) {
-    a->state += bytes;
-    return take(a, bytes);
-}
-
-static int layer_has(const layer *ly, phax_sub_kind k) {
-    for (int i = 0; i < ly->w.nsub; i++)
-        if (ly->w.sub[i] == k || (ly->w.sub[i] == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX)))
-            return 1;
-    return 0;
-}
-
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
-static void carve(fcuda_decoder *dc, arena *a) {
+// One arena (fast/model/decode_arena.h), carved twice: sizes, then pieces.
+static void carve(fcuda_decoder *dc, fdec_arena *a) {
     const phax_model_cfg *c = &dc->c;
     const size_t d = c->d_model, qd = (size_t)c->n_heads * c->head_dim;
     const size_t kd = (size_t)c->n_kv_heads * c->head_dim;
@@ -464,43 +444,43 @@ static void carve(fcuda_decoder *dc, arena *a) {
     const size_t dqk = d / 2 / NH, dv = d / NH;
     const size_t wide = max3(c->ffn_hidden, c->gss_expand, c->ffn_aux_hidden);
     const size_t R = (size_t)dc->chunk;
-    dc->zero_p = (float *)take(a, MAX_SUB * sizeof(float));
-    dc->tok = (int32_t *)take(a, R * sizeof(int32_t));
+    dc->zero_p = (float *)fdec_take(a, MAX_SUB * sizeof(float));
+    dc->tok = (int32_t *)fdec_take(a, R * sizeof(int32_t));
     float **vd[] = {&dc->x, &dc->e, &dc->h, &dc->y, &dc->t, &dc->mv, &dc->mo, &dc->mh, &dc->mhn};
-    for (size_t i = 0; i < sizeof vd / sizeof *vd; i++) *vd[i] = (float *)take(a, R * d * sizeof(float));
-    dc->mq = (float *)take(a, R * (d / 2) * sizeof(float));
-    dc->mk = (float *)take(a, R * (d / 2) * sizeof(float));
-    dc->br = (float *)take(a, MAX_SUB * R * d * sizeof(float));
-    dc->bn = (float *)take(a, MAX_SUB * R * d * sizeof(float));
-    dc->q = (float *)take(a, R * qd * sizeof(float));
-    dc->q_raw = (float *)take(a, R * qd * sizeof(float));
-    dc->o = (float *)take(a, R * qd * sizeof(float));
-    dc->k_raw = (float *)take(a, R * kd * sizeof(float));
-    dc->k_rot = (float *)take(a, R * kd * sizeof(float));
-    dc->v_new = (float *)take(a, R * kd * sizeof(float));
-    dc->rope = (float *)take(a, fcuda_rope_table_len((int)R, c->head_dim) * sizeof(float));
-    dc->f1 = (float *)take(a, R * wide * sizeof(float));
-    dc->f2 = (float *)take(a, R * wide * sizeof(float));
-    dc->f3 = (float *)take(a, R * wide * sizeof(float));
+    for (size_t i = 0; i < sizeof vd / sizeof *vd; i++) *vd[i] = (float *)fdec_take(a, R * d * sizeof(float));
+    dc->mq = (float *)fdec_take(a, R * (d / 2) * sizeof(float));
+    dc->mk = (float *)fdec_take(a, R * (d / 2) * sizeof(float));
+    dc->br = (float *)fdec_take(a, MAX_SUB * R * d * sizeof(float));
+    dc->bn = (float *)fdec_take(a, MAX_SUB * R * d * sizeof(float));
+    dc->q = (float *)fdec_take(a, R * qd * sizeof(float));
+    dc->q_raw = (float *)fdec_take(a, R * qd * sizeof(float));
+    dc->o = (float *)fdec_take(a, R * qd * sizeof(float));
+    dc->k_raw = (float *)fdec_take(a, R * kd * sizeof(float));
+    dc->k_rot = (float *)fdec_take(a, R * kd * sizeof(float));
+    dc->v_new = (float *)fdec_take(a, R * kd * sizeof(float));
+    dc->rope = (float *)fdec_take(a, fcuda_rope_table_len((int)R, c->head_dim) * sizeof(float));
+    dc->f1 = (float *)fdec_take(a, R * wide * sizeof(float));
+    dc->f2 = (float *)fdec_take(a, R * wide * sizeof(float));
+    dc->f3 = (float *)fdec_take(a, R * wide * sizeof(float));
     float **vs[] = {&dc->s1, &dc->s2, &dc->s3, &dc->s4};
-    for (int i = 0; i < 4; i++) *vs[i] = (float *)take(a, R * Hs * sizeof(float));
-    dc->logits = (float *)take(a, R * (size_t)c->vocab_size * sizeof(float));
+    for (int i = 0; i < 4; i++) *vs[i] = (float *)fdec_take(a, R * Hs * sizeof(float));
+    dc->logits = (float *)fdec_take(a, R * (size_t)c->vocab_size * sizeof(float));
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
-        if (layer_has(ly, PHAX_SUB_ATTN)) {
+        if (phax_block_w_has(&ly->w, PHAX_SUB_ATTN)) {
             a->kv += 2 * (size_t)dc->cap * kd * sizeof(float);
-            ly->attn.k_cache = (float *)take_state(a, (size_t)dc->cap * kd * sizeof(float));
-            ly->attn.v_cache = (float *)take_state(a, (size_t)dc->cap * kd * sizeof(float));
+            ly->attn.k_cache = fdec_take_kv(a, (size_t)dc->cap, kd);
+            ly->attn.v_cache = fdec_take_kv(a, (size_t)dc->cap, kd);
         }
-        if (layer_has(ly, PHAX_SUB_GSS)) {
-            ly->gss.ea = (double *)take(a, 2 * N * sizeof(double));
-            ly->gss.ct = (double *)take(a, 2 * Hs * N * sizeof(double));
-            ly->gss.z = (double *)take_state(a, 2 * Hs * N * sizeof(double));
+        if (phax_block_w_has(&ly->w, PHAX_SUB_GSS)) {
+            ly->gss.ea = (double *)fdec_take(a, 2 * N * sizeof(double));
+            ly->gss.ct = (double *)fdec_take(a, 2 * Hs * N * sizeof(double));
+            ly->gss.z = (double *)fdec_take_state(a, 2 * Hs * N * sizeof(double));
         }
-        if (layer_has(ly, PHAX_SUB_MLSTM)) {
-            ly->mlstm.C = (double *)take_state(a, NH * dqk * dv * sizeof(double));
-            ly->mlstm.n = (double *)take_state(a, NH * dqk * sizeof(double));
-            ly->mlstm.m = (double *)take_state(a, NH * sizeof(double));
+        if (phax_block_w_has(&ly->w, PHAX_SUB_MLSTM)) {
+            ly->mlstm.C = (double *)fdec_take_state(a, NH * dqk * dv * sizeof(double));
+            ly->mlstm.n = (double *)fdec_take_state(a, NH * dqk * sizeof(double));
+            ly->mlstm.m = (double *)fdec_take_state(a, NH * sizeof(double));
         }
     }
 }
@@ -621,7 +601,7 @@ extern "C" fcuda_decoder *fcuda_decoder_new(const phax_model_cfg *cfg, const pha
             goto fail;
     }
     {
-        arena a = {NULL, 0, 0, 0};
+        fdec_arena a = {NULL, 0, 0, 0};
         carve(dc, &a);  // sizing pass
         void *base = NULL;
         if (fcuda_malloc(&base, a.off)) goto fail;
@@ -634,7 +614,7 @@ extern "C" fcuda_decoder *fcuda_decoder_new(const phax_model_cfg *cfg, const pha
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
         if (dc->parallel && !ly->w.mix_p) ly->w.mix_p = dc->zero_p;
-        if (layer_has(ly, PHAX_SUB_GSS) && gss_modes(&ly->gss, c->gss_hidden, c->gss_state)) goto fail;
+        if (phax_block_w_has(&ly->w, PHAX_SUB_GSS) && gss_modes(&ly->gss, c->gss_hidden, c->gss_state)) goto fail;
     }
     if (fcuda_decoder_reset(dc)) goto fail;
     return dc;
@@ -650,8 +630,8 @@ extern "C" int fcuda_decoder_reset(fcuda_decoder *dc) {
     dc->broken = 2;  // until the reset succeeds
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
-        if (layer_has(ly, PHAX_SUB_GSS)) TRY(fcuda_ok(cudaMemset(ly->gss.z, 0, 2 * Hs * N * sizeof(double)), "memset"));
-        if (layer_has(ly, PHAX_SUB_MLSTM)) {
+        if (phax_block_w_has(&ly->w, PHAX_SUB_GSS)) TRY(fcuda_ok(cudaMemset(ly->gss.z, 0, 2 * Hs * N * sizeof(double)), "memset"));
+        if (phax_block_w_has(&ly->w, PHAX_SUB_MLSTM)) {
             TRY(fcuda_ok(cudaMemset(ly->mlstm.C, 0, NH * dqk * dv * sizeof(double)), "memset"));
             TRY(fcuda_ok(cudaMemset(ly->mlstm.n, 0, NH * dqk * sizeof(double)), "memset"));
             PHAX_LAUNCH(fill_d_k, 1, 32, 0, NULL, ly->mlstm.m, -INFINITY, NH);

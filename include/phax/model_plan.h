@@ -116,6 +116,10 @@ typedef struct {
     const float *aux_w3, *aux_w4;          // aux FFN (aux, dual): ffn_aux.w{3,4}
 } phax_block_w;
 
+// Does a bound block have a sub-layer of kind k (DUAL counts as SWIGLU and AUX too)? (The decoders'
+// per-layer test; phax_plan_has asks it of the whole model.)
+int phax_block_w_has(const phax_block_w *b, phax_sub_kind k);
+
 // The parameter named `name` ("blocks.0.attn.wq.weight"), or NULL when the model has none.
 typedef const float *(*phax_param_find)(void *ctx, const char *name);
 
