@@ -18,7 +18,6 @@
 // machine the spinning OpenMP workers starved OpenBLAS's threads, 1 k-context
 // steps took ~48 ms instead of ~4 ms.
 #include <cblas.h>
-#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -26,7 +25,7 @@
 
 #include "phax/fcpu.h"
 #include "phax/fcpu_decode.h"
-#include "../model/decode_arena.h"
+#include "../model/decode_shared.h"
 #include "phax/model_plan.h"
 #include "phax/numerics.h"
 
@@ -438,7 +437,7 @@ static void prenorm_block(fcpu_decoder *dc, layer *ly, float *x, int R) {
 
 // --- creation ------------------------------------------------------------------------------------
 
-// One arena (fast/model/decode_arena.h): carve() runs once with base == NULL to size it, then
+// One arena (fast/model/decode_shared.h): carve() runs once with base == NULL to size it, then
 // again to hand out the pieces (the layer plans must be bound first).
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
@@ -671,18 +670,7 @@ static int pass_rows(fcpu_decoder *dc, const int32_t *tok, int R, float *logits,
 
 // Checks for n more tokens (nothing changed on failure).
 static int admit(const fcpu_decoder *dc, const char *fn, const int32_t *tok, int n) {
-    const int V = dc->c->vocab_size;
-    if (n < 0 || (n > 0 && !tok)) return phax_fail("%s: %d tokens", fn, n);
-    for (int i = 0; i < n; i++)
-        if (tok[i] < 0 || tok[i] >= V)
-            return phax_fail("%s: token %d is outside [0, %d)", fn, (int)tok[i], V);
-    if (dc->limited && n > dc->max_len - dc->pos)
-        return phax_fail("%s: the decoder holds %d of max_len = %d tokens and cannot take %d more "
-                         "(full attention keeps every key); reset it or create one with a larger "
-                         "max_len",
-                         fn, dc->pos, dc->max_len, n);
-    if (n > INT_MAX - dc->pos) return phax_fail("%s: position limit %d reached", fn, INT_MAX);
-    return PHAX_OK;
+    return fdec_admit(fn, tok, n, dc->c->vocab_size, dc->limited, dc->max_len, dc->pos);
 }
 
 int fcpu_decoder_step(fcpu_decoder *dc, int32_t token, float *logits) {

@@ -19,7 +19,7 @@
 
 #include "cuda_common.cuh"
 #include "phax/fcuda_decode.h"
-#include "../model/decode_arena.h"
+#include "../model/decode_shared.h"
 #include "phax/model_plan.h"
 #include "phax/numerics.h"
 
@@ -435,7 +435,7 @@ static int pass(fcuda_decoder *dc, const int32_t *tok, int R, float *logits, int
 
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
-// One arena (fast/model/decode_arena.h), carved twice: sizes, then pieces.
+// One arena (fast/model/decode_shared.h), carved twice: sizes, then pieces.
 static void carve(fcuda_decoder *dc, fdec_arena *a) {
     const phax_model_cfg *c = &dc->c;
     const size_t d = c->d_model, qd = (size_t)c->n_heads * c->head_dim;
@@ -656,15 +656,7 @@ static int admit(const fcuda_decoder *dc, const char *fn, const int32_t *tok, in
         return phax_fail(dc->broken == 2 ? "%s: the decoder's last reset failed on the device; reset it again"
                                          : "%s: an earlier call failed on the device mid-pass; reset the decoder",
                          fn);
-    if (n < 0 || (n > 0 && !tok)) return phax_fail("%s: %d tokens", fn, n);
-    for (int i = 0; i < n; i++)
-        if (tok[i] < 0 || tok[i] >= V) return phax_fail("%s: token %d is outside [0, %d)", fn, (int)tok[i], V);
-    if (dc->limited && n > dc->max_len - dc->pos)
-        return phax_fail("%s: the decoder holds %d of max_len = %d tokens and cannot take %d more "
-                         "(full attention keeps every key); reset it or create one with a larger max_len",
-                         fn, dc->pos, dc->max_len, n);
-    if (n > 0x7fffffff - dc->pos) return phax_fail("%s: position limit %d reached", fn, 0x7fffffff);
-    return PHAX_OK;
+    return fdec_admit(fn, tok, n, V, dc->limited, dc->max_len, dc->pos);
 }
 
 extern "C" int fcuda_decoder_step(fcuda_decoder *dc, int32_t token, float *logits) {
