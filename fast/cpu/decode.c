@@ -3,11 +3,11 @@
 //
 // One step function per layer kind — attention, GSS, SwiGLU, the aux FFN,
 // mLSTM — each reading one input vector x: (d) and writing y: (d) while it
-// advances its own state. Two compositions build the families from them:
-//   * parallel_block (pha): every branch on x, RMSNorm per branch, softplus mix,
+// advances its own state. The two compositions that build the families from them are
+// fast/model/decode_shared.h's layer walk (fdec_block), shared with fast/cuda's decoder:
+//   * parallel (pha): every branch on x, RMSNorm per branch, softplus mix,
 //     x ← RMSNorm_res(α·x + mix), α the plan's DeepNorm α;
-//   * prenorm_block (transformer, serial, swax, swa, mlstm): per sub-layer
-//     x ← x + F(RMSNorm x).
+//   * prenorm (transformer, serial, swax, swa, mlstm): per sub-layer x ← x + F(RMSNorm x).
 // Vectors are float32; matrix-vector products are cblas_sgemv; dot products
 // that feed exponentials (attention scores, mLSTM gates), the attention output
 // sums and every recurrent state are double.
@@ -394,46 +394,40 @@ static void mlstm_rows(fcpu_decoder *dc, mlstm_layer *M, float *y, const float *
     matmul(y, M->w.wout, hc, R, d, d);
 }
 
-static void sub_rows(fcpu_decoder *dc, layer *ly, phax_sub_kind k, float *y, const float *x, int R) {
+// The tier's kernels of the shared layer walk (fast/model/decode_shared.h: fdec_block).
+static int k_sub(void *v, int l, phax_sub_kind k, float *y, const float *x, int R) {
+    fcpu_decoder *dc = v;
+    layer *ly = &dc->L[l];
     switch (k) {
-    case PHAX_SUB_GSS: gss_rows(dc, &ly->gss, y, x, R); break;
-    case PHAX_SUB_ATTN: attn_rows(dc, &ly->attn, y, x, R); break;
-    case PHAX_SUB_SWIGLU: swiglu_rows(dc, ly, y, x, R); break;
-    case PHAX_SUB_AUX: aux_rows(dc, ly, y, x, R); break;
-    case PHAX_SUB_DUAL:
-        swiglu_rows(dc, ly, y, x, R);
-        aux_rows(dc, ly, dc->t, x, R);
-        add_into(y, dc->t, R * dc->c->d_model);
-        break;
-    case PHAX_SUB_MLSTM: mlstm_rows(dc, &ly->mlstm, y, x, R); break;
+    case PHAX_SUB_GSS: gss_rows(dc, &ly->gss, y, x, R); return PHAX_OK;
+    case PHAX_SUB_ATTN: attn_rows(dc, &ly->attn, y, x, R); return PHAX_OK;
+    case PHAX_SUB_SWIGLU: swiglu_rows(dc, ly, y, x, R); return PHAX_OK;
+    case PHAX_SUB_AUX: aux_rows(dc, ly, y, x, R); return PHAX_OK;
+    case PHAX_SUB_MLSTM: mlstm_rows(dc, &ly->mlstm, y, x, R); return PHAX_OK;
+    case PHAX_SUB_DUAL: break;  // walked by fdec_sub
     }
+    return phax_fail("fcpu decoder: sub-layer kind %d has no kernel", (int)k);
 }
-
-// --- blocks ------------------------------------------------------------------------------------
-
-// PHA block on x: (R, d), in place: b_i = RMSNorm_i(branch_i(x)); x ← RMSNorm_res(α x + mix(p; b)).
-// Branch i's rows lie at br + i·R·d, so the mix sees (nsub, R·d).
-static void parallel_block(fcpu_decoder *dc, layer *ly, float *x, int R) {
-    const size_t n = (size_t)R * dc->c->d_model;
-    for (int i = 0; i < ly->w.nsub; i++) {
-        float *r = dc->br + i * n, *b = dc->bn + i * n;
-        sub_rows(dc, ly, ly->w.sub[i], r, x, R);
-        fcpu_rmsnorm_fwd(b, r, ly->w.norm[i], R, dc->c->d_model, PHAX_RMSNORM_EPS);
-    }
-    fcpu_mix_fwd(dc->y, dc->bn, ly->w.mix_p, ly->w.nsub, n);
-    for (size_t i = 0; i < n; i++) dc->t[i] = dc->alpha * x[i] + dc->y[i];
-    fcpu_rmsnorm_fwd(x, dc->t, ly->w.norm_res, R, dc->c->d_model, PHAX_RMSNORM_EPS);
+static int k_rms(void *v, float *y, const float *x, const float *g, int R) {
+    fcpu_rmsnorm_fwd(y, x, g, R, ((fcpu_decoder *)v)->c->d_model, PHAX_RMSNORM_EPS);
+    return PHAX_OK;
 }
-
-// Pre-norm block on x: (R, d), in place: for each sub-layer, x ← x + F(RMSNorm x).
-static void prenorm_block(fcpu_decoder *dc, layer *ly, float *x, int R) {
-    const int d = dc->c->d_model;
-    for (int i = 0; i < ly->w.nsub; i++) {
-        fcpu_rmsnorm_fwd(dc->h, x, ly->w.norm[i], R, d, PHAX_RMSNORM_EPS);
-        sub_rows(dc, ly, ly->w.sub[i], dc->y, dc->h, R);
-        add_into(x, dc->y, R * d);
-    }
+static int k_mix(void *v, float *m, const float *b, const float *p, int nb, size_t n) {
+    (void)v;
+    fcpu_mix_fwd(m, b, p, nb, n);
+    return PHAX_OK;
 }
+static int k_axpy(void *v, float *t, float alpha, const float *x, const float *y, size_t n) {
+    (void)v;
+    for (size_t i = 0; i < n; i++) t[i] = alpha * x[i] + y[i];
+    return PHAX_OK;
+}
+static int k_add(void *v, float *x, const float *y, size_t n) {
+    (void)v;
+    add_into(x, y, (int)n);
+    return PHAX_OK;
+}
+static const fdec_kernels cpu_kernels = {k_sub, k_rms, k_mix, k_axpy, k_add};
 
 // --- creation ------------------------------------------------------------------------------------
 
@@ -651,10 +645,9 @@ static int pass_rows(fcpu_decoder *dc, const int32_t *tok, int R, float *logits,
             fcpu_rmsnorm_fwd(x + (size_t)r * d, row, dc->norm_emb, 1, d, PHAX_RMSNORM_EPS);
         else memcpy(x + (size_t)r * d, row, (size_t)d * sizeof *x);  // x = E[tok]
     }
-    for (int l = 0; l < c->n_layers; l++) {
-        if (dc->parallel) parallel_block(dc, &dc->L[l], x, R);
-        else prenorm_block(dc, &dc->L[l], x, R);
-    }
+    const fdec_scratch s = {dc->br, dc->bn, dc->y, dc->t, dc->h};
+    for (int l = 0; l < c->n_layers; l++)
+        if (fdec_block(&cpu_kernels, dc, l, &dc->L[l].w, dc->parallel, (float)dc->alpha, d, x, R, &s)) return PHAX_ERR;
     dc->pos += R;
     if (logits && all) {
         const float *xf = x;  // (R, d)

@@ -350,51 +350,38 @@ static int mlstm_rows(fcuda_decoder *dc, mlstm_layer *M, float *y, const float *
     return lin(y, M->w.wout, dc->mh, R, d, d);
 }
 
-static int sub_rows(fcuda_decoder *dc, layer *ly, phax_sub_kind k, float *y, const float *x, int R) {
+// The tier's kernels of the shared layer walk (fast/model/decode_shared.h: fdec_block).
+static int k_sub(void *v, int l, phax_sub_kind k, float *y, const float *x, int R) {
+    fcuda_decoder *dc = static_cast<fcuda_decoder *>(v);
+    layer *ly = &dc->L[l];
     switch (k) {
     case PHAX_SUB_GSS: return gss_rows(dc, &ly->gss, y, x, R);
     case PHAX_SUB_ATTN: return attn_rows(dc, &ly->attn, y, x, R);
     case PHAX_SUB_SWIGLU: return swiglu_rows(dc, ly, y, x, R);
     case PHAX_SUB_AUX: return aux_rows(dc, ly, y, x, R);
-    case PHAX_SUB_DUAL: {
-        TRY(swiglu_rows(dc, ly, y, x, R));
-        TRY(aux_rows(dc, ly, dc->t, x, R));
-        const size_t n = (size_t)R * dc->c.d_model;
-        PHAX_LAUNCH(add_into_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, y, dc->t, n);
-        return ew_launch_check("decoder dual ffn");
-    }
     case PHAX_SUB_MLSTM: return mlstm_rows(dc, &ly->mlstm, y, x, R);
+    case PHAX_SUB_DUAL: break;  // walked by fdec_sub
     }
-    return phax_fail("fcuda decoder: unknown sub-layer kind %d", (int)k);
+    return phax_fail("fcuda decoder: sub-layer kind %d has no kernel", (int)k);
 }
-
-// PHA block on x (R, d), in place: b_i = RMSNorm_i(branch_i(x)); x ← RMSNorm_res(α x + mix(p; b)).
-static int parallel_block(fcuda_decoder *dc, layer *ly, float *x, int R) {
-    const int d = dc->c.d_model;
-    const size_t n = (size_t)R * d;
-    for (int i = 0; i < ly->w.nsub; i++) {
-        float *r = dc->br + i * n, *b = dc->bn + i * n;
-        TRY(sub_rows(dc, ly, ly->w.sub[i], r, x, R));
-        TRY(rms(b, r, ly->w.norm[i], R, d));
-    }
-    TRY(fcuda_mix_fwd(dc->y, dc->bn, ly->w.mix_p, ly->w.nsub, n, NULL));
-    PHAX_LAUNCH(scale_add_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, dc->t, dc->alpha, x, dc->y, n);
-    TRY(ew_launch_check("decoder residual"));
-    return rms(x, dc->t, ly->w.norm_res, R, d);
+static int k_rms(void *v, float *y, const float *x, const float *g, int R) {
+    return rms(y, x, g, R, static_cast<fcuda_decoder *>(v)->c.d_model);
 }
-
-// Pre-norm block on x (R, d), in place: for each sub-layer, x ← x + F(RMSNorm x).
-static int prenorm_block(fcuda_decoder *dc, layer *ly, float *x, int R) {
-    const int d = dc->c.d_model;
-    const size_t n = (size_t)R * d;
-    for (int i = 0; i < ly->w.nsub; i++) {
-        TRY(rms(dc->h, x, ly->w.norm[i], R, d));
-        TRY(sub_rows(dc, ly, ly->w.sub[i], dc->y, dc->h, R));
-        PHAX_LAUNCH(add_into_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, x, dc->y, n);
-        TRY(ew_launch_check("decoder residual"));
-    }
-    return PHAX_OK;
+static int k_mix(void *v, float *m, const float *b, const float *p, int nb, size_t n) {
+    (void)v;
+    return fcuda_mix_fwd(m, b, p, nb, n, NULL);
 }
+static int k_axpy(void *v, float *t, float alpha, const float *x, const float *y, size_t n) {
+    (void)v;
+    PHAX_LAUNCH(scale_add_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, t, alpha, x, y, n);
+    return ew_launch_check("decoder residual");
+}
+static int k_add(void *v, float *x, const float *y, size_t n) {
+    (void)v;
+    PHAX_LAUNCH(add_into_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, x, y, n);
+    return ew_launch_check("decoder residual");
+}
+static const fdec_kernels cuda_kernels = {k_sub, k_rms, k_mix, k_axpy, k_add};
 
 // R (≤ chunk) tokens through every layer; logits (host): (V) of the last token, (R, V) of every
 // token when all, or NULL. The position advances only when the pass succeeds; a failed pass
@@ -412,8 +399,9 @@ static int pass(fcuda_decoder *dc, const int32_t *tok, int R, float *logits, int
     } else {
         TRY(fcuda_embedding_fwd(x, dc->embed, dc->tok, (size_t)R, V, d, NULL));
     }
+    const fdec_scratch s = {dc->br, dc->bn, dc->y, dc->t, dc->h};
     for (int l = 0; l < c->n_layers; l++)
-        TRY(dc->parallel ? parallel_block(dc, &dc->L[l], x, R) : prenorm_block(dc, &dc->L[l], x, R));
+        TRY(fdec_block(&cuda_kernels, dc, l, &dc->L[l].w, dc->parallel, dc->alpha, d, x, R, &s));
     if (logits) {
         const int rows = all ? R : 1;
         const float *xf = all ? x : x + (size_t)(R - 1) * d;  // PHA: normalised already

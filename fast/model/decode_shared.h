@@ -10,7 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "phax/core.h"  // phax_fail
+#include "phax/core.h"        // phax_fail
+#include "phax/model_plan.h"  // phax_block_w: a block's plan and weights
 
 typedef struct {
     char *base;         // NULL: the counting pass
@@ -46,6 +47,54 @@ static inline int fdec_admit(const char *fn, const int32_t *tok, int n, int V, i
                          "(full attention keeps every key); reset it or create one with a larger max_len",
                          fn, pos, max_len, n);
     if (n > 0x7fffffff - pos) return phax_fail("%s: position limit %d reached", fn, 0x7fffffff);
+    return PHAX_OK;
+}
+
+// --- the layer walk --------------------------------------------------------------------------
+// A block's sub-layers in the plan's order under its rule, written once; a tier supplies the
+// kernels (dc: its decoder). Every entry returns PHAX_OK or PHAX_ERR (phax_error()).
+typedef struct {
+    // y (R, d) = sub-layer `kind` of layer l on x (R, d), for every kind but DUAL (walked here)
+    int (*sub)(void *dc, int l, phax_sub_kind kind, float *y, const float *x, int R);
+    int (*rms)(void *dc, float *y, const float *x, const float *g, int R);             // rows of d
+    int (*mix)(void *dc, float *m, const float *b, const float *p, int nb, size_t n);  // PHA's mix
+    int (*axpy)(void *dc, float *t, float alpha, const float *x, const float *y, size_t n);  // t = αx + y
+    int (*add)(void *dc, float *x, const float *y, size_t n);                              // x += y
+} fdec_kernels;
+
+// The decoder's buffers a walk uses: br, bn (nsub·R·d: the branches' raw and normed rows), y,
+// t, h (R·d each).
+typedef struct {
+    float *br, *bn, *y, *t, *h;
+} fdec_scratch;
+
+// y = sub-layer kind of layer l on x; DUAL: SwiGLU(x) + aux(x), the aux part through t.
+static inline int fdec_sub(const fdec_kernels *k, void *dc, int l, phax_sub_kind kind, float *y,
+                           const float *x, int R, size_t n, float *t) {
+    if (kind != PHAX_SUB_DUAL) return k->sub(dc, l, kind, y, x, R);
+    if (k->sub(dc, l, PHAX_SUB_SWIGLU, y, x, R) || k->sub(dc, l, PHAX_SUB_AUX, t, x, R)) return PHAX_ERR;
+    return k->add(dc, y, t, n);
+}
+
+// Block l (plan and weights w) on x: (R, d), in place.
+//   parallel (pha): b_i = RMSNorm_i(branch_i(x)); x ← RMSNorm_res(α x + mix(p; b)) — branch i's
+//     rows at br + i·R·d, so the mix sees (nsub, R·d);
+//   prenorm (the rest): for each sub-layer, x ← x + F(RMSNorm x).
+static inline int fdec_block(const fdec_kernels *k, void *dc, int l, const phax_block_w *w, int parallel,
+                             float alpha, int d, float *x, int R, const fdec_scratch *s) {
+    const size_t n = (size_t)R * d;
+    if (parallel) {
+        for (int i = 0; i < w->nsub; i++) {
+            float *r = s->br + i * n, *b = s->bn + i * n;
+            if (fdec_sub(k, dc, l, w->sub[i], r, x, R, n, s->t) || k->rms(dc, b, r, w->norm[i], R)) return PHAX_ERR;
+        }
+        if (k->mix(dc, s->y, s->bn, w->mix_p, w->nsub, n) || k->axpy(dc, s->t, alpha, x, s->y, n)) return PHAX_ERR;
+        return k->rms(dc, x, s->t, w->norm_res, R);
+    }
+    for (int i = 0; i < w->nsub; i++)
+        if (k->rms(dc, s->h, x, w->norm[i], R) || fdec_sub(k, dc, l, w->sub[i], s->y, s->h, R, n, s->t) ||
+            k->add(dc, x, s->y, n))
+            return PHAX_ERR;
     return PHAX_OK;
 }
 
