@@ -196,6 +196,9 @@ static int gss_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, c
 //   ĩ = cap(x̄ W_iᵀ + b_i), f̃ = cap(x̄ W_fᵀ + b_f) (n, NH), cap(z) = 15 tanh(z/15)
 //   h̃ = cell(q, k, v, ĩ, f̃) (chunkwise; the parallel form's function)
 //   h = o ⊙ headnorm(h̃);  y = h W_outᵀ
+// Kept per layer: q, k, v, o, the gates' preactivations and h̃. ĩ, f̃, headnorm(h̃) and h are an
+// elementwise op or a norm from those: the forward makes them in the backward scratch and the
+// backward makes them again (the same ops, the same bits).
 static int mlstm_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     const phax_model_cfg *c = &cx->m->cfg;
     const phax_f32_ops *ops = cx->ops;
@@ -203,6 +206,7 @@ static int mlstm_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     int d = c->d_model, NH = c->mlstm_heads, dk = d / 2;
     int dqk = dk / NH, dv = d / NH;
     size_t n = cx->n, nd = n * (size_t)d, ng = n * (size_t)NH;
+    float *ig = cx->ws->bws, *fg = ig + ng, *hn = fg + ng, *h = hn + nd;
     ops->linear_fwd(b->mq, x, p->ml_wq, NULL, n, d, dk);
     ops->linear_fwd(b->mk, x, p->ml_wk, NULL, n, d, dk);
     ops->linear_fwd(b->mv, x, p->ml_wv, NULL, n, d, d);
@@ -210,17 +214,17 @@ static int mlstm_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     ops->linear_fwd(b->mipre, x, p->ml_igate_w, p->ml_igate_b, n, d, NH);
     ops->linear_fwd(b->mfpre, x, p->ml_fgate_w, p->ml_fgate_b, n, d, NH);
     ops->sigmoid_inplace(b->mo, nd);
-    ops->gate_cap_fwd(b->mig, b->mipre, ng);
-    ops->gate_cap_fwd(b->mfg, b->mfpre, ng);
+    ops->gate_cap_fwd(ig, b->mipre, ng);
+    ops->gate_cap_fwd(fg, b->mfpre, ng);
     int rc;
     FM_PROF(cx, FMODEL_PART_MLSTM_KERNEL,
-            rc = ops->mlstm_fwd(b->mhc, b->mq, b->mk, b->mv, b->mig, b->mfg, cx->B, cx->T, NH,
+            rc = ops->mlstm_fwd(b->mhc, b->mq, b->mk, b->mv, ig, fg, cx->B, cx->T, NH,
                                 dqk, dv, (float)PHAX_MLSTM_EPS, ops->mlstm_chunk, NULL, NULL,
                                 cx->ws->kws));
     if (rc) return PHAX_ERR;
-    ops->headnorm_fwd(b->mhn, b->mhc, p->ml_headnorm, n, NH, dv, c->mlstm_norm_eps);
-    ops->mul(b->mh, b->mo, b->mhn, nd);  // h = o ⊙ hn
-    ops->linear_fwd(y, b->mh, p->ml_out, NULL, n, d, d);
+    ops->headnorm_fwd(hn, b->mhc, p->ml_headnorm, n, NH, dv, c->mlstm_norm_eps);
+    ops->mul(h, b->mo, hn, nd);  // h = o ⊙ hn
+    ops->linear_fwd(y, h, p->ml_out, NULL, n, d, d);
     return PHAX_OK;
 }
 
@@ -233,16 +237,22 @@ static int mlstm_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy,
     size_t n = cx->n, nd = n * (size_t)d, nk = n * (size_t)dk, ng = n * (size_t)NH;
     float *dq = cx->ws->bws, *dk_ = dq + nk, *dv_ = dk_ + nk, *dh = dv_ + nd, *dhc = dh + nd,
           *dop = dhc + nd, *dig = dop + nd, *dfg = dig + ng;
+    float *hn = dfg + ng, *ig = hn + nd, *fg = ig + ng, *h = dhc;  // remade; h in dhc's slot
     ops->zero(dq, 2 * nk + 4 * nd + 2 * ng);
+    ops->headnorm_fwd(hn, b->mhc, p->ml_headnorm, n, NH, dv, c->mlstm_norm_eps);
+    ops->mul(h, b->mo, hn, nd);
     // y = h W_outᵀ
-    ops->linear_bwd(dh, g->ml_out, NULL, dy, b->mh, p->ml_out, n, d, d);
+    ops->linear_bwd(dh, g->ml_out, NULL, dy, h, p->ml_out, n, d, d);
+    ops->zero(dhc, nd);
     // h = o ⊙ hn, o = σ(opre): d opre = dh hn o (1 − o); d hn = dh o (in place)
-    ops->sigmoid_mul_bwd(dop, dh, b->mhn, b->mo, nd);
+    ops->sigmoid_mul_bwd(dop, dh, hn, b->mo, nd);
     ops->headnorm_bwd(dhc, g->ml_headnorm, dh, b->mhc, p->ml_headnorm, n, NH, dv,
                       c->mlstm_norm_eps, cx->ws->kws);
+    ops->gate_cap_fwd(ig, b->mipre, ng);
+    ops->gate_cap_fwd(fg, b->mfpre, ng);
     int rc;
     FM_PROF(cx, FMODEL_PART_MLSTM_KERNEL,
-            rc = ops->mlstm_bwd(dq, dk_, dv_, dig, dfg, dhc, b->mq, b->mk, b->mv, b->mig, b->mfg,
+            rc = ops->mlstm_bwd(dq, dk_, dv_, dig, dfg, dhc, b->mq, b->mk, b->mv, ig, fg,
                                 cx->B, cx->T, NH, dqk, dv, (float)PHAX_MLSTM_EPS,
                                 ops->mlstm_chunk, cx->ws->kws));
     if (rc) return PHAX_ERR;
@@ -324,8 +334,7 @@ void fm_branch_layout(const phax_f32_ops *ops, fm_arena *a, fm_branch *b, const 
         size_t nk = n * (size_t)(d / 2), ng = n * (size_t)c->mlstm_heads;
         b->mq = fm_take(a, nk), b->mk = fm_take(a, nk);
         b->mv = fm_take(a, nd), b->mo = fm_take(a, nd), b->mhc = fm_take(a, nd);
-        b->mhn = fm_take(a, nd), b->mh = fm_take(a, nd);
-        b->mipre = fm_take(a, ng), b->mfpre = fm_take(a, ng), b->mig = fm_take(a, ng), b->mfg = fm_take(a, ng);
+        b->mipre = fm_take(a, ng), b->mfpre = fm_take(a, ng);
         break;
     }
     }
@@ -344,7 +353,8 @@ size_t fm_branch_bwd_len(const phax_f32_ops *ops, phax_sub_kind k, const phax_mo
     case PHAX_SUB_DUAL: return zmax(hs, 3 * n * c->ffn_aux_hidden);
     // dgt dyc dv dxv, dys dub du dxu, dK, v remade (the forward's 2F + 2Hs fit in it)
     case PHAX_SUB_GSS: return 5 * n * c->gss_expand + 4 * n * c->gss_hidden + (size_t)c->gss_hidden * T;
-    case PHAX_SUB_MLSTM: return 2 * n * (d / 2) + 4 * n * d + 2 * n * c->mlstm_heads;
+    // dq dk, dv dh dhc dop, dig dfg; hn, ĩ, f̃ remade (h in dhc's slot; the forward's 2 nd + 2 ng fit)
+    case PHAX_SUB_MLSTM: return 2 * n * (d / 2) + 5 * n * d + 4 * n * c->mlstm_heads;
     }
     return 0;
 }

@@ -73,8 +73,9 @@ typedef struct {
     float *hpre;
     // GSS: xv, yc (n, F); xu, ys (n, Hs); K (Hs, T) (v, u, ū, gt are remade, model_branches.c)
     float *gxv, *gxu, *gK, *gys, *gyc;
-    // mLSTM: mq, mk (n, d/2); mv, mo, mhc, mhn, mh (n, d); ipre, fpre, ig, fg (n, NH)
-    float *mq, *mk, *mv, *mo, *mhc, *mhn, *mh, *mipre, *mfpre, *mig, *mfg;
+    // mLSTM: mq, mk (n, d/2); mv, mo, mhc (n, d); ipre, fpre (n, NH) (ĩ, f̃, headnorm(h̃) and h
+    // are remade, model_branches.c)
+    float *mq, *mk, *mv, *mo, *mhc, *mipre, *mfpre;
     // DUAL: the aux part's output (n, d) during the forward
     float *tmp;
 } fm_branch;
