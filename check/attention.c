@@ -131,9 +131,16 @@ int phax_naive_attention_alg(const phax_precision *pr, double *y, double *dq, do
                 // Backward of the row: dp = g·v, ds = p (dp − D), then through the scale. D = Σ p dp
                 // (the softmax's Jacobian), or (flash_D) FlashAttention's rowsum(y ⊙ g): equal in
                 // exact arithmetic, but only the first cancels dp's rounding (at T 1, ds = 0 exactly),
-                // so the two err differently where dp's operands are rounded more than y·g's (tf32).
+                // so the two err differently where dp's operands are rounded more than y·g's (tf32),
+                // or where D is summed in another order than dp: a flash backward reduces y ⊙ g on
+                // its own (the forward's output, a row reduction) and g·v in a product, and at T 1
+                // (y = v) that order decides whether ds is 0 or u-sized. Summed in dp's own order
+                // it lands on dp exactly whenever y = v, so this baseline sums D from the last
+                // element (a model sweep's correct float32 flash backward had grad.wq 4e-7 off a
+                // truth of 0 where both baselines were exactly 0: tests/test_check_model.c,
+                // model_flash_D_other_order).
                 double D = 0;
-                for (int i = 0; flash_D && i < dvh; i++) D = R(D + R(yo[i] * g[i]));
+                for (int i = dvh - 1; flash_D && i >= 0; i--) D = R(D + R(yo[i] * g[i]));
                 for (int s = s0; s <= t; s++) {
                     size_t kvi = ((size_t)b * T + s) * Hkv + j;
                     dp[s - s0] = dot(pr, g, vr + kvi * dvh, dvh);

@@ -15,6 +15,7 @@
 // Inputs are fresh each run from a seed printed on stderr (PHAX_CHECK_SEED=N repeats a run).
 #include <criterion/criterion.h>
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,8 +43,11 @@ static void setup(void) {
     fprintf(stderr, "test_check_model: seed %llu (PHAX_CHECK_SEED=%llu repeats it)\n", (unsigned long long)g_seed,
             (unsigned long long)g_seed);
 }
+// PHAX_CHECK_KEEP=1 keeps the last run's files (in.safetensors, theirs*.safetensors) for a replay.
 static void teardown(void) {
-    tu_rm_rf(g_dir);
+    const char *k = getenv("PHAX_CHECK_KEEP");
+    if (k && !strcmp(k, "1")) fprintf(stderr, "test_check_model: files kept in %s\n", g_dir);
+    else tu_rm_rf(g_dir);
     free(g_dir);
 }
 TestSuite(check, .init = setup, .fini = teardown);
@@ -738,7 +742,8 @@ Test(check, model_one_key_per_query) {
 // in the same `phax check` run as the correct outputs (several THEIRS: one bound). A bug the
 // draw hides (no tensor twice its bound from the truth, the table's own numbers) is counted
 // apart. PHAX_CHECK_DRAWS draws per stream (default 1); the run's seed (printed; PHAX_CHECK_SEED
-// sets it) draws the sizes and the inputs; PHAX_CHECK_FIRST=k starts at draw k:
+// sets it) draws the sizes and the inputs; PHAX_CHECK_FIRST=k starts at draw k; PHAX_CHECK_ONLY=name
+// runs one stream; PHAX_CHECK_KEEP=1 keeps the last draw's files:
 //   PHAX_CHECK_DRAWS=100 build/test_check_model --filter 'check/sweep_model' --verbose
 typedef struct {
     char name[48];
@@ -827,7 +832,19 @@ static void sweep_run(const inputs *in, outs *const *o, const int *bf16, const i
         if (want[i]) {
             cr_expect(pass, "%s at %s (%s): expected PASS, ratio %g:\n%s", what, prec, t->name, q, rep);
             if (pass) t->passes++;
-            else t->fails++, fprintf(stderr, "  FAIL of a correct one: %s at %s, ratio %g\n%s", what, prec, q, rep);
+            else {
+                t->fails++, fprintf(stderr, "  FAIL of a correct one: %s at %s, ratio %g\n%s", what, prec, q, rep);
+                const char *k = getenv("PHAX_CHECK_KEEP");
+                if (k && !strcmp(k, "1")) {  // its files, for `phax check model IN THEIRS` by hand
+                    char *ci = tu_join(g_dir, "false_fail_in.safetensors"), *ct = tu_join(g_dir, "false_fail_theirs.safetensors");
+                    size_t ni, nt;
+                    char *bi = tu_slurp(pin, &ni), *bt = tu_slurp(pth[i], &nt);
+                    tu_write_file(ci, bi, ni), tu_write_file(ct, bt, nt);
+                    free(bi), free(bt);
+                    fprintf(stderr, "  its files: %s %s (--precision %s)\n", ci, ct, prec);
+                    free(ci), free(ct);
+                }
+            }
             if (!(qf <= t->worst_pass)) t->worst_pass = qf;
             if (!(use <= t->worst_use)) t->worst_use = use;
             if (pass && use > 0.5) fprintf(stderr, "  near the bound: %s at %s, ratio %.3g\n%s", t->name, prec, qf, rep);
@@ -853,6 +870,32 @@ static void sweep_run(const inputs *in, outs *const *o, const int *bf16, const i
     }
     for (int i = 0; i < n; i++) free(pth[i]);
     free(out), free(err), free(pin), free(po), free(pe);
+}
+
+// The model sweep's false FAIL at 8cef435 (run seed 31062393025, draw 69, stream swa: B 2, T 1,
+// 3 layers of 1 head of 4 dims, cosine scores): fast/cpu's flash backward sums D = rowsum(y ⊙ dO)
+// in another order than dp = dO·v, so at T 1 its grad.blocks.1.attn.wq/wk were 4.0-4.5e-7 off a
+// truth of exactly 0, where both baselines — the second summing D in dp's own order — were exactly
+// 0 in all ten roundings (their partial sums exact): ratio ∞ against the floor's 1.19e-7. The
+// flash baseline now sums D from the last element (check/attention.c); the previous binary FAILs
+// this draw.
+Test(check, model_flash_D_other_order) {
+    const uint64_t run = 31062393025ull, seed = run * 1000003u + 9u * 100000u + 69u, kept = g_seed;
+    g_seed = run;  // the inputs are drawn from the run's seed and the draw's
+    phax_rng r = phax_rng_new(seed);
+    bug bg;
+    mcase m = draw_case(PHAX_FAMILY_SWA, 0, &r, &bg);
+    cr_assert(m.T == 1 && m.cfg.score_cosine && m.cfg.n_layers == 3, "the draw moved (T %d)", m.T);
+    inputs in = make_inputs(&m, seed);
+    // fast/cpu's bits at one thread, as the sweep ran (another thread count sums otherwise)
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    outs f = their(&in, OK, 0);
+    omp_set_num_threads(nt);
+    judge(&in, &f, 0, "f32", 1, "swa, T 1, cosine: fast/cpu's flash backward");
+    outs_free(&f);
+    inputs_free(&in);
+    g_seed = kept;
 }
 
 Test(check, sweep_model, .timeout = 7200) {
@@ -886,8 +929,10 @@ Test(check, sweep_model, .timeout = 7200) {
     const char *ef = getenv("PHAX_CHECK_FIRST");  // the first draw (a sweep resumed, or one draw repeated)
     int first = ef ? atoi(ef) : 0;
     if (first < 0 || first > 100000) first = 0;
+    const char *only = getenv("PHAX_CHECK_ONLY");  // one stream by name ("swa", "pha no_attn"): a draw replayed
     for (int d = first; d < first + nd; d++)
         for (int s = 0; s < NS; s++) {
+            if (only && strcmp(only, S[s].name)) continue;
             uint64_t seed = base * 1000003u + (uint64_t)s * 100000u + (uint64_t)d;
             phax_rng r = phax_rng_new(seed);
             bug bg;
