@@ -43,11 +43,8 @@ static void setup(void) {
     fprintf(stderr, "test_check_model: seed %llu (PHAX_CHECK_SEED=%llu repeats it)\n", (unsigned long long)g_seed,
             (unsigned long long)g_seed);
 }
-// PHAX_CHECK_KEEP=1 keeps the last run's files (in.safetensors, theirs*.safetensors) for a replay.
 static void teardown(void) {
-    const char *k = getenv("PHAX_CHECK_KEEP");
-    if (k && !strcmp(k, "1")) fprintf(stderr, "test_check_model: files kept in %s\n", g_dir);
-    else tu_rm_rf(g_dir);
+    tu_rm_rf(g_dir);
     free(g_dir);
 }
 TestSuite(check, .init = setup, .fini = teardown);
@@ -743,7 +740,7 @@ Test(check, model_one_key_per_query) {
 // draw hides (no tensor twice its bound from the truth, the table's own numbers) is counted
 // apart. PHAX_CHECK_DRAWS draws per stream (default 1); the run's seed (printed; PHAX_CHECK_SEED
 // sets it) draws the sizes and the inputs; PHAX_CHECK_FIRST=k starts at draw k; PHAX_CHECK_ONLY=name
-// runs one stream; PHAX_CHECK_KEEP=1 keeps the last draw's files:
+// runs one stream; PHAX_CHECK_KEEP=DIR copies a false FAIL's files there:
 //   PHAX_CHECK_DRAWS=100 build/test_check_model --filter 'check/sweep_model' --verbose
 typedef struct {
     char name[48];
@@ -834,15 +831,20 @@ static void sweep_run(const inputs *in, outs *const *o, const int *bf16, const i
             if (pass) t->passes++;
             else {
                 t->fails++, fprintf(stderr, "  FAIL of a correct one: %s at %s, ratio %g\n%s", what, prec, q, rep);
-                const char *k = getenv("PHAX_CHECK_KEEP");
-                if (k && !strcmp(k, "1")) {  // its files, for `phax check model IN THEIRS` by hand
-                    char *ci = tu_join(g_dir, "false_fail_in.safetensors"), *ct = tu_join(g_dir, "false_fail_theirs.safetensors");
-                    size_t ni, nt;
-                    char *bi = tu_slurp(pin, &ni), *bt = tu_slurp(pth[i], &nt);
-                    tu_write_file(ci, bi, ni), tu_write_file(ct, bt, nt);
-                    free(bi), free(bt);
-                    fprintf(stderr, "  its files: %s %s (--precision %s)\n", ci, ct, prec);
-                    free(ci), free(ct);
+                const char *keep = getenv("PHAX_CHECK_KEEP");  // a folder (as tests/test_check.c's)
+                if (keep) {  // its files, for `phax check model IN THEIRS --precision P` by hand
+                    static int nkept;
+                    const char *src[2] = {pin, pth[i]}, *nm[2] = {"in", "theirs"};
+                    for (int j = 0; j < 2; j++) {
+                        char dst[4096];
+                        size_t len;
+                        char *b = tu_slurp(src[j], &len);
+                        snprintf(dst, sizeof dst, "%s/model-%d.%s.safetensors", keep, nkept, nm[j]);
+                        tu_write_file(dst, b, len);
+                        free(b);
+                    }
+                    fprintf(stderr, "  kept as %s/model-%d.{in,theirs}.safetensors (--precision %s)\n", keep, nkept++,
+                            prec);
                 }
             }
             if (!(qf <= t->worst_pass)) t->worst_pass = qf;
