@@ -439,8 +439,7 @@ static void carve(fcpu_decoder *dc, fdec_arena *a) {
     const phax_model_cfg *c = dc->c;
     const size_t d = c->d_model, qd = (size_t)c->n_heads * c->head_dim;
     const size_t kd = (size_t)c->n_kv_heads * c->head_dim, dh = c->head_dim;
-    const size_t Hs = c->gss_hidden, N = c->gss_state, NH = c->mlstm_heads;
-    const size_t dqk = d / 2 / NH, dv = d / NH;
+    const size_t Hs = c->gss_hidden;
     const size_t wide = max3(c->ffn_hidden, c->gss_expand, c->ffn_aux_hidden);
     const size_t R = (size_t)dc->chunk;  // rows of every per-token scratch buffer
     float **vd[] = {&dc->x, &dc->e, &dc->h, &dc->y, &dc->t, &dc->mv, &dc->mo, &dc->mh, &dc->mhn};
@@ -468,20 +467,10 @@ static void carve(fcpu_decoder *dc, fdec_arena *a) {
     // Per-layer state and constants, by the kinds the layer has.
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
-        if (phax_block_w_has(&ly->w, PHAX_SUB_ATTN)) {
-            ly->attn.k_cache = fdec_take_kv(a, (size_t)dc->cap, kd);
-            ly->attn.v_cache = fdec_take_kv(a, (size_t)dc->cap, kd);
-        }
-        if (phax_block_w_has(&ly->w, PHAX_SUB_GSS)) {
-            ly->gss.ea = fdec_take(a, 2 * N * sizeof(double));
-            ly->gss.ct = fdec_take(a, 2 * Hs * N * sizeof(double));
-            ly->gss.z = fdec_take_state(a, 2 * Hs * N * sizeof(double));
-        }
-        if (phax_block_w_has(&ly->w, PHAX_SUB_MLSTM)) {
-            ly->mlstm.C = fdec_take_state(a, NH * dqk * dv * sizeof(double));
-            ly->mlstm.n = fdec_take_state(a, NH * dqk * sizeof(double));
-            ly->mlstm.m = fdec_take_state(a, NH * sizeof(double));
-        }
+        const fdec_layer_state s = fdec_carve_layer(a, c, &ly->w, (size_t)dc->cap);
+        ly->attn.k_cache = s.k_cache, ly->attn.v_cache = s.v_cache;
+        ly->gss.ea = s.gss_ea, ly->gss.ct = s.gss_ct, ly->gss.z = s.gss_z;
+        ly->mlstm.C = s.ml_C, ly->mlstm.n = s.ml_n, ly->mlstm.m = s.ml_m;
     }
 }
 

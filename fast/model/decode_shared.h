@@ -35,6 +35,39 @@ static inline float *fdec_take_kv(fdec_arena *a, size_t cap, size_t kd) {
     return (float *)fdec_take_state(a, cap * kd * sizeof(float));
 }
 
+// One layer's carried state and per-layer constants, carved by the kinds its block has (so both
+// tiers' state_bytes count the same bytes): the KV caches (Hkv, cap, dh) floats each; the GSS's
+// e^λ (N) and C̃ (Hs, N), constants, and its modal state z (Hs, N), complex double; the mLSTM's
+// C (NH, dqk, dv), n (NH, dqk) and m (NH) in double. NULL where the block has no such kind.
+typedef struct {
+    float *k_cache, *v_cache;
+    double *gss_ea, *gss_ct, *gss_z;
+    double *ml_C, *ml_n, *ml_m;
+} fdec_layer_state;
+
+static inline fdec_layer_state fdec_carve_layer(fdec_arena *a, const phax_model_cfg *c, const phax_block_w *w,
+                                                size_t cap) {
+    const size_t kd = (size_t)c->n_kv_heads * c->head_dim, Hs = (size_t)c->gss_hidden, N = (size_t)c->gss_state;
+    const size_t NH = (size_t)c->mlstm_heads, dqk = NH ? (size_t)c->d_model / 2 / NH : 0,
+                 dv = NH ? (size_t)c->d_model / NH : 0;
+    fdec_layer_state s = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (phax_block_w_has(w, PHAX_SUB_ATTN)) {
+        s.k_cache = fdec_take_kv(a, cap, kd);
+        s.v_cache = fdec_take_kv(a, cap, kd);
+    }
+    if (phax_block_w_has(w, PHAX_SUB_GSS)) {
+        s.gss_ea = (double *)fdec_take(a, 2 * N * sizeof(double));
+        s.gss_ct = (double *)fdec_take(a, 2 * Hs * N * sizeof(double));
+        s.gss_z = (double *)fdec_take_state(a, 2 * Hs * N * sizeof(double));
+    }
+    if (phax_block_w_has(w, PHAX_SUB_MLSTM)) {
+        s.ml_C = (double *)fdec_take_state(a, NH * dqk * dv * sizeof(double));
+        s.ml_n = (double *)fdec_take_state(a, NH * dqk * sizeof(double));
+        s.ml_m = (double *)fdec_take_state(a, NH * sizeof(double));
+    }
+    return s;
+}
+
 // The checks before n more tokens enter a decoder at position pos (nothing changed on failure):
 // tokens in [0, V), and, where full attention keeps every key (limited), room below max_len.
 // fn names the caller in the message.
