@@ -358,23 +358,26 @@ def _named(pieces):
 BITS_ONLY = ("portable", "openblas.core", "cpu.isa") + tuple("env." + k for k in NUMERIC_ENV)
 
 
-def _march_free(v):
-    """fast_c_args without its -march (the level is a bits-only setting)."""
-    return [a for a in v if not str(a).startswith("-march=")] if isinstance(v, list) else v
+def _split(b):
+    """A build dict as (what blocks a verdict, what changes only the bits): BITS_ONLY's settings
+    and fast_c_args' -march go to the second."""
+    build, bits = {}, {}
+    for k, v in b.items():
+        if k in BITS_ONLY:
+            bits[k] = v
+        elif k == "fast_c_args" and isinstance(v, list):
+            build[k] = [a for a in v if not str(a).startswith("-march=")]
+            bits[k] = [a for a in v if str(a).startswith("-march=")]
+        else:
+            build[k] = v
+    return build, bits
 
 
-def check_mixed(pieces, bits=False):
-    """pieces: the piece.json dicts a claim rests on (a list, or {piece name: dict}). None
-    when they share one commit and one build, else one line: which commits (with their
-    pieces), which build settings differ. A piece recorded before provenance has only its
-    short commit; builds are compared among the pieces that recorded theirs, setting
-    by setting (a setting one of them lacks is not compared; the build folder's name is no
-    part of the build). The settings of BITS_ONLY (and fast_c_args' -march) are not compared
-    here; bits=True compares only them (bits_differ)."""
-    named = _named(pieces)
-    groups = []  # [commit label, [names]]
-    builds = []
-    for name, p in named:
+def _commits_and_builds(pieces):
+    """[commit label, [names]] groups of the pieces (and their runs' builds), and (name, build)
+    for each that recorded its build."""
+    groups, builds = [], []
+    for name, p in _named(pieces):
         c, b = _prov(p)
         for g in groups:
             if _same_commit(g[0], c):
@@ -386,38 +389,47 @@ def check_mixed(pieces, bits=False):
             groups.append([c, [name]])
         if b is not None:
             builds.append((name, b))
-    if bits:
-        builds = [(n, {k: v for k, v in b.items() if k in BITS_ONLY or k == "fast_c_args"}) for n, b in builds]
-        for _, b in builds:
-            if "fast_c_args" in b:
-                b["fast_c_args"] = [a for a in b["fast_c_args"] if str(a).startswith("-march=")]
-        groups = groups[:1]
-    else:
-        builds = [(n, {k: (_march_free(v) if k == "fast_c_args" else v) for k, v in b.items() if k not in BITS_ONLY})
-                  for n, b in builds]
-    parts = []
-    if len(groups) > 1:
-        parts.append("mixed commits: " + ", ".join(f"{c[:12] + c[40:] if len(c) > 40 else c} ({', '.join(n)})"
-                                                   for c, n in groups))
+    return groups, builds
+
+
+def _differences(builds):
+    """'setting a (names) vs b (names)' for each setting whose recorded values differ (a setting
+    one of them lacks — recorded before it existed, e.g. portable — is not compared)."""
     diff = []
     for k in sorted({k for _, b in builds for k in b}):
         vals = {}
         for name, b in builds:
-            if k not in b:  # recorded before the setting existed (e.g. portable): not compared
-                continue
-            v = b[k]
-            vals.setdefault(" ".join(v) if isinstance(v, list) else str(v), []).append(name)
+            if k in b:
+                v = b[k]
+                vals.setdefault(" ".join(v) if isinstance(v, list) else str(v), []).append(name)
         if len(vals) > 1:
             diff.append(f"{k} " + " vs ".join(f"{v} ({', '.join(n)})" for v, n in vals.items()))
+    return diff
+
+
+def check_mixed(pieces):
+    """pieces: the piece.json dicts a claim rests on (a list, or {piece name: dict}). None
+    when they share one commit and one build, else one line: which commits (with their
+    pieces), which build settings differ. A piece recorded before provenance has only its
+    short commit; builds are compared among the pieces that recorded theirs, setting
+    by setting (the build folder's name is no part of the build). The bits-only settings
+    (BITS_ONLY, -march) are not compared here: bits_differ names them."""
+    groups, builds = _commits_and_builds(pieces)
+    parts = []
+    if len(groups) > 1:
+        parts.append("mixed commits: " + ", ".join(f"{c[:12] + c[40:] if len(c) > 40 else c} ({', '.join(n)})"
+                                                   for c, n in groups))
+    diff = _differences([(n, _split(b)[0]) for n, b in builds])
     if diff:
-        parts.append(("runs differ in bits-only settings: " if bits else "mixed builds: ") + "; ".join(diff))
+        parts.append("mixed builds: " + "; ".join(diff))
     return "; ".join(parts) if parts else None
 
 
 def bits_differ(pieces):
     """None, or one line: the bits-only settings (BITS_ONLY, -march) in which the pieces' runs
     differ, with the pieces and runs of each value."""
-    return check_mixed(pieces, bits=True)
+    diff = _differences([(n, _split(b)[1]) for n, b in _commits_and_builds(pieces)[1]])
+    return "runs differ in bits-only settings: " + "; ".join(diff) if diff else None
 
 
 def allow_mixed():
@@ -426,8 +438,9 @@ def allow_mixed():
 
 def gate(pieces):
     """(verdict allowed, note) for a claim resting on pieces: (True, None) when they share one
-    commit and build (the note names bits-only differences, bits_differ, if any); else (False, 'mixed commits: ...') — no verdict — unless
-    PHAX_EVAL_ALLOW_MIXED=1, then (True, 'mixed (allowed by PHAX_EVAL_ALLOW_MIXED=1): ...')."""
+    commit and build (the note then names bits-only differences, bits_differ, if any); else
+    (False, 'mixed commits: ...') — no verdict — unless PHAX_EVAL_ALLOW_MIXED=1, then
+    (True, 'mixed (allowed by PHAX_EVAL_ALLOW_MIXED=1): ...')."""
     m = check_mixed(pieces)
     if m is None:
         return True, bits_differ(pieces)
