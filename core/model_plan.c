@@ -51,21 +51,24 @@ void phax_plan_block(const phax_model_cfg *c, int l, phax_block_plan *p) {
     }
 }
 
+// Is a sub-layer of kind s one of kind k? (DUAL is SWIGLU and AUX too.)
+static int sub_is(phax_sub_kind s, phax_sub_kind k) {
+    return s == k || (s == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX));
+}
+
 int phax_plan_has(const phax_model_cfg *c, phax_sub_kind k) {
     for (int l = 0; l < c->n_layers; l++) {
         phax_block_plan p;
         phax_plan_block(c, l, &p);
-        for (int i = 0; i < p.nsub; i++) {
-            phax_sub_kind s = p.sub[i].kind;
-            if (s == k || (s == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX))) return 1;
-        }
+        for (int i = 0; i < p.nsub; i++)
+            if (sub_is(p.sub[i].kind, k)) return 1;
     }
     return 0;
 }
 
 int phax_block_w_has(const phax_block_w *b, phax_sub_kind k) {
     for (int i = 0; i < b->nsub; i++)
-        if (b->sub[i] == k || (b->sub[i] == PHAX_SUB_DUAL && (k == PHAX_SUB_SWIGLU || k == PHAX_SUB_AUX))) return 1;
+        if (sub_is(b->sub[i], k)) return 1;
     return 0;
 }
 

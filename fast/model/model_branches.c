@@ -117,7 +117,8 @@ static int aux_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, c
 // Kept per block: xv, xu, ys, yc and K. v, u, ū and gt are one elementwise op (or a LayerNorm)
 // from what is kept: the forward makes them in the backward scratch (free during a forward) and
 // the backward makes them again, bit for bit (the same ops on the same values). At d 128, T 8192
-// that is 4 blocks × (2F + 2Hs)·n floats less: 74 of 572 MB (phax info, evals/README.md).
+// that is 4 blocks × (2F + 2Hs)·n floats less, 75.5 MB, for one (n, F) more of backward scratch,
+// 8.4 MB (phax info; evals/README.md, "Training memory").
 static int gss_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     const phax_model_cfg *c = &cx->m->cfg;
     const phax_f32_ops *ops = cx->ops;
