@@ -2012,19 +2012,7 @@ static void sweep_verdict(run r, const char *op, const char *in, const char *th,
     cr_expect(ok, "%s: %s, exit %d, ratio %g:\n%s%s", what, want_pass ? "expected PASS" : "expected FAIL", r.rc, q,
               r.out, r.err);
     const char *keep = getenv("PHAX_CHECK_KEEP");  // a folder: the files of every unexpected verdict
-    if (!ok && keep) {
-        static int nkept;
-        const char *src[2] = {in, th}, *nm[2] = {"in", "theirs"};
-        for (int i = 0; i < 2; i++) {
-            char dst[4096];
-            size_t len;
-            char *b = tu_slurp(src[i], &len);
-            snprintf(dst, sizeof dst, "%s/%s-%d.%s.safetensors", keep, op, nkept, nm[i]);
-            tu_write_file(dst, b, len);
-            free(b);
-        }
-        printf("  kept as %s/%s-%d.{in,theirs}.safetensors\n", keep, op, nkept++);
-    }
+    if (!ok && keep) tu_check_keep(keep, op, in, th);
     printf("  verdict %s %s ratio %.4g\n", want_pass ? "correct" : "bug", r.rc == 0 ? "PASS" : r.rc == 1 ? "FAIL" : "ERROR",
            q);  // every verdict, so that a sweep stopped early still tells its counts and margins
     if (want_pass && q > BOUND_C / 2)  // near the bound: the draw to look at (its seed is above)

@@ -832,20 +832,7 @@ static void sweep_run(const inputs *in, outs *const *o, const int *bf16, const i
             else {
                 t->fails++, fprintf(stderr, "  FAIL of a correct one: %s at %s, ratio %g\n%s", what, prec, q, rep);
                 const char *keep = getenv("PHAX_CHECK_KEEP");  // a folder (as tests/test_check.c's)
-                if (keep) {  // its files, for `phax check model IN THEIRS --precision P` by hand
-                    static int nkept;
-                    const char *src[2] = {pin, pth[i]}, *nm[2] = {"in", "theirs"};
-                    for (int j = 0; j < 2; j++) {
-                        char dst[4096];
-                        size_t len;
-                        char *b = tu_slurp(src[j], &len);
-                        snprintf(dst, sizeof dst, "%s/model-%d.%s.safetensors", keep, nkept, nm[j]);
-                        tu_write_file(dst, b, len);
-                        free(b);
-                    }
-                    fprintf(stderr, "  kept as %s/model-%d.{in,theirs}.safetensors (--precision %s)\n", keep, nkept++,
-                            prec);
-                }
+                if (keep) tu_check_keep(keep, "model", pin, pth[i]);  // replayed at --precision prec
             }
             if (!(qf <= t->worst_pass)) t->worst_pass = qf;
             if (!(use <= t->worst_use)) t->worst_use = use;

@@ -458,6 +458,18 @@ int tu_dir_count(const char *dir) {
     return n;
 }
 
+void tu_check_keep(const char *dir, const char *stem, const char *in, const char *theirs) {
+    static int nkept;
+    const char *src[2] = {in, theirs}, *nm[2] = {"in", "theirs"};
+    for (int i = 0; i < 2; i++) {
+        size_t len;
+        char *b = tu_slurp(src[i], &len), *dst = tu_xprintf("%s/%s-%d.%s.safetensors", dir, stem, nkept, nm[i]);
+        tu_write_file(dst, b, len);
+        free(b), free(dst);
+    }
+    fprintf(stderr, "  kept as %s/%s-%d.{in,theirs}.safetensors\n", dir, stem, nkept++);
+}
+
 char *tu_check_report(const char *out, int k, int n) {
     if (n <= 1) return strdup(out);
     char h[48], h2[48];

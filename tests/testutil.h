@@ -58,6 +58,10 @@ char *tu_log_without_timing(const char *path);
 // text after its heading "== THEIRS k of n: FILE ==" up to the next heading (n 1: all of out);
 // "" when the heading is missing. Malloc'd.
 char *tu_check_report(const char *out, int k, int n);
+// A sweep's unexpected verdict kept for a replay by hand (`phax check OP IN THEIRS`): copies in
+// and theirs to DIR/STEM-K.in.safetensors and DIR/STEM-K.theirs.safetensors, K counting up from 0
+// per process; prints where.
+void tu_check_keep(const char *dir, const char *stem, const char *in, const char *theirs);
 
 // 1 when built with AddressSanitizer, which reserves terabytes of address space and keeps
 // freed blocks in quarantine: address-space limits and peak-memory bounds do not apply there
