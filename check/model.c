@@ -173,7 +173,7 @@ static int attn(nm *m, int l, const double *x, double *y, const double *dy, doub
     double *dq = get(m, n * qd), *dk = get(m, n * kd), *dv = get(m, n * kd), *dO = get(m, n * qd);
     double *dl = get(m, (size_t)c->n_heads);
     if (m->err) return PHAX_ERR;
-    phax_attn_cfg a = phax_plan_attn_cfg(c, m->window);
+    phax_attn_cfg a = phax_plan_attn_cfg(c, l, m->window);
     const double *ls = c->score_cosine ? par(m, l, "attn.logscale") : NULL;
     if (lin(m, l, "attn.wq.weight", NULL, q, NULL, NULL, x, d, qd) ||
         lin(m, l, "attn.wk.weight", NULL, k, NULL, NULL, x, d, kd) ||
@@ -454,7 +454,7 @@ static int pha_run(nm *m, double *logits, double *loss) {
     return embed(m, NULL, dp);
 }
 
-// --- the pre-norm rule (transformer, serial, swax, swa, mlstm; §3.2–3.3) -------------------------
+// --- the pre-norm rule (transformer, serial, swax, swa, mlstm, swa_full; §3.2–3.3) -------------------------
 // x_0 = E[tokens]; sub-layer j: x_{j+1} = x_j + F_j(RMSNorm_j x_j); logits = RMSNorm_f(x_J) Wᵀ.
 static int stack_run(nm *m, double *logits, double *loss) {
     const phax_precision *pr = m->pr;

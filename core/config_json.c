@@ -68,7 +68,7 @@ static const key_info KEYS[] = {
 #undef KEY
 enum { N_KEYS = sizeof KEYS / sizeof KEYS[0] };
 
-static const char FAMILY_LIST[] = "pha, transformer, serial, swax, swa, mlstm";
+static const char FAMILY_LIST[] = "pha, transformer, serial, swax, swa, mlstm, swa_full";
 
 // Integers are decoded as reals so that a huge integer is reported against its
 // key instead of failing the whole parse; int fields then check integrality.

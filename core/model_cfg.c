@@ -7,7 +7,7 @@
 #include "phax/model.h"
 
 static const char *FAMILY_NAMES[PHAX_FAMILY_COUNT] = {"pha", "transformer", "serial",
-                                                      "swax", "swa", "mlstm"};
+                                                      "swax", "swa", "mlstm", "swa_full"};
 
 const char *phax_family_name(phax_family f) {
     return (unsigned)f < PHAX_FAMILY_COUNT ? FAMILY_NAMES[f] : "?";
@@ -19,11 +19,12 @@ int phax_family_parse(const char *s, phax_family *f) {
             *f = (phax_family)i;
             return PHAX_OK;
         }
-    return phax_fail("config: family \"%s\" is not one of pha, transformer, serial, swax, swa, mlstm", s);
+    return phax_fail("config: family \"%s\" is not one of pha, transformer, serial, swax, swa, mlstm, swa_full", s);
 }
 
+// The SWAX family of §3.3: the pre-norm mixer + SwiGLU blocks with a call's window.
 static int is_swax_family(phax_family f) {
-    return f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM;
+    return f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM || f == PHAX_FAMILY_SWA_FULL;
 }
 
 phax_model_cfg phax_model_cfg_default(phax_family f) {
@@ -131,7 +132,7 @@ int phax_model_cfg_resolve(phax_model_cfg *c) {
                 "config: use_gss, use_attn and use_ffn are all false: a PHA block needs a branch");
     if (c->mlstm_heads == 0) c->mlstm_heads = c->n_heads;
     REQUIRE(c->mlstm_heads >= 1, "config: mlstm_heads (%d) must be >= 1", c->mlstm_heads);
-    if (is_swax_family(c->family) && c->family != PHAX_FAMILY_SWA) {
+    if (c->family == PHAX_FAMILY_SWAX || c->family == PHAX_FAMILY_MLSTM) {
         REQUIRE(c->d_model % 2 == 0, "config: d_model (%d) must be even for mLSTM (q, k have width d/2)", c->d_model);
         REQUIRE(c->mlstm_heads >= 1 && (c->d_model / 2) % c->mlstm_heads == 0,
                 "config: mlstm_heads (%d) must divide d_model/2 (%d)", c->mlstm_heads, c->d_model / 2);
@@ -153,8 +154,15 @@ int phax_model_cfg_resolve(phax_model_cfg *c) {
     return check_maxima(c);
 }
 
+// Is layer l the alternating hybrid's other mixer (swax: mLSTM; swa_full: full attention) rather
+// than SWA? mixer_order "mlstm_first" puts it at the even l.
+static int alternate_layer(const phax_model_cfg *c, int l) { return (l % 2 == 0) == (c->mlstm_first == 1); }
+
 int phax_layer_is_mlstm(const phax_model_cfg *c, int l) {
     if (c->family == PHAX_FAMILY_MLSTM) return 1;
-    if (c->family != PHAX_FAMILY_SWAX) return 0;
-    return (l % 2 == 0) == (c->mlstm_first == 1);
+    return c->family == PHAX_FAMILY_SWAX && alternate_layer(c, l);
+}
+
+int phax_layer_is_full(const phax_model_cfg *c, int l) {
+    return c->family == PHAX_FAMILY_SWA_FULL && alternate_layer(c, l);
 }

@@ -44,7 +44,7 @@ void phax_plan_block(const phax_model_cfg *c, int l, phax_block_plan *p) {
         add(p, PHAX_SUB_ATTN, "norm_attn.weight", 1);
         add(p, PHAX_SUB_DUAL, "norm_ffn.weight", 2);
         return;
-    default:  // swax, swa, mlstm (§3.3): the mixer of layer l, then SwiGLU
+    default:  // swax, swa, mlstm, swa_full (§3.3): the mixer of layer l, then SwiGLU
         add(p, phax_layer_is_mlstm(c, l) ? PHAX_SUB_MLSTM : PHAX_SUB_ATTN, "norm_mixer.weight", 0);
         add(p, PHAX_SUB_SWIGLU, "norm_ffn.weight", 1);
         return;
@@ -78,15 +78,11 @@ double phax_plan_beta(const phax_model_cfg *c) { return pow(8.0 * c->n_layers, -
 
 int phax_plan_takes_window(const phax_model_cfg *c) {
     return c->family == PHAX_FAMILY_SWAX || c->family == PHAX_FAMILY_SWA ||
-           c->family == PHAX_FAMILY_MLSTM;
+           c->family == PHAX_FAMILY_MLSTM || c->family == PHAX_FAMILY_SWA_FULL;
 }
 
 int phax_plan_draws_window(const phax_model_cfg *c) {
-    return c->family == PHAX_FAMILY_SWAX || c->family == PHAX_FAMILY_SWA;
-}
-
-int phax_plan_full_attention(const phax_model_cfg *c, int window) {
-    return phax_plan_has(c, PHAX_SUB_ATTN) && phax_plan_window(c, window) == 0;
+    return c->family == PHAX_FAMILY_SWAX || c->family == PHAX_FAMILY_SWA || c->family == PHAX_FAMILY_SWA_FULL;
 }
 
 int phax_plan_window(const phax_model_cfg *c, int window) {
@@ -94,9 +90,24 @@ int phax_plan_window(const phax_model_cfg *c, int window) {
     return window < 0 ? c->w_long : window;
 }
 
-phax_attn_cfg phax_plan_attn_cfg(const phax_model_cfg *c, int window) {
+int phax_plan_layer_window(const phax_model_cfg *c, int l, int window) {
+    return l >= 0 && phax_layer_is_full(c, l) ? 0 : window;
+}
+
+int phax_plan_full_attention(const phax_model_cfg *c, int window) {
+    const int w = phax_plan_window(c, window);
+    for (int l = 0; l < c->n_layers; l++) {
+        phax_block_plan p;
+        phax_plan_block(c, l, &p);
+        for (int i = 0; i < p.nsub; i++)
+            if (p.sub[i].kind == PHAX_SUB_ATTN && phax_plan_layer_window(c, l, w) == 0) return 1;
+    }
+    return 0;
+}
+
+phax_attn_cfg phax_plan_attn_cfg(const phax_model_cfg *c, int l, int window) {
     return (phax_attn_cfg){.Hq = c->n_heads, .Hkv = c->n_kv_heads, .dh = c->head_dim,
-                          .dv = c->head_dim, .window = window,
+                          .dv = c->head_dim, .window = phax_plan_layer_window(c, l, window),
                           .score = c->score_cosine ? PHAX_SCORE_COSINE : PHAX_SCORE_DOT,
                           .rope = 1, .rope_base = c->rope_base, .pos0 = 0};
 }

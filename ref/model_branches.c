@@ -58,7 +58,7 @@ static int attn_fwd(const rm_ctx *cx, int l, double *y, const double *x) {
     double *q = rm_alloc(n * qd), *k = rm_alloc(n * kd), *v = rm_alloc(n * kd), *o = rm_alloc(n * qd);
     int rc = PHAX_ERR;
     if (q && k && v && o) {
-        phax_attn_cfg a = phax_plan_attn_cfg(c, cx->window);
+        phax_attn_cfg a = phax_plan_attn_cfg(c, l, cx->window);
         attn_proj(cx, l, q, k, v, x);
         rc = ref_attention_fwd(o, q, k, v, P("attn.logscale"), cx->B, cx->T, &a);
         if (!rc) ref_linear_fwd(y, o, P("attn.wo.weight"), NULL, n, qd, d);
@@ -76,7 +76,7 @@ static int attn_bwd(const rm_ctx *cx, int l, double *dx, const double *dy, const
     double *dq = rm_alloc(n * qd), *dk = rm_alloc(n * kd), *dv = rm_alloc(n * kd), *dO = rm_alloc(n * qd);
     int rc = PHAX_ERR;
     if (q && k && v && o && dq && dk && dv && dO) {
-        phax_attn_cfg a = phax_plan_attn_cfg(c, cx->window);
+        phax_attn_cfg a = phax_plan_attn_cfg(c, l, cx->window);
         const double *ls = P("attn.logscale");
         attn_proj(cx, l, q, k, v, x);
         if (!(rc = ref_attention_fwd(o, q, k, v, ls, cx->B, cx->T, &a))) {

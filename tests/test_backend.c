@@ -246,6 +246,9 @@ Test(backend, every_backend_matches_ref_serial) { check_case(&(bcase){"serial", 
 Test(backend, every_backend_matches_ref_swax) { check_case(&(bcase){"swax w2", PHAX_FAMILY_SWAX, 2}); }
 Test(backend, every_backend_matches_ref_swa) { check_case(&(bcase){"swa full", PHAX_FAMILY_SWA, 0}); }
 Test(backend, every_backend_matches_ref_mlstm) { check_case(&(bcase){"mlstm", PHAX_FAMILY_MLSTM, -1}); }
+Test(backend, every_backend_matches_ref_swa_full) {
+    check_case(&(bcase){"swa_full w3", PHAX_FAMILY_SWA_FULL, 3});
+}
 
 // A model over borrowed parameters reads them and refuses to train; parameters read back.
 Test(backend, inference_model_over_borrowed_parameters) {
@@ -366,6 +369,43 @@ Test(backend, train_takes_ref_cpu_and_fast) {
     if (!fcpu_bf16_available())
         expect_fail(&s, TINY(&s, "x", "cpu_bf16", "--family", "pha", "--train", s.data), "phax train: ",
                     fcpu_bf16_unavailable());
+    sandbox_free(&s);
+}
+
+// swa_full through the commands: trains with the stochastic window (the log names each step's),
+// stops and resumes, evaluates on ref and cpu to the same loss within float32's error, refuses
+// eval --carry (its full layers keep every key), generates, and runs a recall probe.
+Test(backend, swa_full_commands) {
+    sandbox s = sandbox_new();
+    char *out = tu_join(s.dir, "swa_full");
+    expect_ok(&s, TINY(&s, out, "cpu", "--family", "swa_full", "--set", "n_layers=2", "--set", "w_long=5",
+                       "--train", s.data, "--tokenizer", "byte", "--stop-after", "1"), "train swa_full");
+    expect_ok(&s, phax_run(&s, "train", "--resume", "--out", out, NULL), "resume swa_full");
+    char *o = tu_slurp(s.out, NULL);
+    cr_assert(strstr(o, "resuming swa_full") && strstr(o, "done at step 2/2"), "%s", o);
+    free(o);
+    char *log = tu_join(out, "log.jsonl");
+    o = tu_slurp(log, NULL);
+    cr_assert(o && strstr(o, "\"window\": "), "the log names no step's window: %s", o ? o : "(none)");
+    free(o), free(log);
+    double loss[2];
+    const char *bes[] = {"cpu", "ref"};
+    for (int i = 0; i < 2; i++) {
+        expect_ok(&s, phax_run(&s, "eval", out, "--file", s.data, "--max-tokens", "200", "--backend", bes[i], NULL),
+                  bes[i]);
+        o = tu_slurp(s.out, NULL);
+        const char *at = strstr(o, "loss ");
+        cr_assert(strstr(o, "SWA window 5") && at && sscanf(at, "loss %lf", &loss[i]) == 1, "%s", o);
+        free(o);
+    }
+    // the loss is a mean of float32 log-probabilities over ~200 tokens: 1e-4 relative is far above
+    // float32's rounding there and far below any change of the model
+    cr_assert(fabs(loss[0] - loss[1]) <= 1e-4 * fabs(loss[1]), "eval cpu %.9g vs ref %.9g", loss[0], loss[1]);
+    expect_fail(&s, phax_run(&s, "eval", out, "--file", s.data, "--carry", "--backend", "cpu", NULL), "phax eval: ",
+                "--carry needs windowed attention");
+    expect_ok(&s, phax_run(&s, "generate", out, "--prompt", "the cat", "--tokens", "3", "--backend", "cpu", NULL),
+              "generate swa_full");
+    free(out);
     sandbox_free(&s);
 }
 

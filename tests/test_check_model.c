@@ -68,6 +68,7 @@ static mcase make_case(phax_family f) {
     if (f == PHAX_FAMILY_SWAX) m.window = 3, c->mlstm_heads = 3;                 // dqk 2, dv 4
     if (f == PHAX_FAMILY_SWA) c->n_kv_heads = 2;                                 // group 1, window w_long
     if (f == PHAX_FAMILY_MLSTM) c->mlstm_heads = 2;
+    if (f == PHAX_FAMILY_SWA_FULL) m.window = 3;  // layer 0 full, layer 1 window 3
     cr_assert(phax_model_cfg_resolve(c) == PHAX_OK, "%s", phax_error());
     return m;
 }
@@ -425,6 +426,12 @@ Test(check, model_baseline_is_ref_swa) {
     mcase m = make_case(PHAX_FAMILY_SWA);
     baseline_matches_ref(&m, "window w_long");
 }
+Test(check, model_baseline_is_ref_swa_full) {
+    mcase m = make_case(PHAX_FAMILY_SWA_FULL);
+    baseline_matches_ref(&m, "full, then window 3");
+    m.cfg.mlstm_first = 0;
+    baseline_matches_ref(&m, "window 3, then full");
+}
 Test(check, model_baseline_is_ref_mlstm) {
     mcase m = make_case(PHAX_FAMILY_MLSTM);
     baseline_matches_ref(&m, "mLSTM only");
@@ -442,13 +449,14 @@ typedef enum {
     BUG_TIED,         // tied embeddings: the head's gradient overwritten by the embedding's
     BUG_ALPHA,        // pha: DeepNorm α left out (z = x + mix instead of α·x + mix)
     BUG_MIX_SOFTMAX,  // pha: mix weights softmax(p) instead of softplus(p)/Σ softplus(p)
+    BUG_FULL_WINDOWED,  // swa_full: its full-attention layers given the call's window (run as swa)
 } bug;
 
 static const char *bug_name(bug b) {
     static const char *n[] = {"correct", "block 1's gradients lost", "loss summed, not averaged",
                               "window edge off by one", "SWAX call window ignored",
                               "tied head gradient overwritten", "DeepNorm alpha left out",
-                              "mix softmax, not softplus"};
+                              "mix softmax, not softplus", "swa_full's full layers windowed"};
     return n[b];
 }
 
@@ -471,6 +479,7 @@ static outs their(const inputs *in, bug bg, int bf16w) {
         cr_assert(phax_plan_window(&cfg, window) > 0, "the window bug needs a window");
     }
     if (bg == BUG_SWAX_RULE) window = -1;
+    if (bg == BUG_FULL_WINDOWED) cfg.family = PHAX_FAMILY_SWA;  // the same tensors, every layer windowed
     if (bg == BUG_TIED) {  // untied, lm_head = E: grad.embed.weight is then the embedding's part alone
         cr_assert(c->tie_embeddings);
         cfg.tie_embeddings = 0;
@@ -609,6 +618,10 @@ Test(check, model_fast_swa) {
     mcase m = make_case(PHAX_FAMILY_SWA);
     fast_case(&m, "window w_long");
 }
+Test(check, model_fast_swa_full) {
+    mcase m = make_case(PHAX_FAMILY_SWA_FULL);
+    fast_case(&m, "full, then window 3");
+}
 Test(check, model_fast_mlstm) {
     mcase m = make_case(PHAX_FAMILY_MLSTM);
     fast_case(&m, "mLSTM only");
@@ -669,6 +682,13 @@ Test(check, model_gallery_swa) {
     mcase m = make_case(PHAX_FAMILY_SWA);
     bug_case(&m, BUG_WINDOW, 0);
     bug_case(&m, BUG_LAYER_GRAD, 0);
+}
+Test(check, model_gallery_swa_full) {
+    mcase m = make_case(PHAX_FAMILY_SWA_FULL);
+    bug_case(&m, BUG_FULL_WINDOWED, 0);
+    bug_case(&m, BUG_WINDOW, 0);
+    m.cfg.mlstm_first = 0;  // window 3, then full
+    bug_case(&m, BUG_FULL_WINDOWED, 0);
 }
 Test(check, model_gallery_mlstm) {
     mcase m = make_case(PHAX_FAMILY_MLSTM);
@@ -769,7 +789,8 @@ static mcase draw_case(phax_family f, int sw, phax_rng *r, bug *bg) {
         static const int ws[] = {0, 1, 3, 40};
         c->attn_window = ws[mpick(r, 4)];
     }
-    if (f == PHAX_FAMILY_SWAX) m.window = mpick(r, 2) ? c->w_short : c->w_long;
+    if (f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA_FULL) m.window = mpick(r, 2) ? c->w_short : c->w_long;
+    if (f == PHAX_FAMILY_SWA_FULL) c->mlstm_first = mpick(r, 2);
     if (sw == 1) c->use_attn = 0;
     if (sw == 2) c->use_gss = 0;
     if (sw == 3) c->use_ffn = 0;
@@ -786,6 +807,7 @@ static mcase draw_case(phax_family f, int sw, phax_rng *r, bug *bg) {
     if (c->tie_embeddings) cand[nc++] = BUG_TIED;
     if (f == PHAX_FAMILY_PHA) cand[nc++] = BUG_ALPHA;
     if (f == PHAX_FAMILY_PHA && !c->freeze_mix) cand[nc++] = BUG_MIX_SOFTMAX;
+    if (f == PHAX_FAMILY_SWA_FULL && w < m.T && (c->n_layers > 1 || c->mlstm_first)) cand[nc++] = BUG_FULL_WINDOWED;
     *bg = nc ? cand[mpick(r, nc)] : OK;
     return m;
 }
@@ -906,7 +928,8 @@ Test(check, sweep_model, .timeout = 7200) {
              {PHAX_FAMILY_SERIAL, 0, "serial"},
              {PHAX_FAMILY_SWAX, 0, "swax"},
              {PHAX_FAMILY_SWA, 0, "swa"},
-             {PHAX_FAMILY_MLSTM, 0, "mlstm"}};
+             {PHAX_FAMILY_MLSTM, 0, "mlstm"},
+             {PHAX_FAMILY_SWA_FULL, 0, "swa_full"}};  // last: the streams before keep their seeds
     enum { NS = sizeof S / sizeof *S, NK = 6 };  // kinds: fast f32, tf32, bf16; bf16 impl; cpu_bf16; bug
     static const char *kind[NK] = {"fast f32", "fast tf32", "fast bf16", "bf16 weights bf16", "cpu_bf16 bf16", "bug f32"};
     mstat st[NS][NK];

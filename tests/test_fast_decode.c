@@ -414,6 +414,19 @@ H_TEST(decode, swa_cosine_gqa1) {
     check(be, "fcpu_decode.swa_cosine_gqa1", &c, 13, 3);
 }
 
+// swa_full: full attention at the even layers (mixer_order mlstm_first), the call's window at the
+// odd; swa_first the other way, GQA group 2, cosine scores. Each layer's ring has its own size.
+H_TEST(decode, swa_full) {
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWA_FULL);
+    c.n_layers = 3, c.mlstm_first = 1;
+    check(be, "fcpu_decode.swa_full_mlstm_first", &c, 37, 3);
+    c.mlstm_first = 0, c.n_kv_heads = 2, c.score_cosine = 1;
+    check(be, "fcpu_decode.swa_full_swa_first", &c, 37, 5);
+    // the full layers' caches grow to max_len; the windowed layer's ring wraps 12 times
+    c.mlstm_first = 1, c.n_layers = 2, c.score_cosine = 0;
+    decode_vs_ref(be, "fcpu_decode.swa_full_ring_wraps", &c, 61, 5, 5, 64, 1);
+}
+
 H_TEST(decode, mlstm) {
     phax_model_cfg c = swax_cfg(PHAX_FAMILY_MLSTM);
     c.n_layers = 3;
@@ -508,6 +521,23 @@ H_TEST(decode, max_len_is_enforced) {
     cr_assert(lintact(lg, V) && be->decode.pos(dc) == 5);
     be->decode.reset(dc);
     cr_assert(be->decode.step(dc, 1, lg) == PHAX_OK, "%s", phax_error());
+    be->decode.free_decoder(dc);
+    pair_free(&p);
+    // swa_full at a finite window still has full layers: the limit holds (and only then).
+    c = swax_cfg(PHAX_FAMILY_SWA_FULL);
+    pair_new(be, &p, &c, &rng);
+    dc = be->decode.new_decoder(p.f, 5, 2);
+    cr_assert(dc, "%s", phax_error());
+    for (int t = 0; t < 5; t++) cr_assert(be->decode.step(dc, t, lg) == PHAX_OK, "%s", phax_error());
+    cr_assert(be->decode.step(dc, 1, lg) == PHAX_ERR && strstr(phax_error(), "max_len = 5"),
+              "swa_full: a 6th token fitted in max_len 5");
+    be->decode.free_decoder(dc);
+    c.mlstm_first = 0, c.n_layers = 1;  // one block, SWA: no limit
+    pair_free(&p);
+    pair_new(be, &p, &c, &rng);
+    dc = be->decode.new_decoder(p.f, 5, 2);
+    cr_assert(dc, "%s", phax_error());
+    for (int t = 0; t < 9; t++) cr_assert(be->decode.step(dc, t % V, lg) == PHAX_OK, "%s", phax_error());
     be->decode.free_decoder(dc);
     lfree(lg);
     pair_free(&p);
@@ -662,6 +692,28 @@ Test(cpu_decode, state_bytes_at) {
     state_at_check("swa w 9", mem_cfg(PHAX_FAMILY_SWA, 0), 40, 9, 3, 0, 0, 9);
     // mLSTM only: constant
     state_at_check("mlstm", mem_cfg(PHAX_FAMILY_MLSTM, 0), 40, -1, 0, 0, 3, 0);
+    // swa_full, 3 layers (mlstm_first: full, SWA, full): two caches grow with the context, one
+    // ring of the window; swa_first (SWA, full, SWA): one grows, two rings. Sizing every layer by
+    // one cap fails here.
+    for (int first = 1; first >= 0; first--) {
+        phax_model_cfg c = mem_cfg(PHAX_FAMILY_SWA_FULL, 0);
+        c.mlstm_first = first;
+        fmodel m;
+        cr_assert(fmodel_new(&m, &c, 7) == PHAX_OK, "%s", phax_error());
+        const int max_len = 40, w = 9, nfull = first ? 2 : 1, nring = 3 - nfull;
+        fcpu_decoder *d = fcpu_decoder_new(&m, max_len, w);
+        cr_assert(d, "%s", phax_error());
+        cr_assert(fcpu_decoder_state_bytes(d) == hand_state(nfull, 0, 0, max_len) + hand_state(nring, 0, 0, w),
+                  "swa_full %d: state_bytes %zu", first, fcpu_decoder_state_bytes(d));
+        const int ctx[] = {0, 1, 17, 40, 41, 1000000};
+        for (int i = 0; i < 6; i++) {
+            const size_t want = hand_state(nfull, 0, 0, lmin(ctx[i], max_len)) + hand_state(nring, 0, 0, w);
+            cr_assert(fcpu_decoder_state_bytes_at(d, ctx[i]) == want, "swa_full %d: context %d: %zu, by hand %zu",
+                      first, ctx[i], fcpu_decoder_state_bytes_at(d, ctx[i]), want);
+        }
+        fcpu_decoder_free(d);
+        fmodel_free(&m);
+    }
 }
 
 // The working memory: full attention's score rows grow with max_len by
@@ -908,6 +960,9 @@ H_TEST(prefill, swax_family) {
     prefill_chunks(be, "fcpu_prefill.swax_swa_first", &c, 23, 3);
     phax_model_cfg m = swax_cfg(PHAX_FAMILY_MLSTM);
     prefill_chunks(be, "fcpu_prefill.mlstm", &m, 23, -1);
+    phax_model_cfg f = swax_cfg(PHAX_FAMILY_SWA_FULL);
+    f.n_layers = 3;
+    prefill_chunks(be, "fcpu_prefill.swa_full", &f, 23, 3);
     phax_model_cfg s = swax_cfg(PHAX_FAMILY_SWA);
     const int T = 23, windows[] = {1, 3, T, T + 4, 0};
     for (int i = 0; i < 5; i++) {

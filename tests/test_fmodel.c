@@ -297,6 +297,10 @@ H_TEST(model, swax_family) {
     phax_model_cfg sw = base_cfg(PHAX_FAMILY_SWA);
     phax_model_cfg ml = base_cfg(PHAX_FAMILY_MLSTM);
     ml.mlstm_heads = 3;  // dqk 4, dv 8
+    phax_model_cfg sf = base_cfg(PHAX_FAMILY_SWA_FULL);  // full, SWA, full
+    sf.n_layers = 3;
+    phax_model_cfg sfs = sf;  // SWA, full, SWA; GQA group 1
+    sfs.mlstm_first = 0, sfs.n_kv_heads = sfs.n_heads;
     mcase ks[] = {
         {"swax w_long T70 (partial chunk)", x, 1, 70, -1},
         {"swax w1", x, 2, 17, 1},
@@ -304,6 +308,8 @@ H_TEST(model, swax_family) {
         {"swax swa_first w>T", xs, 2, 13, 50},
         {"swa w3", sw, 2, 19, 3},
         {"mlstm 3 heads T129", ml, 1, 129, -1},
+        {"swa_full w3", sf, 2, 19, 3},
+        {"swa_full swa_first w5", sfs, 1, 23, 5},
     };
     run_cases(be, "fmodel/swax_family", ks, sizeof ks / sizeof *ks);
 }

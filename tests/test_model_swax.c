@@ -1,4 +1,4 @@
-// ref SWAX-family models (swax, swa, mlstm): whole-model finite-difference
+// ref SWAX-family models (swax, swa, mlstm, swa_full): whole-model finite-difference
 // gradients (one random direction over all parameters, and per-element samples
 // of every tensor), window cross-form checks, a hand-built one-layer mLSTM model,
 // the gate cap, determinism and the initial loss, and bad input.
@@ -307,6 +307,11 @@ Test(model_swax, grad_swa_mha) {
     grad_case("model_swax/grad_swa_mha", tiny_cfg(PHAX_FAMILY_SWA, 2, 2, 1, -10.0), 2, 7, 3);
 }
 
+// swa_full: a full-attention layer, then SWA at window 3 < T; GQA.
+Test(model_swax, grad_swa_full) {
+    grad_case("model_swax/grad_swa_full", tiny_cfg(PHAX_FAMILY_SWA_FULL, 2, 1, 1, -10.0), 2, 7, 3);
+}
+
 Test(model_swax, grad_mlstm_igate_default) {
     grad_case("model_swax/grad_mlstm_igate_default", tiny_cfg(PHAX_FAMILY_MLSTM, 2, 1, 1, -10.0), 2, 7, 3);
 }
@@ -381,6 +386,50 @@ static void window_case(const char *label, phax_family fam) {
 Test(model_swax, window_ge_T_is_full_swax) { window_case("model_swax/window_ge_T_is_full_swax", PHAX_FAMILY_SWAX); }
 Test(model_swax, window_ge_T_is_full_swa) { window_case("model_swax/window_ge_T_is_full_swa", PHAX_FAMILY_SWA); }
 Test(model_swax, window_ignored_by_mlstm) { window_case("model_swax/window_ignored_by_mlstm", PHAX_FAMILY_MLSTM); }
+Test(model_swax, window_ge_T_is_full_swa_full) {
+    window_case("model_swax/window_ge_T_is_full_swa_full", PHAX_FAMILY_SWA_FULL);
+}
+
+// swa_full's layers by their windows, through the model: swa_full and swa lay out the same
+// tensors, so one parameter vector runs both. One block in the full place (mlstm_first) is swa at
+// window 0 whatever the call's window; in the SWA place (swa_first) it is swa at the call's
+// window; two blocks (full, then SWA) are neither. Bit-identical where equal (the same ops in the
+// same order); where not, the difference is an O(1) fraction of the logits (1e-6 of their scale is
+// far above rounding).
+Test(model_swax, swa_full_layer_windows) {
+    phax_rng r = tu_rng("model_swax/swa_full_layer_windows");
+    const int B = 2, T = 9, w = 3;
+    int32_t tok[B * T], tg[B * T];
+    for (int layers = 1; layers <= 2; layers++)
+        for (int first = 1; first >= 0; first--) {
+            phax_model_cfg cf = tiny_cfg(PHAX_FAMILY_SWA_FULL, layers, 1, first, -10.0);
+            ref_model f, a;
+            cr_assert(ref_model_new(&f, &cf, phax_rng_u64(&r)) == PHAX_OK, "%s", phax_error());
+            perturb_init(&f, &r);
+            phax_model_cfg ca = tiny_cfg(PHAX_FAMILY_SWA, layers, 1, first, -10.0);
+            cr_assert(ref_model_new(&a, &ca, 1) == PHAX_OK, "%s", phax_error());
+            cr_assert(a.layout.numel == f.layout.numel);
+            memcpy(a.params, f.params, f.layout.numel * sizeof(double));
+            const int V = f.cfg.vocab_size;
+            const size_t nl = (size_t)B * T * V;
+            fill_batch(tok, tg, B * T, V, &r);
+            double *lf = tu_buf(nl), *l0 = tu_buf(nl), *lw = tu_buf(nl);
+            cr_assert(ref_model_forward(&f, tok, tg, B, T, w, lf, NULL) == PHAX_OK, "%s", phax_error());
+            cr_assert(ref_model_forward(&a, tok, tg, B, T, 0, l0, NULL) == PHAX_OK);
+            cr_assert(ref_model_forward(&a, tok, tg, B, T, w, lw, NULL) == PHAX_OK);
+            const double scale = tu_max_abs(l0, nl), d0 = tu_max_abs_diff(lf, l0, nl), dw = tu_max_abs_diff(lf, lw, nl);
+            printf("[model_swax/swa_full_layer_windows] %d layer(s), %s: |swa_full - swa full| %.3e, "
+                   "|swa_full - swa w %d| %.3e (scale %.3e)\n",
+                   layers, first ? "mlstm_first" : "swa_first", d0, w, dw, scale);
+            cr_assert(scale > 0 && tu_max_abs_diff(l0, lw, nl) > 1e-6 * scale, "the window changes nothing");
+            if (layers == 1 && first) cr_assert(d0 == 0, "one full block is not full attention");
+            else cr_assert(d0 > 1e-6 * scale, "a windowed layer attends to everything");
+            if (layers == 1 && !first) cr_assert(dw == 0, "one SWA block is not the call's window");
+            else cr_assert(dw > 1e-6 * scale, "a full layer is windowed");
+            tu_free(lf), tu_free(l0), tu_free(lw);
+            ref_model_free(&f), ref_model_free(&a);
+        }
+}
 
 // ---------------------------------------------------------------------------
 // A one-layer mLSTM model (family mlstm, n_layers = 1) written out by hand from
@@ -520,9 +569,9 @@ Test(model_swax, mlstm_layer_by_hand) {
 // (std 1/√d embeddings give |z| ~ √d = 8, loss ≫ ln V + 0.5).
 Test(model_swax, determinism_and_initial_loss) {
     phax_rng r = tu_rng("model_swax/determinism_and_initial_loss");
-    const phax_family fams[] = {PHAX_FAMILY_SWAX, PHAX_FAMILY_SWA, PHAX_FAMILY_MLSTM};
+    const phax_family fams[] = {PHAX_FAMILY_SWAX, PHAX_FAMILY_SWA, PHAX_FAMILY_MLSTM, PHAX_FAMILY_SWA_FULL};
     const int B = 2, T = 16;
-    for (int fi = 0; fi < 3; fi++) {
+    for (int fi = 0; fi < 4; fi++) {
         phax_model_cfg cfg = phax_model_cfg_default(fams[fi]);
         uint64_t seed = phax_rng_u64(&r);
         ref_model a, b, c;

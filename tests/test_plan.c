@@ -84,6 +84,8 @@ Test(plan, prenorm_blocks_every_family) {
     for (int l = 0; l < 3; l++) expect_block(&c, l, sw, "swa");
     c = cfg_of(PHAX_FAMILY_MLSTM, 3);
     for (int l = 0; l < 3; l++) expect_block(&c, l, ml, "mlstm");
+    c = cfg_of(PHAX_FAMILY_SWA_FULL, 3);  // every mixer attention; the windows differ (window_per_layer)
+    for (int l = 0; l < 3; l++) expect_block(&c, l, sw, "swa_full");
     c = cfg_of(PHAX_FAMILY_SWAX, 4);  // mixer_order "mlstm_first" (default): mLSTM at even l
     for (int l = 0; l < 4; l++) expect_block(&c, l, l % 2 == 0 ? ml : sw, "swax mlstm_first");
     c = phax_model_cfg_default(PHAX_FAMILY_SWAX);
@@ -133,7 +135,7 @@ Test(plan, window_rule) {
         phax_model_cfg c = phax_model_cfg_default((phax_family)f);
         c.attn_window = 5, c.w_short = 3, c.w_long = 12;
         cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s", phax_error());
-        int swax = f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM;
+        int swax = f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM || f == PHAX_FAMILY_SWA_FULL;
         cr_expect(phax_plan_takes_window(&c) == swax, "%s", phax_family_name(c.family));
         const int want[] = {swax ? 12 : 5, swax ? 0 : 5, swax ? 7 : 5};
         for (int i = 0; i < 3; i++)
@@ -144,7 +146,31 @@ Test(plan, window_rule) {
     cr_expect(phax_plan_window(&c, -1) == 0 && phax_plan_window(&c, 9) == 0);
 }
 
-// §3.4: training draws the window per step in swax and swa only.
+// swa_full: the full-attention layers take the places swax gives its mLSTM layers (mixer_order
+// "mlstm_first": the even l) and attend to the whole prefix whatever the call's window; the other
+// layers take the call's window, as every attention layer of every other family does.
+Test(plan, window_per_layer) {
+    phax_model_cfg c = cfg_of(PHAX_FAMILY_SWA_FULL, 4);
+    for (int l = 0; l < 4; l++) {
+        const int full = l % 2 == 0;
+        cr_expect(phax_layer_is_full(&c, l) == full && !phax_layer_is_mlstm(&c, l), "layer %d", l);
+        cr_expect(phax_plan_layer_window(&c, l, 7) == (full ? 0 : 7), "layer %d", l);
+        cr_expect(phax_plan_attn_cfg(&c, l, 7).window == (full ? 0 : 7), "layer %d", l);
+        cr_expect(phax_plan_attn_cfg(&c, l, 0).window == 0, "layer %d", l);
+    }
+    cr_expect(phax_plan_attn_cfg(&c, -1, 7).window == 7);  // no layer: the call's window
+    c.mlstm_first = 0;  // "swa_first": the full layers at odd l
+    for (int l = 0; l < 4; l++) cr_expect(phax_plan_layer_window(&c, l, 7) == (l % 2 ? 0 : 7), "swa_first %d", l);
+    for (int f = 0; f < PHAX_FAMILY_COUNT; f++) {  // no other family has a full layer
+        if (f == PHAX_FAMILY_SWA_FULL) continue;
+        phax_model_cfg o = cfg_of((phax_family)f, 3);
+        for (int l = 0; l < 3; l++)
+            cr_expect(!phax_layer_is_full(&o, l) && phax_plan_attn_cfg(&o, l, 5).window == 5, "%s layer %d",
+                      phax_family_name(o.family), l);
+    }
+}
+
+// §3.4: training draws the window per step in swax, swa and swa_full only.
 // §3 / phax eval --carry: an attention sub-layer attends to the whole prefix when its window
 // (the call's in the SWAX family, attn_window in the rest) is 0; mlstm has no attention.
 Test(plan, window_draw_and_full_attention) {
@@ -157,6 +183,7 @@ Test(plan, window_draw_and_full_attention) {
         {PHAX_FAMILY_PHA, 0, {0, 0, 0}},   {PHAX_FAMILY_TRANSFORMER, 0, {0, 0, 0}},
         {PHAX_FAMILY_SERIAL, 0, {0, 0, 0}}, {PHAX_FAMILY_SWAX, 1, {0, 1, 0}},
         {PHAX_FAMILY_SWA, 1, {0, 1, 0}},   {PHAX_FAMILY_MLSTM, 0, {0, 0, 0}},
+        {PHAX_FAMILY_SWA_FULL, 1, {1, 1, 1}},  // its full layers attend to everything at any window
     };
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         phax_model_cfg c = phax_model_cfg_default(v[i].f);
@@ -181,6 +208,11 @@ Test(plan, window_draw_and_full_attention) {
     cr_expect(!phax_plan_full_attention(&c, 0));
     c.mlstm_first = 0;  // swa_first: the one block is SWA
     cr_expect(phax_plan_full_attention(&c, 0) && !phax_plan_full_attention(&c, -1));
+    c = cfg_of(PHAX_FAMILY_SWA_FULL, 1);  // one block, full (mlstm_first's place)
+    cr_expect(phax_plan_full_attention(&c, -1) && phax_plan_full_attention(&c, 7));
+    c.mlstm_first = 0;  // the one block is SWA: full only at call window 0
+    cr_expect(phax_plan_full_attention(&c, 0) && !phax_plan_full_attention(&c, -1) &&
+              !phax_plan_full_attention(&c, 7));
 }
 
 // §3: Hq = n_heads, Hkv = n_kv_heads, dh = dv = head_dim, the score mode of `score`, RoPE with
@@ -189,11 +221,11 @@ Test(plan, attention_config) {
     phax_model_cfg c = phax_model_cfg_default(PHAX_FAMILY_SERIAL);
     c.d_model = 48, c.n_heads = 6, c.n_kv_heads = 2, c.head_dim = 10, c.rope_base = 500;
     cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s", phax_error());
-    phax_attn_cfg a = phax_plan_attn_cfg(&c, 4);
+    phax_attn_cfg a = phax_plan_attn_cfg(&c, -1, 4);
     cr_expect(a.Hq == 6 && a.Hkv == 2 && a.dh == 10 && a.dv == 10 && a.window == 4);
     cr_expect(a.score == PHAX_SCORE_COSINE && a.rope == 1 && a.rope_base == 500 && a.pos0 == 0);
     c = cfg_of(PHAX_FAMILY_SWA, 2);  // dot scores by default in the SWAX family; rope_base 10000
-    a = phax_plan_attn_cfg(&c, 0);
+    a = phax_plan_attn_cfg(&c, -1, 0);
     cr_expect(a.score == PHAX_SCORE_DOT && a.rope_base == 10000 && a.window == 0);
     cr_expect(phax_attn_cfg_check(&a) == PHAX_OK, "%s", phax_error());
 }
@@ -250,7 +282,8 @@ Test(plan, layout_counts_every_family) {
         int64_t numel;
     } v[] = {{PHAX_FAMILY_PHA, 54, 175022},   {PHAX_FAMILY_TRANSFORMER, 22, 123208},
              {PHAX_FAMILY_SERIAL, 50, 174888}, {PHAX_FAMILY_SWAX, 26, 123784},
-             {PHAX_FAMILY_SWA, 20, 123200},    {PHAX_FAMILY_MLSTM, 32, 124368}};
+             {PHAX_FAMILY_SWA, 20, 123200},    {PHAX_FAMILY_MLSTM, 32, 124368},
+             {PHAX_FAMILY_SWA_FULL, 20, 123200}};  // swa's tensors: its layers differ in window only
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         phax_model_cfg c = phax_model_cfg_default(v[i].f);
         cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK);
@@ -290,7 +323,8 @@ Test(plan, bind_block_covers_the_layout) {
              {PHAX_FAMILY_PHA, 1, 0, 1, 0, 0, 1},         {PHAX_FAMILY_PHA, 1, 1, 0, 0, 1, 1},
              {PHAX_FAMILY_TRANSFORMER, 1, 1, 1, 0, 0, 1}, {PHAX_FAMILY_TRANSFORMER, 1, 1, 1, 0, 0, 0},
              {PHAX_FAMILY_SERIAL, 1, 1, 1, 0, 0, 1},      {PHAX_FAMILY_SWAX, 1, 1, 1, 0, 0, 0},
-             {PHAX_FAMILY_SWA, 1, 1, 1, 0, 0, 0},         {PHAX_FAMILY_MLSTM, 1, 1, 1, 0, 0, 0}};
+             {PHAX_FAMILY_SWA, 1, 1, 1, 0, 0, 0},         {PHAX_FAMILY_MLSTM, 1, 1, 1, 0, 0, 0},
+             {PHAX_FAMILY_SWA_FULL, 1, 1, 1, 0, 0, 1}};
     for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
         phax_model_cfg c = phax_model_cfg_default(v[k].f);
         c.n_layers = 3;

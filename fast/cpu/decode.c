@@ -7,7 +7,7 @@
 // fast/model/decode_shared.h's layer walk (fdec_block), shared with fast/cuda's decoder:
 //   * parallel (pha): every branch on x, RMSNorm per branch, softplus mix,
 //     x ← RMSNorm_res(α·x + mix), α the plan's DeepNorm α;
-//   * prenorm (transformer, serial, swax, swa, mlstm): per sub-layer x ← x + F(RMSNorm x).
+//   * prenorm (transformer, serial, swax, swa, mlstm, swa_full): per sub-layer x ← x + F(RMSNorm x).
 // Vectors are float32; matrix-vector products are cblas_sgemv; dot products
 // that feed exponentials (attention scores, mLSTM gates), the attention output
 // sums and every recurrent state are double.
@@ -43,6 +43,8 @@ __attribute__((simd("notinbranch"), const, nothrow)) extern float vexpf(float) _
 
 typedef struct {
     phax_attn_w w;   // weights (phax_plan_bind_block)
+    int window;      // this layer's window (0 = full) and KV capacity: the window's ring, or
+    int cap;         // max_len for full attention (fdec_layer_window)
     float *k_cache;  // k_cache: (Hkv, cap, dh), rotated (and unit-normalised in cosine mode)
     float *v_cache;  // v_cache: (Hkv, cap, dh); each head's keys contiguous for its scan
 } attn_layer;
@@ -72,9 +74,9 @@ struct fcpu_decoder {
     const fmodel *m;
     const phax_model_cfg *c;
     int max_len;
-    int window;   // of every attention layer: 0 = full, w > 0 = sliding
-    int cap;      // KV entries per attention layer (0: no attention)
-    int limited;  // full attention: at most max_len tokens
+    int window;   // the call's window (0 = full, w > 0 = sliding): every layer's but swa_full's full ones
+    int cap;      // the most KV entries of any attention layer (0: no attention): the score rows
+    int limited;  // some layer has full attention: at most max_len tokens
     int pos;      // tokens consumed
     int chunk;    // rows of the scratch: the most tokens one pass (a prefill chunk) carries
     layer *L;     // (n_layers)
@@ -97,8 +99,9 @@ struct fcpu_decoder {
     float *mq, *mk, *mv, *mo, *mh, *mhn;  // mLSTM (R, ·): d/2, d/2, d, d, d, d
     void *arena;
     size_t arena_bytes;     // the arena's size (every piece rounded up to 64 bytes)
-    size_t state_bytes;     // the carried state at capacity: kv_per_token · cap + fixed_state
-    size_t kv_per_token;    // bytes one token's keys and values take, over every attention layer
+    size_t state_bytes;     // the carried state at capacity: fixed_state + kv_ring + max_len · kv_per_token
+    size_t kv_per_token;    // bytes one token's keys and values take, over the full-attention layers
+    size_t kv_ring;         // the windowed layers' ring buffers, allocated (and carried) whole
     size_t fixed_state;     // GSS modal states and mLSTM (C, n, m): the same at any context
 };
 
@@ -151,21 +154,21 @@ static void attend_head(const fcpu_decoder *dc, const attn_layer *A, const float
                         int first, float *oh, double *score, double *acc) {
     const phax_model_cfg *c = dc->c;
     const int dh = c->head_dim, j = h / (c->n_heads / c->n_kv_heads);
-    const int nvis = pos - first + 1, slot0 = first % dc->cap;
+    const int nvis = pos - first + 1, cap = A->cap, slot0 = first % cap;
     const float *qh = q + (size_t)h * dh;
-    const float *kj = A->k_cache + (size_t)j * dc->cap * dh;  // (cap, dh)
-    const float *vj = A->v_cache + (size_t)j * dc->cap * dh;  // (cap, dh)
+    const float *kj = A->k_cache + (size_t)j * cap * dh;  // (cap, dh)
+    const float *vj = A->v_cache + (size_t)j * cap * dh;  // (cap, dh)
     const double scale = c->score_cosine
                              ? exp(fmin((double)A->w.logscale[h], PHAX_COSINE_MAX_LOGSCALE))
                              : 1.0 / sqrt((double)dh);
     double mx = -INFINITY, sum = 0;
-    for (int i = 0, slot = slot0; i < nvis; i++, slot = slot + 1 == dc->cap ? 0 : slot + 1) {
+    for (int i = 0, slot = slot0; i < nvis; i++, slot = slot + 1 == cap ? 0 : slot + 1) {
         score[i] = scale * dot_f64(qh, kj + (size_t)slot * dh, dh);
         mx = fmax(mx, score[i]);
     }
     for (int i = 0; i < nvis; i++) sum += (score[i] = exp(score[i] - mx));
     for (int e = 0; e < dh; e++) acc[e] = 0;
-    for (int i = 0, slot = slot0; i < nvis; i++, slot = slot + 1 == dc->cap ? 0 : slot + 1) {
+    for (int i = 0, slot = slot0; i < nvis; i++, slot = slot + 1 == cap ? 0 : slot + 1) {
         const float *vs = vj + (size_t)slot * dh;
         const double p = score[i];
 #pragma omp simd
@@ -186,11 +189,11 @@ static void attend_pass_head(fcpu_decoder *dc, const attn_layer *A, const float 
                              int R, int nold, int h, float *S) {
     const phax_model_cfg *c = dc->c;
     const int dh = c->head_dim, j = h / (c->n_heads / c->n_kv_heads);
-    const int qd = c->n_heads * dh, kd = c->n_kv_heads * dh, pos0 = dc->pos, w = dc->window;
-    const int ns = nold + R, s0 = (pos0 - nold) % dc->cap;
-    const int na = nold < dc->cap - s0 ? nold : dc->cap - s0, nb = nold - na;  // ring segments
-    const float *kj = A->k_cache + (size_t)j * dc->cap * dh;  // (cap, dh)
-    const float *vj = A->v_cache + (size_t)j * dc->cap * dh;
+    const int qd = c->n_heads * dh, kd = c->n_kv_heads * dh, pos0 = dc->pos, w = A->window, cap = A->cap;
+    const int ns = nold + R, s0 = (pos0 - nold) % cap;
+    const int na = nold < cap - s0 ? nold : cap - s0, nb = nold - na;  // ring segments
+    const float *kj = A->k_cache + (size_t)j * cap * dh;  // (cap, dh)
+    const float *vj = A->v_cache + (size_t)j * cap * dh;
     const float *qh = dc->q + (size_t)h * dh;  // rows of stride qd
     const double scale = c->score_cosine
                              ? exp(fmin((double)A->w.logscale[h], PHAX_COSINE_MAX_LOGSCALE))
@@ -245,7 +248,7 @@ static void attn_rows(fcpu_decoder *dc, attn_layer *A, float *y, const float *x,
     const phax_model_cfg *c = dc->c;
     const int d = c->d_model, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
     const int qd = (int)((size_t)Hq * dh), kd = (int)((size_t)Hkv * dh);  // ≤ PHAX_MAX_WIDTH
-    const int pos0 = dc->pos;
+    const int pos0 = dc->pos, w = A->window, cap = A->cap;
     float *k = dc->k_rot, *v = dc->v_new;  // (R, Hkv, dh) each
 
     matmul(dc->q_raw, A->w.wq, x, R, qd, d);  // (R, Hq, dh)
@@ -259,14 +262,14 @@ static void attn_rows(fcpu_decoder *dc, attn_layer *A, float *y, const float *x,
     }
     if (R > 1) {
         // Keys before the pass that its first row sees: all of them, or w − 1.
-        const int nold = dc->window > 0 && pos0 > dc->window - 1 ? dc->window - 1 : pos0;
+        const int nold = w > 0 && pos0 > w - 1 ? w - 1 : pos0;
         for (int h = 0; h < Hq; h++) attend_pass_head(dc, A, k, v, R, nold, h, dc->spass);
-        for (int r = R > dc->cap ? R - dc->cap : 0; r < R; r++) {
-            const size_t slot = (size_t)((pos0 + r) % dc->cap);
+        for (int r = R > cap ? R - cap : 0; r < R; r++) {
+            const size_t slot = (size_t)((pos0 + r) % cap);
             for (int j = 0; j < Hkv; j++) {
-                memcpy(A->k_cache + ((size_t)j * dc->cap + slot) * dh,
+                memcpy(A->k_cache + ((size_t)j * cap + slot) * dh,
                        k + (size_t)r * kd + (size_t)j * dh, dh * sizeof *k);
-                memcpy(A->v_cache + ((size_t)j * dc->cap + slot) * dh,
+                memcpy(A->v_cache + ((size_t)j * cap + slot) * dh,
                        v + (size_t)r * kd + (size_t)j * dh, dh * sizeof *v);
             }
         }
@@ -275,13 +278,13 @@ static void attn_rows(fcpu_decoder *dc, attn_layer *A, float *y, const float *x,
     }
     for (int r = 0; r < R; r++) {
         const int pos = pos0 + r;
-        const size_t slot = (size_t)(pos % dc->cap);
+        const size_t slot = (size_t)(pos % cap);
         const float *kr = k + (size_t)r * kd, *vr = v + (size_t)r * kd;
         for (int j = 0; j < Hkv; j++) {
-            memcpy(A->k_cache + ((size_t)j * dc->cap + slot) * dh, kr + (size_t)j * dh, dh * sizeof *k);
-            memcpy(A->v_cache + ((size_t)j * dc->cap + slot) * dh, vr + (size_t)j * dh, dh * sizeof *v);
+            memcpy(A->k_cache + ((size_t)j * cap + slot) * dh, kr + (size_t)j * dh, dh * sizeof *k);
+            memcpy(A->v_cache + ((size_t)j * cap + slot) * dh, vr + (size_t)j * dh, dh * sizeof *v);
         }
-        const int first = dc->window > 0 && pos - dc->window + 1 > 0 ? pos - dc->window + 1 : 0;
+        const int first = w > 0 && pos - w + 1 > 0 ? pos - w + 1 : 0;
         for (int h = 0; h < Hq; h++)
             attend_head(dc, A, dc->q + (size_t)r * qd, pos, h, first,
                         dc->o + (size_t)r * qd + (size_t)h * dh, dc->score, dc->attn_acc);
@@ -467,7 +470,7 @@ static void carve(fcpu_decoder *dc, fdec_arena *a) {
     // Per-layer state and constants, by the kinds the layer has.
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
-        const fdec_layer_state s = fdec_carve_layer(a, c, &ly->w, (size_t)dc->cap);
+        const fdec_layer_state s = fdec_carve_layer(a, c, &ly->w, (size_t)ly->attn.cap);
         ly->attn.k_cache = s.k_cache, ly->attn.v_cache = s.v_cache;
         ly->gss.ea = s.gss_ea, ly->gss.ct = s.gss_ct, ly->gss.z = s.gss_z;
         ly->mlstm.C = s.ml_C, ly->mlstm.n = s.ml_n, ly->mlstm.m = s.ml_m;
@@ -526,10 +529,6 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fmodel *m, int max_len, int window,
     const phax_model_cfg *c = &m->cfg;
     dc->m = m, dc->c = c, dc->max_len = max_len, dc->chunk = chunk;
     dc->window = phax_plan_window(c, window);
-    if (phax_plan_has(c, PHAX_SUB_ATTN)) {
-        dc->cap = dc->window > 0 ? dc->window : max_len;
-        dc->limited = dc->window == 0;
-    }
     dc->parallel = phax_plan_rule(c) == PHAX_RULE_PARALLEL;
     dc->alpha = (float)phax_plan_alpha(c);
 
@@ -538,9 +537,15 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fmodel *m, int max_len, int window,
     dc->head = P(&top, c->tie_embeddings ? "embed.weight" : "lm_head.weight");
     if (dc->parallel) dc->norm_emb = P(&top, "norm_emb.weight");
     else dc->norm_f = P(&top, "norm_f.weight");
+    int full_layers = 0;  // the attention layers whose caches grow with the context
     if (top.missing || !(dc->L = phax_alloc((size_t)c->n_layers * sizeof(layer)))) goto fail;
-    for (int l = 0; l < c->n_layers; l++)
+    for (int l = 0; l < c->n_layers; l++) {
+        attn_layer *A = &dc->L[l].attn;
         if (bind_layer(dc, &dc->L[l], l)) goto fail;
+        fdec_layer_window(c, &dc->L[l].w, l, dc->window, max_len, &A->window, &A->cap);
+        if (A->cap > dc->cap) dc->cap = A->cap;
+        if (A->cap > 0 && A->window == 0) dc->limited = 1, full_layers++;
+    }
 
     fdec_arena a = {0};
     carve(dc, &a);  // sizing pass
@@ -548,7 +553,8 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fmodel *m, int max_len, int window,
     a.off = a.state = a.kv = 0;
     carve(dc, &a);
     dc->arena_bytes = a.off, dc->state_bytes = a.state;
-    dc->kv_per_token = dc->cap > 0 ? a.kv / (size_t)dc->cap : 0;
+    dc->kv_per_token = fdec_kv_bytes(c, 1) * (size_t)full_layers;
+    dc->kv_ring = a.kv - dc->kv_per_token * (size_t)max_len;
     dc->fixed_state = a.state - a.kv;
     for (int l = 0; l < c->n_layers; l++)
         if (phax_block_w_has(&dc->L[l].w, PHAX_SUB_GSS)) {
@@ -591,9 +597,9 @@ int fcpu_decoder_pos(const fcpu_decoder *dc) { return dc->pos; }
 size_t fcpu_decoder_state_bytes(const fcpu_decoder *dc) { return dc->state_bytes; }
 
 size_t fcpu_decoder_state_bytes_at(const fcpu_decoder *dc, int context) {
-    size_t held = (size_t)dc->cap;  // a ring buffer is allocated, and carried, whole
-    if (dc->limited) held = context <= 0 ? 0 : context < dc->cap ? (size_t)context : (size_t)dc->cap;
-    return dc->fixed_state + held * dc->kv_per_token;
+    // a ring buffer is allocated, and carried, whole; a full layer's cache holds the context
+    const size_t held = context <= 0 ? 0 : context < dc->max_len ? (size_t)context : (size_t)dc->max_len;
+    return dc->fixed_state + dc->kv_ring + held * dc->kv_per_token;
 }
 
 size_t fcpu_decoder_scratch_bytes(const fcpu_decoder *dc) {

@@ -206,6 +206,7 @@ static __global__ void fill_d_k(double *p, double value, size_t n) {
 
 typedef struct {
     phax_attn_w w;              // weights, device pointers (phax_plan_bind_block)
+    int window, cap;           // this layer's window (0 = full) and KV slots (fdec_layer_window)
     float *k_cache, *v_cache;  // (Hkv, cap, dh) each
 } attn_layer;
 
@@ -230,7 +231,10 @@ typedef struct {
 
 struct fcuda_decoder {
     phax_model_cfg c;
-    int max_len, window, cap, limited, pos, chunk, parallel;
+    int max_len, pos, chunk, parallel;
+    int window;   // the call's window (0 = full): every SWA layer's (swa_full's full layers: 0)
+    int cap;      // the most KV slots of any attention layer (0: no attention)
+    int limited;  // some layer has full attention: at most max_len tokens
     int broken;  // 1: a pass failed midway, 2: a reset failed; every call refused until a reset
     float alpha;
     layer *L;
@@ -284,13 +288,13 @@ static int attn_rows(fcuda_decoder *dc, attn_layer *A, float *y, const float *x,
     }
     const size_t smem = (2 * (size_t)dh + ATT_THREADS + 32) * sizeof(double);
     PHAX_LAUNCH(attend_k, dim3((unsigned)Hq, (unsigned)R), ATT_THREADS, smem, NULL, dc->o, dc->q, dc->k_rot,
-                dc->v_new, A->k_cache, A->v_cache, c->score_cosine ? A->w.logscale : NULL, Hq, Hkv, dh, dc->cap, pos0,
-                dc->window);
+                dc->v_new, A->k_cache, A->v_cache, c->score_cosine ? A->w.logscale : NULL, Hq, Hkv, dh, A->cap, pos0,
+                A->window);
     TRY(ew_launch_check("decoder attend"));
-    const int r0 = R > dc->cap ? R - dc->cap : 0;  // earlier rows' slots are overwritten within the pass
+    const int r0 = R > A->cap ? R - A->cap : 0;  // earlier rows' slots are overwritten within the pass
     const size_t n = (size_t)(R - r0) * kd;
     PHAX_LAUNCH(ring_store_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, A->k_cache, A->v_cache, dc->k_rot,
-                dc->v_new, R, r0, Hkv, dh, dc->cap, pos0);
+                dc->v_new, R, r0, Hkv, dh, A->cap, pos0);
     TRY(ew_launch_check("decoder ring_store"));
     return lin(y, A->w.wo, dc->o, R, d, qd);
 }
@@ -454,7 +458,7 @@ static void carve(fcuda_decoder *dc, fdec_arena *a) {
     dc->logits = (float *)fdec_take(a, R * (size_t)c->vocab_size * sizeof(float));
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
-        const fdec_layer_state s = fdec_carve_layer(a, c, &ly->w, (size_t)dc->cap);
+        const fdec_layer_state s = fdec_carve_layer(a, c, &ly->w, (size_t)ly->attn.cap);
         ly->attn.k_cache = s.k_cache, ly->attn.v_cache = s.v_cache;
         ly->gss.ea = s.gss_ea, ly->gss.ct = s.gss_ct, ly->gss.z = s.gss_z;
         ly->mlstm.C = s.ml_C, ly->mlstm.n = s.ml_n, ly->mlstm.m = s.ml_m;
@@ -551,13 +555,6 @@ extern "C" fcuda_decoder *fcuda_decoder_new(const phax_model_cfg *cfg, const pha
     const phax_model_cfg *c = &dc->c;
     dc->c = *cfg, dc->max_len = max_len, dc->chunk = chunk;
     dc->window = phax_plan_window(c, window);
-    if (phax_plan_has(c, PHAX_SUB_ATTN)) {
-        dc->cap = dc->window > 0 ? dc->window : max_len;
-        dc->limited = dc->window == 0;
-    }
-    // A full-attention decoder never holds more than max_len tokens: no pass (nor its (R, V)
-    // logits buffer) needs more rows.
-    if (dc->limited && dc->chunk > max_len) dc->chunk = max_len;
     dc->parallel = phax_plan_rule(c) == PHAX_RULE_PARALLEL;
     dc->alpha = (float)phax_plan_alpha(c);
     lookup top = {L, params, 0};
@@ -575,7 +572,13 @@ extern "C" fcuda_decoder *fcuda_decoder_new(const phax_model_cfg *cfg, const pha
         if (phax_plan_bind_block(c, l, find_param, &top, "fcuda_decoder_new", &ly->w, &ly->attn.w, &ly->gss.w,
                                  &ly->mlstm.w))
             goto fail;
+        fdec_layer_window(c, &ly->w, l, dc->window, max_len, &ly->attn.window, &ly->attn.cap);
+        if (ly->attn.cap > dc->cap) dc->cap = ly->attn.cap;
+        if (ly->attn.cap > 0 && ly->attn.window == 0) dc->limited = 1;
     }
+    // A decoder with full attention never holds more than max_len tokens: no pass (nor its
+    // (R, V) logits buffer) needs more rows.
+    if (dc->limited && dc->chunk > max_len) dc->chunk = max_len;
     {
         fdec_arena a = {NULL, 0, 0, 0};
         carve(dc, &a);  // sizing pass

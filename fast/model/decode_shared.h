@@ -29,6 +29,23 @@ static inline void *fdec_take_state(fdec_arena *a, size_t bytes) {
     a->state += bytes;
     return fdec_take(a, bytes);
 }
+// Bytes of one layer's keys and values for `entries` positions: 2 · (Hkv, entries, dh) floats.
+static inline size_t fdec_kv_bytes(const phax_model_cfg *c, size_t entries) {
+    return 2 * entries * (size_t)c->n_kv_heads * (size_t)c->head_dim * sizeof(float);
+}
+
+// Block l's attention window and KV capacity in a decoder of max_len tokens made with the call
+// window `window` (phax_plan_window's: 0 = full): the layer's window (phax_plan_layer_window:
+// swa_full's full layers 0) and a ring of that many slots, or every key up to max_len for a full
+// layer; both 0 where the block has no attention.
+static inline void fdec_layer_window(const phax_model_cfg *c, const phax_block_w *w, int l, int window,
+                                     int max_len, int *lw, int *cap) {
+    *lw = 0, *cap = 0;
+    if (!phax_block_w_has(w, PHAX_SUB_ATTN)) return;
+    *lw = phax_plan_layer_window(c, l, window);
+    *cap = *lw > 0 ? *lw : max_len;
+}
+
 // A KV cache: (Hkv, cap, dh) floats (kd = Hkv·dh), part of the state.
 static inline float *fdec_take_kv(fdec_arena *a, size_t cap, size_t kd) {
     a->kv += cap * kd * sizeof(float);

@@ -1,6 +1,6 @@
 // fast/cpu models: creation, parameter access, the workspace arena, and the two
 // runners — PHA (parallel branches, softplus mix, DeepNorm post-norm) and the
-// pre-norm residual stack that transformer, serial, swax, swa and mlstm share.
+// pre-norm residual stack that transformer, serial, swax, swa, mlstm and swa_full share.
 // The branches themselves are in model_branches.c. Formulas: ref/model.c, which
 // reads side by side with this file (docs/spec.md §3). Every op goes through the
 // model's table (fmodel.ops, phax/f32_ops.h; fast/cpu's is fcpu_f32_ops()), which a

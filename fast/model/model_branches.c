@@ -24,7 +24,7 @@ static int attn_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     int d = c->d_model;
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;  // ≤ PHAX_MAX_WIDTH
     size_t n = cx->n;
-    phax_attn_cfg a = phax_plan_attn_cfg(c, cx->window);
+    phax_attn_cfg a = phax_plan_attn_cfg(c, b->layer, cx->window);
     ops->linear_fwd(b->q, x, p->attn_wq, NULL, n, d, qd);  // q: (B, T, Hq, dh)
     ops->linear_fwd(b->k, x, p->attn_wk, NULL, n, d, kd);  // k: (B, T, Hkv, dh)
     ops->linear_fwd(b->v, x, p->attn_wv, NULL, n, d, kd);  // v: (B, T, Hkv, dh)
@@ -44,7 +44,7 @@ static int attn_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, 
     int d = c->d_model;
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;  // ≤ PHAX_MAX_WIDTH
     size_t n = cx->n;
-    phax_attn_cfg a = phax_plan_attn_cfg(c, cx->window);
+    phax_attn_cfg a = phax_plan_attn_cfg(c, b->layer, cx->window);
     float *dO = cx->ws->bws, *dq = dO + n * qd, *dk = dq + n * qd, *dv = dk + n * kd;
     ops->zero(dO, n * (2 * (size_t)qd + 2 * (size_t)kd));
     ops->linear_bwd(dO, g->attn_wo, NULL, dy, b->o, p->attn_wo, n, qd, d);
@@ -369,7 +369,7 @@ size_t fm_branch_kernel_ws(const phax_f32_ops *ops, phax_sub_kind k, const phax_
         // Every window a call may use: full, the configured ones.
         int wins[4] = {0, c->attn_window, c->w_short, c->w_long};
         for (int i = 0; i < 4; i++) {
-            phax_attn_cfg a = phax_plan_attn_cfg(c, wins[i] > 0 ? wins[i] : 0);
+            phax_attn_cfg a = phax_plan_attn_cfg(c, -1, wins[i] > 0 ? wins[i] : 0);
             s = zmax(s, ops->attention_fwd_ws(B, T, &a, nthreads));
             s = zmax(s, ops->attention_bwd_ws(B, T, &a, nthreads));
         }

@@ -1,5 +1,5 @@
 // The fast model runner (fast/model/, float32): every model family of phax/ref_model.h —
-// pha, transformer, serial, swax, swa, mlstm — forward and backward over an op table
+// pha, transformer, serial, swax, swa, mlstm, swa_full — forward and backward over an op table
 // (phax/f32_ops.h): fast/cpu's (fcpu_f32_ops(), the default) or fast/cuda's
 // (fcuda_f32_ops()), with the parameter names, layout and initialisation of ref
 // (phax/model.h), proven equal to ref on every tier by tests/test_fmodel.c.

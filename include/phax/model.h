@@ -20,6 +20,7 @@ typedef enum {
     PHAX_FAMILY_SWAX,         // SWA and mLSTM mixers alternating 1:1, each followed by SwiGLU
     PHAX_FAMILY_SWA,          // every mixer SWA
     PHAX_FAMILY_MLSTM,        // every mixer mLSTM
+    PHAX_FAMILY_SWA_FULL,     // full-attention and SWA mixers alternating 1:1 (the attention hybrid)
     PHAX_FAMILY_COUNT
 } phax_family;
 
@@ -124,8 +125,12 @@ int phax_layout_find(const phax_layout *L, const char *name);
 // of one tensor do not depend on which other tensors exist.
 int phax_model_init(double *params, const phax_layout *L, const phax_model_cfg *c, uint64_t seed);
 
-// SWAX: is layer l an mLSTM layer (1) or SWA (0)?
+// SWAX family: is layer l an mLSTM layer (1) or not (0)? (swax: the layers mixer_order gives
+// the mLSTM; mlstm: every layer.)
 int phax_layer_is_mlstm(const phax_model_cfg *c, int l);
+// swa_full: is layer l a full-attention layer (1) or SWA (0)? The full layers take the places
+// swax gives its mLSTM layers (mixer_order "mlstm_first": the even l). 0 in every other family.
+int phax_layer_is_full(const phax_model_cfg *c, int l);
 
 // ---------------------------------------------------------------------------
 // JSON config I/O (jansson). Unknown keys, wrong types, and impossible values are errors

@@ -36,7 +36,7 @@ typedef enum {
     // b_i = RMSNorm_{norm_i}(branch_i(x)), x ← RMSNorm_res(α·x + mix(p; b)); logits = x_{L+1} Wᵀ
     // (no final norm).
     PHAX_RULE_PARALLEL,
-    // transformer, serial, swax, swa, mlstm (§3.2–3.3): x = E[tokens]; per sub-layer in order
+    // transformer, serial, swax, swa, mlstm, swa_full (§3.2–3.3): x = E[tokens]; per sub-layer in order
     // x ← x + F(RMSNorm_{norm_i} x); logits = RMSNorm_f(x) Wᵀ.
     PHAX_RULE_PRENORM,
 } phax_block_rule;
@@ -71,25 +71,31 @@ int phax_plan_has(const phax_model_cfg *c, phax_sub_kind k);
 double phax_plan_alpha(const phax_model_cfg *c);
 double phax_plan_beta(const phax_model_cfg *c);
 
-// The window rule (§3): the attention window every attention sub-layer of a call uses,
-// given the call's window (−1 = the config's w_long, 0 = full causal, w > 0): the SWAX
-// family (swax, swa, mlstm) takes the call's window; pha, transformer and serial always
-// use their attn_window and ignore it. Returns 0 (full) or the window.
+// The window rule (§3): the attention window of a call, given the call's window (−1 = the
+// config's w_long, 0 = full causal, w > 0): the SWAX family (swax, swa, mlstm, swa_full) takes
+// the call's window; pha, transformer and serial always use their attn_window and ignore it.
+// Returns 0 (full) or the window. Every attention sub-layer uses it but swa_full's full layers.
 int phax_plan_window(const phax_model_cfg *c, int window);
-// 1 when the family takes a call's window (swax, swa, mlstm), 0 when it ignores it.
+// The window of layer l's attention in a call whose window (as phax_plan_window returns it) is
+// `window`: 0 for swa_full's full-attention layers (phax_layer_is_full), `window` for every other
+// layer; `window` for l < 0 (no layer: the call's window itself).
+int phax_plan_layer_window(const phax_model_cfg *c, int l, int window);
+// 1 when the family takes a call's window (swax, swa, mlstm, swa_full), 0 when it ignores it.
 int phax_plan_takes_window(const phax_model_cfg *c);
 // 1 when training draws the window per step (§3.4: the families built with SWA layers,
-// swax and swa), 0 when every step uses the config's windows (mlstm has no attention;
-// pha, transformer and serial use attn_window).
+// swax, swa and swa_full), 0 when every step uses the config's windows (mlstm has no
+// attention; pha, transformer and serial use attn_window).
 int phax_plan_draws_window(const phax_model_cfg *c);
 // 1 when some attention sub-layer of a call with this window (as phax_plan_window takes
 // it) attends to the whole causal prefix: a model whose per-token state grows with the
-// sequence. 0 when every attention sub-layer has a finite window or there is none.
+// sequence (swa_full always). 0 when every attention sub-layer has a finite window or there
+// is none.
 int phax_plan_full_attention(const phax_model_cfg *c, int window);
-// The attention config of every attention sub-layer (§3, §2.7): Hq = n_heads, Hkv =
+// The attention config of layer l's attention sub-layer (§3, §2.7): Hq = n_heads, Hkv =
 // n_kv_heads, dh = dv = head_dim, the config's score mode, RoPE with rope_base, pos0 = 0, and
-// `window` as given (resolved: 0 = full or w > 0; see phax_plan_window).
-phax_attn_cfg phax_plan_attn_cfg(const phax_model_cfg *c, int window);
+// the window phax_plan_layer_window(c, l, window) (`window` resolved: 0 = full or w > 0; see
+// phax_plan_window; l < 0: `window` as given).
+phax_attn_cfg phax_plan_attn_cfg(const phax_model_cfg *c, int l, int window);
 
 // --- a block's weights by role (the decoders' binding) ------------------------------------------
 // What a fast tier's decoder reads of block l, each the parameter of that name in §3.6
