@@ -511,11 +511,13 @@ class Job:
         save(os.path.join(d, "results.json"), res)
 
     # --- (d) SWAX window study: the synthetic recall task --------------------------------------------
-    def recall_args(self, model, task, seed):
+    def recall_args(self, model, task, seed, family=None):
+        """phax train's arguments of a recall run: regime `model` of S.REGIMES, its family or
+        `family` in its place (the generality study's backbones)."""
         s = self.s
         fam, ov = S.REGIMES[model]
-        cfg = dict(s["recall_model"], family=fam, **ov)
-        path = write_config(self.cfg_dir, f"recall_{model}", cfg)
+        cfg = dict(s["recall_model"], family=family or fam, **ov)
+        path = write_config(self.cfg_dir, f"recall_{model}" + (f"_{family}" if family else ""), cfg)
         t = s["recall_tasks"][task]
         return ["--config", path, "--task", "recall", "--recall-pairs", str(t["pairs"]),
                 "--recall-queries", str(t["queries"]), "--seq", str(S.RECALL_T), "--batch", str(S.RECALL_B),
@@ -532,38 +534,63 @@ class Job:
             return
         self.recall_study("bind", "bind")
 
-    def recall_study(self, exp, only_task):
+    def exp_generality(self):
+        """The recall piece's window regimes with another backbone in place of SWAX's mLSTM
+        (S.GEN_BACKBONES: full attention alternating with SWA), the same task (one needle), sizes,
+        seeds and evaluation; report.section_generality judges the two SWAX claims on each."""
+        if not self.s["generality"]:
+            note("generality: not in quick mode (--full)")
+            return
+        self.recall_study("generality", "needle", backbones=self.s["gen_backbones"])
+
+    def recall_study(self, exp, only_task, backbones=None):
+        """The window regimes on the recall task: SWAX's (backbones None), or each backbone's
+        family in SWAX's place (runs tagged with the backbone; the regimes of S.GEN_REGIMES)."""
         s = self.s
-        say(f"{exp}: SWAX window regimes on the synthetic recall task ({only_task})")
+        say(f"{exp}: SWAX window regimes on the synthetic recall task ({only_task})"
+            + (f", backbones {', '.join(backbones)}" if backbones else ""))
         lengths = [k * S.RECALL_T for k in s["recall_lengths"]]
         depths = s["recall_depths"]
+        models = [m for m in s["recall_models"] if m in S.GEN_REGIMES] if backbones else s["recall_models"]
         res = dict(T=S.RECALL_T, lengths=lengths, depths=depths, samples=s["recall_samples"],
-                   tasks={only_task: s["recall_tasks"][only_task]}, models=s["recall_models"], seeds=s["recall_seeds"],
+                   tasks={only_task: s["recall_tasks"][only_task]}, models=models, seeds=s["recall_seeds"],
                    w_short=s["recall_model"]["w_short"], w_long=s["recall_model"]["w_long"], runs=[])
+        if backbones:
+            res["backbones"] = dict(backbones)
         task, t = only_task, s["recall_tasks"][only_task]
-        for model in s["recall_models"]:
-            for seed in s["recall_seeds"]:
-                name = f"recall-{task}-{model}-s{seed}"
-                windows = [None]
-                if model == "short":
-                    windows.append(s["recall_model"]["w_short"])  # also at its training window
-                needs = [os.path.join(self.out, exp, name + (f"-w{w}" if w else "")) + ".json" for w in windows]
-                d = self.r.train(exp, name, self.recall_args(model, task, seed), needs=needs)
-                for w in windows:
-                    prefix = os.path.join(self.out, exp, name + (f"-w{w}" if w else ""))
-                    if not os.path.exists(prefix + ".json"):
-                        a = [self.r.phax, "recall", "--ckpt", d, "--lengths", ",".join(map(str, lengths)),
-                             "--depths", ",".join(map(str, depths)), "--samples", str(s["recall_samples"]),
-                             "--pairs", str(t["pairs"]), "--seed", "0"]
-                        if w:
-                            a += ["--window", str(w)]
-                        run_logged(exp, a + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd",
-                                   [prefix + ".json"])
-                    cells = load(prefix + ".json")["cells"]
-                    res["runs"].append(dict(task=task, model=model, seed=seed, window=w, cells=cells, run=d,
-                                            val_loss=[l for l in self.r.log(d) if "val_loss" in l][-1:]))
-                    note(f"{exp}: {name}{' at w ' + str(w) if w else ''}: {acc_line(cells)}")
+        for bb, fam in (backbones or {None: None}).items():
+            for model in models:
+                for seed in s["recall_seeds"]:
+                    self.recall_run(exp, res, task, t, model, seed, bb, fam, lengths, depths)
         save(os.path.join(self.out, exp, "results.json"), res)
+
+    def recall_run(self, exp, res, task, t, model, seed, backbone, family, lengths, depths):
+        """One regime and seed: trained, then read by phax recall at w_long (short: also at its
+        w_short); its cells appended to res["runs"]."""
+        s = self.s
+        name = f"recall-{task}-{model}-s{seed}" if not family else f"gen-{family}-{task}-{model}-s{seed}"
+        windows = [None]
+        if model == "short":
+            windows.append(s["recall_model"]["w_short"])  # also at its training window
+        needs = [os.path.join(self.out, exp, name + (f"-w{w}" if w else "")) + ".json" for w in windows]
+        d = self.r.train(exp, name, self.recall_args(model, task, seed, family), needs=needs)
+        for w in windows:
+            prefix = os.path.join(self.out, exp, name + (f"-w{w}" if w else ""))
+            if not os.path.exists(prefix + ".json"):
+                a = [self.r.phax, "recall", "--ckpt", d, "--lengths", ",".join(map(str, lengths)),
+                     "--depths", ",".join(map(str, depths)), "--samples", str(s["recall_samples"]),
+                     "--pairs", str(t["pairs"]), "--seed", "0"]
+                if w:
+                    a += ["--window", str(w)]
+                run_logged(exp, a + ["--json", prefix + ".json"], prefix + ".out", prefix + ".cmd",
+                           [prefix + ".json"])
+            cells = load(prefix + ".json")["cells"]
+            run = dict(task=task, model=model, seed=seed, window=w, cells=cells, run=d,
+                       val_loss=[l for l in self.r.log(d) if "val_loss" in l][-1:])
+            if backbone:
+                run["backbone"] = backbone
+            res["runs"].append(run)
+            note(f"{exp}: {name}{' at w ' + str(w) if w else ''}: {acc_line(cells)}")
 
     # --- (d') SWAX window study at the paper's ratios: multi-query associative recall -----------
     def mqar_arm(self, arm):

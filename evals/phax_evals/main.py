@@ -13,7 +13,7 @@ from .runs import JobError, Runner, note, say
 
 EXPERIMENTS = ["lr", "lr_iso", "lm", "recall", "sandwich", "efficiency", "ptb", "ablation", "iso", "iso_bench",
                "sandwich12", "scaling_s", "scaling_l", "bind", "niah", "niah_ctl"] + \
-    list(settings.MQAR_PIECES) + ["precision"]
+    list(settings.MQAR_PIECES) + ["precision", "generality"]
 HELP = """experiments (--only takes a comma list; default all; each is a resumable piece):
   lr          (full) learning-rate sweep of PHA, transformer and serial on seed 1
               (1e-3, 2e-3, 4e-3, extended by x2 where the best is at an end), chosen
@@ -58,6 +58,9 @@ HELP = """experiments (--only takes a comma list; default all; each is a resumab
   precision   PHA, transformer and SWAX at the lm settings, each seed in float32 and in
               the bf16 tier (--precision bf16, docs/precision.md): paired test-perplexity
               differences with their CI, and whether they lie within +-1 %
+  generality  (full) the recall piece's short, long and stochastic regimes with full
+              attention in place of SWAX's mLSTM (family swa_full: full attention and SWA
+              alternating), 3 seeds: both SWAX claims judged per backbone, side by side
 
 Finished runs and outputs in OUT are reused, interrupted runs resumed (phax train
 --resume); --force deletes the selected experiments' outputs (not the runs they share).

@@ -902,6 +902,27 @@ def heatmap_panel(rs, lengths, depths):
     return data + "\n"
 
 
+def recall_rows(rc, task, runs, res, tag=""):
+    """The length table of one task over runs (a recall-study result's): per regime (short also at
+    its w_short) a row [label, seeds, accuracy per length, mean beyond T], recall_length.gp's
+    input (each curve named tag + label), and res[(task, label)] = {beyond, at_t}: the seeds'
+    accuracies the window claims use."""
+    T, rows, data = rc["T"], [], ""
+    for model in rc["models"]:
+        for w in ([None, rc["w_short"]] if model == "short" else [None]):
+            rs = [r for r in runs if r["task"] == task and r["model"] == model and r["window"] == w]
+            if not rs:
+                continue
+            label = model + (f" (eval w {w})" if w else "")
+            cells, block = length_curve(tag + label, rs, rc["lengths"])
+            data += block
+            beyond = [mean_acc(r, lambda x: x > T) for r in rs]
+            at_t = [mean_acc(r, lambda x: x == T) for r in rs]
+            res[(task, label)] = dict(beyond=beyond, at_t=at_t)
+            rows.append([label, len(rs)] + cells + [fmt_ms(beyond)])
+    return rows, data
+
+
 def section_recall(out, st, P, claims):
     rc = load_merged(out, ["recall", "bind"], ["runs"])
     if not rc:
@@ -916,21 +937,7 @@ def section_recall(out, st, P, claims):
     res = {}
     for task, t in rc["tasks"].items():
         txt += f"**task {task}** ({t['pairs']} needle(s), {t['steps']} steps):\n\n"
-        rows, data = [], ""
-        for model in rc["models"]:
-            for w in ([None, rc["w_short"]] if model == "short" else [None]):
-                rs = [r for r in rc["runs"] if r["task"] == task and r["model"] == model and r["window"] == w]
-                if not rs:
-                    continue
-                label = model + (f" (eval w {w})" if w else "")
-                cells, block = length_curve(label, rs, rc["lengths"])
-                row = [label, len(rs)] + cells
-                data += block
-                beyond = [mean_acc(r, lambda x: x > T) for r in rs]
-                at_t = [mean_acc(r, lambda x: x == T) for r in rs]
-                res[(task, label)] = dict(beyond=beyond, at_t=at_t)
-                row.append(fmt_ms(beyond))
-                rows.append(row)
+        rows, data = recall_rows(rc, task, rc["runs"], res)
         txt += md_table(["model", "seeds"] + [f"L={L}" for L in rc["lengths"]] + ["mean beyond T"], rows) + "\n"
         best_at_t = max((sum(v["at_t"]) / len(v["at_t"]) for (tk, _), v in res.items() if tk == task and v["at_t"]),
                         default=None)
@@ -1032,6 +1039,63 @@ def tests_stoch(x, niah=None):
 
 def verdict_stoch(x, niah=None):
     return verdict_of("stoch_both", tests_stoch(x, niah))
+
+
+# The settings a backbone's runs must share with the recall piece's to sit in one table.
+GEN_SETTINGS = ("T", "lengths", "depths", "samples", "seeds", "w_short", "w_long")
+
+
+def section_generality(out, st, P, claims):
+    """The generality study (issue 31): the two SWAX claims judged on each backbone alone, with the
+    recall piece's tests (tests_short_extrap; tests_stoch without the niah piece's perplexity test),
+    Holm within a backbone's claim. The mLSTM row is the recall piece's needle runs, the others the
+    generality piece's; each verdict rests on one piece."""
+    g = load(out, "generality")
+    if not g:
+        return ""
+    T, task = g["T"], "needle"
+    txt = "## generality: the SWAX window claims on another backbone\n\n"
+    txt += (f"The recall piece's task (one needle), model (d {st['recall_model']['d_model']}, "
+            f"{st['recall_model']['n_layers']} blocks), T {T}, windows {g['w_short']} / {g['w_long']}, seeds "
+            f"{', '.join(map(str, g['seeds']))} and regimes (short, long, stochastic), with the layer that alternates "
+            f"with SWA changed: SWAX's mLSTM (the recall piece's runs) or "
+            + ", ".join(f"{bb} (family `{fam}`)" for bb, fam in g["backbones"].items())
+            + ". The SWAX paper states that its findings hold across such backbones; each row judges both claims on "
+            "that backbone alone (the recall piece's tests; the stochastic claim without the WikiText-2 perplexity "
+            "test, which only SWAX has).\n\n")
+    rc = load_merged(out, ["recall"], ["runs"])
+    rows, data, notes = [], "", []
+    for bb, fam in [("mLSTM (SWAX)", "swax")] + list(g["backbones"].items()):
+        res = {}
+        if fam == "swax":
+            if not rc or task not in rc["tasks"]:
+                rows.append([bb, f"`{fam}`", "no runs (the recall piece)", "no runs (the recall piece)", "n/a"])
+                continue
+            differ = [k for k in GEN_SETTINGS if rc.get(k) != g.get(k)]
+            if differ:
+                notes.append(f"the recall piece's settings differ from the generality piece's in {', '.join(differ)}")
+            src, runs = rc, rc["runs"]
+        else:
+            src, runs = g, [r for r in g["runs"] if r.get("backbone") == bb]
+        trows, block = recall_rows(src, task, runs, res, tag=f"{bb}: ")
+        data += block
+        x = (res, [task])
+        v1, m1 = verdict_of("short_extrap", tests_short_extrap(x))
+        v2, m2 = verdict_of("stoch_both", tests_stoch(x))
+        rows.append([bb, f"`{fam}`", v1, v2, f"{m1}; {m2}"])
+        txt += f"**{bb}** (`{fam}`), accuracy by length (mean ± sd over seeds):\n\n"
+        txt += md_table(["regime", "seeds"] + [f"L={L}" for L in src["lengths"]] + ["mean beyond T"], trows) + "\n"
+    txt += "**The two claims per backbone:**\n\n"
+    txt += md_table(["backbone (alternating with SWA)", "family", "short windows → recall beyond T",
+                     "stochastic windows keep both", "measured"], rows) + "\n"
+    if notes:
+        txt += "Note: " + "; ".join(notes) + ".\n\n"
+    txt += fig(P.draw("recall_length", "generality_length", data,
+                      f"d {st['recall_model']['d_model']}, T {T}; task {task}; SWA alternating with each backbone, "
+                      f"{len(g['seeds'])} seed(s), mean ± sd",
+                      T=T, chance=CHANCE_RECALL)) + "\n"
+    claims["generality"] = rows
+    return txt
 
 
 def section_niah(out, st, P, claims):
@@ -1301,7 +1365,8 @@ def tests_scaling(slopes):
                                                            if m != "pha" and v))]
 
 
-SECTIONS = [section_lr, section_lm, section_ablation, section_sandwich, section_iso, section_scaling, section_recall, section_niah,
+SECTIONS = [section_lr, section_lm, section_ablation, section_sandwich, section_iso, section_scaling, section_recall,
+            section_generality, section_niah,
             section_mqar, section_efficiency, section_precision]
 
 # Per claim: its figures, the short name of the tests table, and how its tests are built from

@@ -35,6 +35,12 @@ REGIMES = {
     "mlstm_only": ("mlstm", dict()),
 }
 
+# The generality study (issue 31): the recall piece's window regimes (short, long, stochastic) on
+# the same task, sizes, seeds and verdict rules, with another layer in place of SWAX's mLSTM.
+# Backbone (what alternates with SWA) -> family; the mLSTM row is the recall piece's own.
+GEN_BACKBONES = {"full attention": "swa_full"}
+GEN_REGIMES = ("short", "long", "stochastic")
+
 # The synthetic recall task (docs/recall.md): vocabulary 64, d 64, 4 blocks
 # (mLSTM, SWA, mLSTM, SWA), T 128, windows 16 / 128, batch 32, lr 3e-3.
 RECALL_MODEL = dict(d_model=64, n_layers=4, n_heads=4, n_kv_heads=2, w_short=16, w_long=128)
@@ -106,6 +112,7 @@ def mode_settings(mode, tiny=False):
         scale_dims=dict(SCALE_DIMS), scale_seeds=[1], sandwich_deep_steps=500,
         lr_sweep=False, lr_seed=1, lr_grid=[1e-3, 2e-3, 4e-3], lr_extend=3, scaling=False,
         precision=False, prec_models=["pha", "transformer", "swax"], prec_seeds=[1], prec_margin=0.01,
+        generality=False, gen_backbones=dict(GEN_BACKBONES),
     )
     if mode == "full":
         s.update(
@@ -131,7 +138,7 @@ def mode_settings(mode, tiny=False):
             eff_T=[512, 1024, 2048, 4096, 8192, 16384],
             eff_contexts=[512, 1024, 2048, 4096, 8192, 16384],
             eff_steps=5,
-            mqar=True,
+            mqar=True, generality=True,
         )
     if tiny:
         s.update(
