@@ -237,6 +237,19 @@ typedef struct {
                void *ws);
 } h_mlstm_ops;
 
+// Gated DeltaNet, chunkwise: fcpu_gdn_chunkwise_*'s contract (phax/fcpu_gdn.h).
+typedef struct {
+    size_t (*fwd_ws)(int B, int T, int H, int dk, int dv, int chunk);
+    int (*fwd)(float *o, float *sT, const float *q, const float *k, const float *v, const float *g,
+               const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
+               const phax_gdn_cfg *c, int chunk, void *ws);
+    size_t (*bwd_ws)(int B, int T, int H, int dk, int dv, int chunk);
+    int (*bwd)(float *dq, float *dk_, float *dv_, float *dg, float *dbeta, float *ds0, const float *do_,
+               const float *dsT, const float *q, const float *k, const float *v, const float *g,
+               const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
+               const phax_gdn_cfg *c, int chunk, void *ws);
+} h_gdn_ops;
+
 // Whole models (phax/model.h configs). A model and a workspace are the backend's own
 // (opaque); parameters and gradients cross as host float arrays of numel(m) values in
 // the layout's order.
@@ -292,6 +305,7 @@ typedef struct {
     h_basic_ops basic;
     h_ssm_ops ssm;
     h_mlstm_ops mlstm;
+    h_gdn_ops gdn;
     h_model_ops model;
     h_decode_ops decode;
 } h_backend;

@@ -193,6 +193,13 @@ static const h_backend cpu = {
             .bwd_ws = fcpu_mlstm_chunkwise_bwd_ws,
             .bwd = fcpu_mlstm_chunkwise_bwd,
         },
+    .gdn =
+        {
+            .fwd_ws = fcpu_gdn_chunkwise_fwd_ws,
+            .fwd = fcpu_gdn_chunkwise_fwd,
+            .bwd_ws = fcpu_gdn_chunkwise_bwd_ws,
+            .bwd = fcpu_gdn_chunkwise_bwd,
+        },
     .model =
         {
             .new_model = cpu_model_new,

@@ -530,6 +530,58 @@ static int N(mlstm_bwd)(float *dq, float *dk, float *dv_, float *dig, float *dfg
 }
 #undef N_ML_UP
 
+// --- gdn -------------------------------------------------------------------------------------------
+// Sizes from the arguments (0 for invalid ones: the call refuses them); NULL states and gradients
+// stay NULL on the device.
+typedef struct {
+    size_t nk, nv, ng, ns;
+} N(gd_sizes);
+static N(gd_sizes) N(gd_sizes_of)(int B, int T, int H, int dk, int dv) {
+    size_t bh = B > 0 && H > 0 ? (size_t)B * H : 0, bth = T > 0 ? bh * T : 0;
+    size_t k = dk > 0 ? (size_t)dk : 0, v = dv > 0 ? (size_t)dv : 0;
+    return (N(gd_sizes)){bth * k, bth * v, bth, bh * k * v};
+}
+#define N_GD_UP(h, n) ((h) ? N(up)((h), (n)) : NULL)
+static size_t N(gdn_fwd_ws)(int B, int T, int H, int dk, int dv, int chunk) { return FC(gdn_fwd_ws)(B, T, H, dk, dv, chunk); }
+static size_t N(gdn_bwd_ws)(int B, int T, int H, int dk, int dv, int chunk) { return FC(gdn_bwd_ws)(B, T, H, dk, dv, chunk); }
+
+static int N(gdn_fwd)(float *o, float *sT, const float *q, const float *k, const float *v, const float *g,
+                      const float *beta, const float *s0, int B, int T, int H, int dk, int dv, const phax_gdn_cfg *c,
+                      int chunk, void *ws_host) {
+    (void)ws_host;
+    N(gd_sizes) z = N(gd_sizes_of)(B, T, H, dk, dv);
+    float *dO = N(up)(o, z.nv), *dST = N_GD_UP(sT, z.ns), *dQ = N(up)(q, z.nk), *dK = N(up)(k, z.nk);
+    float *dV = N(up)(v, z.nv), *dG = N(up)(g, z.ng), *dB = N(up)(beta, z.ng), *dS0 = N_GD_UP(s0, z.ns);
+    void *ws = N(ws)(FC(gdn_fwd_ws)(B, T, H, dk, dv, chunk));
+    int rc = FC(gdn_fwd)(dO, dST, dQ, dK, dV, dG, dB, dS0, B, T, H, dk, dv, c, chunk, ws, NULL);
+    N(down)(o, dO, z.nv, "o"), N(down)(sT, dST, z.ns, "final_state"), N(down)(NULL, dS0, z.ns, "initial_state");
+    N(down)(NULL, dQ, z.nk, "q"), N(down)(NULL, dK, z.nk, "k"), N(down)(NULL, dV, z.nv, "v");
+    N(down)(NULL, dG, z.ng, "g"), N(down)(NULL, dB, z.ng, "beta"), N(ws_free)(ws);
+    return rc;
+}
+
+static int N(gdn_bwd)(float *dq, float *dk_, float *dv_, float *dg, float *dbeta, float *ds0, const float *do_,
+                      const float *dsT, const float *q, const float *k, const float *v, const float *g,
+                      const float *beta, const float *s0, int B, int T, int H, int dk, int dv, const phax_gdn_cfg *c,
+                      int chunk, void *ws_host) {
+    (void)ws_host;
+    N(gd_sizes) z = N(gd_sizes_of)(B, T, H, dk, dv);
+    float *gQ = N_GD_UP(dq, z.nk), *gK = N_GD_UP(dk_, z.nk), *gV = N_GD_UP(dv_, z.nv), *gG = N_GD_UP(dg, z.ng);
+    float *gB = N_GD_UP(dbeta, z.ng), *gS0 = N_GD_UP(ds0, z.ns), *dDO = N(up)(do_, z.nv), *dDST = N_GD_UP(dsT, z.ns);
+    float *dQ = N(up)(q, z.nk), *dK = N(up)(k, z.nk), *dV = N(up)(v, z.nv), *dG = N(up)(g, z.ng);
+    float *dB = N(up)(beta, z.ng), *dS0 = N_GD_UP(s0, z.ns);
+    void *ws = N(ws)(FC(gdn_bwd_ws)(B, T, H, dk, dv, chunk));
+    int rc = FC(gdn_bwd)(gQ, gK, gV, gG, gB, gS0, dDO, dDST, dQ, dK, dV, dG, dB, dS0, B, T, H, dk, dv, c, chunk, ws,
+                         NULL);
+    N(down)(dq, gQ, z.nk, "dq"), N(down)(dk_, gK, z.nk, "dk"), N(down)(dv_, gV, z.nv, "dv");
+    N(down)(dg, gG, z.ng, "dg"), N(down)(dbeta, gB, z.ng, "dbeta"), N(down)(ds0, gS0, z.ns, "ds0");
+    N(down)(NULL, dDO, z.nv, "do"), N(down)(NULL, dDST, z.ns, "dsT"), N(down)(NULL, dQ, z.nk, "q");
+    N(down)(NULL, dK, z.nk, "k"), N(down)(NULL, dV, z.nv, "v"), N(down)(NULL, dG, z.ng, "g");
+    N(down)(NULL, dB, z.ng, "beta"), N(down)(NULL, dS0, z.ns, "s0"), N(ws_free)(ws);
+    return rc;
+}
+#undef N_GD_UP
+
 // --- whole models: fast/cpu's runner over fast/cuda's op table (fmodel_new_ops) -------------
 // Parameters, gradients, logits and per-row losses live on the device and cross by copies;
 // tokens and targets go as host arrays (the table uploads them). A void entry's failure
@@ -663,6 +715,10 @@ static int N(decoder_prefill_all)(void *d, const int32_t *tokens, int n, float *
                   .fwd = N(mlstm_fwd),                                                            \
                   .bwd_ws = N(mlstm_bwd_ws),                                                      \
                   .bwd = N(mlstm_bwd)},                                                           \
+        .gdn = {.fwd_ws = N(gdn_fwd_ws),                                                          \
+                .fwd = N(gdn_fwd),                                                                \
+                .bwd_ws = N(gdn_bwd_ws),                                                          \
+                .bwd = N(gdn_bwd)},                                                               \
         .ssm = {.kernel_fwd_ws = N(dss_fwd_ws),                                                   \
                 .kernel_fwd = N(dss_fwd),                                                         \
                 .kernel_bwd_ws = N(dss_bwd_ws),                                                   \

@@ -1,5 +1,6 @@
-// fast/cpu's Gated DeltaNet (fast/cpu/gdn.c, chunkwise on BLAS, float32) against ref/gdn.c
-// (float64): the outputs o and the final state, and all six gradients (q, k, v, g, β, the initial
+// The fast tiers' Gated DeltaNet — fast/cpu/gdn.c (chunkwise on BLAS) and fast/cuda/gdn.cu (a
+// block per sequence, on cuda_emu and a device), float32 — against ref/gdn.c (float64), through
+// the harness (H_TEST: every backend): the outputs o and the final state, and all six gradients (q, k, v, g, β, the initial
 // state), on a case table of awkward sizes — T 1, T shorter than the chunk, partial last chunks,
 // dk ≠ dv and neither a power of two, B·H of 1 and 6, β up to 2 (the negative-eigenvalue variant),
 // without the L2 normalisation, with and without an initial state and a final-state gradient,
@@ -27,6 +28,7 @@
 
 #include <cblas.h>
 
+#include "harness.h"
 #include "phax/check.h"
 #include "phax/fcpu_gdn.h"
 #include "phax/ref.h"
@@ -123,27 +125,32 @@ static int ws_intact(const void *w, size_t n) {
 enum { NT = 8 };  // o, sT, dq, dk, dv, dg, dbeta, ds0
 static const char *const NM[NT] = {"o", "final_state", "dq", "dk", "dv", "dg", "dbeta", "ds0"};
 
-// fast's eight tensors, the gradients added into init (0: the accuracy's); s0 and dsT as the
-// case's state says.
-static void run_fast(const prob *p, float *out[NT], float init) {
+// The cpu backend's ops (fast/cpu directly): what the fcpu_gdn tests below run.
+static const h_gdn_ops CPU_GDN = {fcpu_gdn_chunkwise_fwd_ws, fcpu_gdn_chunkwise_fwd, fcpu_gdn_chunkwise_bwd_ws,
+                                  fcpu_gdn_chunkwise_bwd};
+
+// fast's eight tensors from ops, the gradients added into init (0: the accuracy's); s0 and dsT
+// as the case's state says.
+static void run_ops(const h_gdn_ops *ops, const prob *p, float *out[NT], float init) {
     const gcase *c = &p->c;
     const float *s0 = c->state == 1 || c->state == 2 ? p->s0 : NULL, *gsT = c->state == 1 || c->state == 3 ? p->gsT : NULL;
-    size_t wf = fcpu_gdn_chunkwise_fwd_ws(c->B, c->T, c->H, c->dk, c->dv, c->chunk),
-           wb = fcpu_gdn_chunkwise_bwd_ws(c->B, c->T, c->H, c->dk, c->dv, c->chunk);
+    size_t wf = ops->fwd_ws(c->B, c->T, c->H, c->dk, c->dv, c->chunk), wb = ops->bwd_ws(c->B, c->T, c->H, c->dk, c->dv, c->chunk);
     void *w1 = ws_nan(wf), *w2 = ws_nan(wb);
-    cr_assert(fcpu_gdn_chunkwise_fwd(out[0], out[1], p->q, p->k, p->v, p->g, p->be, s0, c->B, c->T, c->H, c->dk, c->dv,
-                                     &p->cfg, c->chunk, w1) == PHAX_OK, "%s", phax_error());
+    cr_assert(ops->fwd(out[0], out[1], p->q, p->k, p->v, p->g, p->be, s0, c->B, c->T, c->H, c->dk, c->dv, &p->cfg,
+                       c->chunk, w1) == PHAX_OK, "%s", phax_error());
     size_t n[NT] = {p->nv, p->ns, p->nq, p->nq, p->nv, p->ng, p->ng, p->ns};
     for (int i = 2; i < NT; i++)
         for (size_t x = 0; x < n[i]; x++) out[i][x] = init;
-    cr_assert(fcpu_gdn_chunkwise_bwd(out[2], out[3], out[4], out[5], out[6], c->state ? out[7] : NULL, p->go, gsT,
-                                     p->q, p->k, p->v, p->g, p->be, s0, c->B, c->T, c->H, c->dk, c->dv, &p->cfg,
-                                     c->chunk, w2) == PHAX_OK, "%s", phax_error());
+    cr_assert(ops->bwd(out[2], out[3], out[4], out[5], out[6], c->state ? out[7] : NULL, p->go, gsT, p->q, p->k, p->v,
+                       p->g, p->be, s0, c->B, c->T, c->H, c->dk, c->dv, &p->cfg, c->chunk, w2) == PHAX_OK,
+              "%s", phax_error());
     cr_expect(ws_intact(w1, wf) && ws_intact(w2, wb), "a workspace was written past its queried size");
     free(w1), free(w2);
 }
 
-static void one_case(const gcase *c, const char *label) {
+static void run_fast(const prob *p, float *out[NT], float init) { run_ops(&CPU_GDN, p, out, init); }
+
+static void one_case(const h_gdn_ops *ops, const gcase *c, const char *label) {
     phax_rng r = tu_rng(label);
     prob p = prob_new(c, &r);
     size_t n[NT] = {p.nv, p.ns, p.nq, p.nq, p.nv, p.ng, p.ng, p.ns};
@@ -173,7 +180,7 @@ static void one_case(const gcase *c, const char *label) {
         }
     float *f[NT];
     for (int i = 0; i < NT; i++) f[i] = tu_fbuf(n[i]);
-    run_fast(&p, f, 0.0f);
+    run_ops(ops, &p, f, 0.0f);
     for (int i = 0; i < NT - !c->state; i++) {
         double e = rel_f(f[i], t[i], n[i]), bound = C_BOUND * eb[i] + FLOOR;
         printf("[%s] B %d T %d H %d dk %d dv %d chunk %d l2 %d state %d: %-11s fast %.3g base %.3g (ratio %.3g)\n",
@@ -198,11 +205,11 @@ static const gcase CASES[] = {
     {2, 70, 2, 8, 6, 64, 1, 1, 1.0, 3.4e-4}, // strong decays (g in [−8, 0]: e^G underflows float within a chunk)
 };
 
-Test(fcpu_gdn, matches_ref_on_case_table) {
+H_TEST(gdn, matches_ref_on_case_table) {
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
         char label[64];
-        snprintf(label, sizeof label, "fcpu_gdn_case%zu", i);
-        one_case(&CASES[i], label);
+        snprintf(label, sizeof label, "%s_gdn_case%zu", be->name, i);
+        one_case(&be->gdn, &CASES[i], label);
     }
 }
 

@@ -210,6 +210,18 @@ int fcuda_mlstm_bwd(float *dq, float *dk, float *dv_, float *digate, float *dfga
                     const float *dh, const float *q, const float *k, const float *v,
                     const float *igate, const float *fgate, int B, int T, int H, int dqk, int dv,
                     float eps, int chunk, void *ws, void *stream);
+// gdn: fcpu_gdn_chunkwise_*'s contract (phax/fcpu_gdn.h): q, k (B, T, H, dk), v, o (B, T, H, dv),
+// g, beta (B, T, H), states s0, sT (B, H, dk, dv) (NULL: zero / not wanted); gradients ADDED (any
+// NULL); chunk ≤ 0: FCPU_GDN_CHUNK; ws: _ws bytes for the same sizes and chunk.
+size_t fcuda_gdn_fwd_ws(int B, int T, int H, int dk, int dv, int chunk);
+int fcuda_gdn_fwd(float *o, float *sT, const float *q, const float *k, const float *v, const float *g,
+                  const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
+                  const phax_gdn_cfg *c, int chunk, void *ws, void *stream);
+size_t fcuda_gdn_bwd_ws(int B, int T, int H, int dk, int dv, int chunk);
+int fcuda_gdn_bwd(float *dq, float *dk_, float *dv_, float *dg, float *dbeta, float *ds0, const float *do_,
+                  const float *dsT, const float *q, const float *k, const float *v, const float *g,
+                  const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
+                  const phax_gdn_cfg *c, int chunk, void *ws, void *stream);
 // ssm conv: fcpu_ssm_conv's contract (phax/fcpu_ssm.h): y, u (B, T, H), K (H, T), D (H);
 // a plan per (B, T, H) (host object; NULL with phax_error() on bad shapes); ws: _ws(plan)
 // bytes, 16-byte aligned. A call off its plan's shape fails, writing (adding) NaN

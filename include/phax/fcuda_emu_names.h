@@ -74,6 +74,10 @@
 #define fcuda_mlstm_fwd                 fcuda_emu_mlstm_fwd
 #define fcuda_mlstm_bwd_ws              fcuda_emu_mlstm_bwd_ws
 #define fcuda_mlstm_bwd                 fcuda_emu_mlstm_bwd
+#define fcuda_gdn_fwd_ws                fcuda_emu_gdn_fwd_ws
+#define fcuda_gdn_fwd                   fcuda_emu_gdn_fwd
+#define fcuda_gdn_bwd_ws                fcuda_emu_gdn_bwd_ws
+#define fcuda_gdn_bwd                   fcuda_emu_gdn_bwd
 #define fcuda_ssm_plan_new              fcuda_emu_ssm_plan_new
 #define fcuda_ssm_plan_free             fcuda_emu_ssm_plan_free
 #define fcuda_ssm_plan_method           fcuda_emu_ssm_plan_method
@@ -160,6 +164,10 @@
 #undef fcuda_mlstm_fwd
 #undef fcuda_mlstm_bwd_ws
 #undef fcuda_mlstm_bwd
+#undef fcuda_gdn_fwd_ws
+#undef fcuda_gdn_fwd
+#undef fcuda_gdn_bwd_ws
+#undef fcuda_gdn_bwd
 #undef fcuda_ssm_plan_new
 #undef fcuda_ssm_plan_free
 #undef fcuda_ssm_plan_method
