@@ -289,10 +289,6 @@ typedef struct {
     const char *name;  // "cpu"; the Criterion suites are <name>_<family>
     // NULL when the backend can run here, else why not (e.g. "no CUDA device").
     const char *(*unavailable)(void);
-    // The tests ("family/name") a backend still being built runs, NULL-terminated; the
-    // others are skipped with that reason (never passed). NULL: every test (all entries
-    // filled, checked by harness/backend_list).
-    const char *const *covers;
     // Tests ("family/name") that do not apply to this backend, each followed by why, NULL-
     // terminated pairs (e.g. an OpenMP thread-count test on a device): skipped with that reason.
     const char *const *not_applicable;

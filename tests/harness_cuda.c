@@ -4,7 +4,7 @@
 // entries (tests/harness_cuda_entries.h, one copy per library) copy host buffers to the device
 // and back around each fcuda_ call.
 //
-// Every H_TEST runs on both (covers = NULL: the whole tier), apart from not_applicable[]'s
+// Every H_TEST runs on both (every entry filled: harness/backend_list), apart from not_applicable[]'s
 // host-thread rows, skipped with their reason.
 #include <criterion/criterion.h>
 #include <math.h>
