@@ -449,3 +449,52 @@ int ref_gdn_chunkwise_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
     free(dG), free(KK), free(KQ), free(dKK), free(dKQ), free(dqh), free(dkh);
     return PHAX_OK;
 }
+
+// ============================================================================
+// The layer's short convolution (docs/spec.md §2.13): causal, depthwise, kernel K, then SiLU.
+// ============================================================================
+
+static int conv_sizes(const char *who, int B, int T, int C, int K) {
+    if (B < 1 || T < 0 || C < 1 || K < 1) return phax_fail("%s: invalid sizes B=%d T=%d C=%d K=%d", who, B, T, C, K);
+    return PHAX_OK;
+}
+
+// a[b,t,c] = Σ_j w[c,j] x[b, t−K+1+j, c] (the terms before t = 0 absent).
+static double conv_pre(const double *x, const double *w, int b, int t, int c, int T, int C, int K) {
+    double a = 0;
+    for (int j = 0; j < K; j++) {
+        const int s = t - K + 1 + j;
+        if (s >= 0) a += w[(size_t)c * K + j] * x[((size_t)b * T + s) * C + c];
+    }
+    return a;
+}
+
+int ref_gdn_conv_fwd(double *y, const double *x, const double *w, int B, int T, int C, int K) {
+    if (conv_sizes("ref_gdn_conv_fwd", B, T, C, K)) return PHAX_ERR;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                const double a = conv_pre(x, w, b, t, c, T, C, K);
+                y[((size_t)b * T + t) * C + c] = a / (1 + exp(-a));  // SiLU
+            }
+    return PHAX_OK;
+}
+
+int ref_gdn_conv_bwd(double *dx, double *dw, const double *dy, const double *x, const double *w, int B, int T, int C,
+                     int K) {
+    if (conv_sizes("ref_gdn_conv_bwd", B, T, C, K)) return PHAX_ERR;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                const double a = conv_pre(x, w, b, t, c, T, C, K), s = 1 / (1 + exp(-a));
+                const double da = dy[((size_t)b * T + t) * C + c] * s * (1 + a * (1 - s));  // SiLU′ = σ(1 + a(1 − σ))
+                for (int j = 0; j < K; j++) {
+                    const int u = t - K + 1 + j;
+                    if (u < 0) continue;
+                    const size_t xi = ((size_t)b * T + u) * C + c;
+                    if (dx) dx[xi] += w[(size_t)c * K + j] * da;
+                    if (dw) dw[(size_t)c * K + j] += x[xi] * da;
+                }
+            }
+    return PHAX_OK;
+}

@@ -326,3 +326,98 @@ Test(fcpu_gdn, omp_threads_kept_whatever_openblas_has) {
     free(w), tu_ffree(o), tu_ffree(sT);
     prob_free(&p);
 }
+
+// --- the layer's short convolution: fcpu_gdn_conv_* against ref_gdn_conv_* --------------------------
+// Per element, a worst-case bound of a float32 evaluation of the formula around ref's values (u =
+// 2⁻²⁴, S_a = Σ_j |w_j x_j| over the taps, a the pre-activation):
+//   a:  a K-term float dot product, |δa| ≤ (K+1)·u·S_a;
+//   y = SiLU(a): |SiLU′| ≤ 1.1 carries δa, and expf (< 1 ulp), the sum and the division add ≤ 4u·|y|;
+//   da = dy·SiLU′(a): |SiLU″| ≤ 0.5 carries δa, SiLU′'s own float evaluation is off by ≤ 8u·(1 + |a|),
+//       the product ≤ u·|da|;
+//   dx = Σ_j w_j da_j (float): Σ_j |w_j|·|δda_j| + (K+1)·u·Σ_j |w_j da_j|;
+//   dw = Σ_{b,t} x·da (double, rounded once): Σ |x|·|δda| + u·|dw|.
+// Each tolerance is twice its bound (the second-order terms left out); !(err <= tol) fails NaN.
+// Sizes: K 4 (the layer's) and K longer than T, C odd, B·T rows over two threads; gradients added
+// into 0.25 (the accuracy measured on what was added).
+static void conv_case(int B, int T, int C, int K, const char *label) {
+    phax_rng r = tu_rng(label);
+    const size_t nx = (size_t)B * T * C, nw = (size_t)C * K;
+    const double u = 1.0 / 16777216.0;
+    float *x = tu_fbuf(nx), *w = tu_fbuf(nw), *dy = tu_fbuf(nx), *y = tu_fbuf(nx), *dx = tu_fbuf(nx), *dw = tu_fbuf(nw);
+    double *xd = tu_buf(nx), *wd = tu_buf(nw), *dyd = tu_buf(nx), *yr = tu_buf(nx), *dxr = tu_buf(nx), *dwr = tu_buf(nw);
+    for (size_t i = 0; i < nx; i++) x[i] = (float)(2 * phax_rng_normal(&r)), xd[i] = x[i], dy[i] = (float)phax_rng_normal(&r), dyd[i] = dy[i];
+    for (size_t i = 0; i < nw; i++) w[i] = (float)(0.6 * phax_rng_normal(&r)), wd[i] = w[i];
+    for (size_t i = 0; i < nx; i++) dx[i] = 0.25f, dxr[i] = 0;
+    for (size_t i = 0; i < nw; i++) dw[i] = 0.25f, dwr[i] = 0;
+    cr_assert(ref_gdn_conv_fwd(yr, xd, wd, B, T, C, K) == PHAX_OK);
+    cr_assert(ref_gdn_conv_bwd(dxr, dwr, dyd, xd, wd, B, T, C, K) == PHAX_OK);
+    int prev = omp_get_max_threads();
+    omp_set_num_threads(2);
+    cr_assert(fcpu_gdn_conv_fwd(y, x, w, B, T, C, K) == PHAX_OK, "%s", phax_error());
+    cr_assert(fcpu_gdn_conv_bwd(dx, dw, dy, x, w, B, T, C, K) == PHAX_OK, "%s", phax_error());
+    omp_set_num_threads(prev);
+    // per (b, t, c): a, S_a and the bound of δda; then each output's tolerance
+    double *da_err = tu_buf(nx), *da = tu_buf(nx), worst[3] = {0, 0, 0};
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                const size_t i = ((size_t)b * T + t) * C + c;
+                double a = 0, S = 0;
+                for (int j = 0; j < K; j++) {
+                    const int s = t - K + 1 + j;
+                    if (s < 0) continue;
+                    const double p = wd[(size_t)c * K + j] * xd[((size_t)b * T + s) * C + c];
+                    a += p, S += fabs(p);
+                }
+                const double sg = 1 / (1 + exp(-a)), d1 = sg * (1 + a * (1 - sg)), dA = (K + 1) * u * S;
+                da[i] = dyd[i] * d1;
+                da_err[i] = fabs(dyd[i]) * (0.5 * dA + 8 * u * (1 + fabs(a))) + u * fabs(da[i]);
+                const double tol = 2 * (1.1 * dA + 4 * u * fabs(yr[i])), err = fabs((double)y[i] - yr[i]);
+                cr_expect(err <= tol, "[%s] y[%zu]: %.9g vs ref %.17g (tol %.3g)", label, i, y[i], yr[i], tol);
+                worst[0] = fmax(worst[0], err / tol);
+            }
+    for (int b = 0; b < B; b++)
+        for (int s = 0; s < T; s++)
+            for (int c = 0; c < C; c++) {
+                const size_t i = ((size_t)b * T + s) * C + c;
+                double e = 0, m = 0;
+                for (int j = 0; j < K; j++) {
+                    const int t = s + K - 1 - j;
+                    if (t >= T) continue;
+                    const size_t o = ((size_t)b * T + t) * C + c;
+                    e += fabs(wd[(size_t)c * K + j]) * da_err[o], m += fabs(wd[(size_t)c * K + j] * da[o]);
+                }
+                const double tol = 2 * (e + (K + 1) * u * m + u * 0.25), err = fabs(((double)dx[i] - 0.25) - dxr[i]);
+                cr_expect(err <= tol, "[%s] dx[%zu]: %.9g vs ref %.17g (tol %.3g)", label, i, dx[i] - 0.25, dxr[i], tol);
+                worst[1] = fmax(worst[1], err / tol);
+            }
+    for (int c = 0; c < C; c++)
+        for (int j = 0; j < K; j++) {
+            double e = 0;
+            for (int b = 0; b < B; b++)
+                for (int t = K - 1 - j; t < T; t++)
+                    e += fabs(xd[((size_t)b * T + t - K + 1 + j) * C + c]) * da_err[((size_t)b * T + t) * C + c];
+            const size_t i = (size_t)c * K + j;
+            const double tol = 2 * (e + u * (fabs(dwr[i]) + 0.25)), err = fabs(((double)dw[i] - 0.25) - dwr[i]);
+            cr_expect(err <= tol, "[%s] dw[%zu]: %.9g vs ref %.17g (tol %.3g)", label, i, dw[i] - 0.25, dwr[i], tol);
+            worst[2] = fmax(worst[2], err / tol);
+        }
+    printf("[%s] B %d T %d C %d K %d: worst err/tol y %.3g, dx %.3g, dw %.3g\n", label, B, T, C, K, worst[0], worst[1],
+           worst[2]);
+    cr_expect(tu_fintact(y) && tu_fintact(dx) && tu_fintact(dw) && tu_fintact(x) && tu_fintact(w) && tu_fintact(dy));
+    tu_ffree(x), tu_ffree(w), tu_ffree(dy), tu_ffree(y), tu_ffree(dx), tu_ffree(dw);
+    tu_free(xd), tu_free(wd), tu_free(dyd), tu_free(yr), tu_free(dxr), tu_free(dwr), tu_free(da_err), tu_free(da);
+}
+
+Test(fcpu_gdn, conv_matches_ref) {
+    conv_case(2, 37, 13, 4, "fcpu_gdn_conv_K4");   // the layer's kernel, odd T and C
+    conv_case(3, 3, 7, 5, "fcpu_gdn_conv_K_gt_T");  // K longer than T: every output sees the zero padding
+    conv_case(1, 1, 2, 1, "fcpu_gdn_conv_T1_K1");   // a pointwise SiLU
+}
+
+Test(fcpu_gdn, conv_bad_sizes_refused) {
+    float a[4] = {0}, w[4] = {0};
+    cr_expect(fcpu_gdn_conv_fwd(a, a, w, 1, 2, 2, 0) == PHAX_ERR && strstr(phax_error(), "K=0"), "%s", phax_error());
+    cr_expect(fcpu_gdn_conv_bwd(a, w, a, a, w, 0, 2, 2, 1) == PHAX_ERR);
+    cr_expect(fcpu_gdn_conv_fwd(a, a, w, 1, 0, 2, 1) == PHAX_OK);
+}

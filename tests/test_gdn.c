@@ -278,3 +278,99 @@ Test(gdn, null_gradients_skipped) {
     tu_free(dq2), tu_free(dg2), tu_free(dq3), tu_free(dk3), tu_free(dv3), tu_free(dg3), tu_free(db3);
     prob_free(&p);
 }
+
+// --- the layer's short convolution (ref_gdn_conv_*) ---------------------------------------------
+
+static double silu_d(double a) { return a / (1 + exp(-a)); }
+
+// Values by hand: B 1, T 3, C 2, K 2; w[c, 1] weighs the current step, w[c, 0] the one before.
+Test(gdn, conv_known) {
+    const double x[6] = {1, -2, 0.5, 3, -1, 0.25}, w[4] = {0.5, 2, -1, 0.25};  // x: (T 3, C 2); w: (C 2, K 2)
+    double y[6];
+    cr_assert(ref_gdn_conv_fwd(y, x, w, 1, 3, 2, 2) == PHAX_OK);
+    const double a[6] = {2 * 1, 0.25 * -2, 0.5 * 1 + 2 * 0.5, -1 * -2 + 0.25 * 3, 0.5 * 0.5 + 2 * -1, -1 * 3 + 0.25 * 0.25};
+    for (int i = 0; i < 6; i++) cr_expect(y[i] == silu_d(a[i]), "y[%d] = %.17g, by hand %.17g", i, y[i], silu_d(a[i]));
+}
+
+// Against the definition written another way: each sequence padded on the left with K − 1 zeros,
+// then correlated (PyTorch's Conv1d with padding K − 1, cut to the first T outputs); K longer
+// than T too. Both sum the same products in the same order: bit for bit.
+Test(gdn, conv_equals_padded_correlation) {
+    phax_rng r = tu_rng("gdn_conv_padded");
+    const int B = 2, C = 5, shapes[][2] = {{7, 4}, {3, 4}, {9, 1}, {1, 3}};
+    for (int s = 0; s < 4; s++) {
+        const int T = shapes[s][0], K = shapes[s][1];
+        double *x = tu_buf((size_t)B * T * C), *w = tu_buf((size_t)C * K), *y = tu_buf((size_t)B * T * C);
+        for (size_t i = 0; i < tu_len(x); i++) x[i] = phax_rng_normal(&r);
+        for (size_t i = 0; i < tu_len(w); i++) w[i] = phax_rng_normal(&r);
+        cr_assert(ref_gdn_conv_fwd(y, x, w, B, T, C, K) == PHAX_OK);
+        double *pad = calloc((size_t)(T + K - 1), sizeof *pad);
+        cr_assert(pad);
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < C; c++) {
+                for (int t = 0; t < T; t++) pad[K - 1 + t] = x[((size_t)b * T + t) * C + c];
+                for (int t = 0; t < T; t++) {
+                    double a = 0;
+                    for (int j = 0; j < K; j++)
+                        if (t + j >= K - 1) a += w[(size_t)c * K + j] * pad[t + j];
+                    cr_expect(y[((size_t)b * T + t) * C + c] == silu_d(a), "T %d K %d: b %d t %d c %d", T, K, b, t, c);
+                }
+            }
+        free(pad);
+        cr_assert(tu_intact(y));
+        tu_free(x), tu_free(w), tu_free(y);
+    }
+}
+
+// The backward by central differences of L = Σ r ⊙ y (r ~ N(0,1)) in every element of x and w,
+// step h = 1e-5: the truncation error h²/6·|L‴| (≤ ~1e-10 here: L is a sum of SiLUs of O(1)
+// arguments, whose third derivatives are below 0.5) and the rounding error ~2⁻⁵²·Σ|r y|/h
+// (~1e-10) both far below 1e-7 of the gradients' scale; a missing or misplaced term is O(1).
+// The gradients are added into 0.5.
+Test(gdn, conv_grad_finite_differences) {
+    phax_rng r = tu_rng("gdn_conv_grad");
+    const int B = 2, T = 6, C = 3, K = 4;
+    const size_t nx = (size_t)B * T * C, nw = (size_t)C * K;
+    double *x = tu_buf(nx), *w = tu_buf(nw), *y = tu_buf(nx), *dy = tu_buf(nx), *dx = tu_buf(nx), *dw = tu_buf(nw);
+    for (size_t i = 0; i < nx; i++) x[i] = phax_rng_normal(&r), dy[i] = phax_rng_normal(&r), dx[i] = 0.5;
+    for (size_t i = 0; i < nw; i++) w[i] = 0.7 * phax_rng_normal(&r), dw[i] = 0.5;
+    cr_assert(ref_gdn_conv_bwd(dx, dw, dy, x, w, B, T, C, K) == PHAX_OK);
+    const double h = 1e-5;
+    double scale = 0;
+    for (size_t i = 0; i < nx; i++) scale = fmax(scale, fabs(dx[i] - 0.5));
+    for (size_t i = 0; i < nw; i++) scale = fmax(scale, fabs(dw[i] - 0.5));
+    for (int which = 0; which < 2; which++) {
+        double *p = which ? w : x, *g = which ? dw : dx;
+        const size_t n = which ? nw : nx;
+        for (size_t i = 0; i < n; i++) {
+            double L[2], keep = p[i];
+            for (int sgn = 0; sgn < 2; sgn++) {
+                p[i] = keep + (sgn ? -h : h);
+                cr_assert(ref_gdn_conv_fwd(y, x, w, B, T, C, K) == PHAX_OK);
+                L[sgn] = 0;
+                for (size_t e = 0; e < nx; e++) L[sgn] += dy[e] * y[e];
+            }
+            p[i] = keep;
+            const double fd = (L[0] - L[1]) / (2 * h), err = fabs(fd - (g[i] - 0.5));
+            cr_expect(err <= 1e-7 * scale, "d%s[%zu]: backward %.12g, central difference %.12g", which ? "w" : "x", i,
+                      g[i] - 0.5, fd);
+        }
+    }
+    // x's last step reaches no output but its own, w's first tap none at t < K − 1: both still checked above.
+    cr_assert(tu_intact(dx) && tu_intact(dw) && tu_intact(y));
+    // NULL gradients are skipped, the other unchanged
+    double *dx2 = tu_buf(nx);
+    for (size_t i = 0; i < nx; i++) dx2[i] = 0.5;
+    cr_assert(ref_gdn_conv_bwd(dx2, NULL, dy, x, w, B, T, C, K) == PHAX_OK);
+    cr_expect(tu_max_abs_diff(dx2, dx, nx) == 0);
+    cr_assert(ref_gdn_conv_bwd(NULL, NULL, dy, x, w, B, T, C, K) == PHAX_OK);
+    tu_free(x), tu_free(w), tu_free(y), tu_free(dy), tu_free(dx), tu_free(dw), tu_free(dx2);
+}
+
+Test(gdn, conv_bad_sizes_refused) {
+    double a[4] = {0}, w[4] = {0};
+    cr_expect(ref_gdn_conv_fwd(a, a, w, 1, 2, 2, 0) == PHAX_ERR && strstr(phax_error(), "K=0"), "%s", phax_error());
+    cr_expect(ref_gdn_conv_fwd(a, a, w, 0, 2, 2, 1) == PHAX_ERR);
+    cr_expect(ref_gdn_conv_bwd(a, w, a, a, w, 1, -1, 2, 1) == PHAX_ERR);
+    cr_expect(ref_gdn_conv_fwd(a, a, w, 1, 0, 2, 1) == PHAX_OK);  // T 0: nothing to do
+}

@@ -382,3 +382,78 @@ int fcpu_gdn_chunkwise_bwd(float *dq, float *dk_, float *dv_, float *dg, float *
                   .c = c};
     return run_seqs("fcpu_gdn_chunkwise_bwd", &a, chunk, ws, 1);
 }
+
+// --- the layer's short convolution ------------------------------------------------------------------
+
+static int conv_sizes(const char *who, int B, int T, int C, int K) {
+    if (B < 1 || T < 0 || C < 1 || K < 1) return phax_fail("%s: invalid sizes B=%d T=%d C=%d K=%d", who, B, T, C, K);
+    return PHAX_OK;
+}
+
+// The pre-activation a[b,t,c] = Σ_j w[c,j] x[b, t−K+1+j, c] in float, j in order (terms before t = 0
+// absent); x0: the row (b, 0) of x.
+static float conv_pre_f(const float *x0, const float *w, int t, int c, int C, int K) {
+    float a = 0;
+    for (int j = t < K - 1 ? K - 1 - t : 0; j < K; j++) a += w[(size_t)c * K + j] * x0[(size_t)(t - K + 1 + j) * C + c];
+    return a;
+}
+
+// da = dy · SiLU′(a), SiLU′ = σ(a)(1 + a(1 − σ(a))).
+static float conv_da(float a, float dy) {
+    const float s = 1.0f / (1.0f + expf(-a));
+    return dy * (s * (1.0f + a * (1.0f - s)));
+}
+
+int fcpu_gdn_conv_fwd(float *y, const float *x, const float *w, int B, int T, int C, int K) {
+    if (conv_sizes("fcpu_gdn_conv_fwd", B, T, C, K)) return PHAX_ERR;
+    const long rows = (long)B * T;
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; r++) {
+        const int b = (int)(r / T), t = (int)(r % T);
+        const float *x0 = x + (size_t)b * T * C;
+        for (int c = 0; c < C; c++) {
+            const float a = conv_pre_f(x0, w, t, c, C, K);
+            y[(size_t)r * C + c] = a / (1.0f + expf(-a));
+        }
+    }
+    return PHAX_OK;
+}
+
+int fcpu_gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C,
+                      int K) {
+    if (conv_sizes("fcpu_gdn_conv_bwd", B, T, C, K)) return PHAX_ERR;
+    const long rows = (long)B * T;
+    if (dx) {
+        // dx[b,s,c] = Σ_j w[c,j] da[b, s+K−1−j, c]: each row gathers from the outputs it reaches.
+#pragma omp parallel for schedule(static)
+        for (long r = 0; r < rows; r++) {
+            const int b = (int)(r / T), s = (int)(r % T);
+            const float *x0 = x + (size_t)b * T * C, *dy0 = dy + (size_t)b * T * C;
+            for (int c = 0; c < C; c++) {
+                float acc = 0;
+                for (int j = 0; j < K; j++) {
+                    const int t = s + K - 1 - j;
+                    if (t >= T) continue;
+                    acc += w[(size_t)c * K + j] * conv_da(conv_pre_f(x0, w, t, c, C, K), dy0[(size_t)t * C + c]);
+                }
+                dx[(size_t)r * C + c] += acc;
+            }
+        }
+    }
+    if (dw) {
+        // dw[c,j] = Σ_{b,t} x[b, t−K+1+j, c] da[b,t,c], in double, (b, t) in order: a channel per task.
+#pragma omp parallel for schedule(static)
+        for (int c = 0; c < C; c++)
+            for (int j = 0; j < K; j++) {
+                double acc = 0;
+                for (int b = 0; b < B; b++) {
+                    const float *x0 = x + (size_t)b * T * C, *dy0 = dy + (size_t)b * T * C;
+                    for (int t = K - 1 - j; t < T; t++)
+                        acc += (double)x0[(size_t)(t - K + 1 + j) * C + c] *
+                               conv_da(conv_pre_f(x0, w, t, c, C, K), dy0[(size_t)t * C + c]);
+                }
+                dw[(size_t)c * K + j] += (float)acc;
+            }
+    }
+    return PHAX_OK;
+}

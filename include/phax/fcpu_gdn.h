@@ -40,4 +40,14 @@ int fcpu_gdn_chunkwise_bwd(float *dq, float *dk_, float *dv_, float *dg, float *
                            const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
                            const phax_gdn_cfg *c, int chunk, void *ws);
 
+// --- the GDN layer's short convolution (fast/cpu/gdn.c) -------------------------------------------
+// ref_gdn_conv_*'s contract (docs/spec.md §2.13): y[b,t,c] = SiLU(Σ_{j<K} w[c,j] x[b, t−K+1+j, c]),
+// x before t = 0 zero; x, y: (B, T, C); w: (C, K). The pre-activation is a float sum in ref's order
+// (j = 0..K−1); the backward recomputes it, gathers dx (no scatter: rows in parallel without
+// races) and sums dw over (b, t) in double. Backward: dx, dw (either may be NULL) ADDED from dy.
+// No workspace. PHAX_ERR (phax_error()) for B, C, K < 1 or T < 0.
+int fcpu_gdn_conv_fwd(float *y, const float *x, const float *w, int B, int T, int C, int K);
+int fcpu_gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C,
+                      int K);
+
 #endif

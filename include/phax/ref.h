@@ -180,6 +180,13 @@ int ref_gdn_chunkwise_bwd(double *dq, double *dk_, double *dv_, double *dg, doub
                           const double *g, const double *beta, const double *s0, int B, int T, int H, int dk, int dv,
                           int chunk, const phax_gdn_cfg *c);
 
+// The GDN layer's short convolution (docs/spec.md §2.13): causal, depthwise, kernel K, then SiLU.
+// y[b,t,c] = SiLU(Σ_{j<K} w[c,j] x[b, t−K+1+j, c]) (x before t = 0: zero); x, y: (B, T, C); w: (C, K).
+// Backward: dx, dw (either may be NULL) ADDED from dy. PHAX_ERR for B, C, K < 1 or T < 0.
+int ref_gdn_conv_fwd(double *y, const double *x, const double *w, int B, int T, int C, int K);
+int ref_gdn_conv_bwd(double *dx, double *dw, const double *dy, const double *x, const double *w, int B, int T, int C,
+                     int K);
+
 // --- softplus mix (ref/mix.c) --------------------------------------------------------
 // w_i = softplus(p_i) / Σ_j softplus(p_j);  m = Σ_i w_i b_i.
 // b: (nb, n) — nb branch tensors of n elements each, stacked; p: (nb); m: (n).
