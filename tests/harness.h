@@ -248,6 +248,9 @@ typedef struct {
                const float *dsT, const float *q, const float *k, const float *v, const float *g,
                const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
                const phax_gdn_cfg *c, int chunk, void *ws);
+    // the layer's short convolution: fcpu_gdn_conv_*'s contract
+    int (*conv_fwd)(float *y, const float *x, const float *w, int B, int T, int C, int K);
+    int (*conv_bwd)(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C, int K);
 } h_gdn_ops;
 
 // Whole models (phax/model.h configs). A model and a workspace are the backend's own

@@ -199,6 +199,8 @@ static const h_backend cpu = {
             .fwd = fcpu_gdn_chunkwise_fwd,
             .bwd_ws = fcpu_gdn_chunkwise_bwd_ws,
             .bwd = fcpu_gdn_chunkwise_bwd,
+            .conv_fwd = fcpu_gdn_conv_fwd,
+            .conv_bwd = fcpu_gdn_conv_bwd,
         },
     .model =
         {

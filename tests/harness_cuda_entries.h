@@ -580,6 +580,24 @@ static int N(gdn_bwd)(float *dq, float *dk_, float *dv_, float *dg, float *dbeta
     N(down)(NULL, dB, z.ng, "beta"), N(down)(NULL, dS0, z.ns, "s0"), N(ws_free)(ws);
     return rc;
 }
+
+static int N(gdn_conv_fwd)(float *y, const float *x, const float *w, int B, int T, int C, int K) {
+    size_t nx = B > 0 && T > 0 && C > 0 ? (size_t)B * T * C : 0, nw = C > 0 && K > 0 ? (size_t)C * K : 0;
+    float *dY = N(up)(y, nx), *dX = N(up)(x, nx), *dW = N(up)(w, nw);
+    int rc = FC(gdn_conv_fwd)(dY, dX, dW, B, T, C, K, NULL);
+    N(down)(y, dY, nx, "y"), N(down)(NULL, dX, nx, "x"), N(down)(NULL, dW, nw, "w");
+    return rc;
+}
+
+static int N(gdn_conv_bwd)(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C,
+                           int K) {
+    size_t nx = B > 0 && T > 0 && C > 0 ? (size_t)B * T * C : 0, nw = C > 0 && K > 0 ? (size_t)C * K : 0;
+    float *gX = N_GD_UP(dx, nx), *gW = N_GD_UP(dw, nw), *dDY = N(up)(dy, nx), *dX = N(up)(x, nx), *dW = N(up)(w, nw);
+    int rc = FC(gdn_conv_bwd)(gX, gW, dDY, dX, dW, B, T, C, K, NULL);
+    N(down)(dx, gX, nx, "dx"), N(down)(dw, gW, nw, "dw"), N(down)(NULL, dDY, nx, "dy");
+    N(down)(NULL, dX, nx, "x"), N(down)(NULL, dW, nw, "w");
+    return rc;
+}
 #undef N_GD_UP
 
 // --- whole models: fast/cpu's runner over fast/cuda's op table (fmodel_new_ops) -------------
@@ -718,7 +736,9 @@ static int N(decoder_prefill_all)(void *d, const int32_t *tokens, int n, float *
         .gdn = {.fwd_ws = N(gdn_fwd_ws),                                                          \
                 .fwd = N(gdn_fwd),                                                                \
                 .bwd_ws = N(gdn_bwd_ws),                                                          \
-                .bwd = N(gdn_bwd)},                                                               \
+                .bwd = N(gdn_bwd),                                                                \
+                .conv_fwd = N(gdn_conv_fwd),                                                      \
+                .conv_bwd = N(gdn_conv_bwd)},                                                     \
         .ssm = {.kernel_fwd_ws = N(dss_fwd_ws),                                                   \
                 .kernel_fwd = N(dss_fwd),                                                         \
                 .kernel_bwd_ws = N(dss_bwd_ws),                                                   \

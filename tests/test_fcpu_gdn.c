@@ -127,7 +127,7 @@ static const char *const NM[NT] = {"o", "final_state", "dq", "dk", "dv", "dg", "
 
 // The cpu backend's ops (fast/cpu directly): what the fcpu_gdn tests below run.
 static const h_gdn_ops CPU_GDN = {fcpu_gdn_chunkwise_fwd_ws, fcpu_gdn_chunkwise_fwd, fcpu_gdn_chunkwise_bwd_ws,
-                                  fcpu_gdn_chunkwise_bwd};
+                                  fcpu_gdn_chunkwise_bwd, fcpu_gdn_conv_fwd, fcpu_gdn_conv_bwd};
 
 // fast's eight tensors from ops, the gradients added into init (0: the accuracy's); s0 and dsT
 // as the case's state says.
@@ -339,7 +339,7 @@ Test(fcpu_gdn, omp_threads_kept_whatever_openblas_has) {
 // Each tolerance is twice its bound (the second-order terms left out); !(err <= tol) fails NaN.
 // Sizes: K 4 (the layer's) and K longer than T, C odd, B·T rows over two threads; gradients added
 // into 0.25 (the accuracy measured on what was added).
-static void conv_case(int B, int T, int C, int K, const char *label) {
+static void conv_case(const h_backend *be, int B, int T, int C, int K, const char *label) {
     phax_rng r = tu_rng(label);
     const size_t nx = (size_t)B * T * C, nw = (size_t)C * K;
     const double u = 1.0 / 16777216.0;
@@ -351,11 +351,11 @@ static void conv_case(int B, int T, int C, int K, const char *label) {
     for (size_t i = 0; i < nw; i++) dw[i] = 0.25f, dwr[i] = 0;
     cr_assert(ref_gdn_conv_fwd(yr, xd, wd, B, T, C, K) == PHAX_OK);
     cr_assert(ref_gdn_conv_bwd(dxr, dwr, dyd, xd, wd, B, T, C, K) == PHAX_OK);
-    int prev = omp_get_max_threads();
-    omp_set_num_threads(2);
-    cr_assert(fcpu_gdn_conv_fwd(y, x, w, B, T, C, K) == PHAX_OK, "%s", phax_error());
-    cr_assert(fcpu_gdn_conv_bwd(dx, dw, dy, x, w, B, T, C, K) == PHAX_OK, "%s", phax_error());
-    omp_set_num_threads(prev);
+    int prev = be->get_threads ? be->get_threads() : 0;
+    if (be->set_threads) be->set_threads(2);
+    cr_assert(be->gdn.conv_fwd(y, x, w, B, T, C, K) == PHAX_OK, "%s", phax_error());
+    cr_assert(be->gdn.conv_bwd(dx, dw, dy, x, w, B, T, C, K) == PHAX_OK, "%s", phax_error());
+    if (be->set_threads) be->set_threads(prev);
     // per (b, t, c): a, S_a and the bound of δda; then each output's tolerance
     double *da_err = tu_buf(nx), *da = tu_buf(nx), worst[3] = {0, 0, 0};
     for (int b = 0; b < B; b++)
@@ -409,15 +409,15 @@ static void conv_case(int B, int T, int C, int K, const char *label) {
     tu_free(xd), tu_free(wd), tu_free(dyd), tu_free(yr), tu_free(dxr), tu_free(dwr), tu_free(da_err), tu_free(da);
 }
 
-Test(fcpu_gdn, conv_matches_ref) {
-    conv_case(2, 37, 13, 4, "fcpu_gdn_conv_K4");   // the layer's kernel, odd T and C
-    conv_case(3, 3, 7, 5, "fcpu_gdn_conv_K_gt_T");  // K longer than T: every output sees the zero padding
-    conv_case(1, 1, 2, 1, "fcpu_gdn_conv_T1_K1");   // a pointwise SiLU
+H_TEST(gdn, conv_matches_ref) {
+    conv_case(be, 2, 37, 13, 4, "gdn_conv_K4");   // the layer's kernel, odd T and C
+    conv_case(be, 3, 3, 7, 5, "gdn_conv_K_gt_T");  // K longer than T: every output sees the zero padding
+    conv_case(be, 1, 1, 2, 1, "gdn_conv_T1_K1");   // a pointwise SiLU
 }
 
-Test(fcpu_gdn, conv_bad_sizes_refused) {
+H_TEST(gdn, conv_bad_sizes_refused) {
     float a[4] = {0}, w[4] = {0};
-    cr_expect(fcpu_gdn_conv_fwd(a, a, w, 1, 2, 2, 0) == PHAX_ERR && strstr(phax_error(), "K=0"), "%s", phax_error());
-    cr_expect(fcpu_gdn_conv_bwd(a, w, a, a, w, 0, 2, 2, 1) == PHAX_ERR);
-    cr_expect(fcpu_gdn_conv_fwd(a, a, w, 1, 0, 2, 1) == PHAX_OK);
+    cr_expect(be->gdn.conv_fwd(a, a, w, 1, 2, 2, 0) == PHAX_ERR && strstr(phax_error(), "K=0"), "%s", phax_error());
+    cr_expect(be->gdn.conv_bwd(a, w, a, a, w, 0, 2, 2, 1) == PHAX_ERR);
+    cr_expect(be->gdn.conv_fwd(a, a, w, 1, 0, 2, 1) == PHAX_OK);
 }

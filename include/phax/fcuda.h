@@ -222,6 +222,11 @@ int fcuda_gdn_bwd(float *dq, float *dk_, float *dv_, float *dg, float *dbeta, fl
                   const float *dsT, const float *q, const float *k, const float *v, const float *g,
                   const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
                   const phax_gdn_cfg *c, int chunk, void *ws, void *stream);
+// gdn conv: fcpu_gdn_conv_*'s contract (the GDN layer's short convolution): x, y, dx, dy (B, T, C),
+// w, dw (C, K); gradients ADDED (either NULL).
+int fcuda_gdn_conv_fwd(float *y, const float *x, const float *w, int B, int T, int C, int K, void *stream);
+int fcuda_gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C,
+                       int K, void *stream);
 // ssm conv: fcpu_ssm_conv's contract (phax/fcpu_ssm.h): y, u (B, T, H), K (H, T), D (H);
 // a plan per (B, T, H) (host object; NULL with phax_error() on bad shapes); ws: _ws(plan)
 // bytes, 16-byte aligned. A call off its plan's shape fails, writing (adding) NaN
