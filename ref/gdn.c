@@ -498,3 +498,42 @@ int ref_gdn_conv_bwd(double *dx, double *dw, const double *dy, const double *x, 
             }
     return PHAX_OK;
 }
+
+// ============================================================================
+// The layer's gates (docs/spec.md §2.13): the decay's log g and the writing strength β.
+// ============================================================================
+
+static double softplus_d(double z) { return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z)); }
+static double sigmoid_d(double z) { return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z)); }
+
+int ref_gdn_gates_fwd(double *g, double *beta, const double *a, const double *b, const double *A_log,
+                      const double *dt_bias, size_t n, int H) {
+    if (H < 1) return phax_fail("ref_gdn_gates_fwd: H = %d must be >= 1", H);
+    for (size_t r = 0; r < n; r++)
+        for (int h = 0; h < H; h++) {
+            const size_t i = r * H + h;
+            if (g) g[i] = -exp(A_log[h]) * softplus_d(a[i] + dt_bias[h]);
+            if (beta) beta[i] = sigmoid_d(b[i]);
+        }
+    return PHAX_OK;
+}
+
+int ref_gdn_gates_bwd(double *da, double *db, double *dA_log, double *ddt_bias, const double *dg, const double *dbeta,
+                      const double *a, const double *b, const double *A_log, const double *dt_bias, size_t n, int H) {
+    if (H < 1) return phax_fail("ref_gdn_gates_bwd: H = %d must be >= 1", H);
+    for (size_t r = 0; r < n; r++)
+        for (int h = 0; h < H; h++) {
+            const size_t i = r * H + h;
+            if (dg) {
+                const double E = exp(A_log[h]), z = a[i] + dt_bias[h], dz = -dg[i] * E * sigmoid_d(z);
+                if (da) da[i] += dz;
+                if (ddt_bias) ddt_bias[h] += dz;
+                if (dA_log) dA_log[h] += dg[i] * (-E * softplus_d(z));  // ∂g/∂A_log = g
+            }
+            if (dbeta && db) {
+                const double s = sigmoid_d(b[i]);
+                db[i] += dbeta[i] * s * (1 - s);
+            }
+        }
+    return PHAX_OK;
+}

@@ -251,6 +251,11 @@ typedef struct {
     // the layer's short convolution: fcpu_gdn_conv_*'s contract
     int (*conv_fwd)(float *y, const float *x, const float *w, int B, int T, int C, int K);
     int (*conv_bwd)(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C, int K);
+    // the layer's gates: fcpu_gdn_gates_*'s contract
+    int (*gates_fwd)(float *g, float *beta, const float *a, const float *b, const float *A_log, const float *dt_bias,
+                     size_t n, int H);
+    int (*gates_bwd)(float *da, float *db, float *dA_log, float *ddt_bias, const float *dg, const float *dbeta,
+                     const float *a, const float *b, const float *A_log, const float *dt_bias, size_t n, int H);
 } h_gdn_ops;
 
 // Whole models (phax/model.h configs). A model and a workspace are the backend's own

@@ -201,6 +201,8 @@ static const h_backend cpu = {
             .bwd = fcpu_gdn_chunkwise_bwd,
             .conv_fwd = fcpu_gdn_conv_fwd,
             .conv_bwd = fcpu_gdn_conv_bwd,
+            .gates_fwd = fcpu_gdn_gates_fwd,
+            .gates_bwd = fcpu_gdn_gates_bwd,
         },
     .model =
         {

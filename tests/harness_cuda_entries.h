@@ -598,6 +598,30 @@ static int N(gdn_conv_bwd)(float *dx, float *dw, const float *dy, const float *x
     N(down)(NULL, dX, nx, "x"), N(down)(NULL, dW, nw, "w");
     return rc;
 }
+
+static int N(gdn_gates_fwd)(float *g, float *beta, const float *a, const float *b, const float *A_log,
+                            const float *dt_bias, size_t n, int H) {
+    size_t ne = H > 0 ? n * (size_t)H : 0, nh = H > 0 ? (size_t)H : 0;
+    float *dG = N_GD_UP(g, ne), *dBt = N_GD_UP(beta, ne), *dA = N(up)(a, ne), *dB = N(up)(b, ne);
+    float *dL = N(up)(A_log, nh), *dT = N(up)(dt_bias, nh);
+    int rc = FC(gdn_gates_fwd)(dG, dBt, dA, dB, dL, dT, n, H, NULL);
+    N(down)(g, dG, ne, "g"), N(down)(beta, dBt, ne, "beta"), N(down)(NULL, dA, ne, "a"), N(down)(NULL, dB, ne, "b");
+    N(down)(NULL, dL, nh, "A_log"), N(down)(NULL, dT, nh, "dt_bias");
+    return rc;
+}
+
+static int N(gdn_gates_bwd)(float *da, float *db, float *dA_log, float *ddt_bias, const float *dg, const float *dbeta,
+                            const float *a, const float *b, const float *A_log, const float *dt_bias, size_t n, int H) {
+    size_t ne = H > 0 ? n * (size_t)H : 0, nh = H > 0 ? (size_t)H : 0;
+    float *gA = N_GD_UP(da, ne), *gB = N_GD_UP(db, ne), *gL = N_GD_UP(dA_log, nh), *gT = N_GD_UP(ddt_bias, nh);
+    float *dG = N_GD_UP(dg, ne), *dBt = N_GD_UP(dbeta, ne), *dA = N(up)(a, ne), *dB = N(up)(b, ne);
+    float *dL = N(up)(A_log, nh), *dT = N(up)(dt_bias, nh);
+    int rc = FC(gdn_gates_bwd)(gA, gB, gL, gT, dG, dBt, dA, dB, dL, dT, n, H, NULL);
+    N(down)(da, gA, ne, "da"), N(down)(db, gB, ne, "db"), N(down)(dA_log, gL, nh, "dA_log");
+    N(down)(ddt_bias, gT, nh, "ddt_bias"), N(down)(NULL, dG, ne, "dg"), N(down)(NULL, dBt, ne, "dbeta");
+    N(down)(NULL, dA, ne, "a"), N(down)(NULL, dB, ne, "b"), N(down)(NULL, dL, nh, "A_log"), N(down)(NULL, dT, nh, "dt_bias");
+    return rc;
+}
 #undef N_GD_UP
 
 // --- whole models: fast/cpu's runner over fast/cuda's op table (fmodel_new_ops) -------------
@@ -738,7 +762,9 @@ static int N(decoder_prefill_all)(void *d, const int32_t *tokens, int n, float *
                 .bwd_ws = N(gdn_bwd_ws),                                                          \
                 .bwd = N(gdn_bwd),                                                                \
                 .conv_fwd = N(gdn_conv_fwd),                                                      \
-                .conv_bwd = N(gdn_conv_bwd)},                                                     \
+                .conv_bwd = N(gdn_conv_bwd),                                                      \
+                .gates_fwd = N(gdn_gates_fwd),                                                    \
+                .gates_bwd = N(gdn_gates_bwd)},                                                   \
         .ssm = {.kernel_fwd_ws = N(dss_fwd_ws),                                                   \
                 .kernel_fwd = N(dss_fwd),                                                         \
                 .kernel_bwd_ws = N(dss_bwd_ws),                                                   \

@@ -127,7 +127,8 @@ static const char *const NM[NT] = {"o", "final_state", "dq", "dk", "dv", "dg", "
 
 // The cpu backend's ops (fast/cpu directly): what the fcpu_gdn tests below run.
 static const h_gdn_ops CPU_GDN = {fcpu_gdn_chunkwise_fwd_ws, fcpu_gdn_chunkwise_fwd, fcpu_gdn_chunkwise_bwd_ws,
-                                  fcpu_gdn_chunkwise_bwd, fcpu_gdn_conv_fwd, fcpu_gdn_conv_bwd};
+                                  fcpu_gdn_chunkwise_bwd, fcpu_gdn_conv_fwd, fcpu_gdn_conv_bwd,
+                                  fcpu_gdn_gates_fwd, fcpu_gdn_gates_bwd};
 
 // fast's eight tensors from ops, the gradients added into init (0: the accuracy's); s0 and dsT
 // as the case's state says.
@@ -420,4 +421,71 @@ H_TEST(gdn, conv_bad_sizes_refused) {
     cr_expect(be->gdn.conv_fwd(a, a, w, 1, 2, 2, 0) == PHAX_ERR && strstr(phax_error(), "K=0"), "%s", phax_error());
     cr_expect(be->gdn.conv_bwd(a, w, a, a, w, 0, 2, 2, 1) == PHAX_ERR);
     cr_expect(be->gdn.conv_fwd(a, a, w, 1, 0, 2, 1) == PHAX_OK);
+}
+
+// --- the layer's gates: fcpu/fcuda gdn_gates_* against ref_gdn_gates_* ------------------------------
+// Per element, a worst-case bound of a float32 evaluation around ref's values (u = 2⁻²⁴; z = a +
+// dt_bias, E = e^{A_log}, σ = σ(z)): z rounded (u|z|, carried by softplus′ = σ and σ′ = σ(1 − σ));
+// expf, log1pf and σ's division within a few ulp:
+//   g:  E·σ·u|z| + 6u·|g|;   β: 4u·β;   da: |dg|·E·(σ(1 − σ)·u|z| + 8u·σ);
+//   db = dβ·s(1 − s): 1 − s loses what s carries (4u·s absolute): |dβ|·12u·s;
+//   dA_log = Σ_r dg·g_r, ddt_bias = Σ_r da_r (double sums): the terms' bounds summed, + u·|sum|.
+// Each tolerance is twice its bound; gradients added into 0.25 (+ u·0.25). a ~ 3·N(0,1) with
+// dt_bias in [−6, −2] puts z on both sides of 0 and past 9; b ~ 3·N(0,1) saturates σ.
+H_TEST(gdn, gates_match_ref) {
+    phax_rng r = tu_rng("gdn_gates_match_ref");
+    const size_t n = 61;
+    const int H = 5;
+    const size_t ne = n * H;
+    const double u = 1.0 / 16777216.0;
+    float *a = tu_fbuf(ne), *b = tu_fbuf(ne), *A = tu_fbuf(H), *d = tu_fbuf(H), *dg = tu_fbuf(ne), *dbt = tu_fbuf(ne);
+    float *g = tu_fbuf(ne), *be_ = tu_fbuf(ne), *da = tu_fbuf(ne), *db = tu_fbuf(ne), *dA = tu_fbuf(H), *dd = tu_fbuf(H);
+    double *ad = tu_buf(ne), *bd = tu_buf(ne), *Ad = tu_buf(H), *dd_ = tu_buf(H), *dgd = tu_buf(ne), *dbd = tu_buf(ne);
+    double *gr = tu_buf(ne), *br = tu_buf(ne), *dar = tu_buf(ne), *dbr = tu_buf(ne), *dAr = tu_buf(H), *ddr = tu_buf(H);
+    for (size_t i = 0; i < ne; i++) {
+        a[i] = (float)(3 * phax_rng_normal(&r)), b[i] = (float)(3 * phax_rng_normal(&r));
+        dg[i] = (float)phax_rng_normal(&r), dbt[i] = (float)phax_rng_normal(&r);
+        ad[i] = a[i], bd[i] = b[i], dgd[i] = dg[i], dbd[i] = dbt[i], da[i] = db[i] = 0.25f, dar[i] = dbr[i] = 0;
+    }
+    for (int h = 0; h < H; h++) {
+        A[h] = (float)log(1 + 15 * phax_rng_uniform(&r)), d[h] = (float)(-2 - 4 * phax_rng_uniform(&r));
+        Ad[h] = A[h], dd_[h] = d[h], dA[h] = dd[h] = 0.25f, dAr[h] = ddr[h] = 0;
+    }
+    cr_assert(ref_gdn_gates_fwd(gr, br, ad, bd, Ad, dd_, n, H) == PHAX_OK);
+    cr_assert(ref_gdn_gates_bwd(dar, dbr, dAr, ddr, dgd, dbd, ad, bd, Ad, dd_, n, H) == PHAX_OK);
+    cr_assert(be->gdn.gates_fwd(g, be_, a, b, A, d, n, H) == PHAX_OK, "%s", phax_error());
+    cr_assert(be->gdn.gates_bwd(da, db, dA, dd, dg, dbt, a, b, A, d, n, H) == PHAX_OK, "%s", phax_error());
+    double worst[6] = {0}, eA[8] = {0}, eT[8] = {0};
+    for (size_t i = 0; i < ne; i++) {
+        const int h = (int)(i % H);
+        const double z = ad[i] + dd_[h], E = exp(Ad[h]), s = 1 / (1 + exp(-z)), sb = 1 / (1 + exp(-bd[i]));
+        const double tg = 2 * (E * s * u * fabs(z) + 6 * u * fabs(gr[i])), tb = 2 * 4 * u * br[i];
+        const double dda = fabs(dgd[i]) * E * (s * (1 - s) * u * fabs(z) + 8 * u * s);
+        const double ta = 2 * (dda + u * 0.25), tdb = 2 * (fabs(dbd[i]) * 12 * u * sb + u * 0.25);
+        const double e[4] = {fabs(g[i] - gr[i]), fabs(be_[i] - br[i]), fabs((da[i] - 0.25) - dar[i]), fabs((db[i] - 0.25) - dbr[i])};
+        const double t[4] = {tg, tb, ta, tdb};
+        const char *nm[4] = {"g", "beta", "da", "db"};
+        for (int k = 0; k < 4; k++) {
+            cr_expect(e[k] <= t[k], "%s[%zu]: err %.3g > tol %.3g (z %.3g, b %.3g)", nm[k], i, e[k], t[k], z, bd[i]);
+            worst[k] = fmax(worst[k], e[k] / t[k]);
+        }
+        eA[h] += fabs(dgd[i]) * tg / 2, eT[h] += dda;
+    }
+    for (int h = 0; h < H; h++) {
+        const double tA = 2 * (eA[h] + u * (fabs(dAr[h]) + 0.25)), tT = 2 * (eT[h] + u * (fabs(ddr[h]) + 0.25));
+        const double e1 = fabs((dA[h] - 0.25) - dAr[h]), e2 = fabs((dd[h] - 0.25) - ddr[h]);
+        cr_expect(e1 <= tA, "dA_log[%d]: err %.3g > tol %.3g", h, e1, tA);
+        cr_expect(e2 <= tT, "ddt_bias[%d]: err %.3g > tol %.3g", h, e2, tT);
+        worst[4] = fmax(worst[4], e1 / tA), worst[5] = fmax(worst[5], e2 / tT);
+    }
+    printf("[gdn_gates_match_ref] %s: worst err/tol g %.3g, beta %.3g, da %.3g, db %.3g, dA_log %.3g, ddt_bias %.3g\n",
+           be->name, worst[0], worst[1], worst[2], worst[3], worst[4], worst[5]);
+    float *f[] = {a, b, A, d, dg, dbt, g, be_, da, db, dA, dd};
+    for (int i = 0; i < 12; i++) {
+        cr_expect(tu_fintact(f[i]));
+        tu_ffree(f[i]);
+    }
+    double *dl[] = {ad, bd, Ad, dd_, dgd, dbd, gr, br, dar, dbr, dAr, ddr};
+    for (int i = 0; i < 12; i++) tu_free(dl[i]);
+    cr_expect(be->gdn.gates_fwd(NULL, NULL, NULL, NULL, NULL, NULL, 3, 0) == PHAX_ERR);
 }

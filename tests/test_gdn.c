@@ -374,3 +374,55 @@ Test(gdn, conv_bad_sizes_refused) {
     cr_expect(ref_gdn_conv_bwd(a, w, a, a, w, 1, -1, 2, 1) == PHAX_ERR);
     cr_expect(ref_gdn_conv_fwd(a, a, w, 1, 0, 2, 1) == PHAX_OK);  // T 0: nothing to do
 }
+
+// --- the layer's gates (ref_gdn_gates_*) --------------------------------------------------------
+
+// Values by hand, and the backward by central differences of L = Σ r_g ⊙ g + Σ r_β ⊙ β in every
+// element of a, b, A_log, dt_bias (h = 1e-6: truncation h²/6·|L‴| ~ 1e-12·|L| and rounding
+// 2⁻⁵²·Σ|r g|/h ~ 1e-9, both far below 1e-6 of the gradients' scale; a term missing or on the
+// wrong input is O(1)). z = a + dt_bias spans both branches of the stable softplus (|z| to ~9).
+Test(gdn, gates_known_and_grad) {
+    const double a1[2] = {0.5, -3}, b1[2] = {1, -2}, Al[2] = {log(2.0), 0}, dt[2] = {-0.5, 1};
+    double g1[2], be1[2];
+    cr_assert(ref_gdn_gates_fwd(g1, be1, a1, b1, Al, dt, 1, 2) == PHAX_OK);
+    cr_expect(fabs(g1[0] - -2 * log(2.0)) <= 4 * U && fabs(g1[1] - -log1p(exp(-2.0))) <= 4 * U, "%.17g %.17g", g1[0], g1[1]);
+    cr_expect(fabs(be1[0] - 1 / (1 + exp(-1.0))) <= 2 * U && fabs(be1[1] - 1 / (1 + exp(2.0))) <= 2 * U);
+
+    phax_rng r = tu_rng("gdn_gates_grad");
+    const size_t n = 7;
+    const int H = 3;
+    const size_t ne = n * H;
+    double *a = tu_buf(ne), *b = tu_buf(ne), *A = tu_buf(H), *d = tu_buf(H), *rg = tu_buf(ne), *rb = tu_buf(ne);
+    double *g = tu_buf(ne), *be = tu_buf(ne), *da = tu_buf(ne), *db = tu_buf(ne), *dA = tu_buf(H), *dd = tu_buf(H);
+    for (size_t i = 0; i < ne; i++) a[i] = 3 * phax_rng_normal(&r), b[i] = 3 * phax_rng_normal(&r);
+    for (size_t i = 0; i < ne; i++) rg[i] = phax_rng_normal(&r), rb[i] = phax_rng_normal(&r), da[i] = db[i] = 0;
+    for (int h = 0; h < H; h++) A[h] = log(1 + 15 * phax_rng_uniform(&r)), d[h] = -2 - 4 * phax_rng_uniform(&r), dA[h] = dd[h] = 0;
+    cr_assert(ref_gdn_gates_bwd(da, db, dA, dd, rg, rb, a, b, A, d, n, H) == PHAX_OK);
+    double scale = 0;
+    for (size_t i = 0; i < ne; i++) scale = fmax(scale, fmax(fabs(da[i]), fabs(db[i])));
+    for (int h = 0; h < H; h++) scale = fmax(scale, fmax(fabs(dA[h]), fabs(dd[h])));
+    double *ps[4] = {a, b, A, d}, *gs[4] = {da, db, dA, dd};
+    const size_t ns[4] = {ne, ne, (size_t)H, (size_t)H};
+    const char *nm[4] = {"a", "b", "A_log", "dt_bias"};
+    const double hs = 1e-6;
+    for (int k = 0; k < 4; k++)
+        for (size_t i = 0; i < ns[k]; i++) {
+            double L[2], keep = ps[k][i];
+            for (int s = 0; s < 2; s++) {
+                ps[k][i] = keep + (s ? -hs : hs);
+                cr_assert(ref_gdn_gates_fwd(g, be, a, b, A, d, n, H) == PHAX_OK);
+                L[s] = 0;
+                for (size_t e = 0; e < ne; e++) L[s] += rg[e] * g[e] + rb[e] * be[e];
+            }
+            ps[k][i] = keep;
+            const double fd = (L[0] - L[1]) / (2 * hs);
+            cr_expect(fabs(fd - gs[k][i]) <= 1e-6 * scale, "d%s[%zu]: backward %.12g, central difference %.12g", nm[k], i,
+                      gs[k][i], fd);
+        }
+    cr_expect(ref_gdn_gates_fwd(g, be, a, b, A, d, n, 0) == PHAX_ERR);
+    double *all[] = {a, b, A, d, rg, rb, g, be, da, db, dA, dd};
+    for (int i = 0; i < 12; i++) {
+        cr_expect(tu_intact(all[i]));
+        tu_free(all[i]);
+    }
+}

@@ -457,3 +457,56 @@ int fcpu_gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, con
     }
     return PHAX_OK;
 }
+
+// --- the layer's gates ---------------------------------------------------------------------------------
+
+static float softplus_f(float z) { return z > 0 ? z + log1pf(expf(-z)) : log1pf(expf(z)); }
+static float sigmoid_f(float z) {
+    if (z >= 0) return 1.0f / (1.0f + expf(-z));
+    const float e = expf(z);
+    return e / (1.0f + e);
+}
+
+int fcpu_gdn_gates_fwd(float *g, float *beta, const float *a, const float *b, const float *A_log,
+                       const float *dt_bias, size_t n, int H) {
+    if (H < 1) return phax_fail("fcpu_gdn_gates_fwd: H = %d must be >= 1", H);
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < n; r++)
+        for (int h = 0; h < H; h++) {
+            const size_t i = r * H + h;
+            if (g) g[i] = -expf(A_log[h]) * softplus_f(a[i] + dt_bias[h]);
+            if (beta) beta[i] = sigmoid_f(b[i]);
+        }
+    return PHAX_OK;
+}
+
+int fcpu_gdn_gates_bwd(float *da, float *db, float *dA_log, float *ddt_bias, const float *dg, const float *dbeta,
+                       const float *a, const float *b, const float *A_log, const float *dt_bias, size_t n, int H) {
+    if (H < 1) return phax_fail("fcpu_gdn_gates_bwd: H = %d must be >= 1", H);
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < n; r++)
+        for (int h = 0; h < H; h++) {
+            const size_t i = r * H + h;
+            if (dg && da) da[i] += -dg[i] * expf(A_log[h]) * sigmoid_f(a[i] + dt_bias[h]);
+            if (dbeta && db) {
+                const float s = sigmoid_f(b[i]);
+                db[i] += dbeta[i] * (s * (1.0f - s));
+            }
+        }
+    if (dg && (dA_log || ddt_bias)) {
+#pragma omp parallel for schedule(static)
+        for (int h = 0; h < H; h++) {
+            const float E = expf(A_log[h]);
+            double sa = 0, st = 0;  // Σ_r dg·g, Σ_r dg·(−E σ(z)), rows in order
+            for (size_t r = 0; r < n; r++) {
+                const size_t i = r * H + h;
+                const float z = a[i] + dt_bias[h];
+                sa += (double)dg[i] * (-E * softplus_f(z));
+                st += (double)dg[i] * (-E * sigmoid_f(z));
+            }
+            if (dA_log) dA_log[h] += (float)sa;
+            if (ddt_bias) ddt_bias[h] += (float)st;
+        }
+    }
+    return PHAX_OK;
+}

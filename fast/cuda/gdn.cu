@@ -505,6 +505,77 @@ extern "C" int fcuda_gdn_conv_bwd(float *dx, float *dw, const float *dy, const f
     return fcuda_check(op);
 }
 
+// --- the layer's gates ---------------------------------------------------------------------------------
+// ref_gdn_gates_*'s function with fast/cpu's arithmetic: a thread per (row, head) for g, β, da, db;
+// a thread per head for dA_log and ddt_bias, summing its rows in order in double.
+__device__ static float softplus_f(float z) { return z > 0 ? z + log1pf(expf(-z)) : log1pf(expf(z)); }
+__device__ static float sigmoid_f(float z) {
+    if (z >= 0) return 1.0f / (1.0f + expf(-z));
+    const float e = expf(z);
+    return e / (1.0f + e);
+}
+
+static __global__ void gates_fwd_k(float *g, float *beta, const float *a, const float *b, const float *A_log,
+                                   const float *dt_bias, size_t n, int H) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n * H; i += (size_t)gridDim.x * blockDim.x) {
+        const int h = (int)(i % H);
+        if (g) g[i] = -expf(A_log[h]) * softplus_f(a[i] + dt_bias[h]);
+        if (beta) beta[i] = sigmoid_f(b[i]);
+    }
+}
+
+static __global__ void gates_bwd_k(float *da, float *db, const float *dg, const float *dbeta, const float *a,
+                                   const float *b, const float *A_log, const float *dt_bias, size_t n, int H) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n * H; i += (size_t)gridDim.x * blockDim.x) {
+        const int h = (int)(i % H);
+        if (dg && da) da[i] += -dg[i] * expf(A_log[h]) * sigmoid_f(a[i] + dt_bias[h]);
+        if (dbeta && db) {
+            const float s = sigmoid_f(b[i]);
+            db[i] += dbeta[i] * (s * (1.0f - s));
+        }
+    }
+}
+
+static __global__ void gates_sums_k(float *dA_log, float *ddt_bias, const float *dg, const float *a,
+                                    const float *A_log, const float *dt_bias, size_t n, int H) {
+    for (int h = blockIdx.x * blockDim.x + threadIdx.x; h < H; h += gridDim.x * blockDim.x) {
+        const float E = expf(A_log[h]);
+        double sa = 0, st = 0;
+        for (size_t r = 0; r < n; r++) {
+            const size_t i = r * H + h;
+            const float z = a[i] + dt_bias[h];
+            sa += (double)dg[i] * (-E * softplus_f(z));
+            st += (double)dg[i] * (-E * sigmoid_f(z));
+        }
+        if (dA_log) dA_log[h] += (float)sa;
+        if (ddt_bias) ddt_bias[h] += (float)st;
+    }
+}
+
+extern "C" int fcuda_gdn_gates_fwd(float *g, float *beta, const float *a, const float *b, const float *A_log,
+                                   const float *dt_bias, size_t n, int H, void *stream) {
+    const char *op = "gdn_gates_fwd";
+    if (H < 1) return phax_fail("cuda %s: H = %d must be >= 1", op, H);
+    if (n == 0) return PHAX_OK;
+    PHAX_LAUNCH(gates_fwd_k, fcuda_ew_blocks(n * H, GDN_THREADS), GDN_THREADS, 0, fcuda_stream(stream), g, beta, a, b,
+                A_log, dt_bias, n, H);
+    return fcuda_check(op);
+}
+
+extern "C" int fcuda_gdn_gates_bwd(float *da, float *db, float *dA_log, float *ddt_bias, const float *dg,
+                                   const float *dbeta, const float *a, const float *b, const float *A_log,
+                                   const float *dt_bias, size_t n, int H, void *stream) {
+    const char *op = "gdn_gates_bwd";
+    if (H < 1) return phax_fail("cuda %s: H = %d must be >= 1", op, H);
+    if (n == 0) return PHAX_OK;
+    PHAX_LAUNCH(gates_bwd_k, fcuda_ew_blocks(n * H, GDN_THREADS), GDN_THREADS, 0, fcuda_stream(stream), da, db, dg,
+                dbeta, a, b, A_log, dt_bias, n, H);
+    if (dg && (dA_log || ddt_bias))
+        PHAX_LAUNCH(gates_sums_k, fcuda_ew_blocks((size_t)H, GDN_THREADS), GDN_THREADS, 0, fcuda_stream(stream), dA_log,
+                    ddt_bias, dg, a, A_log, dt_bias, n, H);
+    return fcuda_check(op);
+}
+
 // --- entries --------------------------------------------------------------------------------------
 static int gdn_args(const char *op, int B, int T, int H, int dk, int dv, int chunk, const phax_gdn_cfg *c,
                     const void *ws) {

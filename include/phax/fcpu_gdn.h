@@ -50,4 +50,15 @@ int fcpu_gdn_conv_fwd(float *y, const float *x, const float *w, int B, int T, in
 int fcpu_gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C,
                       int K);
 
+// --- the GDN layer's gates (fast/cpu/gdn.c) -----------------------------------------------------------
+// ref_gdn_gates_*'s contract (docs/spec.md §2.13): g = −e^{A_log}·softplus(a + dt_bias), β = σ(b) per
+// (row, head); a, b, g, beta: (n, H); A_log, dt_bias: (H). Float arithmetic (softplus and σ formed
+// stably); the per-head sums of the backward (dA_log, ddt_bias) in double, rows in order. Backward:
+// da, db, dA_log, ddt_bias (any may be NULL) ADDED from dg, dbeta (either may be NULL). g or beta may
+// be NULL in the forward (not wanted). PHAX_ERR for H < 1.
+int fcpu_gdn_gates_fwd(float *g, float *beta, const float *a, const float *b, const float *A_log,
+                       const float *dt_bias, size_t n, int H);
+int fcpu_gdn_gates_bwd(float *da, float *db, float *dA_log, float *ddt_bias, const float *dg, const float *dbeta,
+                       const float *a, const float *b, const float *A_log, const float *dt_bias, size_t n, int H);
+
 #endif

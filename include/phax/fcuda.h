@@ -227,6 +227,12 @@ int fcuda_gdn_bwd(float *dq, float *dk_, float *dv_, float *dg, float *dbeta, fl
 int fcuda_gdn_conv_fwd(float *y, const float *x, const float *w, int B, int T, int C, int K, void *stream);
 int fcuda_gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C,
                        int K, void *stream);
+// gdn gates: fcpu_gdn_gates_*'s contract: a, b, g, beta (n, H), A_log, dt_bias (H); gradients ADDED.
+int fcuda_gdn_gates_fwd(float *g, float *beta, const float *a, const float *b, const float *A_log,
+                        const float *dt_bias, size_t n, int H, void *stream);
+int fcuda_gdn_gates_bwd(float *da, float *db, float *dA_log, float *ddt_bias, const float *dg, const float *dbeta,
+                        const float *a, const float *b, const float *A_log, const float *dt_bias, size_t n, int H,
+                        void *stream);
 // ssm conv: fcpu_ssm_conv's contract (phax/fcpu_ssm.h): y, u (B, T, H), K (H, T), D (H);
 // a plan per (B, T, H) (host object; NULL with phax_error() on bad shapes); ws: _ws(plan)
 // bytes, 16-byte aligned. A call off its plan's shape fails, writing (adding) NaN

@@ -80,6 +80,8 @@
 #define fcuda_gdn_bwd                   fcuda_emu_gdn_bwd
 #define fcuda_gdn_conv_fwd              fcuda_emu_gdn_conv_fwd
 #define fcuda_gdn_conv_bwd              fcuda_emu_gdn_conv_bwd
+#define fcuda_gdn_gates_fwd             fcuda_emu_gdn_gates_fwd
+#define fcuda_gdn_gates_bwd             fcuda_emu_gdn_gates_bwd
 #define fcuda_ssm_plan_new              fcuda_emu_ssm_plan_new
 #define fcuda_ssm_plan_free             fcuda_emu_ssm_plan_free
 #define fcuda_ssm_plan_method           fcuda_emu_ssm_plan_method
@@ -172,6 +174,8 @@
 #undef fcuda_gdn_bwd
 #undef fcuda_gdn_conv_fwd
 #undef fcuda_gdn_conv_bwd
+#undef fcuda_gdn_gates_fwd
+#undef fcuda_gdn_gates_bwd
 #undef fcuda_ssm_plan_new
 #undef fcuda_ssm_plan_free
 #undef fcuda_ssm_plan_method

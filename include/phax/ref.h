@@ -187,6 +187,15 @@ int ref_gdn_conv_fwd(double *y, const double *x, const double *w, int B, int T, 
 int ref_gdn_conv_bwd(double *dx, double *dw, const double *dy, const double *x, const double *w, int B, int T, int C,
                      int K);
 
+// The GDN layer's gates (docs/spec.md §2.13): g[r,h] = −e^{A_log[h]}·softplus(a[r,h] + dt_bias[h]),
+// beta[r,h] = σ(b[r,h]); a, b, g, beta: (n, H); A_log, dt_bias: (H). Backward: da, db, dA_log,
+// ddt_bias (any may be NULL) ADDED from dg, dbeta (either may be NULL: no gradient through it).
+// PHAX_ERR for H < 1.
+int ref_gdn_gates_fwd(double *g, double *beta, const double *a, const double *b, const double *A_log,
+                      const double *dt_bias, size_t n, int H);
+int ref_gdn_gates_bwd(double *da, double *db, double *dA_log, double *ddt_bias, const double *dg, const double *dbeta,
+                      const double *a, const double *b, const double *A_log, const double *dt_bias, size_t n, int H);
+
 // --- softplus mix (ref/mix.c) --------------------------------------------------------
 // w_i = softplus(p_i) / Σ_j softplus(p_j);  m = Σ_i w_i b_i.
 // b: (nb, n) — nb branch tensors of n elements each, stacked; p: (nb); m: (n).
