@@ -541,15 +541,16 @@ class Job:
         if not self.s["generality"]:
             note("generality: not in quick mode (--full)")
             return
-        self.recall_study("generality", "needle", backbones=self.s["gen_backbones"])
+        self.recall_study("generality", "needle", backbones=self.s["gen_backbones"], mults=self.s["gen_lengths"])
 
-    def recall_study(self, exp, only_task, backbones=None):
+    def recall_study(self, exp, only_task, backbones=None, mults=None):
         """The window regimes on the recall task: SWAX's (backbones None), or each backbone's
-        family in SWAX's place (runs tagged with the backbone; the regimes of S.GEN_REGIMES)."""
+        family in SWAX's place (runs tagged with the backbone; the regimes of S.GEN_REGIMES), read
+        at the multiples of T `mults` (default the recall piece's)."""
         s = self.s
         say(f"{exp}: SWAX window regimes on the synthetic recall task ({only_task})"
             + (f", backbones {', '.join(backbones)}" if backbones else ""))
-        lengths = [k * S.RECALL_T for k in s["recall_lengths"]]
+        lengths = [k * S.RECALL_T for k in (mults or s["recall_lengths"])]
         depths = s["recall_depths"]
         models = [m for m in s["recall_models"] if m in S.GEN_REGIMES] if backbones else s["recall_models"]
         res = dict(T=S.RECALL_T, lengths=lengths, depths=depths, samples=s["recall_samples"],

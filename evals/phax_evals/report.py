@@ -1042,7 +1042,7 @@ def verdict_stoch(x, niah=None):
 
 
 # The settings a backbone's runs must share with the recall piece's to sit in one table.
-GEN_SETTINGS = ("T", "lengths", "depths", "samples", "seeds", "w_short", "w_long")
+GEN_SETTINGS = ("T", "depths", "samples", "seeds", "w_short", "w_long")
 
 
 def section_generality(out, st, P, claims):
@@ -1062,7 +1062,9 @@ def section_generality(out, st, P, claims):
             + ", ".join(f"{bb} (family `{fam}`)" for bb, fam in g["backbones"].items())
             + ". The SWAX paper states that its findings hold across such backbones; each row judges both claims on "
             "that backbone alone (the recall piece's tests; the stochastic claim without the WikiText-2 perplexity "
-            "test, which only SWAX has).\n\n")
+            f"test, which only SWAX has). The other backbones are read at {', '.join(map(str, g['lengths']))} tokens "
+            "(full attention's prompts cost O(L²)), SWAX's at the recall piece's lengths: \"beyond T\" is each "
+            "row's own lengths past T.\n\n")
     rc = load_merged(out, ["recall"], ["runs"])
     rows, data, notes = [], "", []
     for bb, fam in [("mLSTM (SWAX)", "swax")] + list(g["backbones"].items()):
