@@ -138,13 +138,22 @@ int phax_naive_attention_alg(const phax_precision *pr, double *y, double *dq, do
                 // it lands on dp exactly whenever y = v, so this baseline sums D from the last
                 // element (a model sweep's correct float32 flash backward had grad.wq 4e-7 off a
                 // truth of 0 where both baselines were exactly 0: tests/test_check_model.c,
-                // model_flash_D_other_order).
+                // model_flash_D_other_order). Another order can still land on dp exactly: a
+                // row that sees one key (T 1, window 1) then has ds = 0 in every rounding of this
+                // baseline too, while a sound flash backward's D is a few ulp off dp (its own
+                // order, FMA). There the baseline takes D one ulp of the precision away from dp,
+                // the smallest difference such an algorithm shows (model_flash_D_one_ulp).
                 double D = 0;
                 for (int i = dvh - 1; flash_D && i >= 0; i--) D = R(D + R(yo[i] * g[i]));
                 for (int s = s0; s <= t; s++) {
                     size_t kvi = ((size_t)b * T + s) * Hkv + j;
                     dp[s - s0] = dot(pr, g, vr + kvi * dvh, dvh);
                     if (!flash_D) D = R(D + R(p[s - s0] * dp[s - s0]));
+                    if (flash_D && s0 == t && D == dp[0] && D != 0) {
+                        int e;
+                        frexp(D, &e);  // D = m·2^e, m in [0.5, 1): the spacing there is 2^(e − p)
+                        D = R(D + copysign(ldexp(1.0, (e > pr->emin ? e : pr->emin) - pr->p), D));
+                    }
                     double *dvs = dv + kvi * dvh;
                     for (int i = 0; i < dvh; i++) dvs[i] = R(dvs[i] + R(RM(p[s - s0]) * RM(g[i])));
                 }

@@ -909,6 +909,31 @@ Test(check, model_flash_D_other_order) {
     g_seed = kept;
 }
 
+// The model sweep's false FAIL at 09c0d2f (run seed 31062393025, draw 39 of the stream swa_full:
+// B 2, T 1, 2 layers of 1 head of 6 dims, cosine scores): in layer 1 the flash baseline's D, summed
+// from the last element, equalled dp in all five of its roundings (the 6 terms' partial sums
+// round the same in either order), so both baselines had ds = 0 and grad.blocks.1.attn.wq/wk
+// exactly 0, while fast/cpu's flash backward, a sound one, was 4.3e-7 off that truth of 0: ratio
+// ∞ against the floor's 1.19e-7. A row that sees one key now takes its flash D one ulp away from
+// dp where it would equal it (check/attention.c); the previous binary FAILs this draw.
+Test(check, model_flash_D_one_ulp) {
+    const uint64_t run = 31062393025ull, seed = run * 1000003u + 11u * 100000u + 39u, kept = g_seed;
+    g_seed = run;
+    phax_rng r = phax_rng_new(seed);
+    bug bg;
+    mcase m = draw_case(PHAX_FAMILY_SWA_FULL, 0, &r, &bg);
+    cr_assert(m.T == 1 && m.cfg.score_cosine && m.cfg.n_layers == 2 && m.cfg.head_dim == 6, "the draw moved (T %d)", m.T);
+    inputs in = make_inputs(&m, seed);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    outs f = their(&in, OK, 0);
+    omp_set_num_threads(nt);
+    judge(&in, &f, 0, "f32", 1, "swa_full, T 1, cosine: fast/cpu's flash backward, D equal to dp in the baseline");
+    outs_free(&f);
+    inputs_free(&in);
+    g_seed = kept;
+}
+
 Test(check, sweep_model, .timeout = 7200) {
     const char *e = getenv("PHAX_CHECK_DRAWS");
     int nd = e ? atoi(e) : 1;
