@@ -883,6 +883,30 @@ static void sweep_run(const inputs *in, outs *const *o, const int *bf16, const i
     free(out), free(err), free(pin), free(po), free(pe);
 }
 
+// The seed of draw d of sweep stream s in the sweep run `run` (sweep_model's; the replays' too).
+static uint64_t sweep_seed(uint64_t run, int s, int d) { return run * 1000003u + (uint64_t)s * 100000u + (uint64_t)d; }
+
+// Draw `d` of sweep stream `stream` (family f, no PHA switch) of the sweep run `run`, fast/cpu
+// judged at f32 as the sweep ran it (one thread: another thread count sums otherwise).
+static void replay_draw(uint64_t run, int stream, int d, phax_family f, const char *what, int T, int layers, int dh) {
+    const uint64_t seed = sweep_seed(run, stream, d), kept = g_seed;
+    g_seed = run;  // the inputs are drawn from the run's seed and the draw's
+    phax_rng r = phax_rng_new(seed);
+    bug bg;
+    mcase m = draw_case(f, 0, &r, &bg);
+    cr_assert(m.T == T && m.cfg.score_cosine && m.cfg.n_layers == layers && (!dh || m.cfg.head_dim == dh),
+              "the draw moved (T %d)", m.T);
+    inputs in = make_inputs(&m, seed);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    outs o = their(&in, OK, 0);
+    omp_set_num_threads(nt);
+    judge(&in, &o, 0, "f32", 1, what);
+    outs_free(&o);
+    inputs_free(&in);
+    g_seed = kept;
+}
+
 // The model sweep's false FAIL at 8cef435 (run seed 31062393025, draw 69, stream swa: B 2, T 1,
 // 3 layers of 1 head of 4 dims, cosine scores): fast/cpu's flash backward sums D = rowsum(y ⊙ dO)
 // in another order than dp = dO·v, so at T 1 its grad.blocks.1.attn.wq/wk were 4.0-4.5e-7 off a
@@ -891,22 +915,7 @@ static void sweep_run(const inputs *in, outs *const *o, const int *bf16, const i
 // flash baseline now sums D from the last element (check/attention.c); the previous binary FAILs
 // this draw.
 Test(check, model_flash_D_other_order) {
-    const uint64_t run = 31062393025ull, seed = run * 1000003u + 9u * 100000u + 69u, kept = g_seed;
-    g_seed = run;  // the inputs are drawn from the run's seed and the draw's
-    phax_rng r = phax_rng_new(seed);
-    bug bg;
-    mcase m = draw_case(PHAX_FAMILY_SWA, 0, &r, &bg);
-    cr_assert(m.T == 1 && m.cfg.score_cosine && m.cfg.n_layers == 3, "the draw moved (T %d)", m.T);
-    inputs in = make_inputs(&m, seed);
-    // fast/cpu's bits at one thread, as the sweep ran (another thread count sums otherwise)
-    int nt = omp_get_max_threads();
-    omp_set_num_threads(1);
-    outs f = their(&in, OK, 0);
-    omp_set_num_threads(nt);
-    judge(&in, &f, 0, "f32", 1, "swa, T 1, cosine: fast/cpu's flash backward");
-    outs_free(&f);
-    inputs_free(&in);
-    g_seed = kept;
+    replay_draw(31062393025ull, 9, 69, PHAX_FAMILY_SWA, "swa, T 1, cosine: fast/cpu's flash backward", 1, 3, 0);
 }
 
 // The model sweep's false FAIL at 09c0d2f (run seed 31062393025, draw 39 of the stream swa_full:
@@ -917,21 +926,8 @@ Test(check, model_flash_D_other_order) {
 // ∞ against the floor's 1.19e-7. A row that sees one key now takes its flash D one ulp away from
 // dp where it would equal it (check/attention.c); the previous binary FAILs this draw.
 Test(check, model_flash_D_one_ulp) {
-    const uint64_t run = 31062393025ull, seed = run * 1000003u + 11u * 100000u + 39u, kept = g_seed;
-    g_seed = run;
-    phax_rng r = phax_rng_new(seed);
-    bug bg;
-    mcase m = draw_case(PHAX_FAMILY_SWA_FULL, 0, &r, &bg);
-    cr_assert(m.T == 1 && m.cfg.score_cosine && m.cfg.n_layers == 2 && m.cfg.head_dim == 6, "the draw moved (T %d)", m.T);
-    inputs in = make_inputs(&m, seed);
-    int nt = omp_get_max_threads();
-    omp_set_num_threads(1);
-    outs f = their(&in, OK, 0);
-    omp_set_num_threads(nt);
-    judge(&in, &f, 0, "f32", 1, "swa_full, T 1, cosine: fast/cpu's flash backward, D equal to dp in the baseline");
-    outs_free(&f);
-    inputs_free(&in);
-    g_seed = kept;
+    replay_draw(31062393025ull, 11, 39, PHAX_FAMILY_SWA_FULL,
+                "swa_full, T 1, cosine: fast/cpu's flash backward, D equal to dp in the baseline", 1, 2, 6);
 }
 
 Test(check, sweep_model, .timeout = 7200) {
@@ -970,7 +966,7 @@ Test(check, sweep_model, .timeout = 7200) {
     for (int d = first; d < first + nd; d++)
         for (int s = 0; s < NS; s++) {
             if (only && strcmp(only, S[s].name)) continue;
-            uint64_t seed = base * 1000003u + (uint64_t)s * 100000u + (uint64_t)d;
+            uint64_t seed = sweep_seed(base, s, d);
             phax_rng r = phax_rng_new(seed);
             bug bg;
             mcase m = draw_case(S[s].f, S[s].sw, &r, &bg);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "phax/fcpu_gdn.h"
+#include "phax/numerics.h"  // phax_sigmoidf, phax_softplusf
 #include "seq_internal.h"
 
 static int eff_chunk(int chunk, int T) {
@@ -400,7 +401,7 @@ static float conv_pre_f(const float *x0, const float *w, int t, int c, int C, in
 
 // da = dy · SiLU′(a), SiLU′ = σ(a)(1 + a(1 − σ(a))).
 static float conv_da(float a, float dy) {
-    const float s = 1.0f / (1.0f + expf(-a));
+    const float s = phax_sigmoidf(a);
     return dy * (s * (1.0f + a * (1.0f - s)));
 }
 
@@ -460,12 +461,6 @@ int fcpu_gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, con
 
 // --- the layer's gates ---------------------------------------------------------------------------------
 
-static float softplus_f(float z) { return z > 0 ? z + log1pf(expf(-z)) : log1pf(expf(z)); }
-static float sigmoid_f(float z) {
-    if (z >= 0) return 1.0f / (1.0f + expf(-z));
-    const float e = expf(z);
-    return e / (1.0f + e);
-}
 
 int fcpu_gdn_gates_fwd(float *g, float *beta, const float *a, const float *b, const float *A_log,
                        const float *dt_bias, size_t n, int H) {
@@ -474,8 +469,8 @@ int fcpu_gdn_gates_fwd(float *g, float *beta, const float *a, const float *b, co
     for (size_t r = 0; r < n; r++)
         for (int h = 0; h < H; h++) {
             const size_t i = r * H + h;
-            if (g) g[i] = -expf(A_log[h]) * softplus_f(a[i] + dt_bias[h]);
-            if (beta) beta[i] = sigmoid_f(b[i]);
+            if (g) g[i] = -expf(A_log[h]) * phax_softplusf(a[i] + dt_bias[h]);
+            if (beta) beta[i] = phax_sigmoidf(b[i]);
         }
     return PHAX_OK;
 }
@@ -487,9 +482,9 @@ int fcpu_gdn_gates_bwd(float *da, float *db, float *dA_log, float *ddt_bias, con
     for (size_t r = 0; r < n; r++)
         for (int h = 0; h < H; h++) {
             const size_t i = r * H + h;
-            if (dg && da) da[i] += -dg[i] * expf(A_log[h]) * sigmoid_f(a[i] + dt_bias[h]);
+            if (dg && da) da[i] += -dg[i] * expf(A_log[h]) * phax_sigmoidf(a[i] + dt_bias[h]);
             if (dbeta && db) {
-                const float s = sigmoid_f(b[i]);
+                const float s = phax_sigmoidf(b[i]);
                 db[i] += dbeta[i] * (s * (1.0f - s));
             }
         }
@@ -501,8 +496,8 @@ int fcpu_gdn_gates_bwd(float *da, float *db, float *dA_log, float *ddt_bias, con
             for (size_t r = 0; r < n; r++) {
                 const size_t i = r * H + h;
                 const float z = a[i] + dt_bias[h];
-                sa += (double)dg[i] * (-E * softplus_f(z));
-                st += (double)dg[i] * (-E * sigmoid_f(z));
+                sa += (double)dg[i] * (-E * phax_softplusf(z));
+                st += (double)dg[i] * (-E * phax_sigmoidf(z));
             }
             if (dA_log) dA_log[h] += (float)sa;
             if (ddt_bias) ddt_bias[h] += (float)st;

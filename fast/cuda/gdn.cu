@@ -23,6 +23,7 @@
 
 #include "cuda_common.cuh"
 #include "phax/fcpu_gdn.h"  // FCPU_GDN_CHUNK, FCPU_GDN_MAX_CHUNK, FCPU_GDN_MAX_DIM
+#include "phax/numerics.h"  // phax_sigmoidf, phax_softplusf
 #include "phax/ops.h"       // phax_gdn_cfg, PHAX_GDN_L2_EPS
 
 #define GDN_THREADS 256
@@ -434,7 +435,7 @@ __device__ static float conv_pre(const float *x0, const float *w, int t, int c, 
     return a;
 }
 __device__ static float conv_da(float a, float dy) {
-    const float s = 1.0f / (1.0f + expf(-a));
+    const float s = phax_sigmoidf(a);
     return dy * (s * (1.0f + a * (1.0f - s)));
 }
 
@@ -508,19 +509,13 @@ extern "C" int fcuda_gdn_conv_bwd(float *dx, float *dw, const float *dy, const f
 // --- the layer's gates ---------------------------------------------------------------------------------
 // ref_gdn_gates_*'s function with fast/cpu's arithmetic: a thread per (row, head) for g, β, da, db;
 // a thread per head for dA_log and ddt_bias, summing its rows in order in double.
-__device__ static float softplus_f(float z) { return z > 0 ? z + log1pf(expf(-z)) : log1pf(expf(z)); }
-__device__ static float sigmoid_f(float z) {
-    if (z >= 0) return 1.0f / (1.0f + expf(-z));
-    const float e = expf(z);
-    return e / (1.0f + e);
-}
 
 static __global__ void gates_fwd_k(float *g, float *beta, const float *a, const float *b, const float *A_log,
                                    const float *dt_bias, size_t n, int H) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n * H; i += (size_t)gridDim.x * blockDim.x) {
         const int h = (int)(i % H);
-        if (g) g[i] = -expf(A_log[h]) * softplus_f(a[i] + dt_bias[h]);
-        if (beta) beta[i] = sigmoid_f(b[i]);
+        if (g) g[i] = -expf(A_log[h]) * phax_softplusf(a[i] + dt_bias[h]);
+        if (beta) beta[i] = phax_sigmoidf(b[i]);
     }
 }
 
@@ -528,9 +523,9 @@ static __global__ void gates_bwd_k(float *da, float *db, const float *dg, const 
                                    const float *b, const float *A_log, const float *dt_bias, size_t n, int H) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n * H; i += (size_t)gridDim.x * blockDim.x) {
         const int h = (int)(i % H);
-        if (dg && da) da[i] += -dg[i] * expf(A_log[h]) * sigmoid_f(a[i] + dt_bias[h]);
+        if (dg && da) da[i] += -dg[i] * expf(A_log[h]) * phax_sigmoidf(a[i] + dt_bias[h]);
         if (dbeta && db) {
-            const float s = sigmoid_f(b[i]);
+            const float s = phax_sigmoidf(b[i]);
             db[i] += dbeta[i] * (s * (1.0f - s));
         }
     }
@@ -544,8 +539,8 @@ static __global__ void gates_sums_k(float *dA_log, float *ddt_bias, const float 
         for (size_t r = 0; r < n; r++) {
             const size_t i = r * H + h;
             const float z = a[i] + dt_bias[h];
-            sa += (double)dg[i] * (-E * softplus_f(z));
-            st += (double)dg[i] * (-E * sigmoid_f(z));
+            sa += (double)dg[i] * (-E * phax_softplusf(z));
+            st += (double)dg[i] * (-E * phax_sigmoidf(z));
         }
         if (dA_log) dA_log[h] += (float)sa;
         if (ddt_bias) ddt_bias[h] += (float)st;

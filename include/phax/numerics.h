@@ -33,6 +33,15 @@ PHAX_HD static inline double phax_softplus(double z) {
     return (z > 0 ? z : 0.0) + log1p(exp(-fabs(z)));
 }
 
+// The float forms (the GDN layer's gates and its convolution's SiLU′, fast/cpu/gdn.c and
+// fast/cuda/gdn.cu): the same formulations in float.
+PHAX_HD static inline float phax_sigmoidf(float z) {
+    if (z >= 0) return 1.0f / (1.0f + expf(-z));
+    float e = expf(z);
+    return e / (1.0f + e);
+}
+PHAX_HD static inline float phax_softplusf(float z) { return (z > 0 ? z : 0.0f) + log1pf(expf(-fabsf(z))); }
+
 // log σ(z) = min(z, 0) − log1p(e^{−|z|}).
 PHAX_HD static inline double phax_logsigmoid(double z) {
     double neg = z < 0 ? z : 0.0;
