@@ -250,7 +250,9 @@ typedef struct {
                const phax_gdn_cfg *c, int chunk, void *ws);
     // the layer's short convolution: fcpu_gdn_conv_*'s contract
     int (*conv_fwd)(float *y, const float *x, const float *w, int B, int T, int C, int K);
-    int (*conv_bwd)(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C, int K);
+    size_t (*conv_bwd_ws)(int B, int T, int C);
+    int (*conv_bwd)(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C, int K,
+                    void *ws);
     // the layer's gates: fcpu_gdn_gates_*'s contract
     int (*gates_fwd)(float *g, float *beta, const float *a, const float *b, const float *A_log, const float *dt_bias,
                      size_t n, int H);

@@ -200,6 +200,7 @@ static const h_backend cpu = {
             .bwd_ws = fcpu_gdn_chunkwise_bwd_ws,
             .bwd = fcpu_gdn_chunkwise_bwd,
             .conv_fwd = fcpu_gdn_conv_fwd,
+            .conv_bwd_ws = fcpu_gdn_conv_bwd_ws,
             .conv_bwd = fcpu_gdn_conv_bwd,
             .gates_fwd = fcpu_gdn_gates_fwd,
             .gates_bwd = fcpu_gdn_gates_bwd,

@@ -589,13 +589,17 @@ static int N(gdn_conv_fwd)(float *y, const float *x, const float *w, int B, int 
     return rc;
 }
 
+static size_t N(gdn_conv_bwd_ws)(int B, int T, int C) { return FC(gdn_conv_bwd_ws)(B, T, C); }
+
 static int N(gdn_conv_bwd)(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C,
-                           int K) {
+                           int K, void *ws_host) {
+    (void)ws_host;
     size_t nx = B > 0 && T > 0 && C > 0 ? (size_t)B * T * C : 0, nw = C > 0 && K > 0 ? (size_t)C * K : 0;
     float *gX = N_GD_UP(dx, nx), *gW = N_GD_UP(dw, nw), *dDY = N(up)(dy, nx), *dX = N(up)(x, nx), *dW = N(up)(w, nw);
-    int rc = FC(gdn_conv_bwd)(gX, gW, dDY, dX, dW, B, T, C, K, NULL);
+    void *ws = N(ws)(FC(gdn_conv_bwd_ws)(B, T, C));
+    int rc = FC(gdn_conv_bwd)(gX, gW, dDY, dX, dW, B, T, C, K, ws, NULL);
     N(down)(dx, gX, nx, "dx"), N(down)(dw, gW, nw, "dw"), N(down)(NULL, dDY, nx, "dy");
-    N(down)(NULL, dX, nx, "x"), N(down)(NULL, dW, nw, "w");
+    N(down)(NULL, dX, nx, "x"), N(down)(NULL, dW, nw, "w"), N(ws_free)(ws);
     return rc;
 }
 
@@ -762,6 +766,7 @@ static int N(decoder_prefill_all)(void *d, const int32_t *tokens, int n, float *
                 .bwd_ws = N(gdn_bwd_ws),                                                          \
                 .bwd = N(gdn_bwd),                                                                \
                 .conv_fwd = N(gdn_conv_fwd),                                                      \
+                .conv_bwd_ws = N(gdn_conv_bwd_ws),                                                \
                 .conv_bwd = N(gdn_conv_bwd),                                                      \
                 .gates_fwd = N(gdn_gates_fwd),                                                    \
                 .gates_bwd = N(gdn_gates_bwd)},                                                   \

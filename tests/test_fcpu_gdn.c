@@ -127,7 +127,7 @@ static const char *const NM[NT] = {"o", "final_state", "dq", "dk", "dv", "dg", "
 
 // The cpu backend's ops (fast/cpu directly): what the fcpu_gdn tests below run.
 static const h_gdn_ops CPU_GDN = {fcpu_gdn_chunkwise_fwd_ws, fcpu_gdn_chunkwise_fwd, fcpu_gdn_chunkwise_bwd_ws,
-                                  fcpu_gdn_chunkwise_bwd, fcpu_gdn_conv_fwd, fcpu_gdn_conv_bwd,
+                                  fcpu_gdn_chunkwise_bwd, fcpu_gdn_conv_fwd, fcpu_gdn_conv_bwd_ws, fcpu_gdn_conv_bwd,
                                   fcpu_gdn_gates_fwd, fcpu_gdn_gates_bwd};
 
 // fast's eight tensors from ops, the gradients added into init (0: the accuracy's); s0 and dsT
@@ -355,7 +355,11 @@ static void conv_case(const h_backend *be, int B, int T, int C, int K, const cha
     int prev = be->get_threads ? be->get_threads() : 0;
     if (be->set_threads) be->set_threads(2);
     cr_assert(be->gdn.conv_fwd(y, x, w, B, T, C, K) == PHAX_OK, "%s", phax_error());
-    cr_assert(be->gdn.conv_bwd(dx, dw, dy, x, w, B, T, C, K) == PHAX_OK, "%s", phax_error());
+    const size_t wsn = be->gdn.conv_bwd_ws(B, T, C);
+    void *ws = ws_nan(wsn);
+    cr_assert(be->gdn.conv_bwd(dx, dw, dy, x, w, B, T, C, K, ws) == PHAX_OK, "%s", phax_error());
+    cr_expect(ws_intact(ws, wsn), "[%s] the workspace was written past its queried size", label);
+    free(ws);
     if (be->set_threads) be->set_threads(prev);
     // per (b, t, c): a, S_a and the bound of δda; then each output's tolerance
     double *da_err = tu_buf(nx), *da = tu_buf(nx), worst[3] = {0, 0, 0};
@@ -419,7 +423,8 @@ H_TEST(gdn, conv_matches_ref) {
 H_TEST(gdn, conv_bad_sizes_refused) {
     float a[4] = {0}, w[4] = {0};
     cr_expect(be->gdn.conv_fwd(a, a, w, 1, 2, 2, 0) == PHAX_ERR && strstr(phax_error(), "K=0"), "%s", phax_error());
-    cr_expect(be->gdn.conv_bwd(a, w, a, a, w, 0, 2, 2, 1) == PHAX_ERR);
+    cr_expect(be->gdn.conv_bwd(a, w, a, a, w, 0, 2, 2, 1, a) == PHAX_ERR);
+    cr_expect(be->gdn.conv_bwd_ws(0, 2, 2) == 0);
     cr_expect(be->gdn.conv_fwd(a, a, w, 1, 0, 2, 1) == PHAX_OK);
 }
 

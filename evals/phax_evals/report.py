@@ -1096,7 +1096,6 @@ def section_generality(out, st, P, claims):
                       f"d {st['recall_model']['d_model']}, T {T}; task {task}; SWA alternating with each backbone, "
                       f"{len(g['seeds'])} seed(s), mean ± sd",
                       T=T, chance=CHANCE_RECALL)) + "\n"
-    claims["generality"] = rows
     return txt
 
 

@@ -414,29 +414,37 @@ int fcpu_gdn_conv_fwd(float *y, const float *x, const float *w, int B, int T, in
         const float *x0 = x + (size_t)b * T * C;
         for (int c = 0; c < C; c++) {
             const float a = conv_pre_f(x0, w, t, c, C, K);
-            y[(size_t)r * C + c] = a / (1.0f + expf(-a));
+            y[(size_t)r * C + c] = a * phax_sigmoidf(a);
         }
     }
     return PHAX_OK;
 }
 
+size_t fcpu_gdn_conv_bwd_ws(int B, int T, int C) {
+    return B < 1 || T < 0 || C < 1 ? 0 : (size_t)B * T * C * sizeof(float);
+}
+
 int fcpu_gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C,
-                      int K) {
+                      int K, void *ws) {
     if (conv_sizes("fcpu_gdn_conv_bwd", B, T, C, K)) return PHAX_ERR;
+    if (!ws) return phax_fail("fcpu_gdn_conv_bwd: ws is NULL");
     const long rows = (long)B * T;
+    float *da = ws;  // (B, T, C): dy·SiLU′(a), each pre-activation formed once
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; r++) {
+        const int b = (int)(r / T), t = (int)(r % T);
+        const float *x0 = x + (size_t)b * T * C;
+        for (int c = 0; c < C; c++) da[(size_t)r * C + c] = conv_da(conv_pre_f(x0, w, t, c, C, K), dy[(size_t)r * C + c]);
+    }
     if (dx) {
         // dx[b,s,c] = Σ_j w[c,j] da[b, s+K−1−j, c]: each row gathers from the outputs it reaches.
 #pragma omp parallel for schedule(static)
         for (long r = 0; r < rows; r++) {
-            const int b = (int)(r / T), s = (int)(r % T);
-            const float *x0 = x + (size_t)b * T * C, *dy0 = dy + (size_t)b * T * C;
+            const int s = (int)(r % T);
             for (int c = 0; c < C; c++) {
                 float acc = 0;
-                for (int j = 0; j < K; j++) {
-                    const int t = s + K - 1 - j;
-                    if (t >= T) continue;
-                    acc += w[(size_t)c * K + j] * conv_da(conv_pre_f(x0, w, t, c, C, K), dy0[(size_t)t * C + c]);
-                }
+                for (int j = 0; j < K; j++)
+                    if (s + K - 1 - j < T) acc += w[(size_t)c * K + j] * da[(size_t)(r + K - 1 - j) * C + c];
                 dx[(size_t)r * C + c] += acc;
             }
         }
@@ -448,10 +456,9 @@ int fcpu_gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, con
             for (int j = 0; j < K; j++) {
                 double acc = 0;
                 for (int b = 0; b < B; b++) {
-                    const float *x0 = x + (size_t)b * T * C, *dy0 = dy + (size_t)b * T * C;
+                    const float *x0 = x + (size_t)b * T * C, *da0 = da + (size_t)b * T * C;
                     for (int t = K - 1 - j; t < T; t++)
-                        acc += (double)x0[(size_t)(t - K + 1 + j) * C + c] *
-                               conv_da(conv_pre_f(x0, w, t, c, C, K), dy0[(size_t)t * C + c]);
+                        acc += (double)x0[(size_t)(t - K + 1 + j) * C + c] * da0[(size_t)t * C + c];
                 }
                 dw[(size_t)c * K + j] += (float)acc;
             }
@@ -460,7 +467,6 @@ int fcpu_gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, con
 }
 
 // --- the layer's gates ---------------------------------------------------------------------------------
-
 
 int fcpu_gdn_gates_fwd(float *g, float *beta, const float *a, const float *b, const float *A_log,
                        const float *dt_bias, size_t n, int H) {

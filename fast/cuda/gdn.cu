@@ -426,17 +426,13 @@ static __global__ void __launch_bounds__(GDN_THREADS) gdn_bwd_k(gdn_bargs a, cha
 
 // --- the layer's short convolution -----------------------------------------------------------------
 // ref_gdn_conv_*'s function (docs/spec.md §2.13) with fast/cpu's arithmetic: the pre-activation a float
-// sum over the taps in order, SiLU′ = σ(1 + a(1 − σ)); a thread per output element (dx gathers
-// from the outputs it reaches: no atomics), dw a thread per (c, j) summing over (b, t) in order in
-// double.
+// sum over the taps in order, SiLU′ = σ(1 + a(1 − σ)). The backward forms da = dy·SiLU′(a) once
+// into the workspace, then dx a thread per element gathering from the outputs it reaches (no
+// atomics), dw a thread per (c, j) summing over (b, t) in order in double.
 __device__ static float conv_pre(const float *x0, const float *w, int t, int c, int C, int K) {
     float a = 0;
     for (int j = t < K - 1 ? K - 1 - t : 0; j < K; j++) a += w[(size_t)c * K + j] * x0[(size_t)(t - K + 1 + j) * C + c];
     return a;
-}
-__device__ static float conv_da(float a, float dy) {
-    const float s = phax_sigmoidf(a);
-    return dy * (s * (1.0f + a * (1.0f - s)));
 }
 
 static __global__ void conv_fwd_k(float *y, const float *x, const float *w, int T, int C, int K, size_t n) {
@@ -444,34 +440,38 @@ static __global__ void conv_fwd_k(float *y, const float *x, const float *w, int 
         const size_t r = e / C;
         const int c = (int)(e % C), t = (int)(r % T);
         const float a = conv_pre(x + (r - t) * C, w, t, c, C, K);
-        y[e] = a / (1.0f + expf(-a));
+        y[e] = a * phax_sigmoidf(a);
     }
 }
 
-static __global__ void conv_dx_k(float *dx, const float *dy, const float *x, const float *w, int T, int C, int K,
+static __global__ void conv_da_k(float *da, const float *dy, const float *x, const float *w, int T, int C, int K,
                                  size_t n) {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
         const size_t r = e / C;
+        const int c = (int)(e % C), t = (int)(r % T);
+        const float a = conv_pre(x + (r - t) * C, w, t, c, C, K), s = phax_sigmoidf(a);
+        da[e] = dy[e] * (s * (1.0f + a * (1.0f - s)));
+    }
+}
+
+static __global__ void conv_dx_k(float *dx, const float *da, const float *w, int T, int C, int K, size_t n) {
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = e / C;
         const int c = (int)(e % C), s = (int)(r % T);
-        const float *x0 = x + (r - s) * C, *dy0 = dy + (r - s) * C;
         float acc = 0;
-        for (int j = 0; j < K; j++) {
-            const int t = s + K - 1 - j;
-            if (t < T) acc += w[(size_t)c * K + j] * conv_da(conv_pre(x0, w, t, c, C, K), dy0[(size_t)t * C + c]);
-        }
+        for (int j = 0; j < K; j++)
+            if (s + K - 1 - j < T) acc += w[(size_t)c * K + j] * da[(r + K - 1 - j) * C + c];
         dx[e] += acc;
     }
 }
 
-static __global__ void conv_dw_k(float *dw, const float *dy, const float *x, const float *w, int B, int T, int C,
-                                 int K) {
+static __global__ void conv_dw_k(float *dw, const float *da, const float *x, int B, int T, int C, int K) {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < (size_t)C * K; e += (size_t)gridDim.x * blockDim.x) {
         const int c = (int)(e / K), j = (int)(e % K);
         double acc = 0;
         for (int b = 0; b < B; b++) {
-            const float *x0 = x + (size_t)b * T * C, *dy0 = dy + (size_t)b * T * C;
-            for (int t = K - 1 - j; t < T; t++)
-                acc += (double)x0[(size_t)(t - K + 1 + j) * C + c] * conv_da(conv_pre(x0, w, t, c, C, K), dy0[(size_t)t * C + c]);
+            const float *x0 = x + (size_t)b * T * C, *da0 = da + (size_t)b * T * C;
+            for (int t = K - 1 - j; t < T; t++) acc += (double)x0[(size_t)(t - K + 1 + j) * C + c] * da0[(size_t)t * C + c];
         }
         dw[e] += (float)acc;
     }
@@ -491,18 +491,26 @@ extern "C" int fcuda_gdn_conv_fwd(float *y, const float *x, const float *w, int 
     return fcuda_check(op);
 }
 
+extern "C" size_t fcuda_gdn_conv_bwd_ws(int B, int T, int C) {
+    return B < 1 || T < 0 || C < 1 ? 0 : (size_t)B * T * C * sizeof(float);
+}
+
 extern "C" int fcuda_gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T,
-                                  int C, int K, void *stream) {
+                                  int C, int K, void *ws, void *stream) {
     const char *op = "gdn_conv_bwd";
     if (conv_sizes(op, B, T, C, K)) return PHAX_ERR;
+    if (!ws) return phax_fail("cuda %s: no workspace", op);
     const size_t n = (size_t)B * T * C;
-    if (n == 0) return PHAX_OK;
+    if (n == 0 || !(dx || dw)) return PHAX_OK;
+    float *da = (float *)ws;
+    PHAX_LAUNCH(conv_da_k, fcuda_ew_blocks(n, GDN_THREADS), GDN_THREADS, 0, fcuda_stream(stream), da, dy, x, w, T, C, K,
+                n);
     if (dx)
-        PHAX_LAUNCH(conv_dx_k, fcuda_ew_blocks(n, GDN_THREADS), GDN_THREADS, 0, fcuda_stream(stream), dx, dy, x, w, T, C,
-                    K, n);
+        PHAX_LAUNCH(conv_dx_k, fcuda_ew_blocks(n, GDN_THREADS), GDN_THREADS, 0, fcuda_stream(stream), dx, da, w, T, C, K,
+                    n);
     if (dw)
-        PHAX_LAUNCH(conv_dw_k, fcuda_ew_blocks((size_t)C * K, GDN_THREADS), GDN_THREADS, 0, fcuda_stream(stream), dw, dy,
-                    x, w, B, T, C, K);
+        PHAX_LAUNCH(conv_dw_k, fcuda_ew_blocks((size_t)C * K, GDN_THREADS), GDN_THREADS, 0, fcuda_stream(stream), dw, da,
+                    x, B, T, C, K);
     return fcuda_check(op);
 }
 

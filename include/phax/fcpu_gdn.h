@@ -43,12 +43,14 @@ int fcpu_gdn_chunkwise_bwd(float *dq, float *dk_, float *dv_, float *dg, float *
 // --- the GDN layer's short convolution (fast/cpu/gdn.c) -------------------------------------------
 // ref_gdn_conv_*'s contract (docs/spec.md §2.13): y[b,t,c] = SiLU(Σ_{j<K} w[c,j] x[b, t−K+1+j, c]),
 // x before t = 0 zero; x, y: (B, T, C); w: (C, K). The pre-activation is a float sum in ref's order
-// (j = 0..K−1); the backward recomputes it, gathers dx (no scatter: rows in parallel without
-// races) and sums dw over (b, t) in double. Backward: dx, dw (either may be NULL) ADDED from dy.
-// No workspace. PHAX_ERR (phax_error()) for B, C, K < 1 or T < 0.
+// (j = 0..K−1); the backward recomputes it once into da = dy·SiLU′(a) (ws: B·T·C floats,
+// fcpu_gdn_conv_bwd_ws bytes), then gathers dx (no scatter: rows in parallel without races) and
+// sums dw over (b, t) in double. Backward: dx, dw (either may be NULL) ADDED from dy. PHAX_ERR
+// (phax_error()) for B, C, K < 1, T < 0 or no workspace.
 int fcpu_gdn_conv_fwd(float *y, const float *x, const float *w, int B, int T, int C, int K);
+size_t fcpu_gdn_conv_bwd_ws(int B, int T, int C);  // 0 for sizes the call refuses
 int fcpu_gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C,
-                      int K);
+                      int K, void *ws);
 
 // --- the GDN layer's gates (fast/cpu/gdn.c) -----------------------------------------------------------
 // ref_gdn_gates_*'s contract (docs/spec.md §2.13): g = −e^{A_log}·softplus(a + dt_bias), β = σ(b) per

@@ -223,10 +223,11 @@ int fcuda_gdn_bwd(float *dq, float *dk_, float *dv_, float *dg, float *dbeta, fl
                   const float *beta, const float *s0, int B, int T, int H, int dk, int dv,
                   const phax_gdn_cfg *c, int chunk, void *ws, void *stream);
 // gdn conv: fcpu_gdn_conv_*'s contract (the GDN layer's short convolution): x, y, dx, dy (B, T, C),
-// w, dw (C, K); gradients ADDED (either NULL).
+// w, dw (C, K); gradients ADDED (either NULL); ws: fcuda_gdn_conv_bwd_ws bytes (da, formed once).
 int fcuda_gdn_conv_fwd(float *y, const float *x, const float *w, int B, int T, int C, int K, void *stream);
+size_t fcuda_gdn_conv_bwd_ws(int B, int T, int C);
 int fcuda_gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C,
-                       int K, void *stream);
+                       int K, void *ws, void *stream);
 // gdn gates: fcpu_gdn_gates_*'s contract: a, b, g, beta (n, H), A_log, dt_bias (H); gradients ADDED.
 int fcuda_gdn_gates_fwd(float *g, float *beta, const float *a, const float *b, const float *A_log,
                         const float *dt_bias, size_t n, int H, void *stream);

@@ -80,6 +80,7 @@
 #define fcuda_gdn_bwd                   fcuda_emu_gdn_bwd
 #define fcuda_gdn_conv_fwd              fcuda_emu_gdn_conv_fwd
 #define fcuda_gdn_conv_bwd              fcuda_emu_gdn_conv_bwd
+#define fcuda_gdn_conv_bwd_ws           fcuda_emu_gdn_conv_bwd_ws
 #define fcuda_gdn_gates_fwd             fcuda_emu_gdn_gates_fwd
 #define fcuda_gdn_gates_bwd             fcuda_emu_gdn_gates_bwd
 #define fcuda_ssm_plan_new              fcuda_emu_ssm_plan_new
@@ -174,6 +175,7 @@
 #undef fcuda_gdn_bwd
 #undef fcuda_gdn_conv_fwd
 #undef fcuda_gdn_conv_bwd
+#undef fcuda_gdn_conv_bwd_ws
 #undef fcuda_gdn_gates_fwd
 #undef fcuda_gdn_gates_bwd
 #undef fcuda_ssm_plan_new
