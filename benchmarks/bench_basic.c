@@ -31,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "phax/fcpu_basic.h"
+#include "phax/fcpu.h"
 #include "phax/fcpu_gemm.h"
 #include "phax/ref.h"
 #include "bench_util.h"

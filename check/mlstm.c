@@ -9,13 +9,12 @@
 #include <string.h>
 
 #include "phax/check.h"
-#include "round.h"
+#include "naive.h"
 
 #define R(x) PHAX_CHECK_R(pr, (x))
 #define RM(x) PHAX_CHECK_RM(pr, (x))
 
 static double logsig(double z) { return fmin(z, 0.0) - log1p(exp(-fabs(z))); }
-static double sigm(double z) { return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z)); }
 
 // cumsum = 0: the log-decays summed directly from r = t down (D̃_ts rounded per added
 // term); cumsum = 1: as the difference of cumulative sums cs_t − cs_s, cs_r = Σ_{u≤r} logσ(f̃_u)

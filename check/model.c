@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "phax/check.h"
-#include "round.h"
+#include "naive.h"
 #include "phax/model_plan.h"
 
 #define R(x) PHAX_CHECK_R(pr, (x))
@@ -285,7 +285,6 @@ static int gss(nm *m, int l, const double *x, double *y, const double *dy, doubl
     return PHAX_OK;
 }
 
-static double sigm(double z) { return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z)); }
 
 // The gate cap of docs/spec.md §1.4, 15·tanh(z/15), and its derivative 1 − tanh²(z/15).
 static double cap(const phax_precision *pr, double z) {

@@ -5,7 +5,7 @@
 
 #include "phax/backend.h"
 #include "phax/core.h"
-#include "phax/fcpu_basic.h"
+#include "phax/fcpu.h"
 #include "phax/fcpu_decode.h"
 #include "phax/fcpu_gemm.h"
 #include "phax/fmodel.h"

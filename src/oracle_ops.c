@@ -145,7 +145,7 @@ static int op_norm(octx *c, int kind) {  // 0 rms, 1 layer, 2 head
     if (has_b) TRY(ox_put_base(c, "grad.bias", bb));
     if (!kind) return PHAX_OK;  // RMSNorm has no variance
     // LayerNorm's variance is as often E[x²] − E[x]² in one pass as Σ(x − mean)² in two; the
-    // first cancels where |mean| ≫ spread (check/basic.c): its baseline too, the bound the larger.
+    // first cancels where |mean| ≫ spread (check/norm.c): its baseline too, the bound the larger.
     double *ay = ox_dalloc(c, n * d), *ax = ox_dalloc(c, n * d), *ag = ox_dalloc(c, d), *ab = ox_dalloc(c, d);
     TRYP(ay && ax && ag && ab);
     TRY(phax_naive_norm_alg(c->prec, 1, ay, ax, ag, has_b ? ab : NULL, gy, x, g, b, n, d, d / heads, eps, 1));

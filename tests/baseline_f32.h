@@ -7,12 +7,20 @@
 #ifndef PHAX_TESTS_BASELINE_F32_H
 #define PHAX_TESTS_BASELINE_F32_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "harness.h"
 
-// --- basic (baseline_f32_basic.c) ---------------------------------------------------------------
+// --- the small ops (baseline_f32_<stem>.c: linear, norm, activation, ffn, rope, mix, loss, adamw;
+// embedding is a gather, exact: no baseline) ------------------------------------------------------
+// σ(z) in float, formed without overflow (activation, ffn and mix use it).
+static inline float b32_sigmoid(float z) {
+    if (z >= 0) return 1.0f / (1.0f + expf(-z));
+    float e = expf(z);
+    return e / (1.0f + e);
+}
 void b32_linear_fwd(float *y, const float *x, const float *W, const float *b, size_t n, int in, int out);
 void b32_linear_bwd(float *dx, float *dW, float *db, const float *dy, const float *x, const float *W, size_t n, int in, int out);
 void b32_rmsnorm_fwd(float *y, const float *x, const float *g, size_t n, int d, float eps);

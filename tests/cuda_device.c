@@ -2,7 +2,7 @@
 // proves the link with cudart and cublas; run, it is the device check of linear: without a
 // device it says so in one line and is skipped (exit 77), with one it runs linear forward and
 // backward (FP32 and TF32) on 7 rows, 10 -> 5, against a double loop with the elementwise
-// worst-case bounds of tests/test_cuda_basic.c.
+// worst-case bounds of tests/test_cuda_blas.c.
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -81,7 +81,7 @@ int main(void) {
             printf("FAIL: %s\n", phax_error());
             return 1;
         }
-        // FP32: (k + 1)·1.01·u; TF32: 2u_t + u_t² on top (tests/test_cuda_basic.c derives it),
+        // FP32: (k + 1)·1.01·u; TF32: 2u_t + u_t² on top (tests/test_cuda_blas.c derives it),
         // with u_t = 2^-10 here: a device's tensor cores may truncate the operands to TF32
         // instead of rounding them (the emulation rounds: 2^-11).
         double ut = tf32 ? 0x1p-10 : 0, u = 0x1p-24;

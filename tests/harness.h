@@ -135,13 +135,19 @@ typedef struct {  // fcpu_adamw_param's fields
     int decay;       // 1: weight decay on this tensor
 } h_adamw_param;
 
+// The small ops, one struct per op family (the stems of ref/, fast/cpu/ and tests/test_fast_*.c).
 typedef struct {
-    int (*embedding_fwd)(float *x, const float *E, const int32_t *tok, size_t n, int V, int d);
-    void (*embedding_bwd)(float *dE, const float *dx, const int32_t *tok, size_t n, int d);
-    void (*linear_fwd)(float *y, const float *x, const float *W, const float *b, size_t n, int in,
-                       int out);
-    void (*linear_bwd)(float *dx, float *dW, float *db, const float *dy, const float *x,
-                       const float *W, size_t n, int in, int out);
+    int (*fwd)(float *x, const float *E, const int32_t *tok, size_t n, int V, int d);
+    void (*bwd)(float *dE, const float *dx, const int32_t *tok, size_t n, int d);
+} h_embedding_ops;
+
+typedef struct {
+    void (*fwd)(float *y, const float *x, const float *W, const float *b, size_t n, int in, int out);
+    void (*bwd)(float *dx, float *dW, float *db, const float *dy, const float *x, const float *W, size_t n,
+                int in, int out);
+} h_linear_ops;
+
+typedef struct {
     void (*rmsnorm_fwd)(float *y, const float *x, const float *g, size_t n, int d, double eps);
     size_t (*rmsnorm_bwd_ws)(size_t n, int d);
     void (*rmsnorm_bwd)(float *dx, float *dg, const float *dy, const float *x, const float *g,
@@ -156,10 +162,16 @@ typedef struct {
     size_t (*headnorm_bwd_ws)(size_t n, int H, int dh);
     void (*headnorm_bwd)(float *dx, float *dg, const float *dy, const float *x, const float *g,
                          size_t n, int H, int dh, double eps, void *ws);
+} h_norm_ops;
+
+typedef struct {
     void (*gelu_fwd)(float *y, const float *x, size_t n);
     void (*gelu_bwd)(float *dx, const float *dy, const float *x, size_t n);
     void (*silu_fwd)(float *y, const float *x, size_t n);
     void (*silu_bwd)(float *dx, const float *dy, const float *x, size_t n);
+} h_activation_ops;
+
+typedef struct {  // the SwiGLU FFN
     size_t (*swiglu_fwd_ws)(size_t n, int d, int hid);
     int (*swiglu_fwd)(float *y, const float *x, const float *Wg, const float *Wu, const float *Wd,
                       size_t n, int d, int hid, void *ws);
@@ -175,15 +187,21 @@ typedef struct {
     int (*swiglu_bwd_kept)(float *dx, float *dWg, float *dWu, float *dWd, const float *dy,
                            const float *x, const float *Wg, const float *Wu, const float *Wd,
                            size_t n, int d, int hid, const float *keep, void *ws);
-    size_t (*rope_table_len)(int T, int dh);
-    int (*rope_table)(float *cs, int T, int dh, double base, long pos0);
-    int (*rope_fwd)(float *y, const float *x, int B, int T, int H, int dh, double base, long pos0,
-                    const float *cs);
-    int (*rope_bwd)(float *dx, const float *dy, int B, int T, int H, int dh, double base, long pos0,
-                    const float *cs);
-    void (*mix_fwd)(float *m, const float *b, const float *p, int nb, size_t n);
-    void (*mix_bwd)(float *db, float *dp, const float *dm, const float *b, const float *p, int nb,
-                    size_t n);
+} h_ffn_ops;
+
+typedef struct {
+    size_t (*table_len)(int T, int dh);
+    int (*table)(float *cs, int T, int dh, double base, long pos0);
+    int (*fwd)(float *y, const float *x, int B, int T, int H, int dh, double base, long pos0, const float *cs);
+    int (*bwd)(float *dx, const float *dy, int B, int T, int H, int dh, double base, long pos0, const float *cs);
+} h_rope_ops;
+
+typedef struct {  // PHA's softplus mix
+    void (*fwd)(float *m, const float *b, const float *p, int nb, size_t n);
+    void (*bwd)(float *db, float *dp, const float *dm, const float *b, const float *p, int nb, size_t n);
+} h_mix_ops;
+
+typedef struct {  // cross-entropy, alone and fused with the output projection
     int (*cross_entropy_fwd)(float *loss, const float *logits, const int32_t *targets, size_t n,
                              int V);
     int (*cross_entropy_bwd)(float *dlogits, float dloss, const float *logits,
@@ -195,9 +213,11 @@ typedef struct {
     int (*linear_cross_entropy)(float *loss, float *dx, float *dW, float dloss, const float *x,
                                 const float *W, const int32_t *targets, size_t n, int d, int V,
                                 void *ws);
-    int (*adamw_step)(h_adamw_param *ps, int nparams, const phax_adamw_cfg *c, long step,
-                      double *gnorm);
-} h_basic_ops;
+} h_loss_ops;
+
+typedef struct {
+    int (*step)(h_adamw_param *ps, int nparams, const phax_adamw_cfg *c, long step, double *gnorm);
+} h_adamw_ops;
 
 // SSM: the DSS kernel and the convolution. A plan is the backend's own (opaque);
 // method H_SSM_FFT or H_SSM_DIRECT (H_SSM_AUTO: the backend picks).
@@ -308,7 +328,15 @@ typedef struct {
     int (*get_threads)(void);
     h_gemm_ops gemm;
     h_attention_ops attention;
-    h_basic_ops basic;
+    h_embedding_ops embedding;
+    h_linear_ops linear;
+    h_norm_ops norm;
+    h_activation_ops activation;
+    h_ffn_ops ffn;
+    h_rope_ops rope;
+    h_mix_ops mix;
+    h_loss_ops loss;
+    h_adamw_ops adamw;
     h_ssm_ops ssm;
     h_mlstm_ops mlstm;
     h_gdn_ops gdn;

@@ -128,12 +128,10 @@ static const h_backend cpu = {
             .fwd = fcpu_attention_fwd,
             .bwd = fcpu_attention_bwd,
         },
-    .basic =
+    .embedding = {.fwd = fcpu_embedding_fwd, .bwd = fcpu_embedding_bwd},
+    .linear = {.fwd = fcpu_linear_fwd, .bwd = fcpu_linear_bwd},
+    .norm =
         {
-            .embedding_fwd = fcpu_embedding_fwd,
-            .embedding_bwd = fcpu_embedding_bwd,
-            .linear_fwd = fcpu_linear_fwd,
-            .linear_bwd = fcpu_linear_bwd,
             .rmsnorm_fwd = fcpu_rmsnorm_fwd,
             .rmsnorm_bwd_ws = fcpu_rmsnorm_bwd_ws,
             .rmsnorm_bwd = fcpu_rmsnorm_bwd,
@@ -143,10 +141,16 @@ static const h_backend cpu = {
             .headnorm_fwd = fcpu_headnorm_fwd,
             .headnorm_bwd_ws = fcpu_headnorm_bwd_ws,
             .headnorm_bwd = fcpu_headnorm_bwd,
+        },
+    .activation =
+        {
             .gelu_fwd = fcpu_gelu_fwd,
             .gelu_bwd = fcpu_gelu_bwd,
             .silu_fwd = fcpu_silu_fwd,
             .silu_bwd = fcpu_silu_bwd,
+        },
+    .ffn =
+        {
             .swiglu_fwd_ws = fcpu_swiglu_fwd_ws,
             .swiglu_fwd = fcpu_swiglu_fwd,
             .swiglu_bwd_ws = fcpu_swiglu_bwd_ws,
@@ -156,20 +160,25 @@ static const h_backend cpu = {
             .swiglu_fwd_keep_ws = fcpu_swiglu_fwd_keep_ws,
             .swiglu_bwd_kept_ws = fcpu_swiglu_bwd_kept_ws,
             .swiglu_bwd_kept = fcpu_swiglu_bwd_kept,
-            .rope_table_len = fcpu_rope_table_len,
-            .rope_table = fcpu_rope_table,
-            .rope_fwd = fcpu_rope_fwd,
-            .rope_bwd = fcpu_rope_bwd,
-            .mix_fwd = fcpu_mix_fwd,
-            .mix_bwd = fcpu_mix_bwd,
+        },
+    .rope =
+        {
+            .table_len = fcpu_rope_table_len,
+            .table = fcpu_rope_table,
+            .fwd = fcpu_rope_fwd,
+            .bwd = fcpu_rope_bwd,
+        },
+    .mix = {.fwd = fcpu_mix_fwd, .bwd = fcpu_mix_bwd},
+    .loss =
+        {
             .cross_entropy_fwd = fcpu_cross_entropy_fwd,
             .cross_entropy_bwd = fcpu_cross_entropy_bwd,
             .cross_entropy_fwd_bwd = fcpu_cross_entropy_fwd_bwd,
             .lce_tile_rows = fcpu_lce_tile_rows,
             .linear_cross_entropy_ws = fcpu_linear_cross_entropy_ws,
             .linear_cross_entropy = fcpu_linear_cross_entropy,
-            .adamw_step = cpu_adamw_step,
         },
+    .adamw = {.step = cpu_adamw_step},
     .ssm =
         {
             .kernel_fwd_ws = fcpu_dss_kernel_fwd_ws,

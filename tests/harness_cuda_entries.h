@@ -782,45 +782,55 @@ static int N(decoder_prefill_all)(void *d, const int32_t *tokens, int n, float *
                 .conv_bwd_ws = N(ssm_conv_bwd_ws),                                                \
                 .conv_fwd = N(ssm_conv_fwd),                                                      \
                 .conv_bwd = N(ssm_conv_bwd)},                                                        \
-        .basic = {                                                                                \
-            .embedding_fwd = N(embedding_fwd),                                                    \
-            .embedding_bwd = N(embedding_bwd),                                                    \
-            .linear_fwd = N(linear_fwd),                                                          \
-            .linear_bwd = N(linear_bwd),                                                          \
-            .rmsnorm_fwd = N(rmsnorm_fwd),                                                        \
-            .rmsnorm_bwd_ws = N(rmsnorm_bwd_ws),                                                  \
-            .rmsnorm_bwd = N(rmsnorm_bwd),                                                        \
-            .layernorm_fwd = N(layernorm_fwd),                                                    \
-            .layernorm_bwd_ws = N(layernorm_bwd_ws),                                              \
-            .layernorm_bwd = N(layernorm_bwd),                                                    \
-            .headnorm_fwd = N(headnorm_fwd),                                                      \
-            .headnorm_bwd_ws = N(headnorm_bwd_ws),                                                \
-            .headnorm_bwd = N(headnorm_bwd),                                                      \
-            .gelu_fwd = N(gelu_fwd),                                                              \
-            .gelu_bwd = N(gelu_bwd),                                                              \
-            .silu_fwd = N(silu_fwd),                                                              \
-            .silu_bwd = N(silu_bwd),                                                              \
-            .swiglu_fwd_ws = N(swiglu_fwd_ws),                                                    \
-            .swiglu_fwd = N(swiglu_fwd),                                                          \
-            .swiglu_bwd_ws = N(swiglu_bwd_ws),                                                    \
-            .swiglu_bwd = N(swiglu_bwd),                                                          \
-            .swiglu_keep_len = N(swiglu_keep_len),                                                \
-            .swiglu_fwd_keep = N(swiglu_fwd_keep),                                                \
-            .swiglu_fwd_keep_ws = N(swiglu_fwd_keep_ws),                                          \
-            .swiglu_bwd_kept_ws = N(swiglu_bwd_kept_ws),                                          \
-            .swiglu_bwd_kept = N(swiglu_bwd_kept),                                                \
-            .rope_table_len = N(rope_table_len),                                                  \
-            .rope_table = N(rope_table),                                                          \
-            .rope_fwd = N(rope_fwd),                                                              \
-            .rope_bwd = N(rope_bwd),                                                              \
-            .mix_fwd = N(mix_fwd),                                                                \
-            .mix_bwd = N(mix_bwd),                                                                \
-            .cross_entropy_fwd = N(cross_entropy_fwd),                                            \
-            .cross_entropy_bwd = N(cross_entropy_bwd),                                            \
-            .cross_entropy_fwd_bwd = N(cross_entropy_fwd_bwd),                                    \
-            .lce_tile_rows = N(lce_tile_rows),                                                    \
-            .linear_cross_entropy_ws = N(linear_cross_entropy_ws),                                \
-            .linear_cross_entropy = N(linear_cross_entropy),                                      \
-            .adamw_step = N(adamw_step),                                                          \
-        },                                                                                        \
+        .embedding = {.fwd = N(embedding_fwd), .bwd = N(embedding_bwd)},                          \
+        .linear = {.fwd = N(linear_fwd), .bwd = N(linear_bwd)},                                   \
+        .norm =                                                                                   \
+            {                                                                                     \
+                .rmsnorm_fwd = N(rmsnorm_fwd),                                                    \
+                .rmsnorm_bwd_ws = N(rmsnorm_bwd_ws),                                              \
+                .rmsnorm_bwd = N(rmsnorm_bwd),                                                    \
+                .layernorm_fwd = N(layernorm_fwd),                                                \
+                .layernorm_bwd_ws = N(layernorm_bwd_ws),                                          \
+                .layernorm_bwd = N(layernorm_bwd),                                                \
+                .headnorm_fwd = N(headnorm_fwd),                                                  \
+                .headnorm_bwd_ws = N(headnorm_bwd_ws),                                            \
+                .headnorm_bwd = N(headnorm_bwd),                                                  \
+            },                                                                                    \
+        .activation =                                                                             \
+            {                                                                                     \
+                .gelu_fwd = N(gelu_fwd),                                                          \
+                .gelu_bwd = N(gelu_bwd),                                                          \
+                .silu_fwd = N(silu_fwd),                                                          \
+                .silu_bwd = N(silu_bwd),                                                          \
+            },                                                                                    \
+        .ffn =                                                                                    \
+            {                                                                                     \
+                .swiglu_fwd_ws = N(swiglu_fwd_ws),                                                \
+                .swiglu_fwd = N(swiglu_fwd),                                                      \
+                .swiglu_bwd_ws = N(swiglu_bwd_ws),                                                \
+                .swiglu_bwd = N(swiglu_bwd),                                                      \
+                .swiglu_keep_len = N(swiglu_keep_len),                                            \
+                .swiglu_fwd_keep = N(swiglu_fwd_keep),                                            \
+                .swiglu_fwd_keep_ws = N(swiglu_fwd_keep_ws),                                      \
+                .swiglu_bwd_kept_ws = N(swiglu_bwd_kept_ws),                                      \
+                .swiglu_bwd_kept = N(swiglu_bwd_kept),                                            \
+            },                                                                                    \
+        .rope =                                                                                   \
+            {                                                                                     \
+                .table_len = N(rope_table_len),                                                   \
+                .table = N(rope_table),                                                           \
+                .fwd = N(rope_fwd),                                                               \
+                .bwd = N(rope_bwd),                                                               \
+            },                                                                                    \
+        .mix = {.fwd = N(mix_fwd), .bwd = N(mix_bwd)},                                            \
+        .loss =                                                                                   \
+            {                                                                                     \
+                .cross_entropy_fwd = N(cross_entropy_fwd),                                        \
+                .cross_entropy_bwd = N(cross_entropy_bwd),                                        \
+                .cross_entropy_fwd_bwd = N(cross_entropy_fwd_bwd),                                \
+                .lce_tile_rows = N(lce_tile_rows),                                                \
+                .linear_cross_entropy_ws = N(linear_cross_entropy_ws),                            \
+                .linear_cross_entropy = N(linear_cross_entropy),                                  \
+            },                                                                                    \
+        .adamw = {.step = N(adamw_step)},                                                         \
     }

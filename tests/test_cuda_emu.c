@@ -10,7 +10,7 @@
 //     glibc's ucontext switch (x86-64 uses the emulator's own by default).
 //   * The kernels (fast/cuda/norm.cu, activation.cu, as fcuda_emu_*) against ref (float64)
 //     with the harness's bound (tests/harness.h: ‖fast − ref‖ ≤ C·‖naive32 − ref‖ + floor,
-//     naive32 = tests/baseline_f32_basic.c), as tests/test_fast_basic.c judges fast/cpu:
+//     naive32 = tests/baseline_f32_{norm,activation}.c), as tests/test_fast_norm.c judges fast/cpu:
 //     awkward sizes, outputs poisoned, guard floats after every device buffer, backward
 //     adding into nonzero gradients. Every case runs in the three scheduling orders and
 //     must give the same bits in each (a race-free kernel does not depend on the order).
@@ -337,7 +337,7 @@ Test(cuda_emu, rmsnorm) {
 
 // --- activations ---------------------------------------------------------------------------------
 
-// x ~ 3·N(0,1), plus fixed points in the tails and at 0 (as test_fast_basic.c).
+// x ~ 3·N(0,1), plus fixed points in the tails and at 0 (as test_fast_activation.c).
 static float *act_input(size_t n, phax_rng *r) {
     float *x = h_frand(n, r, 3.0);
     const float special[] = {0.0f, -0.0f, 30.0f, -30.0f, 9.5f, -9.5f, 88.0f, -88.0f, 1e-20f};
@@ -377,7 +377,7 @@ static void act_case(int silu, size_t n, int norders, phax_rng *r) {
     set_order(0);
     cr_expect(h_bound(label, "y", H_F(y[0]), H_F(yn), yr, H_ZERO, NULL, n, H_C_FWD), "%s y", label);
     cr_expect(h_bound(label, "dx", H_F(dx[0]), H_F(dxn), dxr, H_F(px), NULL, n, H_C_BWD), "%s dx", label);
-    // Elementwise, as test_fast_basic.c: 8·2^-24·(2 + x²)·|ref| + 1e-37.
+    // Elementwise, as test_fast_activation.c: 8·2^-24·(2 + x²)·|ref| + 1e-37.
     double *tol = tu_buf(n);
     for (size_t i = 0; i < n; i++) tol[i] = 8 * H_U32 * (2 + (double)x[i] * x[i]) * fabs(yr[i]) + 1e-37;
     double ew = h_elem_worst(H_F(y[0]), yr, tol, n);

@@ -73,7 +73,7 @@ Test(harness, backend_list) {
         const h_backend *be = h_backends[b];
         if (be->unavailable && be->unavailable() && !be->gemm.sgemm) continue;  // not built here
         cr_expect(be->unavailable && be->gemm.sgemm && be->attention.fwd && be->attention.bwd &&
-                      be->basic.linear_fwd && be->basic.adamw_step && be->ssm.conv_bwd && be->mlstm.bwd &&
+                      be->linear.fwd && be->adamw.step && be->ssm.conv_bwd && be->mlstm.bwd &&
                       be->gdn.fwd && be->gdn.bwd && be->model.backward && be->decode.step,
                   "backend %s has empty entries", be->name);
     }

@@ -31,7 +31,7 @@
 
 #if defined(__x86_64__) && defined(__GLIBC__)
 // expf under a name GCC does not treat as a builtin, declared `simd`, so `#pragma
-// omp simd` loops call libmvec's vector expf (as in basic.c).
+// omp simd` loops call libmvec's vector expf (as in activation.c and loss.c).
 __attribute__((simd("notinbranch"), const, nothrow)) extern float vexpf(float) __asm__("expf");
 #else
 #define vexpf expf

@@ -104,7 +104,8 @@ int phax_naive_mlstm_recurrent(const phax_precision *pr, double *h, double *dq, 
                                const double *ig, const double *fg, int B, int T, int H, int dqk, int dv_, double eps,
                                double m0);
 
-// The small ops (check/basic.c), outputs overwritten; a NULL bias (db, b) is skipped.
+// The small ops (check/<stem>.c: linear, norm, activation, ffn, loss, embedding, mix, adamw),
+// outputs overwritten; a NULL bias (db, b) is skipped.
 // linear: x (n, in), W (out, in), b (out), y (n, out).
 int phax_naive_linear(const phax_precision *pr, double *y, double *dx, double *dW, double *db, const double *gy,
                       const double *x, const double *W, const double *b, size_t n, int in, int out);

@@ -23,7 +23,25 @@
 
 // The op families, one header each, as ref/ is split (fast/cpu/<stem>.c implements
 // phax/fcpu_<stem>.h). The family headers include only phax/ops.h, never this file.
-#include "phax/fcpu_basic.h"  // embedding, linear, norm, activation, ffn, rope, mix, loss, adamw
+//
+// The small ops (embedding, linear, norm, activation, ffn, rope, mix, loss, adamw): every op of
+// phax/ref.h but attention, ssm, mlstm and gdn. Extra arguments, always last: `void *ws` and,
+// for RoPE, an optional precomputed cos/sin table. Sums over rows or elements (column sums, dot
+// products, losses, the global gradient norm, the norms' dg/db) are accumulated in double; the
+// norms' row statistics in float lanes over blocks of 256 whose sums are added in double (error
+// ~20·2^-24 of Σ|terms| for any width), LayerNorm's about a float shift so a common offset does
+// not cancel; the elementwise math is float. Reductions over rows (dg, db, dW of embedding,
+// losses) use a fixed partition, so the results are bit-identical from run to run; those of the
+// norms and embedding do not even depend on the thread count.
+#include "phax/fcpu_embedding.h"
+#include "phax/fcpu_linear.h"
+#include "phax/fcpu_norm.h"
+#include "phax/fcpu_activation.h"
+#include "phax/fcpu_ffn.h"
+#include "phax/fcpu_rope.h"
+#include "phax/fcpu_mix.h"
+#include "phax/fcpu_loss.h"
+#include "phax/fcpu_adamw.h"
 #include "phax/fcpu_attention.h"
 #include "phax/fcpu_ssm.h"
 #include "phax/fcpu_gdn.h"

@@ -1,5 +1,5 @@
 // fast/cpu GELU and SiLU, float32 (fast/cpu/activation.c; semantics: ref/activation.c).
-// Conventions: phax/fcpu.h; accumulation notes shared by the basic ops: phax/fcpu_basic.h.
+// Conventions: phax/fcpu.h; accumulation notes of the small ops: phax/fcpu.h.
 #ifndef PHAX_FCPU_ACTIVATION_H
 #define PHAX_FCPU_ACTIVATION_H
 

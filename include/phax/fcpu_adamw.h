@@ -1,5 +1,5 @@
 // fast/cpu AdamW with global-norm clipping, float32 (fast/cpu/adamw.c; semantics: ref/adamw.c).
-// Conventions: phax/fcpu.h; accumulation notes shared by the basic ops: phax/fcpu_basic.h.
+// Conventions: phax/fcpu.h; accumulation notes of the small ops: phax/fcpu.h.
 #ifndef PHAX_FCPU_ADAMW_H
 #define PHAX_FCPU_ADAMW_H
 

@@ -1,5 +1,5 @@
 // fast/cpu embedding, float32 (fast/cpu/embedding.c; semantics: ref/embedding.c).
-// Conventions: phax/fcpu.h; accumulation notes shared by the basic ops: phax/fcpu_basic.h.
+// Conventions: phax/fcpu.h; accumulation notes of the small ops: phax/fcpu.h.
 #ifndef PHAX_FCPU_EMBEDDING_H
 #define PHAX_FCPU_EMBEDDING_H
 

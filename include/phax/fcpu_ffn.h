@@ -1,5 +1,5 @@
 // fast/cpu SwiGLU FFN, float32 (fast/cpu/ffn.c; semantics: ref/ffn.c).
-// Conventions: phax/fcpu.h; accumulation notes shared by the basic ops: phax/fcpu_basic.h.
+// Conventions: phax/fcpu.h; accumulation notes of the small ops: phax/fcpu.h.
 #ifndef PHAX_FCPU_FFN_H
 #define PHAX_FCPU_FFN_H
 

@@ -1,5 +1,5 @@
 // fast/cpu linear layer y = x Wᵀ + b, float32 (fast/cpu/linear.c; semantics: ref/linear.c).
-// Conventions: phax/fcpu.h; accumulation notes shared by the basic ops: phax/fcpu_basic.h.
+// Conventions: phax/fcpu.h; accumulation notes of the small ops: phax/fcpu.h.
 #ifndef PHAX_FCPU_LINEAR_H
 #define PHAX_FCPU_LINEAR_H
 

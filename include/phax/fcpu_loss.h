@@ -1,6 +1,6 @@
 // fast/cpu cross-entropy and its fusion with the output projection, float32
 // (fast/cpu/loss.c; semantics: ref/loss.c).
-// Conventions: phax/fcpu.h; accumulation notes shared by the basic ops: phax/fcpu_basic.h.
+// Conventions: phax/fcpu.h; accumulation notes of the small ops: phax/fcpu.h.
 #ifndef PHAX_FCPU_LOSS_H
 #define PHAX_FCPU_LOSS_H
 

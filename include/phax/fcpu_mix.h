@@ -1,5 +1,5 @@
 // fast/cpu softplus mix of branch outputs, float32 (fast/cpu/mix.c; semantics: ref/mix.c).
-// Conventions: phax/fcpu.h; accumulation notes shared by the basic ops: phax/fcpu_basic.h.
+// Conventions: phax/fcpu.h; accumulation notes of the small ops: phax/fcpu.h.
 #ifndef PHAX_FCPU_MIX_H
 #define PHAX_FCPU_MIX_H
 

@@ -1,6 +1,6 @@
 // fast/cpu RMSNorm, LayerNorm and per-head LayerNorm, float32
 // (fast/cpu/norm.c; semantics: ref/norm.c).
-// Conventions: phax/fcpu.h; accumulation notes shared by the basic ops: phax/fcpu_basic.h.
+// Conventions: phax/fcpu.h; accumulation notes of the small ops: phax/fcpu.h.
 #ifndef PHAX_FCPU_NORM_H
 #define PHAX_FCPU_NORM_H
 

@@ -1,5 +1,5 @@
 // fast/cpu rotate-half RoPE, float32 (fast/cpu/rope.c; semantics: ref/rope.c).
-// Conventions: phax/fcpu.h; accumulation notes shared by the basic ops: phax/fcpu_basic.h.
+// Conventions: phax/fcpu.h; accumulation notes of the small ops: phax/fcpu.h.
 #ifndef PHAX_FCPU_ROPE_H
 #define PHAX_FCPU_ROPE_H
 

@@ -1,10 +1,10 @@
-// fast/cuda's basic ops on the CPU emulation of the CUDA model (docs/cuda.md): linear
+// fast/cuda on the CPU emulation of the CUDA model (docs/cuda.md): linear
 // (fast/cuda/linear.cu, on cuBLAS) and the cuBLAS emulation under it (fast/cuda/emu/cublas.h),
 // embedding (fast/cuda/embedding.cu).
 //
-//   * linear against ref (float64) with the harness's bound, as tests/test_fast_basic.c judges
+//   * linear against ref (float64) with the harness's bound, as tests/test_fast_linear.c judges
 //     fast/cpu's linear: ‖fast − ref‖ ≤ C·‖naive32 − ref‖ + 4·2^-24·‖|ref| + mag‖ (naive32:
-//     tests/baseline_f32_basic.c; mag: the same products on |inputs|, the floor of a dot
+//     tests/baseline_f32_linear.c; mag: the same products on |inputs|, the floor of a dot
 //     product that cancels), at awkward sizes (rows 1, 7, 33; in 1, 6, 10, 33; out 1, 5, 64;
 //     bias absent and present), outputs NaN-poisoned on the device, guard floats after every
 //     device buffer, gradients added onto nonzero priors, NULL gradients skipped with the same
