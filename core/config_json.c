@@ -59,6 +59,9 @@ static const key_info KEYS[] = {
     KEY(igate_bias_init, K_DBL),
     KEY(fgate_init, K_DBL),
     KEY(mlstm_norm_eps, K_DBL),
+    KEY(gdn_heads, K_INT),
+    KEY(gdn_conv, K_INT),
+    KEY(gdn_norm_eps, K_DBL),
     KEY(train_len, K_INT),
     KEY(w_short, K_INT),
     KEY(w_long, K_INT),
@@ -68,7 +71,7 @@ static const key_info KEYS[] = {
 #undef KEY
 enum { N_KEYS = sizeof KEYS / sizeof KEYS[0] };
 
-static const char FAMILY_LIST[] = "pha, transformer, serial, swax, swa, mlstm, swa_full";
+static const char FAMILY_LIST[] = "pha, transformer, serial, swax, swa, mlstm, swa_full, swax_gdn";
 
 // Integers are decoded as reals so that a huge integer is reported against its
 // key instead of failing the whole parse; int fields then check integrality.

@@ -121,6 +121,23 @@ static void add_mlstm(builder *b, const phax_model_cfg *c, int l) {
     add_linear(b, d, d, "mlstm", l, "out");
 }
 
+static void add_gdn(builder *b, const phax_model_cfg *c, int l) {
+    int d = c->d_model, GH = c->gdn_heads, K = c->gdn_conv;
+    add_linear(b, d / 2, d, "gdn", l, "wq");
+    add_linear(b, d / 2, d, "gdn", l, "wk");
+    add_linear(b, d, d, "gdn", l, "wv");
+    add(b, 2, d / 2, K, "blocks.%d.gdn.conv_q.weight", l);
+    add(b, 2, d / 2, K, "blocks.%d.gdn.conv_k.weight", l);
+    add(b, 2, d, K, "blocks.%d.gdn.conv_v.weight", l);
+    add_linear(b, GH, d, "gdn", l, "wa");
+    add_linear(b, GH, d, "gdn", l, "wb");
+    add(b, 1, GH, 0, "blocks.%d.gdn.A_log", l);
+    add(b, 1, GH, 0, "blocks.%d.gdn.dt_bias", l);
+    add(b, 1, d / GH, 0, "blocks.%d.gdn.norm.weight", l);
+    add_linear(b, d, d, "gdn", l, "wg");
+    add_linear(b, d, d, "gdn", l, "out");
+}
+
 // The parameters of one sub-layer (its groups of docs/spec.md §3.6), norm excluded.
 static void add_sub(builder *b, const phax_model_cfg *c, int l, phax_sub_kind k) {
     switch (k) {
@@ -130,6 +147,7 @@ static void add_sub(builder *b, const phax_model_cfg *c, int l, phax_sub_kind k)
     case PHAX_SUB_AUX: add_ffn_aux(b, c, l); return;
     case PHAX_SUB_DUAL: add_swiglu(b, c, l), add_ffn_aux(b, c, l); return;
     case PHAX_SUB_MLSTM: add_mlstm(b, c, l); return;
+    case PHAX_SUB_GDN: add_gdn(b, c, l); return;
     }
     b->failed = phax_fail("layout: unknown sub-layer kind %d", (int)k);
 }
@@ -224,7 +242,7 @@ int phax_model_init(double *x, const phax_layout *L, const phax_model_cfg *c, ui
             for (size_t j = 0; j < t->numel; j++) p[j] = 0.02 * phax_rng_normal(&r);
         } else if (ends_with(nm, "norm_emb.weight") || ends_with(nm, "norm_f.weight") ||
                    (strstr(nm, ".norm_") && ends_with(nm, ".weight")) || ends_with(nm, ".ln.weight") ||
-                   ends_with(nm, ".headnorm.weight")) {
+                   ends_with(nm, ".headnorm.weight") || ends_with(nm, ".gdn.norm.weight")) {
             for (size_t j = 0; j < t->numel; j++) p[j] = 1.0;  // norm gains
         } else if (ends_with(nm, ".ln.bias") || ends_with(nm, ".mix.p")) {
             for (size_t j = 0; j < t->numel; j++) p[j] = 0.0;  // equal mix: softplus(0) each
@@ -244,6 +262,20 @@ int phax_model_init(double *x, const phax_layout *L, const phax_model_cfg *c, ui
             for (size_t j = 0; j < t->numel; j++) p[j] = log(3.14159265358979323846 * (double)(j + 1) / (double)t->numel);
         } else if (strstr(nm, ".gss.lambda_") || strstr(nm, ".gss.c_") || ends_with(nm, ".gss.d")) {
             for (size_t j = 0; j < t->numel; j++) p[j] = phax_rng_normal(&r);  // N(0,1), public GSS code
+        } else if (ends_with(nm, ".gdn.A_log")) {
+            // flash-linear-attention: A ~ U(0, 16), A_log = log A (16·(1 − U) keeps A > 0).
+            for (size_t j = 0; j < t->numel; j++) p[j] = log(16.0 * (1.0 - phax_rng_uniform(&r)));
+        } else if (ends_with(nm, ".gdn.dt_bias")) {
+            // flash-linear-attention (Mamba-2's Δ init): dt log-uniform in [1e-3, 0.1), dt_bias its
+            // inverse softplus, so softplus(dt_bias) = dt.
+            for (size_t j = 0; j < t->numel; j++) {
+                double dt = exp(log(1e-3) + (log(0.1) - log(1e-3)) * phax_rng_uniform(&r));
+                p[j] = dt + log(-expm1(-dt));
+            }
+        } else if (strstr(nm, ".gdn.conv_") && t->ndim == 2) {
+            // PyTorch's Conv1d default (fan_in = K for a depthwise kernel): U(−1/√K, 1/√K).
+            double a = 1.0 / sqrt((double)t->shape[1]);
+            for (size_t j = 0; j < t->numel; j++) p[j] = a * (2.0 * phax_rng_uniform(&r) - 1.0);
         } else if (t->ndim == 2 && ends_with(nm, ".weight")) {
             double sd = 1.0 / sqrt((double)t->shape[1]);  // 1/sqrt(fan_in)
             if (phax_plan_rule(c) == PHAX_RULE_PARALLEL && deepnorm_scaled(nm)) sd *= beta;

@@ -7,7 +7,7 @@
 #include "phax/model.h"
 
 static const char *FAMILY_NAMES[PHAX_FAMILY_COUNT] = {"pha", "transformer", "serial",
-                                                      "swax", "swa", "mlstm", "swa_full"};
+                                                      "swax", "swa", "mlstm", "swa_full", "swax_gdn"};
 
 const char *phax_family_name(phax_family f) {
     return (unsigned)f < PHAX_FAMILY_COUNT ? FAMILY_NAMES[f] : "?";
@@ -19,12 +19,14 @@ int phax_family_parse(const char *s, phax_family *f) {
             *f = (phax_family)i;
             return PHAX_OK;
         }
-    return phax_fail("config: family \"%s\" is not one of pha, transformer, serial, swax, swa, mlstm, swa_full", s);
+    return phax_fail("config: family \"%s\" is not one of pha, transformer, serial, swax, swa, mlstm, swa_full, swax_gdn",
+                     s);
 }
 
 // The SWAX family of §3.3: the pre-norm mixer + SwiGLU blocks with a call's window.
 static int is_swax_family(phax_family f) {
-    return f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM || f == PHAX_FAMILY_SWA_FULL;
+    return f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM || f == PHAX_FAMILY_SWA_FULL ||
+           f == PHAX_FAMILY_SWAX_GDN;
 }
 
 phax_model_cfg phax_model_cfg_default(phax_family f) {
@@ -36,7 +38,7 @@ phax_model_cfg phax_model_cfg_default(phax_family f) {
         .gss_expand = 0, .gss_hidden = 0, .gss_state = 0, .gss_long_memory_init = 0,
         .use_gss = 1, .use_attn = 1, .use_ffn = 1, .ffn_separate_mix = 0, .freeze_mix = 0,
         .mlstm_heads = 0, .mlstm_first = 1, .igate_bias_init = -10.0, .fgate_init = 0.95,
-        .mlstm_norm_eps = PHAX_MLSTM_NORM_EPS_DEFAULT,
+        .mlstm_norm_eps = PHAX_MLSTM_NORM_EPS_DEFAULT, .gdn_heads = 0, .gdn_conv = 0, .gdn_norm_eps = 0,
         .train_len = 0, .w_short = 0, .w_long = 0, .p_short = 0.5, .anneal = 0.1,
     };
     return c;
@@ -66,6 +68,7 @@ static int check_maxima(const phax_model_cfg *c) {
         {"ffn_hidden", c->ffn_hidden, PHAX_MAX_WIDTH},   {"ffn_aux_hidden", c->ffn_aux_hidden, PHAX_MAX_WIDTH},
         {"gss_expand", c->gss_expand, PHAX_MAX_WIDTH},   {"gss_hidden", c->gss_hidden, PHAX_MAX_WIDTH},
         {"gss_state", c->gss_state, PHAX_MAX_GSS_STATE}, {"mlstm_heads", c->mlstm_heads, PHAX_MAX_HEADS},
+        {"gdn_heads", c->gdn_heads, PHAX_MAX_HEADS},     {"gdn_conv", c->gdn_conv, PHAX_MAX_GDN_CONV},
         {"train_len", c->train_len, PHAX_MAX_SEQ},       {"attn_window", c->attn_window, PHAX_MAX_SEQ},
         {"w_short", c->w_short, PHAX_MAX_SEQ},           {"w_long", c->w_long, PHAX_MAX_SEQ},
     };
@@ -143,6 +146,19 @@ int phax_model_cfg_resolve(phax_model_cfg *c) {
     // An eps above 1 would swamp a head's variance at any scale the model reaches; NaN fails here too.
     REQUIRE(c->mlstm_norm_eps > 0 && c->mlstm_norm_eps <= 1, "config: mlstm_norm_eps (%g) must be in (0, 1]",
             c->mlstm_norm_eps);
+    if (c->gdn_heads == 0) c->gdn_heads = c->n_heads;
+    REQUIRE(c->gdn_heads >= 1, "config: gdn_heads (%d) must be >= 1", c->gdn_heads);
+    if (c->family == PHAX_FAMILY_SWAX_GDN) {
+        REQUIRE(c->d_model % 2 == 0, "config: d_model (%d) must be even for Gated DeltaNet (q, k have width d/2)",
+                c->d_model);
+        REQUIRE((c->d_model / 2) % c->gdn_heads == 0, "config: gdn_heads (%d) must divide d_model/2 (%d)",
+                c->gdn_heads, c->d_model / 2);
+    }
+    if (c->gdn_conv == 0) c->gdn_conv = PHAX_GDN_CONV_DEFAULT;
+    REQUIRE(c->gdn_conv >= 1, "config: gdn_conv (%d) must be >= 1", c->gdn_conv);
+    if (c->gdn_norm_eps == 0) c->gdn_norm_eps = PHAX_GDN_NORM_EPS_DEFAULT;
+    REQUIRE(c->gdn_norm_eps > 0 && c->gdn_norm_eps <= 1, "config: gdn_norm_eps (%g) must be in (0, 1]",
+            c->gdn_norm_eps);
     if (c->train_len == 0) c->train_len = 256;
     REQUIRE(c->train_len >= 1, "config: train_len (%d) must be >= 1", c->train_len);
     if (c->w_short == 0) c->w_short = c->train_len / 128 > 0 ? c->train_len / 128 : 1;
@@ -165,4 +181,8 @@ int phax_layer_is_mlstm(const phax_model_cfg *c, int l) {
 
 int phax_layer_is_full(const phax_model_cfg *c, int l) {
     return c->family == PHAX_FAMILY_SWA_FULL && alternate_layer(c, l);
+}
+
+int phax_layer_is_gdn(const phax_model_cfg *c, int l) {
+    return c->family == PHAX_FAMILY_SWAX_GDN && alternate_layer(c, l);
 }

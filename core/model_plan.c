@@ -8,7 +8,7 @@
 #include "phax/model_plan.h"
 
 const char *phax_sub_kind_name(phax_sub_kind k) {
-    static const char *names[PHAX_SUB_COUNT] = {"gss", "attn", "swiglu", "aux", "dual", "mlstm"};
+    static const char *names[PHAX_SUB_COUNT] = {"gss", "attn", "swiglu", "aux", "dual", "mlstm", "gdn"};
     return (int)k >= 0 && (int)k < PHAX_SUB_COUNT ? names[k] : "?";
 }
 
@@ -44,8 +44,9 @@ void phax_plan_block(const phax_model_cfg *c, int l, phax_block_plan *p) {
         add(p, PHAX_SUB_ATTN, "norm_attn.weight", 1);
         add(p, PHAX_SUB_DUAL, "norm_ffn.weight", 2);
         return;
-    default:  // swax, swa, mlstm, swa_full (§3.3): the mixer of layer l, then SwiGLU
-        add(p, phax_layer_is_mlstm(c, l) ? PHAX_SUB_MLSTM : PHAX_SUB_ATTN, "norm_mixer.weight", 0);
+    default:  // swax, swa, mlstm, swa_full, swax_gdn (§3.3): the mixer of layer l, then SwiGLU
+        add(p, phax_layer_is_mlstm(c, l) ? PHAX_SUB_MLSTM : phax_layer_is_gdn(c, l) ? PHAX_SUB_GDN : PHAX_SUB_ATTN,
+            "norm_mixer.weight", 0);
         add(p, PHAX_SUB_SWIGLU, "norm_ffn.weight", 1);
         return;
     }
@@ -77,12 +78,13 @@ double phax_plan_alpha(const phax_model_cfg *c) { return pow(2.0 * c->n_layers, 
 double phax_plan_beta(const phax_model_cfg *c) { return pow(8.0 * c->n_layers, -0.25); }
 
 int phax_plan_takes_window(const phax_model_cfg *c) {
-    return c->family == PHAX_FAMILY_SWAX || c->family == PHAX_FAMILY_SWA ||
-           c->family == PHAX_FAMILY_MLSTM || c->family == PHAX_FAMILY_SWA_FULL;
+    return c->family == PHAX_FAMILY_SWAX || c->family == PHAX_FAMILY_SWA || c->family == PHAX_FAMILY_MLSTM ||
+           c->family == PHAX_FAMILY_SWA_FULL || c->family == PHAX_FAMILY_SWAX_GDN;
 }
 
 int phax_plan_draws_window(const phax_model_cfg *c) {
-    return c->family == PHAX_FAMILY_SWAX || c->family == PHAX_FAMILY_SWA || c->family == PHAX_FAMILY_SWA_FULL;
+    return c->family == PHAX_FAMILY_SWAX || c->family == PHAX_FAMILY_SWA || c->family == PHAX_FAMILY_SWA_FULL ||
+           c->family == PHAX_FAMILY_SWAX_GDN;
 }
 
 int phax_plan_window(const phax_model_cfg *c, int window) {

@@ -537,3 +537,110 @@ int ref_gdn_gates_bwd(double *da, double *db, double *dA_log, double *ddt_bias, 
         }
     return PHAX_OK;
 }
+
+// ============================================================================
+// The Gated DeltaNet layer (docs/spec.md §2.13, "The layer"): projections, the short
+// convolutions with SiLU, the gates, the cell, the gated per-head RMSNorm, the output projection.
+// Every activation is recomputed in the backward (ref keeps nothing between calls).
+// ============================================================================
+
+typedef struct {  // the layer's activations, n = B·T rows
+    double *qp, *kp, *vp;  // projections (n, d/2), (n, d/2), (n, d)
+    double *q, *k, *v;     // after the convolution and SiLU, same shapes
+    double *a, *b;         // gate projections (n, H)
+    double *g, *beta;      // the cell's log-decay and writing strength (n, H)
+    double *o, *on;        // the cell's output and its RMSNorm over each head (n, d)
+    double *z, *sz, *h;    // the output gate's projection, SiLU(z), on ⊙ SiLU(z) (n, d)
+    double *buf;
+} gdn_layer_acts;
+
+static int layer_sizes(const char *who, int B, int T, int d, int H, int K) {
+    if (B < 1 || T < 0 || d < 2 || d % 2 || H < 1 || (d / 2) % H || K < 1)
+        return phax_fail("%s: B %d, T %d, d %d, H %d, K %d (need B, H, K >= 1, T >= 0, d even, H dividing d/2)", who,
+                         B, T, d, H, K);
+    return PHAX_OK;
+}
+
+static int layer_acts_fwd(gdn_layer_acts *a, const double *x, const ref_gdn_layer_w *w, int B, int T, int d, int H,
+                          int K, double eps) {
+    const size_t n = (size_t)B * T, dh = (size_t)d / 2, nd = n * d, nh = n * dh, ng = n * H;
+    a->buf = calloc(4 * nh + 8 * nd + 4 * ng + 1, sizeof *a->buf);
+    if (!a->buf) return phax_fail("ref_gdn_layer: out of memory");
+    double *p = a->buf;
+    a->qp = p, p += nh, a->kp = p, p += nh, a->q = p, p += nh, a->k = p, p += nh;
+    a->vp = p, p += nd, a->v = p, p += nd, a->o = p, p += nd, a->on = p, p += nd;
+    a->z = p, p += nd, a->sz = p, p += nd, a->h = p, p += nd, p += nd;  // one spare (n, d) for the backward
+    a->a = p, p += ng, a->b = p, p += ng, a->g = p, p += ng, a->beta = p;
+    ref_linear_fwd(a->qp, x, w->wq, NULL, n, d, d / 2);
+    ref_linear_fwd(a->kp, x, w->wk, NULL, n, d, d / 2);
+    ref_linear_fwd(a->vp, x, w->wv, NULL, n, d, d);
+    if (ref_gdn_conv_fwd(a->q, a->qp, w->conv_q, B, T, d / 2, K) || ref_gdn_conv_fwd(a->k, a->kp, w->conv_k, B, T, d / 2, K) ||
+        ref_gdn_conv_fwd(a->v, a->vp, w->conv_v, B, T, d, K))
+        return PHAX_ERR;
+    ref_linear_fwd(a->a, x, w->wa, NULL, n, d, H);
+    ref_linear_fwd(a->b, x, w->wb, NULL, n, d, H);
+    if (ref_gdn_gates_fwd(a->g, a->beta, a->a, a->b, w->A_log, w->dt_bias, n, H)) return PHAX_ERR;
+    const int dk = d / 2 / H, dv = d / H;
+    const phax_gdn_cfg c = {1 / sqrt((double)dk), 1};
+    if (ref_gdn_recurrent_fwd(a->o, NULL, a->q, a->k, a->v, a->g, a->beta, NULL, B, T, H, dk, dv, &c)) return PHAX_ERR;
+    ref_rmsnorm_fwd(a->on, a->o, w->norm, n * H, dv, eps);  // each head's dv values, one weight (dv) for all
+    ref_linear_fwd(a->z, x, w->wg, NULL, n, d, d);
+    ref_silu_fwd(a->sz, a->z, nd);
+    for (size_t i = 0; i < nd; i++) a->h[i] = a->on[i] * a->sz[i];
+    return PHAX_OK;
+}
+
+int ref_gdn_layer_fwd(double *y, const double *x, const ref_gdn_layer_w *w, int B, int T, int d, int H, int K,
+                      double norm_eps) {
+    if (layer_sizes("ref_gdn_layer_fwd", B, T, d, H, K)) return PHAX_ERR;
+    gdn_layer_acts a = {0};
+    int rc = layer_acts_fwd(&a, x, w, B, T, d, H, K, norm_eps);
+    if (!rc) ref_linear_fwd(y, a.h, w->wo, NULL, (size_t)B * T, d, d);
+    free(a.buf);
+    return rc;
+}
+
+int ref_gdn_layer_bwd(double *dx, const ref_gdn_layer_g *gw, const double *dy, const double *x, const ref_gdn_layer_w *w,
+                      int B, int T, int d, int H, int K, double norm_eps) {
+    if (layer_sizes("ref_gdn_layer_bwd", B, T, d, H, K)) return PHAX_ERR;
+    gdn_layer_acts a = {0};
+    const size_t n = (size_t)B * T, dh = (size_t)d / 2, nd = n * d, nh = n * dh, ng = n * H;
+    double *g2 = calloc(3 * nh + 4 * nd + 4 * ng + 1, sizeof *g2);  // the activations' gradients
+    int rc = g2 ? layer_acts_fwd(&a, x, w, B, T, d, H, K, norm_eps) : phax_fail("ref_gdn_layer: out of memory");
+    if (rc) goto done;
+    double *dq = g2, *dk_ = dq + nh, *dqkp = dk_ + nh;    // (n, d/2) each: dq, dk, a projection's
+    double *dv_ = dqkp + nh, *dvp = dv_ + nd, *dh_ = dvp + nd, *dz = dh_ + nd;  // (n, d) each
+    double *dg = dz + nd, *dbeta = dg + ng, *da = dbeta + ng, *db = da + ng;   // (n, H) each
+    double *don = a.h + nd, *dsz = dvp;  // the spare (n, d) of the activations; dvp is free until the convolution
+    const int dk = d / 2 / H, dv = d / H;
+    const phax_gdn_cfg c = {1 / sqrt((double)dk), 1};
+    // y = h Woᵀ;  h = on ⊙ SiLU(z)
+    ref_linear_bwd(dh_, gw->wo, NULL, dy, a.h, w->wo, n, d, d);
+    for (size_t i = 0; i < nd; i++) don[i] = dh_[i] * a.sz[i], dsz[i] = dh_[i] * a.on[i];
+    ref_silu_bwd(dz, dsz, a.z, nd);
+    ref_linear_bwd(dx, gw->wg, NULL, dz, x, w->wg, n, d, d);
+    // on = RMSNorm of each head of o; o = cell(q, k, v, g, β)
+    double *do_ = dh_;  // dh is spent
+    memset(do_, 0, nd * sizeof *do_);
+    ref_rmsnorm_bwd(do_, gw->norm, don, a.o, w->norm, n * H, dv, norm_eps);
+    memset(dvp, 0, nd * sizeof *dvp);
+    if ((rc = ref_gdn_recurrent_bwd(dq, dk_, dv_, dg, dbeta, NULL, do_, NULL, a.q, a.k, a.v, a.g, a.beta, NULL, B, T, H,
+                                    dk, dv, &c)))
+        goto done;
+    // g, β = gates(a, b); a = x Waᵀ, b = x Wbᵀ
+    if ((rc = ref_gdn_gates_bwd(da, db, gw->A_log, gw->dt_bias, dg, dbeta, a.a, a.b, w->A_log, w->dt_bias, n, H)))
+        goto done;
+    ref_linear_bwd(dx, gw->wa, NULL, da, x, w->wa, n, d, H);
+    ref_linear_bwd(dx, gw->wb, NULL, db, x, w->wb, n, d, H);
+    // q, k, v = SiLU(conv(projections)); projections = x W{q,k,v}ᵀ
+    if ((rc = ref_gdn_conv_bwd(dvp, gw->conv_v, dv_, a.vp, w->conv_v, B, T, d, K))) goto done;
+    ref_linear_bwd(dx, gw->wv, NULL, dvp, x, w->wv, n, d, d);
+    if ((rc = ref_gdn_conv_bwd(dqkp, gw->conv_q, dq, a.qp, w->conv_q, B, T, d / 2, K))) goto done;
+    ref_linear_bwd(dx, gw->wq, NULL, dqkp, x, w->wq, n, d, d / 2);
+    memset(dqkp, 0, nh * sizeof *dqkp);
+    if ((rc = ref_gdn_conv_bwd(dqkp, gw->conv_k, dk_, a.kp, w->conv_k, B, T, d / 2, K))) goto done;
+    ref_linear_bwd(dx, gw->wk, NULL, dqkp, x, w->wk, n, d, d / 2);
+done:
+    free(a.buf), free(g2);
+    return rc;
+}

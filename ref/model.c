@@ -1,7 +1,7 @@
 // ref models: creation, parameter access, and the two runners of the model plan
 // (phax/model_plan.h) — the parallel rule (pha: branches on one input, output
 // norms, softplus mix, DeepNorm post-norm) and the pre-norm residual stack that
-// transformer, serial, swax, swa, mlstm and swa_full share — in float64 (docs/spec.md §3).
+// transformer, serial, swax, swa, mlstm, swa_full and swax_gdn share — in float64 (docs/spec.md §3).
 // The branches themselves are in model_branches.c. The oracle side of
 // fast/model/model.c, in the same order: read them side by side.
 //
@@ -262,7 +262,7 @@ done:
 }
 
 // ---------------------------------------------------------------------------
-// The pre-norm rule (transformer, serial, swax, swa, mlstm, swa_full; docs/spec.md §3.2–3.3):
+// The pre-norm rule (transformer, serial, swax, swa, mlstm, swa_full, swax_gdn; docs/spec.md §3.2–3.3):
 // x_0 = E[tokens]; sub-layer j (the plan's sub-layers of every block, in order):
 // xs[j + 1] = xs[j] + F_j(RMSNorm_j xs[j]); logits = RMSNorm_f(xs[J]) Wᵀ.
 static int stack_run(const rm_ctx *cx, const int32_t *tokens, const int32_t *targets, double *logits,

@@ -1,4 +1,4 @@
-// ref model branches: attention, GSS, SwiGLU, aux and dual FFN, mLSTM — the
+// ref model branches: attention, GSS, SwiGLU, aux and dual FFN, mLSTM, Gated DeltaNet — the
 // sub-layers of every family, in float64 on the ref ops (docs/spec.md §3). The
 // oracle side of fast/model/model_branches.c, in the same order: read them side by
 // side. Every backward takes the branch's input and recomputes its intermediates
@@ -384,6 +384,35 @@ done:
 }
 
 // ---------------------------------------------------------------------------
+// Gated DeltaNet layer (swax_gdn, docs/spec.md §2.13 "The layer"): ref_gdn_layer on the block's
+// gdn.* weights; its backward recomputes the layer from x.
+static ref_gdn_layer_w gdn_weights(const rm_ctx *cx, int l) {
+    return (ref_gdn_layer_w){P("gdn.wq.weight"), P("gdn.wk.weight"),     P("gdn.wv.weight"),
+                             P("gdn.conv_q.weight"), P("gdn.conv_k.weight"), P("gdn.conv_v.weight"),
+                             P("gdn.wa.weight"),  P("gdn.wb.weight"),     P("gdn.A_log"),
+                             P("gdn.dt_bias"),    P("gdn.norm.weight"),   P("gdn.wg.weight"),
+                             P("gdn.out.weight")};
+}
+
+static int gdn_fwd(const rm_ctx *cx, int l, double *y, const double *x) {
+    const phax_model_cfg *c = &cx->m->cfg;
+    ref_gdn_layer_w w = gdn_weights(cx, l);
+    return ref_gdn_layer_fwd(y, x, &w, cx->B, cx->T, c->d_model, c->gdn_heads, c->gdn_conv, c->gdn_norm_eps);
+}
+
+static int gdn_bwd(const rm_ctx *cx, int l, double *dx, const double *dy, const double *x) {
+    const phax_model_cfg *c = &cx->m->cfg;
+    ref_gdn_layer_w w = gdn_weights(cx, l);
+    ref_gdn_layer_g g = {G("gdn.wq.weight"), G("gdn.wk.weight"),     G("gdn.wv.weight"),
+                         G("gdn.conv_q.weight"), G("gdn.conv_k.weight"), G("gdn.conv_v.weight"),
+                         G("gdn.wa.weight"),  G("gdn.wb.weight"),     G("gdn.A_log"),
+                         G("gdn.dt_bias"),    G("gdn.norm.weight"),   G("gdn.wg.weight"),
+                         G("gdn.out.weight")};
+    return ref_gdn_layer_bwd(dx, &g, dy, x, &w, cx->B, cx->T, c->d_model, c->gdn_heads, c->gdn_conv,
+                             c->gdn_norm_eps);
+}
+
+// ---------------------------------------------------------------------------
 int rm_branch_fwd(const rm_ctx *cx, phax_sub_kind k, int l, double *y, const double *x) {
     switch (k) {
     case PHAX_SUB_GSS: return gss_fwd(cx, l, y, x);
@@ -391,6 +420,7 @@ int rm_branch_fwd(const rm_ctx *cx, phax_sub_kind k, int l, double *y, const dou
     case PHAX_SUB_SWIGLU: return swiglu_fwd(cx, l, y, x);
     case PHAX_SUB_AUX: return aux_fwd(cx, l, y, x);
     case PHAX_SUB_MLSTM: return mlstm_fwd(cx, l, y, x);
+    case PHAX_SUB_GDN: return gdn_fwd(cx, l, y, x);
     case PHAX_SUB_DUAL: {  // y = SwiGLU(x) + aux(x)
         size_t nd = cx->n * (size_t)cx->m->cfg.d_model;
         double *ya = rm_alloc(nd);
@@ -414,6 +444,7 @@ int rm_branch_bwd(const rm_ctx *cx, phax_sub_kind k, int l, double *dx, const do
     case PHAX_SUB_SWIGLU: return swiglu_bwd(cx, l, dx, dy, x);
     case PHAX_SUB_AUX: return aux_bwd(cx, l, dx, dy, x);
     case PHAX_SUB_MLSTM: return mlstm_bwd(cx, l, dx, dy, x);
+    case PHAX_SUB_GDN: return gdn_bwd(cx, l, dx, dy, x);
     case PHAX_SUB_DUAL:  // dy reaches both parts unchanged
         if (swiglu_bwd(cx, l, dx, dy, x)) return PHAX_ERR;
         return aux_bwd(cx, l, dx, dy, x);

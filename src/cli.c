@@ -84,7 +84,8 @@ uint64_t cli_parse_u64(const char *cmd, const char *flag, const char *s) {
 
 void cli_check_window(const char *cmd, const phax_model_cfg *c, long window) {
     if (window >= 0 && !phax_plan_takes_window(c))
-        cli_die(cmd, "--window applies to the swax, swa, mlstm and swa_full families; %s uses attn_window (%d)",
+        cli_die(cmd,
+                "--window applies to the swax, swa, mlstm, swa_full and swax_gdn families; %s uses attn_window (%d)",
                 phax_family_name(c->family), c->attn_window);
 }
 

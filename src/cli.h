@@ -34,7 +34,7 @@ uint64_t cli_parse_u64(const char *cmd, const char *flag, const char *s);
 // name is unknown or the backend is not built.
 const phax_backend_ops *cli_backend(const char *cmd, const char *name);
 // --window N (N ≥ 0; −1 = not given) of a command on a checkpoint of config c: cli_die
-// "--window applies to the swax, swa, mlstm and swa_full families; ..." when c's family ignores a
+// "--window applies to the swax, swa, mlstm, swa_full and swax_gdn families; ..." when c's family ignores a
 // call's window (phax_plan_takes_window: it uses attn_window).
 void cli_check_window(const char *cmd, const phax_model_cfg *c, long window);
 // "dir/name", malloc'd (cli_die on out of memory).

@@ -9,7 +9,7 @@
 //   --carry: the split is read token by token with the per-token decoder, so
 //     recurrent state (GSS, mLSTM) and the sliding-window KV cache carry across
 //     the whole split; every attention layer must then have a finite window
-//     (swax/swa/mlstm/swa_full: w_long or --window; pha family: attn_window > 0).
+//     (swax/swa/mlstm/swa_full/swax_gdn: w_long or --window; pha family: attn_window > 0).
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>

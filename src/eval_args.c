@@ -20,7 +20,7 @@ static void usage(FILE *f) {
           "  --file FILE    score this text file (.txt or .xz) instead\n"
           "  --seq T        window length (default: the checkpoint's training length)\n"
           "  --batch B      windows per forward (default 4)\n"
-          "  --window W     SWA window of the swax/swa/mlstm/swa_full families (default: w_long; 0 = full)\n"
+          "  --window W     SWA window of the swax/swa/mlstm/swa_full/swax_gdn families (default: w_long; 0 = full)\n"
           "  --carry        read the split token by token carrying recurrent state and the\n"
           "                 sliding-window cache across windows (needs windowed attention;\n"
           "                 slow: one decoder step per token)\n"

@@ -16,7 +16,7 @@ static void usage(FILE *f) {
           "  --temperature T  0 = greedy (default 0); > 0 samples from softmax(logits / T)\n"
           "  --top-k K        sample among the K most likely tokens only (default 0 = all)\n"
           "  --seed S         sampling seed (default 1)\n"
-          "  --window W       SWA window of the swax/swa/mlstm/swa_full families (default w_long); the pha\n"
+          "  --window W       SWA window of the swax/swa/mlstm/swa_full/swax_gdn families (default w_long); the pha\n"
           "                   family's window is its attn_window, so --window is refused there\n"
           "  --max-corpus-bytes N  the most bytes --prompt-file may hold (phax --help)\n"
           "  --stats          print prefill and decode tokens/s and the state size to stderr\n"

@@ -26,7 +26,7 @@ static void usage(FILE *f) {
           "                      1 = just before the query (default 0,0.25,0.5,0.75,1)\n"
           "  --samples N         prompts per (length, depth) cell (default 100)\n"
           "  --pairs P           needles per prompt, 1..16 (default 4)\n"
-          "  --window W          SWA window of the swax, swa, mlstm and swa_full families (default -1 = the\n"
+          "  --window W          SWA window of the swax, swa, mlstm, swa_full and swax_gdn families (default -1 = the\n"
           "                      config's w_long, as evaluation uses; 0 = full attention); refused\n"
           "                      for pha, transformer and serial (their window is attn_window)\n"
           "  --seed S            prompt seed (default 0)\n"

@@ -409,6 +409,40 @@ Test(backend, swa_full_commands) {
     sandbox_free(&s);
 }
 
+// swax_gdn through the commands on the ref backend (the only one that runs its Gated DeltaNet
+// layers so far): trains with the stochastic window, stops and resumes, evaluates, generates with
+// the naive decoder; the cpu backend refuses it in one line at train, eval and generate.
+Test(backend, swax_gdn_commands_on_ref) {
+    sandbox s = sandbox_new();
+    char *out = tu_join(s.dir, "swax_gdn");
+    expect_ok(&s, TINY(&s, out, "ref", "--family", "swax_gdn", "--set", "n_layers=2", "--set", "w_long=5",
+                       "--train", s.data, "--tokenizer", "byte", "--stop-after", "1"), "train swax_gdn");
+    expect_ok(&s, phax_run(&s, "train", "--resume", "--out", out, NULL), "resume swax_gdn");
+    char *o = tu_slurp(s.out, NULL);
+    cr_assert(strstr(o, "resuming swax_gdn") && strstr(o, "done at step 2/2"), "%s", o);
+    free(o);
+    char *log = tu_join(out, "log.jsonl");
+    o = tu_slurp(log, NULL);
+    cr_assert(o && strstr(o, "\"window\": "), "the log names no step's window: %s", o ? o : "(none)");
+    free(o), free(log);
+    expect_ok(&s, phax_run(&s, "eval", out, "--file", s.data, "--max-tokens", "100", "--backend", "ref", NULL),
+              "eval swax_gdn");
+    o = tu_slurp(s.out, NULL);
+    cr_assert(strstr(o, "SWA window 5") && strstr(o, "loss "), "%s", o);
+    free(o);
+    expect_ok(&s, phax_run(&s, "generate", out, "--prompt", "the cat", "--tokens", "3", "--backend", "ref", NULL),
+              "generate swax_gdn");
+    const char *why = "has Gated DeltaNet layers, which";
+    char *cpu_out = tu_join(s.dir, "gdn_cpu");
+    expect_fail(&s, TINY(&s, cpu_out, "cpu", "--family", "swax_gdn", "--train", s.data), "phax train: ", why);
+    free(cpu_out);
+    expect_fail(&s, phax_run(&s, "eval", out, "--file", s.data, "--backend", "cpu", NULL), "phax eval: ", why);
+    expect_fail(&s, phax_run(&s, "generate", out, "--prompt", "the", "--tokens", "2", "--backend", "cpu", NULL),
+                "phax generate: ", why);
+    free(out);
+    sandbox_free(&s);
+}
+
 Test(backend, eval_takes_ref_and_cpu) {
     sandbox s = sandbox_new();
     expect_ok(&s, phax_run(&s, "eval", s.run, "--file", s.data, "--backend", "cpu", NULL), "eval cpu");

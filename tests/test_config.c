@@ -30,7 +30,7 @@ static void expect_same(const phax_model_cfg *a, const phax_model_cfg *b, const 
     SAME_I(gss_expand); SAME_I(gss_hidden); SAME_I(gss_state); SAME_I(gss_long_memory_init);
     SAME_I(use_gss); SAME_I(use_attn); SAME_I(use_ffn); SAME_I(ffn_separate_mix); SAME_I(freeze_mix);
     SAME_I(mlstm_heads); SAME_I(mlstm_first); SAME_D(igate_bias_init); SAME_D(fgate_init);
-    SAME_D(mlstm_norm_eps);
+    SAME_D(mlstm_norm_eps); SAME_I(gdn_heads); SAME_I(gdn_conv); SAME_D(gdn_norm_eps);
     SAME_I(train_len); SAME_I(w_short); SAME_I(w_long); SAME_D(p_short); SAME_D(anneal);
 #undef SAME_I
 #undef SAME_D
@@ -90,18 +90,19 @@ Test(config, to_json_every_key_resolved) {
     json_error_t e;
     json_t *o = json_loads(s, JSON_REJECT_DUPLICATES, &e);
     cr_assert(o && json_is_object(o), "%s", e.text);
-    cr_assert(json_object_size(o) == 32, "%zu keys", json_object_size(o));
+    cr_assert(json_object_size(o) == 35, "%zu keys", json_object_size(o));
     const char *keys[] = {"family", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim",
                           "score", "rope_base", "attn_window", "tie_embeddings", "ffn_hidden", "ffn_aux_hidden",
                           "gss_expand", "gss_hidden", "gss_state", "gss_long_memory_init", "use_gss", "use_attn",
                           "use_ffn", "ffn_separate_mix", "freeze_mix", "mlstm_heads", "mixer_order",
-                          "igate_bias_init", "fgate_init", "mlstm_norm_eps", "train_len", "w_short", "w_long", "p_short", "anneal"};
+                          "igate_bias_init", "fgate_init", "mlstm_norm_eps", "gdn_heads", "gdn_conv", "gdn_norm_eps",
+                          "train_len", "w_short", "w_long", "p_short", "anneal"};
     // Same keys in the struct's order.
     const char *key;
     json_t *v;
     int i = 0;
     json_object_foreach(o, key, v) {
-        cr_assert(i < 32 && strcmp(key, keys[i]) == 0, "key %d is %s, want %s", i, key, i < 32 ? keys[i] : "-");
+        cr_assert(i < 35 && strcmp(key, keys[i]) == 0, "key %d is %s, want %s", i, key, i < 35 ? keys[i] : "-");
         i++;
     }
     cr_assert(json_integer_value(json_object_get(o, "n_kv_heads")) == 4);
@@ -481,6 +482,29 @@ Test(config, mlstm_norm_eps_key) {
     cr_assert(phax_model_cfg_resolve(&d) == PHAX_ERR && strstr(phax_error(), "mlstm_norm_eps"), "%s", phax_error());
     d.mlstm_norm_eps = INFINITY;
     cr_assert(phax_model_cfg_resolve(&d) == PHAX_ERR && strstr(phax_error(), "mlstm_norm_eps"), "%s", phax_error());
+}
+
+// --- the Gated DeltaNet keys (swax_gdn): heads, the short convolution's kernel, the norm's eps ------
+// Defaults n_heads, 4 and 1e-5 (flash-linear-attention's GatedDeltaNet), also for a config written
+// before the keys existed; values round-trip; gdn_heads must divide d_model/2 in swax_gdn only.
+Test(config, gdn_keys) {
+    phax_model_cfg c;
+    cr_assert(phax_model_cfg_from_json_str(&c, "{\"family\": \"swax_gdn\"}", "old.json") == PHAX_OK, "%s", phax_error());
+    cr_assert(c.gdn_heads == c.n_heads && c.gdn_conv == 4 && c.gdn_norm_eps == 1e-5, "%d %d %g", c.gdn_heads,
+              c.gdn_conv, c.gdn_norm_eps);
+    cr_assert(phax_model_cfg_from_json_str(&c, "{\"family\": \"swax_gdn\", \"gdn_heads\": 2, \"gdn_conv\": 3, "
+                                               "\"gdn_norm_eps\": 1e-6}", "x") == PHAX_OK, "%s", phax_error());
+    cr_assert(c.gdn_heads == 2 && c.gdn_conv == 3 && c.gdn_norm_eps == 1e-6);
+    expect_round_trip(&c, "gdn keys");
+    expect_err("{\"family\": \"swax_gdn\", \"gdn_heads\": 5}", "gdn_heads (5)", "d_model/2 (32)");
+    expect_err("{\"family\": \"swax_gdn\", \"d_model\": 63, \"head_dim\": 16}", "d_model (63)", "even");
+    expect_err("{\"family\": \"swax_gdn\", \"gdn_conv\": -1}", "gdn_conv (-1)", NULL);
+    expect_err("{\"family\": \"swax_gdn\", \"gdn_conv\": 257}", "gdn_conv (257)", "maximum 256");
+    expect_err("{\"family\": \"swax_gdn\", \"gdn_norm_eps\": 2}", "gdn_norm_eps (2)", "(0, 1]");
+    expect_err("{\"family\": \"pha\", \"gdn_heads\": -1}", "gdn_heads (-1)", NULL);
+    // another family keeps the key and ignores it (as mlstm_heads in swa)
+    cr_assert(phax_model_cfg_from_json_str(&c, "{\"family\": \"swax\", \"gdn_heads\": 5}", "x") == PHAX_OK, "%s",
+              phax_error());
 }
 
 // A checkpoint written before the key existed (its config has no "mlstm_norm_eps") loads

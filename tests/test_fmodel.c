@@ -426,6 +426,12 @@ Test(cpu_model, workspace_breakdown_adds_up) {
     for (int f = 0; f < PHAX_FAMILY_COUNT; f++) {
         phax_model_cfg c = base_cfg((phax_family)f);
         fmodel m;
+        if (f == PHAX_FAMILY_SWAX_GDN) {  // not in the fast runner yet: refused, in one line, by both entries
+            size_t part[FMODEL_WS_NPARTS];
+            cr_expect(fmodel_new(&m, &c, 1) == PHAX_ERR && strstr(phax_error(), "Gated DeltaNet"), "%s", phax_error());
+            cr_expect(fmodel_ws_breakdown(&c, 2, 37, part) == PHAX_ERR && strstr(phax_error(), "Gated DeltaNet"));
+            continue;
+        }
         cr_assert(fmodel_new(&m, &c, 1) == PHAX_OK);
         fmodel_ws *w = fmodel_ws_new(&m, 2, 37);
         size_t part[FMODEL_WS_NPARTS], sum = 0;

@@ -426,3 +426,160 @@ Test(gdn, gates_known_and_grad) {
         tu_free(all[i]);
     }
 }
+
+// ============================================================================================
+// The layer (ref_gdn_layer_*, docs/spec.md §2.13 "The layer")
+// ============================================================================================
+
+enum { LW_N = 13 };  // the layer's weight tensors, in ref_gdn_layer_w's order
+static const char *const lw_name[LW_N] = {"wq", "wk", "wv", "conv_q", "conv_k", "conv_v", "wa",
+                                          "wb", "A_log", "dt_bias", "norm", "wg", "wo"};
+typedef struct {
+    int B, T, d, H, K;
+    size_t n, len[LW_N];
+    double *w[LW_N], *gw[LW_N], *x, *dx, *y, *dy;
+} layer_prob;
+
+static ref_gdn_layer_w lp_w(const layer_prob *p) {
+    double *const *w = p->w;
+    return (ref_gdn_layer_w){w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12]};
+}
+static ref_gdn_layer_g lp_g(const layer_prob *p) {
+    double *const *g = p->gw;
+    return (ref_gdn_layer_g){g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11], g[12]};
+}
+
+// Weights as the layer's init draws them (docs/spec.md §4), wider so every path carries signal:
+// projections N(0, 1/d), convolution taps U(−1/√K, 1/√K)·2, A_log = log U(1, 16), dt_bias the
+// inverse softplus of U(1e-3, 0.1), norm 1 + N(0, 0.1²); x and dy N(0, 1).
+static layer_prob layer_new(phax_rng *r, int B, int T, int d, int H, int K) {
+    layer_prob p = {.B = B, .T = T, .d = d, .H = H, .K = K, .n = (size_t)B * T};
+    size_t dh = (size_t)d / 2, dd = (size_t)d * d;
+    const size_t len[LW_N] = {dh * d, dh * d, dd, dh * K, dh * K, (size_t)d * K, (size_t)H * d, (size_t)H * d,
+                              (size_t)H, (size_t)H, (size_t)d / H, dd, dd};
+    for (int i = 0; i < LW_N; i++) {
+        p.len[i] = len[i], p.w[i] = tu_buf(len[i]), p.gw[i] = tu_buf(len[i]);
+        tu_fill(p.gw[i], len[i], 0);
+    }
+    int proj[] = {0, 1, 2, 6, 7, 11, 12};
+    for (size_t j = 0; j < sizeof proj / sizeof *proj; j++) tu_fill_normal(p.w[proj[j]], len[proj[j]], r, 1 / sqrt((double)d));
+    for (int i = 3; i <= 5; i++) tu_fill_uniform(p.w[i], len[i], r, -2 / sqrt((double)K), 2 / sqrt((double)K));
+    for (int h = 0; h < H; h++) {
+        p.w[8][h] = log(phax_rng_uniform_range(r, 1, 16));
+        double dt = phax_rng_uniform_range(r, 1e-3, 0.1);
+        p.w[9][h] = dt + log(-expm1(-dt));  // softplus(dt_bias) = dt
+    }
+    for (int i = 0; i < d / H; i++) p.w[10][i] = 1 + 0.1 * phax_rng_normal(r);
+    size_t nx = p.n * d;
+    p.x = tu_buf(nx), p.dx = tu_buf(nx), p.y = tu_buf(nx), p.dy = tu_buf(nx);
+    tu_fill_normal(p.x, nx, r, 1), tu_fill_normal(p.dy, nx, r, 1), tu_fill(p.dx, nx, 0);
+    return p;
+}
+static void layer_free(layer_prob *p) {
+    for (int i = 0; i < LW_N; i++) tu_free(p->w[i]), tu_free(p->gw[i]);
+    tu_free(p->x), tu_free(p->dx), tu_free(p->y), tu_free(p->dy);
+}
+static void layer_fwd(layer_prob *p) {
+    ref_gdn_layer_w w = lp_w(p);
+    cr_assert(ref_gdn_layer_fwd(p->y, p->x, &w, p->B, p->T, p->d, p->H, p->K, 1e-6) == PHAX_OK, "%s", phax_error());
+}
+static double lgc_loss(void *ctx) {
+    layer_prob *p = ctx;
+    layer_fwd(p);
+    return tu_dot(p->y, p->dy, p->n * p->d);
+}
+static double lgc_mag(void *ctx) {
+    layer_prob *p = ctx;
+    layer_fwd(p);
+    double s = 0;
+    for (size_t i = 0; i < p->n * p->d; i++) s += fabs(p->y[i] * p->dy[i]);
+    return s;
+}
+static void lgc_bwd(void *ctx) {
+    layer_prob *p = ctx;
+    ref_gdn_layer_w w = lp_w(p);
+    ref_gdn_layer_g g = lp_g(p);
+    cr_assert(ref_gdn_layer_bwd(p->dx, &g, p->dy, p->x, &w, p->B, p->T, p->d, p->H, p->K, 1e-6) == PHAX_OK, "%s",
+              phax_error());
+}
+
+// The forward at T 1 by hand, from the ops' definitions alone: the convolution sees only its
+// last tap, the cell's state is β v k̂ᵀ, so o = β (k̂·q̂) v per head; then y = (RMSNorm_head(o) ⊙
+// SiLU(x Wgᵀ)) Woᵀ, the RMSNorm over each head's dv values with one weight (dv). A layer that routes a weight to the wrong place (conv_k on q, wa for wb, the
+// norm over the wrong width) fails it.
+Test(gdn, layer_T1_by_hand) {
+    phax_rng r = tu_rng("gdn_layer_T1");
+    const int d = 12, H = 2, K = 4, dk = d / 2 / H, dv = d / H;
+    layer_prob p = layer_new(&r, 1, 1, d, H, K);
+    layer_fwd(&p);
+    double q[6], k[6], v[12], o[12], h[12];
+    for (int c = 0; c < d; c++) {
+        double sq = 0, sk = 0, sv = 0;
+        for (int i = 0; i < d; i++) {
+            if (c < d / 2) sq += p.w[0][c * d + i] * p.x[i], sk += p.w[1][c * d + i] * p.x[i];
+            sv += p.w[2][c * d + i] * p.x[i];
+        }
+        double silu_v = sv * p.w[5][c * K + K - 1];
+        v[c] = silu_v / (1 + exp(-silu_v));
+        if (c < d / 2) {
+            double a = sq * p.w[3][c * K + K - 1], b = sk * p.w[4][c * K + K - 1];
+            q[c] = a / (1 + exp(-a)), k[c] = b / (1 + exp(-b));
+        }
+    }
+    for (int hh = 0; hh < H; hh++) {
+        double bpre = 0, nq = 0, nk = 0, kq = 0;
+        for (int i = 0; i < d; i++) bpre += p.w[7][hh * d + i] * p.x[i];
+        double beta = 1 / (1 + exp(-bpre));
+        for (int j = 0; j < dk; j++) {
+            double qj = q[hh * dk + j], kj = k[hh * dk + j];
+            nq += qj * qj, nk += kj * kj, kq += qj * kj;
+        }
+        kq *= 1 / sqrt((double)dk) / sqrt(nq + 1e-6) / sqrt(nk + 1e-6);
+        double ms = 0;
+        for (int j = 0; j < dv; j++) o[hh * dv + j] = beta * kq * v[hh * dv + j], ms += o[hh * dv + j] * o[hh * dv + j];
+        double rs = 1 / sqrt(ms / dv + 1e-6);
+        for (int j = 0; j < dv; j++) {
+            int c = hh * dv + j;
+            double z = 0;
+            for (int i = 0; i < d; i++) z += p.w[11][c * d + i] * p.x[i];
+            h[c] = o[c] * rs * p.w[10][j] * z / (1 + exp(-z));
+        }
+    }
+    double worst = 0, scale = 0;
+    for (int c = 0; c < d; c++) {
+        double y = 0;
+        for (int i = 0; i < d; i++) y += p.w[12][c * d + i] * h[i];
+        worst = fmax(worst, fabs(y - p.y[c])), scale = fmax(scale, fabs(y));
+    }
+    // Both sides are O(d) double operations on O(1) values: 1e3·u of the scale is far above their
+    // rounding, and far below any misrouted weight's effect (O(scale)).
+    cr_expect(worst <= 1e3 * U * scale && scale > 1e-3, "T 1 by hand: |Δ| %.3g, scale %.3g", worst, scale);
+    cr_expect(tu_intact(p.y), "y guard");
+    layer_free(&p);
+}
+
+// The backward by central differences through x and all 13 weights, at odd T (convolution and
+// state across steps), B 2, H 2 heads of dk 3, dv 6, K 4. Step and tolerance as the cell's
+// (grad_case above): every path is smooth (SiLU, exp, softplus, σ, 1/sqrt of sums ≥ eps).
+static void layer_grad_case(const char *label, int B, int T, int d, int H, int K) {
+    phax_rng r = tu_rng(label);
+    layer_prob p = layer_new(&r, B, T, d, H, K);
+    tu_tensor ts[LW_N + 1];
+    ts[0] = (tu_tensor){"x", p.x, p.dx, p.n * d};
+    for (int i = 0; i < LW_N; i++) ts[i + 1] = (tu_tensor){lw_name[i], p.w[i], p.gw[i], p.len[i]};
+    tu_gc_opts o = tu_gc_default();
+    tu_op op = {lgc_loss, lgc_bwd, lgc_mag, &p};
+    cr_assert(tu_gradcheck(label, op, ts, LW_N + 1, &r, &o));
+    layer_free(&p);
+}
+Test(gdn, layer_grad_T7) { layer_grad_case("gdn_layer_grad_T7", 2, 7, 12, 2, 4); }
+Test(gdn, layer_grad_T3_K1_one_head) { layer_grad_case("gdn_layer_grad_T3_K1", 1, 3, 10, 1, 1); }
+
+Test(gdn, layer_bad_sizes_refused) {
+    double x = 0;
+    ref_gdn_layer_w w = {0};
+    cr_expect(ref_gdn_layer_fwd(&x, &x, &w, 1, 1, 12, 4, 4, 1e-6) == PHAX_ERR);  // 4 heads do not divide d/2 = 6
+    cr_expect(ref_gdn_layer_fwd(&x, &x, &w, 1, 1, 11, 1, 4, 1e-6) == PHAX_ERR);  // d odd
+    cr_expect(ref_gdn_layer_fwd(&x, &x, &w, 1, 1, 12, 2, 0, 1e-6) == PHAX_ERR);  // K 0
+    cr_expect(strstr(phax_error(), "K 0") != NULL, "%s", phax_error());
+}

@@ -1,4 +1,4 @@
-// ref SWAX-family models (swax, swa, mlstm, swa_full): whole-model finite-difference
+// ref SWAX-family models (swax, swa, mlstm, swa_full, swax_gdn): whole-model finite-difference
 // gradients (one random direction over all parameters, and per-element samples
 // of every tensor), window cross-form checks, a hand-built one-layer mLSTM model,
 // the gate cap, determinism and the initial loss, and bad input.
@@ -248,9 +248,9 @@ static void grad_case(const char *label, phax_model_cfg cfg, int B, int T, int w
     phax_rng r = tu_rng(label);
     ref_model m;
     cr_assert(ref_model_new(&m, &cfg, phax_rng_u64(&r)) == PHAX_OK, "%s", phax_error());
-    if (cfg.family == PHAX_FAMILY_SWAX) {
+    if (cfg.family == PHAX_FAMILY_SWAX || cfg.family == PHAX_FAMILY_SWAX_GDN) {
         int nm = 0;
-        for (int l = 0; l < m.cfg.n_layers; l++) nm += phax_layer_is_mlstm(&m.cfg, l);
+        for (int l = 0; l < m.cfg.n_layers; l++) nm += phax_layer_is_mlstm(&m.cfg, l) + phax_layer_is_gdn(&m.cfg, l);
         cr_assert(nm > 0 && nm < m.cfg.n_layers, "swax config without both mixers");
     }
     perturb_init(&m, &r);
@@ -310,6 +310,19 @@ Test(model_swax, grad_swa_mha) {
 // swa_full: a full-attention layer, then SWA at window 3 < T; GQA.
 Test(model_swax, grad_swa_full) {
     grad_case("model_swax/grad_swa_full", tiny_cfg(PHAX_FAMILY_SWA_FULL, 2, 1, 1, -10.0), 2, 7, 3);
+}
+
+// swax_gdn: Gated DeltaNet at even layers (GDN, SWA, GDN), 2 GDN heads of dk 3, dv 6, kernel 4;
+// GQA attention at window 3 < T.
+Test(model_swax, grad_swax_gdn) {
+    grad_case("model_swax/grad_swax_gdn", tiny_cfg(PHAX_FAMILY_SWAX_GDN, 3, 1, 1, -10.0), 2, 7, 3);
+}
+
+// swax_gdn, SWA first (SWA, GDN): one GDN head of dk 6, dv 12, kernel 2; MHA.
+Test(model_swax, grad_swax_gdn_swa_first) {
+    phax_model_cfg c = tiny_cfg(PHAX_FAMILY_SWAX_GDN, 2, 2, 0, -10.0);
+    c.gdn_heads = 1, c.gdn_conv = 2;
+    grad_case("model_swax/grad_swax_gdn_swa_first", c, 2, 7, 3);
 }
 
 Test(model_swax, grad_mlstm_igate_default) {
@@ -386,6 +399,9 @@ static void window_case(const char *label, phax_family fam) {
 Test(model_swax, window_ge_T_is_full_swax) { window_case("model_swax/window_ge_T_is_full_swax", PHAX_FAMILY_SWAX); }
 Test(model_swax, window_ge_T_is_full_swa) { window_case("model_swax/window_ge_T_is_full_swa", PHAX_FAMILY_SWA); }
 Test(model_swax, window_ignored_by_mlstm) { window_case("model_swax/window_ignored_by_mlstm", PHAX_FAMILY_MLSTM); }
+Test(model_swax, window_ge_T_is_full_swax_gdn) {
+    window_case("model_swax/window_ge_T_is_full_swax_gdn", PHAX_FAMILY_SWAX_GDN);
+}
 Test(model_swax, window_ge_T_is_full_swa_full) {
     window_case("model_swax/window_ge_T_is_full_swa_full", PHAX_FAMILY_SWA_FULL);
 }

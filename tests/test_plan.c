@@ -92,11 +92,21 @@ Test(plan, prenorm_blocks_every_family) {
     c.n_layers = 4, c.mlstm_first = 0;  // "swa_first": SWA at even l
     cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s", phax_error());
     for (int l = 0; l < 4; l++) expect_block(&c, l, l % 2 == 0 ? sw : ml, "swax swa_first");
+    const char *gd = "prenorm | gdn norm_mixer.weight, swiglu norm_ffn.weight | - -";
+    c = cfg_of(PHAX_FAMILY_SWAX_GDN, 4);  // the GDN layers in swax's mLSTM places
+    for (int l = 0; l < 4; l++) {
+        expect_block(&c, l, l % 2 == 0 ? gd : sw, "swax_gdn mlstm_first");
+        cr_expect(phax_layer_is_gdn(&c, l) == (l % 2 == 0) && !phax_layer_is_mlstm(&c, l) && !phax_layer_is_full(&c, l));
+    }
+    c.mlstm_first = 0;
+    for (int l = 0; l < 4; l++) expect_block(&c, l, l % 2 == 0 ? sw : gd, "swax_gdn swa_first");
 }
 
 Test(plan, has_kinds) {
     phax_model_cfg c = cfg_of(PHAX_FAMILY_MLSTM, 2);
-    cr_expect(!phax_plan_has(&c, PHAX_SUB_ATTN) && phax_plan_has(&c, PHAX_SUB_MLSTM));
+    cr_expect(!phax_plan_has(&c, PHAX_SUB_ATTN) && phax_plan_has(&c, PHAX_SUB_MLSTM) && !phax_plan_has(&c, PHAX_SUB_GDN));
+    c = cfg_of(PHAX_FAMILY_SWAX_GDN, 2);
+    cr_expect(phax_plan_has(&c, PHAX_SUB_ATTN) && phax_plan_has(&c, PHAX_SUB_GDN) && !phax_plan_has(&c, PHAX_SUB_MLSTM));
     c = cfg_of(PHAX_FAMILY_SERIAL, 2);  // the dual FFN holds SwiGLU and aux
     cr_expect(phax_plan_has(&c, PHAX_SUB_SWIGLU) && phax_plan_has(&c, PHAX_SUB_AUX) &&
               phax_plan_has(&c, PHAX_SUB_GSS) && !phax_plan_has(&c, PHAX_SUB_MLSTM));
@@ -135,7 +145,8 @@ Test(plan, window_rule) {
         phax_model_cfg c = phax_model_cfg_default((phax_family)f);
         c.attn_window = 5, c.w_short = 3, c.w_long = 12;
         cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s", phax_error());
-        int swax = f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM || f == PHAX_FAMILY_SWA_FULL;
+        int swax = f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA || f == PHAX_FAMILY_MLSTM || f == PHAX_FAMILY_SWA_FULL ||
+                   f == PHAX_FAMILY_SWAX_GDN;
         cr_expect(phax_plan_takes_window(&c) == swax, "%s", phax_family_name(c.family));
         const int want[] = {swax ? 12 : 5, swax ? 0 : 5, swax ? 7 : 5};
         for (int i = 0; i < 3; i++)
@@ -184,6 +195,7 @@ Test(plan, window_draw_and_full_attention) {
         {PHAX_FAMILY_SERIAL, 0, {0, 0, 0}}, {PHAX_FAMILY_SWAX, 1, {0, 1, 0}},
         {PHAX_FAMILY_SWA, 1, {0, 1, 0}},   {PHAX_FAMILY_MLSTM, 0, {0, 0, 0}},
         {PHAX_FAMILY_SWA_FULL, 1, {1, 1, 1}},  // its full layers attend to everything at any window
+        {PHAX_FAMILY_SWAX_GDN, 1, {0, 1, 0}},  // as swax: SWA at the call's window, GDN has none
     };
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         phax_model_cfg c = phax_model_cfg_default(v[i].f);
@@ -283,7 +295,8 @@ Test(plan, layout_counts_every_family) {
     } v[] = {{PHAX_FAMILY_PHA, 54, 175022},   {PHAX_FAMILY_TRANSFORMER, 22, 123208},
              {PHAX_FAMILY_SERIAL, 50, 174888}, {PHAX_FAMILY_SWAX, 26, 123784},
              {PHAX_FAMILY_SWA, 20, 123200},    {PHAX_FAMILY_MLSTM, 32, 124368},
-             {PHAX_FAMILY_SWA_FULL, 20, 123200}};  // swa's tensors: its layers differ in window only
+             {PHAX_FAMILY_SWA_FULL, 20, 123200},  // swa's tensors: its layers differ in window only
+             {PHAX_FAMILY_SWAX_GDN, 29, 124248}};  // swax's 10 mLSTM tensors (16,968) → 13 GDN (17,432)
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         phax_model_cfg c = phax_model_cfg_default(v[i].f);
         cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK);

@@ -664,7 +664,7 @@ Test(recall, recall_command_bad_input_refused) {
     const char *P = "phax recall: ";
     expect_fail(&s, phax_run(&s, "recall", lm, "--samples", "2", NULL), P, "not the recall vocabulary");
     expect_fail(&s, phax_run(&s, "recall", pha, "--window", "8", NULL), P,
-                "--window applies to the swax, swa, mlstm and swa_full families; pha uses attn_window");
+                "--window applies to the swax, swa, mlstm, swa_full and swax_gdn families; pha uses attn_window");
     expect_fail(&s, phax_run(&s, "recall", run, "--lengths", "8", NULL), P, "--lengths: 8 is outside [9,");
     expect_fail(&s, phax_run(&s, "recall", run, "--lengths", "70000", NULL), P, "--lengths");
     expect_fail(&s, phax_run(&s, "recall", run, "--pairs", "2", "--lengths", "4", NULL), P, "--lengths: 4");

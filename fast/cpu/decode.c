@@ -408,6 +408,7 @@ static int k_sub(void *v, int l, phax_sub_kind k, float *y, const float *x, int 
     case PHAX_SUB_AUX: aux_rows(dc, ly, y, x, R); return PHAX_OK;
     case PHAX_SUB_MLSTM: mlstm_rows(dc, &ly->mlstm, y, x, R); return PHAX_OK;
     case PHAX_SUB_DUAL: break;  // walked by fdec_sub
+    case PHAX_SUB_GDN: break;   // no decoder yet (its model is refused at fmodel_new)
     }
     return phax_fail("fcpu decoder: sub-layer kind %d has no kernel", (int)k);
 }
@@ -520,6 +521,7 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fmodel *m, int max_len, int window,
         phax_fail("fcpu_decoder_new: max_len %d must be at least 1", max_len);
         return NULL;
     }
+    if (fdec_supported(&m->cfg, "fcpu_decoder_new")) return NULL;
     if (window < -1) {
         phax_fail("fcpu_decoder_new: window %d must be -1 (w_long), 0 (full) or positive", window);
         return NULL;

@@ -365,6 +365,7 @@ static int k_sub(void *v, int l, phax_sub_kind k, float *y, const float *x, int 
     case PHAX_SUB_AUX: return aux_rows(dc, ly, y, x, R);
     case PHAX_SUB_MLSTM: return mlstm_rows(dc, &ly->mlstm, y, x, R);
     case PHAX_SUB_DUAL: break;  // walked by fdec_sub
+    case PHAX_SUB_GDN: break;   // no decoder yet (its model is refused at fmodel_new)
     }
     return phax_fail("fcuda decoder: sub-layer kind %d has no kernel", (int)k);
 }
@@ -537,6 +538,7 @@ extern "C" fcuda_decoder *fcuda_decoder_new(const phax_model_cfg *cfg, const pha
         phax_fail("fcuda_decoder_new: max_len %d must be at least 1", max_len);
         return NULL;
     }
+    if (fdec_supported(cfg, "fcuda_decoder_new")) return NULL;
     if (window < -1) {
         phax_fail("fcuda_decoder_new: window %d must be -1 (w_long), 0 (full) or positive", window);
         return NULL;

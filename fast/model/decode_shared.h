@@ -19,6 +19,15 @@ typedef struct {
     size_t kv;          // of the state, the KV caches
 } fdec_arena;
 
+// The families both decoders run: PHAX_ERR ("WHO: ...") for one with Gated DeltaNet layers, which
+// neither decodes yet (swax_gdn: the ref backend's naive decoder runs it).
+static inline int fdec_supported(const phax_model_cfg *c, const char *who) {
+    if (!phax_plan_has(c, PHAX_SUB_GDN)) return PHAX_OK;
+    return phax_fail("%s: family %s has Gated DeltaNet layers, which this decoder does not run yet (use the ref "
+                     "backend)",
+                     who, phax_family_name(c->family));
+}
+
 static inline void *fdec_take(fdec_arena *a, size_t bytes) {
     void *p = a->base ? a->base + a->off : NULL;
     a->off += (bytes + 63) / 64 * 64;

@@ -31,6 +31,10 @@ int fmodel_new_ops(fmodel *m, const phax_model_cfg *cfg, uint64_t seed, const st
     m->ops = ops ? ops : fcpu_f32_ops();
     m->cfg = *cfg;
     if (phax_model_cfg_resolve(&m->cfg)) return PHAX_ERR;
+    if (phax_plan_has(&m->cfg, PHAX_SUB_GDN))  // ref has the layer (ref_gdn_layer_*); this runner not yet
+        return phax_fail("fast model: family %s has Gated DeltaNet layers, which the fast runner does not run yet "
+                         "(use the ref backend)",
+                         phax_family_name(m->cfg.family));
     if (phax_layout_build(&m->layout, &m->cfg)) return PHAX_ERR;
     size_t n = m->layout.numel;
     double *p64 = phax_alloc(n * sizeof(double));
@@ -191,6 +195,11 @@ static fmodel_ws *ws_plan(const phax_f32_ops *ops, const phax_model_cfg *c, int 
         phax_fail("model workspace: batch %d x %d must be at least 1 x 1", B, T);
         return NULL;
     }
+    if (phax_plan_has(c, PHAX_SUB_GDN)) {  // as fmodel_new_ops
+        phax_fail("fast model: family %s has Gated DeltaNet layers, which the fast runner does not run yet",
+                  phax_family_name(c->family));
+        return NULL;
+    }
     fmodel_ws *w = calloc(1, sizeof *w);
     if (!w) {
         phax_fail("model workspace: out of memory");
@@ -264,7 +273,7 @@ int fmodel_ws_breakdown(const phax_model_cfg *cfg, int B, int T, size_t bytes[FM
 const char *fmodel_ws_part_name(int part) {
     static const char *names[FMODEL_WS_NPARTS] = {
         "residual stream", "gss branch", "attention branch", "swiglu branch", "aux ffn branch",
-        "dual ffn branch", "mlstm branch", "pha mix buffers", "step scratch", "backward scratch",
+        "dual ffn branch", "mlstm branch", "gdn branch", "pha mix buffers", "step scratch", "backward scratch",
         "kernel scratch"};
     return part >= 0 && part < FMODEL_WS_NPARTS ? names[part] : "?";
 }
@@ -324,7 +333,7 @@ static void prof_next_half(fm_ctx *cx) {
 
 const char *fmodel_part_name(int part) {
     static const char *names[FCPU_NPARTS] = {"gss", "attention", "swiglu", "aux ffn", "dual ffn",
-                                             "mlstm", "attention kernel", "mlstm kernel", "gss dss kernel",
+                                             "mlstm", "gdn", "attention kernel", "mlstm kernel", "gss dss kernel",
                                              "gss convolution", "head", "total"};
     return part >= 0 && part < FCPU_NPARTS ? names[part] : "?";
 }

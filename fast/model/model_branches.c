@@ -277,6 +277,7 @@ int fm_branch_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     case PHAX_SUB_SWIGLU: return swiglu_fwd(cx, b, y, x);
     case PHAX_SUB_AUX: return aux_fwd(cx, b, y, x);
     case PHAX_SUB_MLSTM: return mlstm_fwd(cx, b, y, x);
+    case PHAX_SUB_GDN: break;  // refused at fmodel_new (not in this runner yet)
     case PHAX_SUB_DUAL: {  // y = SwiGLU(x) + aux(x)
         if (swiglu_fwd(cx, b, y, x) || aux_fwd(cx, b, b->tmp, x)) return PHAX_ERR;
         cx->ops->acc(y, b->tmp, cx->n * (size_t)cx->m->cfg.d_model);
@@ -293,6 +294,7 @@ int fm_branch_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, co
     case PHAX_SUB_SWIGLU: return swiglu_bwd(cx, b, dx, dy, x);
     case PHAX_SUB_AUX: return aux_bwd(cx, b, dx, dy, x);
     case PHAX_SUB_MLSTM: return mlstm_bwd(cx, b, dx, dy, x);
+    case PHAX_SUB_GDN: break;  // refused at fmodel_new
     case PHAX_SUB_DUAL:  // dy reaches both parts unchanged
         if (swiglu_bwd(cx, b, dx, dy, x)) return PHAX_ERR;
         return aux_bwd(cx, b, dx, dy, x);
@@ -338,6 +340,7 @@ void fm_branch_layout(const phax_f32_ops *ops, fm_arena *a, fm_branch *b, const 
         b->mipre = fm_take(a, ng), b->mfpre = fm_take(a, ng);
         break;
     }
+    case PHAX_SUB_GDN: break;  // refused at fmodel_new
     }
 }
 
@@ -356,6 +359,7 @@ size_t fm_branch_bwd_len(const phax_f32_ops *ops, phax_sub_kind k, const phax_mo
     case PHAX_SUB_GSS: return 5 * n * c->gss_expand + 4 * n * c->gss_hidden + (size_t)c->gss_hidden * T;
     // dq dk, dv dh dhc dop, dig dfg; hn, ĩ, f̃ remade (h in dhc's slot; the forward's 2 nd + 2 ng fit)
     case PHAX_SUB_MLSTM: return 2 * n * (d / 2) + 5 * n * d + 4 * n * c->mlstm_heads;
+    case PHAX_SUB_GDN: return 0;  // refused at fmodel_new
     }
     return 0;
 }
@@ -390,6 +394,7 @@ size_t fm_branch_kernel_ws(const phax_f32_ops *ops, phax_sub_kind k, const phax_
         s = zmax(s, ops->mlstm_bwd_ws(B, T, NH, dqk, dv, ops->mlstm_chunk));
         return zmax(s, ops->headnorm_bwd_ws(n, NH, dv));
     }
+    case PHAX_SUB_GDN: return 0;  // refused at fmodel_new
     }
     return 0;
 }

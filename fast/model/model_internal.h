@@ -56,7 +56,8 @@ static inline float *fm_take(fm_arena *a, size_t nfloats) {
 // its sub-layer parts by kind.
 _Static_assert((int)PHAX_SUB_GSS == FMODEL_PART_GSS && (int)PHAX_SUB_ATTN == FMODEL_PART_ATTN &&
                    (int)PHAX_SUB_SWIGLU == FMODEL_PART_SWIGLU && (int)PHAX_SUB_AUX == FMODEL_PART_AUX &&
-                   (int)PHAX_SUB_DUAL == FMODEL_PART_DUAL && (int)PHAX_SUB_MLSTM == FMODEL_PART_MLSTM,
+                   (int)PHAX_SUB_DUAL == FMODEL_PART_DUAL && (int)PHAX_SUB_MLSTM == FMODEL_PART_MLSTM &&
+                   (int)PHAX_SUB_GDN == FMODEL_PART_GDN,
                "phax_sub_kind and FMODEL_PART_* must agree");
 
 // Activations one branch instance keeps for its backward (only its kind's are set).

@@ -68,7 +68,7 @@ size_t fmodel_ws_bytes(const fmodel_ws *ws);  // the arena's size
 enum {
     FMODEL_WS_RESIDUAL = 0,
     FMODEL_WS_BRANCH,  // + phax_sub_kind: FMODEL_WS_BRANCH + PHAX_SUB_GSS, ...
-    FMODEL_WS_MIX = FMODEL_WS_BRANCH + 6,  // + PHAX_SUB_COUNT (checked in fast/model/model.c)
+    FMODEL_WS_MIX = FMODEL_WS_BRANCH + 7,  // + PHAX_SUB_COUNT (checked in fast/model/model.c)
     FMODEL_WS_SCRATCH,
     FMODEL_WS_BWD,
     FMODEL_WS_KERNEL,
@@ -104,7 +104,8 @@ int fmodel_backward(fmodel *m, fmodel_ws *ws, const int32_t *tokens,
 // call minus its sub-layers and head. On costs two clock reads per part.
 enum {
     FMODEL_PART_GSS, FMODEL_PART_ATTN, FMODEL_PART_SWIGLU, FMODEL_PART_AUX, FMODEL_PART_DUAL,
-    FMODEL_PART_MLSTM,         // the sub-layers (fm_kind order)
+    FMODEL_PART_MLSTM,
+    FMODEL_PART_GDN,           // the sub-layers (phax_sub_kind order)
     FMODEL_PART_ATTN_KERNEL,   // fcpu_attention_fwd/bwd alone
     FMODEL_PART_MLSTM_KERNEL,  // fcpu_mlstm_chunkwise_fwd/bwd alone
     FMODEL_PART_GSS_KERNEL,    // fcpu_dss_kernel_fwd/bwd alone (the GSS sub-layer's K)

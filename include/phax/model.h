@@ -21,6 +21,7 @@ typedef enum {
     PHAX_FAMILY_SWA,          // every mixer SWA
     PHAX_FAMILY_MLSTM,        // every mixer mLSTM
     PHAX_FAMILY_SWA_FULL,     // full-attention and SWA mixers alternating 1:1 (the attention hybrid)
+    PHAX_FAMILY_SWAX_GDN,     // SWA and Gated DeltaNet mixers alternating 1:1 (SWAX on the GDN backbone)
     PHAX_FAMILY_COUNT
 } phax_family;
 
@@ -28,6 +29,10 @@ typedef enum {
 // xLSTM-7B (Beck et al. 2025), which phax's SWAX layers follow. SPEC's LayerNorm says 1e-5;
 // at init (input-gate bias −10) a head's variance is ~1e-6, so the choice matters.
 #define PHAX_MLSTM_NORM_EPS_DEFAULT 1e-6
+// Defaults of the Gated DeltaNet layer (config keys "gdn_conv", "gdn_norm_eps"): the short
+// convolution's kernel 4 and the output norm's eps 1e-5, flash-linear-attention's GatedDeltaNet.
+#define PHAX_GDN_CONV_DEFAULT 4
+#define PHAX_GDN_NORM_EPS_DEFAULT 1e-5
 
 const char *phax_family_name(phax_family f);          // "pha", "transformer", ...
 int phax_family_parse(const char *s, phax_family *f);  // PHAX_ERR on an unknown name
@@ -66,6 +71,9 @@ typedef struct {
     double fgate_init;       // "fgate_init": σ(b_f) at init (default 0.95)
     double mlstm_norm_eps;   // "mlstm_norm_eps": eps of the mLSTM head norm (0 = derived: 1e-6,
                              // xLSTM-7B's; SPEC's LayerNorm says 1e-5); finite, in (0, 1]
+    int gdn_heads;         // "gdn_heads": Gated DeltaNet heads (0 = derived: n_heads); divides d_model / 2
+    int gdn_conv;          // "gdn_conv": the GDN short convolution's kernel K (0 = derived: 4)
+    double gdn_norm_eps;   // "gdn_norm_eps": eps of the GDN output norm (0 = derived: 1e-5); in (0, 1]
     int train_len;         // "train_len": training sequence length (0 = derived: 256)
     int w_short, w_long;   // "w_short", "w_long" (0 = derived: train_len/128 (≥1), train_len/8)
     double p_short;        // "p_short": probability of the short window per step (default 0.5)
@@ -86,7 +94,8 @@ int phax_model_cfg_resolve(phax_model_cfg *c);
 #define PHAX_MAX_VOCAB (1 << 21)      // vocab_size: 2,097,152
 #define PHAX_MAX_D_MODEL (1 << 16)    // d_model: 65,536
 #define PHAX_MAX_LAYERS 1024          // n_layers
-#define PHAX_MAX_HEADS 4096           // n_heads, n_kv_heads, mlstm_heads
+#define PHAX_MAX_HEADS 4096           // n_heads, n_kv_heads, mlstm_heads, gdn_heads
+#define PHAX_MAX_GDN_CONV 256         // gdn_conv
 #define PHAX_MAX_HEAD_DIM 4096        // head_dim
 #define PHAX_MAX_WIDTH (1 << 18)      // n_heads·head_dim, ffn_hidden, ffn_aux_hidden, gss_expand, gss_hidden: 262,144
 #define PHAX_MAX_GSS_STATE 4096       // gss_state
@@ -131,6 +140,9 @@ int phax_layer_is_mlstm(const phax_model_cfg *c, int l);
 // swa_full: is layer l a full-attention layer (1) or SWA (0)? The full layers take the places
 // swax gives its mLSTM layers (mixer_order "mlstm_first": the even l). 0 in every other family.
 int phax_layer_is_full(const phax_model_cfg *c, int l);
+// swax_gdn: is layer l a Gated DeltaNet layer (1) or SWA (0)? The GDN layers take the places swax
+// gives its mLSTM layers. 0 in every other family.
+int phax_layer_is_gdn(const phax_model_cfg *c, int l);
 
 // ---------------------------------------------------------------------------
 // JSON config I/O (jansson). Unknown keys, wrong types, and impossible values are errors

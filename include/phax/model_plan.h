@@ -25,10 +25,11 @@ typedef enum {      // the order of FMODEL_PART_* (phax/fmodel.h)
     PHAX_SUB_AUX,     // W4 GELU(W3 x)               ffn_aux
     PHAX_SUB_DUAL,    // SwiGLU(x) + W4 GELU(W3 x)   ffn, ffn_aux
     PHAX_SUB_MLSTM,   // mLSTM layer                 mlstm
+    PHAX_SUB_GDN,     // Gated DeltaNet layer        gdn
 } phax_sub_kind;
-#define PHAX_SUB_COUNT (PHAX_SUB_MLSTM + 1)
+#define PHAX_SUB_COUNT (PHAX_SUB_GDN + 1)
 
-const char *phax_sub_kind_name(phax_sub_kind k);  // "gss", "attn", "swiglu", "aux", "dual", "mlstm"
+const char *phax_sub_kind_name(phax_sub_kind k);  // "gss", "attn", "swiglu", "aux", "dual", "mlstm", "gdn"
 
 // How a model composes its blocks (the residual / norm rule).
 typedef enum {
@@ -36,7 +37,7 @@ typedef enum {
     // b_i = RMSNorm_{norm_i}(branch_i(x)), x ← RMSNorm_res(α·x + mix(p; b)); logits = x_{L+1} Wᵀ
     // (no final norm).
     PHAX_RULE_PARALLEL,
-    // transformer, serial, swax, swa, mlstm, swa_full (§3.2–3.3): x = E[tokens]; per sub-layer in order
+    // transformer, serial, swax, swa, mlstm, swa_full, swax_gdn (§3.2–3.3): x = E[tokens]; per sub-layer in order
     // x ← x + F(RMSNorm_{norm_i} x); logits = RMSNorm_f(x) Wᵀ.
     PHAX_RULE_PRENORM,
 } phax_block_rule;
@@ -72,7 +73,7 @@ double phax_plan_alpha(const phax_model_cfg *c);
 double phax_plan_beta(const phax_model_cfg *c);
 
 // The window rule (§3): the attention window of a call, given the call's window (−1 = the
-// config's w_long, 0 = full causal, w > 0): the SWAX family (swax, swa, mlstm, swa_full) takes
+// config's w_long, 0 = full causal, w > 0): the SWAX family (swax, swa, mlstm, swa_full, swax_gdn) takes
 // the call's window; pha, transformer and serial always use their attn_window and ignore it.
 // Returns 0 (full) or the window. Every attention sub-layer uses it but swa_full's full layers.
 int phax_plan_window(const phax_model_cfg *c, int window);
@@ -80,7 +81,7 @@ int phax_plan_window(const phax_model_cfg *c, int window);
 // `window`: 0 for swa_full's full-attention layers (phax_layer_is_full), `window` for every other
 // layer; `window` for l < 0 (no layer: the call's window itself).
 int phax_plan_layer_window(const phax_model_cfg *c, int l, int window);
-// 1 when the family takes a call's window (swax, swa, mlstm, swa_full), 0 when it ignores it.
+// 1 when the family takes a call's window (swax, swa, mlstm, swa_full, swax_gdn), 0 when it ignores it.
 int phax_plan_takes_window(const phax_model_cfg *c);
 // 1 when training draws the window per step (§3.4: the families built with SWA layers,
 // swax, swa and swa_full), 0 when every step uses the config's windows (mlstm has no

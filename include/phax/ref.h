@@ -196,6 +196,26 @@ int ref_gdn_gates_fwd(double *g, double *beta, const double *a, const double *b,
 int ref_gdn_gates_bwd(double *da, double *db, double *dA_log, double *ddt_bias, const double *dg, const double *dbeta,
                       const double *a, const double *b, const double *A_log, const double *dt_bias, size_t n, int H);
 
+// The Gated DeltaNet layer (docs/spec.md §2.13, "The layer"; swax_gdn's linear mixer) on x̄: (B, T, d),
+// H heads of dk = d/(2H), dv = d/H: q, k = SiLU(conv(x̄ W{q,k}ᵀ)) (n, d/2), v = SiLU(conv(x̄ Wvᵀ)) (n, d),
+// g, β = gates(x̄ Waᵀ, x̄ Wbᵀ), o = cell(q, k, v, g, β) (qk L2-normalised, scale 1/√dk, no initial
+// state), y = (RMSNorm(o_h; norm) ⊙ SiLU(x̄ Wgᵀ)) Woᵀ, the RMSNorm over each head's dv values with one
+// weight for every head (flash-linear-attention's FusedRMSNormGated). Weights (shapes (out, in)): wq, wk
+// (d/2, d), wv (d, d), conv_q, conv_k (d/2, K), conv_v (d, K), wa, wb (H, d), A_log, dt_bias (H), norm (d/H),
+// wg, wo (d, d).
+typedef struct {
+    const double *wq, *wk, *wv, *conv_q, *conv_k, *conv_v, *wa, *wb, *A_log, *dt_bias, *norm, *wg, *wo;
+} ref_gdn_layer_w;
+typedef struct {  // their gradients, ADDED (any may be NULL: skipped)
+    double *wq, *wk, *wv, *conv_q, *conv_k, *conv_v, *wa, *wb, *A_log, *dt_bias, *norm, *wg, *wo;
+} ref_gdn_layer_g;
+// y: (B, T, d) overwritten; the backward ADDS into dx (B, T, d) and *gw from dy. PHAX_ERR (message)
+// for B, H, K < 1, T < 0, d odd or H not dividing d/2, or out of memory.
+int ref_gdn_layer_fwd(double *y, const double *x, const ref_gdn_layer_w *w, int B, int T, int d, int H, int K,
+                      double norm_eps);
+int ref_gdn_layer_bwd(double *dx, const ref_gdn_layer_g *gw, const double *dy, const double *x, const ref_gdn_layer_w *w,
+                      int B, int T, int d, int H, int K, double norm_eps);
+
 // --- softplus mix (ref/mix.c) --------------------------------------------------------
 // w_i = softplus(p_i) / Σ_j softplus(p_j);  m = Σ_i w_i b_i.
 // b: (nb, n) — nb branch tensors of n elements each, stacked; p: (nb); m: (n).
