@@ -319,7 +319,7 @@ static void print_parts(const phax_model_cfg *c, const phax_layout *L, int B, in
     printf("  %-28s %9s %9s %9s %7s %9s %7s\n", "part", "fwd ms", "bwd ms", "ms", "share", "GFLOP/s",
            "%sgemm");
     double sub_f = 0, sub_b = 0;
-    for (int i = FMODEL_PART_GSS; i <= FMODEL_PART_MLSTM; i++) {
+    for (int i = FMODEL_PART_GSS; i <= FMODEL_PART_GDN; i++) {
         sub_f += f[i], sub_b += b[i];
         if (f[i] + b[i] <= 0) continue;
         if (i == FMODEL_PART_ATTN) {
@@ -332,6 +332,11 @@ static void print_parts(const phax_model_cfg *c, const phax_layout *L, int B, in
                       b[i] - b[FMODEL_PART_MLSTM_KERNEL], step_ms, 3 * mm_flop(L, ".mlstm.", n), ceil);
             parts_row("mlstm kernel (chunkwise)", f[FMODEL_PART_MLSTM_KERNEL],
                       b[FMODEL_PART_MLSTM_KERNEL], step_ms, 0, ceil);
+        } else if (i == FMODEL_PART_GDN) {
+            parts_row("gdn projections, conv, gates, norm", f[i] - f[FMODEL_PART_GDN_KERNEL],
+                      b[i] - b[FMODEL_PART_GDN_KERNEL], step_ms, 3 * mm_flop(L, ".gdn.", n), ceil);
+            parts_row("gdn kernel (chunkwise)", f[FMODEL_PART_GDN_KERNEL], b[FMODEL_PART_GDN_KERNEL], step_ms, 0,
+                      ceil);
         } else if (i == FMODEL_PART_GSS) {
             // The branch by what binds it: its matmuls (with GELU, LayerNorm, gate) at the sgemm
             // ceiling, the DSS kernel (a product) likewise, the convolution at FFTW's rate.

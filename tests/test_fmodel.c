@@ -301,6 +301,9 @@ H_TEST(model, swax_family) {
     sf.n_layers = 3;
     phax_model_cfg sfs = sf;  // SWA, full, SWA; GQA group 1
     sfs.mlstm_first = 0, sfs.n_kv_heads = sfs.n_heads;
+    phax_model_cfg gd = base_cfg(PHAX_FAMILY_SWAX_GDN);  // GDN (3 heads: dk 4, dv 8), SWA
+    phax_model_cfg gds = gd;  // SWA, GDN (2 heads: dk 6, dv 12), kernel 2
+    gds.mlstm_first = 0, gds.gdn_heads = 2, gds.gdn_conv = 2;
     mcase ks[] = {
         {"swax w_long T70 (partial chunk)", x, 1, 70, -1},
         {"swax w1", x, 2, 17, 1},
@@ -310,6 +313,8 @@ H_TEST(model, swax_family) {
         {"mlstm 3 heads T129", ml, 1, 129, -1},
         {"swa_full w3", sf, 2, 19, 3},
         {"swa_full swa_first w5", sfs, 1, 23, 5},
+        {"swax_gdn T70 (chunk 64 + 6)", gd, 1, 70, -1},
+        {"swax_gdn swa_first 2 heads K2 w3", gds, 2, 19, 3},
     };
     run_cases(be, "fmodel/swax_family", ks, sizeof ks / sizeof *ks);
 }
@@ -426,12 +431,6 @@ Test(cpu_model, workspace_breakdown_adds_up) {
     for (int f = 0; f < PHAX_FAMILY_COUNT; f++) {
         phax_model_cfg c = base_cfg((phax_family)f);
         fmodel m;
-        if (f == PHAX_FAMILY_SWAX_GDN) {  // not in the fast runner yet: refused, in one line, by both entries
-            size_t part[FMODEL_WS_NPARTS];
-            cr_expect(fmodel_new(&m, &c, 1) == PHAX_ERR && strstr(phax_error(), "Gated DeltaNet"), "%s", phax_error());
-            cr_expect(fmodel_ws_breakdown(&c, 2, 37, part) == PHAX_ERR && strstr(phax_error(), "Gated DeltaNet"));
-            continue;
-        }
         cr_assert(fmodel_new(&m, &c, 1) == PHAX_OK);
         fmodel_ws *w = fmodel_ws_new(&m, 2, 37);
         size_t part[FMODEL_WS_NPARTS], sum = 0;
@@ -515,7 +514,7 @@ Test(cpu_model, profile) {
         double sf = 0, sb = 0;
         for (int i = 0; i < FCPU_NPARTS; i++)
             cr_expect(f[i] >= 0 && b[i] >= 0, "%s: %s < 0", fam, fmodel_part_name(i));
-        for (int i = FMODEL_PART_GSS; i <= FMODEL_PART_MLSTM; i++) sf += f[i], sb += b[i];
+        for (int i = FMODEL_PART_GSS; i <= FMODEL_PART_GDN; i++) sf += f[i], sb += b[i];
         cr_expect(f[FMODEL_PART_TOTAL] > 0 && b[FMODEL_PART_TOTAL] > 0, "%s: halves not timed", fam);
         cr_expect(sf + f[FMODEL_PART_HEAD] <= f[FMODEL_PART_TOTAL], "%s: forward parts exceed the half",
                   fam);

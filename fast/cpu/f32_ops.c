@@ -127,9 +127,22 @@ static size_t ssm_conv_fwd_ws(const void *p) { return fcpu_ssm_conv_fwd_ws(p); }
 static size_t ssm_conv_bwd_ws(const void *p) { return fcpu_ssm_conv_bwd_ws(p); }
 
 // ---------------------------------------------------------------------------------------------
+// The GDN cell without an initial state or a final state (the model's use).
+static int gdn_fwd(float *o, const float *q, const float *k, const float *v, const float *g, const float *beta, int B,
+                   int T, int H, int dk, int dv, const phax_gdn_cfg *c, int chunk, void *ws) {
+    return fcpu_gdn_chunkwise_fwd(o, NULL, q, k, v, g, beta, NULL, B, T, H, dk, dv, c, chunk, ws);
+}
+static int gdn_bwd(float *dq, float *dk, float *dv_, float *dg, float *dbeta, const float *do_, const float *q,
+                   const float *k, const float *v, const float *g, const float *beta, int B, int T, int H, int dk_,
+                   int dv, const phax_gdn_cfg *c, int chunk, void *ws) {
+    return fcpu_gdn_chunkwise_bwd(dq, dk, dv_, dg, dbeta, NULL, do_, NULL, q, k, v, g, beta, NULL, B, T, H, dk_, dv, c,
+                                  chunk, ws);
+}
+
 static const phax_f32_ops cpu_ops = {
     .name = "cpu",
     .mlstm_chunk = FCPU_MLSTM_CHUNK,
+    .gdn_chunk = FCPU_GDN_CHUNK,
     .alloc_ws = alloc_ws,
     .free_ws = free_ws,
     .load_f64 = load_f64,
@@ -159,6 +172,8 @@ static const phax_f32_ops cpu_ops = {
     .headnorm_bwd_ws = fcpu_headnorm_bwd_ws,
     .gelu_fwd = fcpu_gelu_fwd,
     .gelu_bwd = fcpu_gelu_bwd,
+    .silu_fwd = fcpu_silu_fwd,
+    .silu_bwd = fcpu_silu_bwd,
     .swiglu_keep_len = fcpu_swiglu_keep_len,
     .swiglu_fwd_keep = fcpu_swiglu_fwd_keep,
     .swiglu_fwd_keep_ws = fcpu_swiglu_fwd_keep_ws,
@@ -188,6 +203,15 @@ static const phax_f32_ops cpu_ops = {
     .mlstm_bwd = fcpu_mlstm_chunkwise_bwd,
     .mlstm_fwd_ws = fcpu_mlstm_chunkwise_fwd_ws,
     .mlstm_bwd_ws = fcpu_mlstm_chunkwise_bwd_ws,
+    .gdn_fwd = gdn_fwd,
+    .gdn_bwd = gdn_bwd,
+    .gdn_fwd_ws = fcpu_gdn_chunkwise_fwd_ws,
+    .gdn_bwd_ws = fcpu_gdn_chunkwise_bwd_ws,
+    .gdn_conv_fwd = fcpu_gdn_conv_fwd,
+    .gdn_conv_bwd = fcpu_gdn_conv_bwd,
+    .gdn_conv_bwd_ws = fcpu_gdn_conv_bwd_ws,
+    .gdn_gates_fwd = fcpu_gdn_gates_fwd,
+    .gdn_gates_bwd = fcpu_gdn_gates_bwd,
 };
 
 const phax_f32_ops *fcpu_f32_ops(void) { return &cpu_ops; }

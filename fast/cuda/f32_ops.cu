@@ -297,6 +297,36 @@ static size_t mlstm_bwd_ws(int B, int T, int H, int dqk, int dv, int chunk) {
     return fcuda_mlstm_bwd_ws(B, T, H, dqk, dv, chunk);
 }
 
+static void silu_fwd(float *y, const float *x, size_t n) { keep_err(fcuda_silu_fwd(y, x, n, NULL)); }
+static void silu_bwd(float *dx, const float *dy, const float *x, size_t n) {
+    keep_err(fcuda_silu_bwd(dx, dy, x, n, NULL));
+}
+static int gdn_fwd(float *o, const float *q, const float *k, const float *v, const float *g, const float *beta, int B,
+                   int T, int H, int dk, int dv, const phax_gdn_cfg *c, int chunk, void *ws) {
+    return fcuda_gdn_fwd(o, NULL, q, k, v, g, beta, NULL, B, T, H, dk, dv, c, chunk, ws, NULL);
+}
+static int gdn_bwd(float *dq, float *dk, float *dv_, float *dg, float *dbeta, const float *do_, const float *q,
+                   const float *k, const float *v, const float *g, const float *beta, int B, int T, int H, int dk_,
+                   int dv, const phax_gdn_cfg *c, int chunk, void *ws) {
+    return fcuda_gdn_bwd(dq, dk, dv_, dg, dbeta, NULL, do_, NULL, q, k, v, g, beta, NULL, B, T, H, dk_, dv, c, chunk,
+                         ws, NULL);
+}
+static int gdn_conv_fwd(float *y, const float *x, const float *w, int B, int T, int C, int K) {
+    return fcuda_gdn_conv_fwd(y, x, w, B, T, C, K, NULL);
+}
+static int gdn_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C,
+                        int K, void *ws) {
+    return fcuda_gdn_conv_bwd(dx, dw, dy, x, w, B, T, C, K, ws, NULL);
+}
+static int gdn_gates_fwd(float *g, float *beta, const float *a, const float *b, const float *A_log,
+                         const float *dt_bias, size_t n, int H) {
+    return fcuda_gdn_gates_fwd(g, beta, a, b, A_log, dt_bias, n, H, NULL);
+}
+static int gdn_gates_bwd(float *da, float *db, float *dA_log, float *ddt_bias, const float *dg, const float *dbeta,
+                         const float *a, const float *b, const float *A_log, const float *dt_bias, size_t n, int H) {
+    return fcuda_gdn_gates_bwd(da, db, dA_log, ddt_bias, dg, dbeta, a, b, A_log, dt_bias, n, H, NULL);
+}
+
 static phax_f32_ops make_table(void) {
     phax_f32_ops t;
     memset(&t, 0, sizeof t);
@@ -306,6 +336,7 @@ static phax_f32_ops make_table(void) {
     t.name = "cuda";
 #endif
     t.mlstm_chunk = 64;  // fast/cpu's FCPU_MLSTM_CHUNK
+    t.gdn_chunk = 64;    // fast/cpu's FCPU_GDN_CHUNK
     t.alloc_ws = alloc_ws, t.free_ws = free_ws, t.load_f64 = load_f64;
     t.zero = zero, t.add = add, t.acc = acc, t.scale = scale, t.axpy = axpy, t.mul = mul, t.mul_bwd = mul_bwd;
     t.sigmoid_inplace = sigmoid_inplace, t.sigmoid_mul_bwd = sigmoid_mul_bwd;
@@ -315,7 +346,7 @@ static phax_f32_ops make_table(void) {
     t.rmsnorm_fwd = rmsnorm_fwd, t.rmsnorm_bwd = rmsnorm_bwd, t.rmsnorm_bwd_ws = rmsnorm_bwd_ws;
     t.layernorm_fwd = layernorm_fwd, t.layernorm_bwd = layernorm_bwd, t.layernorm_bwd_ws = layernorm_bwd_ws;
     t.headnorm_fwd = headnorm_fwd, t.headnorm_bwd = headnorm_bwd, t.headnorm_bwd_ws = headnorm_bwd_ws;
-    t.gelu_fwd = gelu_fwd, t.gelu_bwd = gelu_bwd;
+    t.gelu_fwd = gelu_fwd, t.gelu_bwd = gelu_bwd, t.silu_fwd = silu_fwd, t.silu_bwd = silu_bwd;
     t.swiglu_keep_len = swiglu_keep_len, t.swiglu_fwd_keep = swiglu_fwd_keep, t.swiglu_fwd_keep_ws = swiglu_fwd_keep_ws;
     t.swiglu_bwd_kept = swiglu_bwd_kept, t.swiglu_bwd_kept_ws = swiglu_bwd_kept_ws;
     t.mix_fwd = mix_fwd, t.mix_bwd = mix_bwd;
@@ -329,6 +360,9 @@ static phax_f32_ops make_table(void) {
     t.ssm_conv_fwd = ssm_conv_fwd, t.ssm_conv_bwd = ssm_conv_bwd;
     t.ssm_conv_fwd_ws = ssm_conv_fwd_ws, t.ssm_conv_bwd_ws = ssm_conv_bwd_ws;
     t.mlstm_fwd = mlstm_fwd, t.mlstm_bwd = mlstm_bwd, t.mlstm_fwd_ws = mlstm_fwd_ws, t.mlstm_bwd_ws = mlstm_bwd_ws;
+    t.gdn_fwd = gdn_fwd, t.gdn_bwd = gdn_bwd, t.gdn_fwd_ws = fcuda_gdn_fwd_ws, t.gdn_bwd_ws = fcuda_gdn_bwd_ws;
+    t.gdn_conv_fwd = gdn_conv_fwd, t.gdn_conv_bwd = gdn_conv_bwd, t.gdn_conv_bwd_ws = fcuda_gdn_conv_bwd_ws;
+    t.gdn_gates_fwd = gdn_gates_fwd, t.gdn_gates_bwd = gdn_gates_bwd;
     return t;
 }
 

@@ -31,10 +31,6 @@ int fmodel_new_ops(fmodel *m, const phax_model_cfg *cfg, uint64_t seed, const st
     m->ops = ops ? ops : fcpu_f32_ops();
     m->cfg = *cfg;
     if (phax_model_cfg_resolve(&m->cfg)) return PHAX_ERR;
-    if (phax_plan_has(&m->cfg, PHAX_SUB_GDN))  // ref has the layer (ref_gdn_layer_*); this runner not yet
-        return phax_fail("fast model: family %s has Gated DeltaNet layers, which the fast runner does not run yet "
-                         "(use the ref backend)",
-                         phax_family_name(m->cfg.family));
     if (phax_layout_build(&m->layout, &m->cfg)) return PHAX_ERR;
     size_t n = m->layout.numel;
     double *p64 = phax_alloc(n * sizeof(double));
@@ -122,6 +118,11 @@ void fm_ptrs_resolve(fm_ptrs *r, fm_block_ptrs *blk, const phax_layout *L,
         R(ml_igate_b, "mlstm.igate.bias"), R(ml_fgate_w, "mlstm.fgate.weight");
         R(ml_fgate_b, "mlstm.fgate.bias"), R(ml_headnorm, "mlstm.headnorm.weight");
         R(ml_out, "mlstm.out.weight");
+        R(gd_wq, "gdn.wq.weight"), R(gd_wk, "gdn.wk.weight"), R(gd_wv, "gdn.wv.weight");
+        R(gd_conv_q, "gdn.conv_q.weight"), R(gd_conv_k, "gdn.conv_k.weight"), R(gd_conv_v, "gdn.conv_v.weight");
+        R(gd_wa, "gdn.wa.weight"), R(gd_wb, "gdn.wb.weight"), R(gd_A_log, "gdn.A_log");
+        R(gd_dt_bias, "gdn.dt_bias"), R(gd_norm, "gdn.norm.weight"), R(gd_wg, "gdn.wg.weight");
+        R(gd_out, "gdn.out.weight");
 #undef R
     }
 }
@@ -193,11 +194,6 @@ static void ws_layout(fmodel_ws *w, fm_arena *a, const phax_model_cfg *c, size_t
 static fmodel_ws *ws_plan(const phax_f32_ops *ops, const phax_model_cfg *c, int B, int T, size_t *part) {
     if (B < 1 || T < 1) {
         phax_fail("model workspace: batch %d x %d must be at least 1 x 1", B, T);
-        return NULL;
-    }
-    if (phax_plan_has(c, PHAX_SUB_GDN)) {  // as fmodel_new_ops
-        phax_fail("fast model: family %s has Gated DeltaNet layers, which the fast runner does not run yet",
-                  phax_family_name(c->family));
         return NULL;
     }
     fmodel_ws *w = calloc(1, sizeof *w);
@@ -333,8 +329,9 @@ static void prof_next_half(fm_ctx *cx) {
 
 const char *fmodel_part_name(int part) {
     static const char *names[FCPU_NPARTS] = {"gss", "attention", "swiglu", "aux ffn", "dual ffn",
-                                             "mlstm", "gdn", "attention kernel", "mlstm kernel", "gss dss kernel",
-                                             "gss convolution", "head", "total"};
+                                             "mlstm", "gdn", "attention kernel", "mlstm kernel",
+                                             "gdn kernel", "gss dss kernel", "gss convolution", "head",
+                                             "total"};
     return part >= 0 && part < FCPU_NPARTS ? names[part] : "?";
 }
 

@@ -7,6 +7,8 @@
 //
 // Shapes: n = B·T rows; x, y, dx, dy: (n, d). Backward ADDS into dx and into the
 // model's gradients.
+#include <math.h>
+
 #include "model_internal.h"
 
 // Each branch reads its block's tensors from the pointers resolved at binding: p (params)
@@ -270,6 +272,101 @@ static int mlstm_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy,
 }
 
 // ---------------------------------------------------------------------------
+// Gated DeltaNet layer (swax_gdn; docs/spec.md §2.13 "The layer", ref_gdn_layer_*): the
+// projections, the short convolutions with SiLU, the gates, the chunkwise cell, the RMSNorm over
+// each head's dv ⊙ SiLU(z), the output projection. Kept: the projections and the cell's output.
+static phax_gdn_cfg gdn_cell_cfg(int dk) { return (phax_gdn_cfg){1 / sqrt((double)dk), 1}; }
+
+static int gdn_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
+    const phax_model_cfg *c = &cx->m->cfg;
+    const phax_f32_ops *ops = cx->ops;
+    const fm_block_ptrs *p = PARAMS(cx, b);
+    int d = c->d_model, GH = c->gdn_heads, K = c->gdn_conv, dk = d / 2 / GH, dv = d / GH;
+    size_t n = cx->n, nd = n * (size_t)d, nk = n * (size_t)(d / 2), ng = n * (size_t)GH;
+    float *q = cx->ws->bws, *k = q + nk, *v = k + nk, *g = v + nd, *beta = g + ng, *on = beta + ng, *sz = on + nd,
+          *h = sz + nd;
+    ops->linear_fwd(b->gqp, x, p->gd_wq, NULL, n, d, d / 2);
+    ops->linear_fwd(b->gkp, x, p->gd_wk, NULL, n, d, d / 2);
+    ops->linear_fwd(b->gvp, x, p->gd_wv, NULL, n, d, d);
+    ops->linear_fwd(b->gz, x, p->gd_wg, NULL, n, d, d);
+    ops->linear_fwd(b->ga, x, p->gd_wa, NULL, n, d, GH);
+    ops->linear_fwd(b->gb, x, p->gd_wb, NULL, n, d, GH);
+    if (ops->gdn_conv_fwd(q, b->gqp, p->gd_conv_q, cx->B, cx->T, d / 2, K) ||
+        ops->gdn_conv_fwd(k, b->gkp, p->gd_conv_k, cx->B, cx->T, d / 2, K) ||
+        ops->gdn_conv_fwd(v, b->gvp, p->gd_conv_v, cx->B, cx->T, d, K) ||
+        ops->gdn_gates_fwd(g, beta, b->ga, b->gb, p->gd_A_log, p->gd_dt_bias, n, GH))
+        return PHAX_ERR;
+    const phax_gdn_cfg cc = gdn_cell_cfg(dk);
+    int rc;
+    FM_PROF(cx, FMODEL_PART_GDN_KERNEL,
+            rc = ops->gdn_fwd(b->go, q, k, v, g, beta, cx->B, cx->T, GH, dk, dv, &cc, ops->gdn_chunk, cx->ws->kws));
+    if (rc) return PHAX_ERR;
+    ops->rmsnorm_fwd(on, b->go, p->gd_norm, n * (size_t)GH, dv, c->gdn_norm_eps);
+    ops->silu_fwd(sz, b->gz, nd);
+    ops->mul(h, on, sz, nd);
+    ops->linear_fwd(y, h, p->gd_out, NULL, n, d, d);
+    return PHAX_OK;
+}
+
+static int gdn_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, const float *x) {
+    const phax_model_cfg *c = &cx->m->cfg;
+    const phax_f32_ops *ops = cx->ops;
+    const fm_block_ptrs *p = PARAMS(cx, b), *gr = GRADS(cx, b);
+    int d = c->d_model, GH = c->gdn_heads, K = c->gdn_conv, dk = d / 2 / GH, dv = d / GH;
+    size_t n = cx->n, nd = n * (size_t)d, nk = n * (size_t)(d / 2), ng = n * (size_t)GH;
+    float *dh = cx->ws->bws, *on = dh + nd, *sz = on + nd, *dz = sz + nd, *dsz = dz + nd, *dv_ = dsz + nd,
+          *v = dv_ + nd, *dp = v + nd;                               // (n, d) each
+    float *q = dp + nd, *k = q + nk, *dq = k + nk, *dk_ = dq + nk;   // (n, d/2) each
+    float *g = dk_ + nk, *beta = g + ng, *dg = beta + ng, *dbeta = dg + ng, *da = dbeta + ng, *db = da + ng;
+    float *h = dz, *don = dp, *do_ = dsz;  // h: spent before dz is formed; don, do_: reuse (below)
+    ops->zero(dh, 8 * nd + 4 * nk + 6 * ng);
+    // remade: on = RMSNorm(o), sz = SiLU(z), h = on ⊙ sz
+    ops->rmsnorm_fwd(on, b->go, p->gd_norm, n * (size_t)GH, dv, c->gdn_norm_eps);
+    ops->silu_fwd(sz, b->gz, nd);
+    ops->mul(h, on, sz, nd);
+    // y = h Woᵀ; h = on ⊙ sz
+    ops->linear_bwd(dh, gr->gd_out, NULL, dy, h, p->gd_out, n, d, d);
+    ops->mul_bwd(don, dsz, dh, on, sz, nd);  // d on = dh ⊙ sz, d sz = dh ⊙ on (overwritten)
+    ops->zero(dz, nd);
+    ops->silu_bwd(dz, dsz, b->gz, nd);  // z = x Wgᵀ
+    ops->linear_bwd(dx, gr->gd_wg, NULL, dz, x, p->gd_wg, n, d, d);
+    ops->zero(do_, nd);  // dsz is spent
+    ops->rmsnorm_bwd(do_, gr->gd_norm, don, b->go, p->gd_norm, n * (size_t)GH, dv, c->gdn_norm_eps, cx->ws->kws);
+    // remade: q, k, v = SiLU(conv(projections)), g, β = gates(a, b)
+    if (ops->gdn_conv_fwd(q, b->gqp, p->gd_conv_q, cx->B, cx->T, d / 2, K) ||
+        ops->gdn_conv_fwd(k, b->gkp, p->gd_conv_k, cx->B, cx->T, d / 2, K) ||
+        ops->gdn_conv_fwd(v, b->gvp, p->gd_conv_v, cx->B, cx->T, d, K) ||
+        ops->gdn_gates_fwd(g, beta, b->ga, b->gb, p->gd_A_log, p->gd_dt_bias, n, GH))
+        return PHAX_ERR;
+    const phax_gdn_cfg cc = gdn_cell_cfg(dk);
+    int rc;
+    FM_PROF(cx, FMODEL_PART_GDN_KERNEL,
+            rc = ops->gdn_bwd(dq, dk_, dv_, dg, dbeta, do_, q, k, v, g, beta, cx->B, cx->T, GH, dk, dv, &cc,
+                              ops->gdn_chunk, cx->ws->kws));
+    if (rc) return PHAX_ERR;
+    if (ops->gdn_gates_bwd(da, db, gr->gd_A_log, gr->gd_dt_bias, dg, dbeta, b->ga, b->gb, p->gd_A_log, p->gd_dt_bias,
+                           n, GH))
+        return PHAX_ERR;
+    ops->linear_bwd(dx, gr->gd_wa, NULL, da, x, p->gd_wa, n, d, GH);
+    ops->linear_bwd(dx, gr->gd_wb, NULL, db, x, p->gd_wb, n, d, GH);
+    // the convolutions (their scratch: the kernel workspace, free again), then the projections
+    float *dpp = dp;  // d of a projection (don is spent)
+    ops->zero(dpp, nd);
+    if (ops->gdn_conv_bwd(dpp, gr->gd_conv_v, dv_, b->gvp, p->gd_conv_v, cx->B, cx->T, d, K, cx->ws->kws))
+        return PHAX_ERR;
+    ops->linear_bwd(dx, gr->gd_wv, NULL, dpp, x, p->gd_wv, n, d, d);
+    ops->zero(dpp, nk);
+    if (ops->gdn_conv_bwd(dpp, gr->gd_conv_q, dq, b->gqp, p->gd_conv_q, cx->B, cx->T, d / 2, K, cx->ws->kws))
+        return PHAX_ERR;
+    ops->linear_bwd(dx, gr->gd_wq, NULL, dpp, x, p->gd_wq, n, d, d / 2);
+    ops->zero(dpp, nk);
+    if (ops->gdn_conv_bwd(dpp, gr->gd_conv_k, dk_, b->gkp, p->gd_conv_k, cx->B, cx->T, d / 2, K, cx->ws->kws))
+        return PHAX_ERR;
+    ops->linear_bwd(dx, gr->gd_wk, NULL, dpp, x, p->gd_wk, n, d, d / 2);
+    return PHAX_OK;
+}
+
+// ---------------------------------------------------------------------------
 int fm_branch_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     switch (b->kind) {
     case PHAX_SUB_GSS: return gss_fwd(cx, b, y, x);
@@ -277,7 +374,7 @@ int fm_branch_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     case PHAX_SUB_SWIGLU: return swiglu_fwd(cx, b, y, x);
     case PHAX_SUB_AUX: return aux_fwd(cx, b, y, x);
     case PHAX_SUB_MLSTM: return mlstm_fwd(cx, b, y, x);
-    case PHAX_SUB_GDN: break;  // refused at fmodel_new (not in this runner yet)
+    case PHAX_SUB_GDN: return gdn_fwd(cx, b, y, x);
     case PHAX_SUB_DUAL: {  // y = SwiGLU(x) + aux(x)
         if (swiglu_fwd(cx, b, y, x) || aux_fwd(cx, b, b->tmp, x)) return PHAX_ERR;
         cx->ops->acc(y, b->tmp, cx->n * (size_t)cx->m->cfg.d_model);
@@ -294,7 +391,7 @@ int fm_branch_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, co
     case PHAX_SUB_SWIGLU: return swiglu_bwd(cx, b, dx, dy, x);
     case PHAX_SUB_AUX: return aux_bwd(cx, b, dx, dy, x);
     case PHAX_SUB_MLSTM: return mlstm_bwd(cx, b, dx, dy, x);
-    case PHAX_SUB_GDN: break;  // refused at fmodel_new
+    case PHAX_SUB_GDN: return gdn_bwd(cx, b, dx, dy, x);
     case PHAX_SUB_DUAL:  // dy reaches both parts unchanged
         if (swiglu_bwd(cx, b, dx, dy, x)) return PHAX_ERR;
         return aux_bwd(cx, b, dx, dy, x);
@@ -340,7 +437,13 @@ void fm_branch_layout(const phax_f32_ops *ops, fm_arena *a, fm_branch *b, const 
         b->mipre = fm_take(a, ng), b->mfpre = fm_take(a, ng);
         break;
     }
-    case PHAX_SUB_GDN: break;  // refused at fmodel_new
+    case PHAX_SUB_GDN: {
+        size_t nk = n * (size_t)(d / 2), ng = n * (size_t)c->gdn_heads;
+        b->gqp = fm_take(a, nk), b->gkp = fm_take(a, nk);
+        b->gvp = fm_take(a, nd), b->gz = fm_take(a, nd), b->go = fm_take(a, nd);
+        b->ga = fm_take(a, ng), b->gb = fm_take(a, ng);
+        break;
+    }
     }
 }
 
@@ -359,7 +462,8 @@ size_t fm_branch_bwd_len(const phax_f32_ops *ops, phax_sub_kind k, const phax_mo
     case PHAX_SUB_GSS: return 5 * n * c->gss_expand + 4 * n * c->gss_hidden + (size_t)c->gss_hidden * T;
     // dq dk, dv dh dhc dop, dig dfg; hn, ĩ, f̃ remade (h in dhc's slot; the forward's 2 nd + 2 ng fit)
     case PHAX_SUB_MLSTM: return 2 * n * (d / 2) + 5 * n * d + 4 * n * c->mlstm_heads;
-    case PHAX_SUB_GDN: return 0;  // refused at fmodel_new
+    // dh on sz dz do dv v dp, q k dq dk, g β dg dβ da db (the forward's 4 nd + 2 nk + 2 ng fit)
+    case PHAX_SUB_GDN: return 8 * n * d + 4 * n * (d / 2) + 6 * n * c->gdn_heads;
     }
     return 0;
 }
@@ -394,7 +498,13 @@ size_t fm_branch_kernel_ws(const phax_f32_ops *ops, phax_sub_kind k, const phax_
         s = zmax(s, ops->mlstm_bwd_ws(B, T, NH, dqk, dv, ops->mlstm_chunk));
         return zmax(s, ops->headnorm_bwd_ws(n, NH, dv));
     }
-    case PHAX_SUB_GDN: return 0;  // refused at fmodel_new
+    case PHAX_SUB_GDN: {
+        int GH = c->gdn_heads, dk = c->d_model / 2 / GH, dv = c->d_model / GH;
+        s = ops->gdn_fwd_ws(B, T, GH, dk, dv, ops->gdn_chunk);
+        s = zmax(s, ops->gdn_bwd_ws(B, T, GH, dk, dv, ops->gdn_chunk));
+        s = zmax(s, ops->rmsnorm_bwd_ws(n * (size_t)GH, dv));
+        return zmax(s, ops->gdn_conv_bwd_ws(B, T, c->d_model));
+    }
     }
     return 0;
 }

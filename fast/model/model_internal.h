@@ -26,6 +26,8 @@ typedef struct {
         *gss_d, *gss_wc, *gss_wo;
     float *ml_wq, *ml_wk, *ml_wv, *ml_ogate, *ml_igate_w, *ml_igate_b, *ml_fgate_w, *ml_fgate_b,
         *ml_headnorm, *ml_out;
+    float *gd_wq, *gd_wk, *gd_wv, *gd_conv_q, *gd_conv_k, *gd_conv_v, *gd_wa, *gd_wb, *gd_A_log, *gd_dt_bias,
+        *gd_norm, *gd_wg, *gd_out;  // Gated DeltaNet
 } fm_block_ptrs;
 
 typedef struct {
@@ -77,6 +79,9 @@ typedef struct {
     // mLSTM: mq, mk (n, d/2); mv, mo, mhc (n, d); ipre, fpre (n, NH) (ĩ, f̃, headnorm(h̃) and h
     // are remade, model_branches.c)
     float *mq, *mk, *mv, *mo, *mhc, *mipre, *mfpre;
+    // Gated DeltaNet: the projections qp, kp (n, d/2), vp, z (n, d), a, b (n, GH) and the cell's
+    // output o (n, d) (q, k, v after the convolution, g, β, the norm and the gate are remade)
+    float *gqp, *gkp, *gvp, *gz, *ga, *gb, *go;
     // DUAL: the aux part's output (n, d) during the forward
     float *tmp;
 } fm_branch;

@@ -27,6 +27,7 @@ extern "C" {
 typedef struct phax_f32_ops {
     const char *name;  // the tier ("cpu")
     int mlstm_chunk;   // the chunk the mLSTM kernels run with (passed as their `chunk`)
+    int gdn_chunk;     // the chunk the Gated DeltaNet kernels run with
 
     // --- memory ---------------------------------------------------------------------------
     // The runner's arena: bytes, zeroed, 64-byte aligned at least; NULL on failure (message
@@ -84,6 +85,9 @@ typedef struct phax_f32_ops {
     // Exact GELU x Φ(x), n elements.
     void (*gelu_fwd)(float *y, const float *x, size_t n);
     void (*gelu_bwd)(float *dx, const float *dy, const float *x, size_t n);
+    // SiLU x σ(x), n elements; the backward ADDS dy ⊙ SiLU′(x) into dx.
+    void (*silu_fwd)(float *y, const float *x, size_t n);
+    void (*silu_bwd)(float *dx, const float *dy, const float *x, size_t n);
 
     // --- SwiGLU FFN, activations kept: y, x: (n, d); Wg, Wu: (hid, d); Wd: (d, hid) ---------
     size_t (*swiglu_keep_len)(size_t n, int hid);  // floats of `keep`: a, b
@@ -153,6 +157,25 @@ typedef struct phax_f32_ops {
                      int dv, float eps, int chunk, void *ws);
     size_t (*mlstm_fwd_ws)(int B, int T, int H, int dqk, int dv, int chunk);
     size_t (*mlstm_bwd_ws)(int B, int T, int H, int dqk, int dv, int chunk);
+
+    // --- Gated DeltaNet (phax/fcpu_gdn.h's contracts): the cell, chunkwise, q, k: (B, T, H, dk),
+    // v, o: (B, T, H, dv), g, beta: (B, T, H), no initial state here; the layer's short
+    // convolution x, y: (B, T, C), w: (C, K); its gates a, b, g, beta: (n, H). Backwards ADD. ---
+    int (*gdn_fwd)(float *o, const float *q, const float *k, const float *v, const float *g, const float *beta,
+                   int B, int T, int H, int dk, int dv, const phax_gdn_cfg *c, int chunk, void *ws);
+    int (*gdn_bwd)(float *dq, float *dk_, float *dv_, float *dg, float *dbeta, const float *do_, const float *q,
+                   const float *k, const float *v, const float *g, const float *beta, int B, int T, int H, int dk,
+                   int dv, const phax_gdn_cfg *c, int chunk, void *ws);
+    size_t (*gdn_fwd_ws)(int B, int T, int H, int dk, int dv, int chunk);
+    size_t (*gdn_bwd_ws)(int B, int T, int H, int dk, int dv, int chunk);
+    int (*gdn_conv_fwd)(float *y, const float *x, const float *w, int B, int T, int C, int K);
+    int (*gdn_conv_bwd)(float *dx, float *dw, const float *dy, const float *x, const float *w, int B, int T, int C,
+                        int K, void *ws);
+    size_t (*gdn_conv_bwd_ws)(int B, int T, int C);
+    int (*gdn_gates_fwd)(float *g, float *beta, const float *a, const float *b, const float *A_log,
+                         const float *dt_bias, size_t n, int H);
+    int (*gdn_gates_bwd)(float *da, float *db, float *dA_log, float *ddt_bias, const float *dg, const float *dbeta,
+                         const float *a, const float *b, const float *A_log, const float *dt_bias, size_t n, int H);
 } phax_f32_ops;
 
 // The first function-pointer entry (every member from here to the end is one): for a

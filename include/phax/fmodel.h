@@ -108,6 +108,7 @@ enum {
     FMODEL_PART_GDN,           // the sub-layers (phax_sub_kind order)
     FMODEL_PART_ATTN_KERNEL,   // fcpu_attention_fwd/bwd alone
     FMODEL_PART_MLSTM_KERNEL,  // fcpu_mlstm_chunkwise_fwd/bwd alone
+    FMODEL_PART_GDN_KERNEL,    // the Gated DeltaNet cell alone
     FMODEL_PART_GSS_KERNEL,    // fcpu_dss_kernel_fwd/bwd alone (the GSS sub-layer's K)
     FMODEL_PART_GSS_CONV,      // fcpu_ssm_conv_fwd/bwd alone (the FFT convolution)
     FMODEL_PART_HEAD,          // fused output projection + cross-entropy
