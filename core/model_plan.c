@@ -173,3 +173,20 @@ int phax_plan_bind_block(const phax_model_cfg *c, int l, phax_param_find find, v
     }
     return bd.missing ? PHAX_ERR : PHAX_OK;
 }
+
+int phax_plan_bind_gdn(const phax_model_cfg *c, int l, phax_param_find find, void *ctx, const char *who,
+                       phax_gdn_w *gd) {
+    binder bd = {c, find, ctx, who, l, 0};
+    memset(gd, 0, sizeof *gd);
+    phax_block_plan bp;
+    phax_plan_block(c, l, &bp);
+    int has = 0;
+    for (int i = 0; i < bp.nsub; i++) has |= bp.sub[i].kind == PHAX_SUB_GDN;
+    if (!has) return PHAX_OK;
+    gd->wq = bind(&bd, "gdn.wq.weight"), gd->wk = bind(&bd, "gdn.wk.weight"), gd->wv = bind(&bd, "gdn.wv.weight");
+    gd->conv_q = bind(&bd, "gdn.conv_q.weight"), gd->conv_k = bind(&bd, "gdn.conv_k.weight");
+    gd->conv_v = bind(&bd, "gdn.conv_v.weight"), gd->wa = bind(&bd, "gdn.wa.weight");
+    gd->wb = bind(&bd, "gdn.wb.weight"), gd->A_log = bind(&bd, "gdn.A_log"), gd->dt_bias = bind(&bd, "gdn.dt_bias");
+    gd->norm = bind(&bd, "gdn.norm.weight"), gd->wg = bind(&bd, "gdn.wg.weight"), gd->wout = bind(&bd, "gdn.out.weight");
+    return bd.missing ? PHAX_ERR : PHAX_OK;
+}

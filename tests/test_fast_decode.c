@@ -427,6 +427,19 @@ H_TEST(decode, swa_full) {
     decode_vs_ref(be, "fcpu_decode.swa_full_ring_wraps", &c, 61, 5, 5, 64, 1);
 }
 
+// swax_gdn: Gated DeltaNet at the even layers (2 heads of dk 5, dv 10, kernel 4), SWA at the odd;
+// then SWA first with one GDN head, kernel 1 (no convolution history) and kernel 3 past its ring
+// many times. fast/cuda's decoder has no GDN layer yet (harness_cuda.c: not applicable there).
+H_TEST(decode, swax_gdn) {
+    phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWAX_GDN);
+    c.n_layers = 3, c.mlstm_first = 1;
+    check(be, "fcpu_decode.swax_gdn_gdn_first", &c, 37, 3);
+    c.mlstm_first = 0, c.gdn_heads = 1, c.gdn_conv = 1;
+    check(be, "fcpu_decode.swax_gdn_swa_first_K1", &c, 19, 5);
+    c.gdn_conv = 3, c.n_layers = 2;
+    check(be, "fcpu_decode.swax_gdn_K3", &c, 61, 4);
+}
+
 H_TEST(decode, mlstm) {
     phax_model_cfg c = swax_cfg(PHAX_FAMILY_MLSTM);
     c.n_layers = 3;
@@ -692,6 +705,26 @@ Test(cpu_decode, state_bytes_at) {
     state_at_check("swa w 9", mem_cfg(PHAX_FAMILY_SWA, 0), 40, 9, 3, 0, 0, 9);
     // mLSTM only: constant
     state_at_check("mlstm", mem_cfg(PHAX_FAMILY_MLSTM, 0), 40, -1, 0, 0, 3, 0);
+    // swax_gdn, 3 layers (GDN, SWA, GDN): each GDN layer carries Sᵀ (5 heads of dk 2, dv 4) in
+    // double and its convolution's last K − 1 = 3 inputs of 2d floats, the same at any context;
+    // the SWA layer a ring of the window.
+    {
+        phax_model_cfg c = small_cfg(PHAX_FAMILY_SWAX_GDN);
+        c.n_layers = 3, c.n_heads = 6, c.n_kv_heads = 2, c.head_dim = 6, c.gdn_heads = 5;
+        cr_assert(phax_model_cfg_resolve(&c) == PHAX_OK, "%s", phax_error());
+        fmodel m;
+        cr_assert(fmodel_new(&m, &c, 7) == PHAX_OK, "%s", phax_error());
+        const int max_len = 40, w = 9;
+        fcpu_decoder *d = fcpu_decoder_new(&m, max_len, w);
+        cr_assert(d, "%s", phax_error());
+        const size_t gdn = 5 * 2 * 4 * sizeof(double) + 3 * 2 * 20 * sizeof(float);  // one GDN layer, by hand
+        for (int ctx = 0; ctx <= 1000; ctx += 500)
+            cr_assert(fcpu_decoder_state_bytes_at(d, ctx) == 2 * gdn + hand_state(1, 0, 0, w),
+                      "swax_gdn: context %d: %zu, by hand %zu", ctx, fcpu_decoder_state_bytes_at(d, ctx),
+                      2 * gdn + hand_state(1, 0, 0, w));
+        fcpu_decoder_free(d);
+        fmodel_free(&m);
+    }
     // swa_full, 3 layers (mlstm_first: full, SWA, full): two caches grow with the context, one
     // ring of the window; swa_first (SWA, full, SWA): one grows, two rings. Sizing every layer by
     // one cap fails here.
@@ -963,6 +996,11 @@ H_TEST(prefill, swax_family) {
     phax_model_cfg f = swax_cfg(PHAX_FAMILY_SWA_FULL);
     f.n_layers = 3;
     prefill_chunks(be, "fcpu_prefill.swa_full", &f, 23, 3);
+    if (strcmp(be->name, "cpu") == 0) {  // fast/cuda's decoder has no GDN layer yet
+        phax_model_cfg g = swax_cfg(PHAX_FAMILY_SWAX_GDN);
+        g.n_layers = 3;
+        prefill_chunks(be, "fcpu_prefill.swax_gdn", &g, 23, 3);
+    }
     phax_model_cfg s = swax_cfg(PHAX_FAMILY_SWA);
     const int T = 23, windows[] = {1, 3, T, T + 4, 0};
     for (int i = 0; i < 5; i++) {

@@ -64,10 +64,17 @@ typedef struct {
 } mlstm_layer;
 
 typedef struct {
+    phax_gdn_w w;   // weights (phax_plan_bind_gdn)
+    double *S;      // the state's transpose Sᵀ: (GH, dk, dv)
+    float *conv;    // the convolution's last K − 1 inputs, a ring by position: (K − 1, 2d) = q | k | v
+} gdn_layer;
+
+typedef struct {
     phax_block_w w;  // structure and block-level weights; w.mix_p: the decoder's zeros when frozen
     attn_layer attn;
     gss_layer gss;
     mlstm_layer mlstm;
+    gdn_layer gdn;
 } layer;
 
 struct fcpu_decoder {
@@ -96,7 +103,8 @@ struct fcpu_decoder {
     double *acc;                  // (d) mLSTM accumulators
     float *f1, *f2, *f3;          // (R, max(hid, F, ha)) FFN / GSS / aux hidden
     float *s1, *s2, *s3, *s4;     // (R, Hs) GSS channels
-    float *mq, *mk, *mv, *mo, *mh, *mhn;  // mLSTM (R, ·): d/2, d/2, d, d, d, d
+    float *mq, *mk, *mv, *mo, *mh, *mhn;  // mLSTM (R, ·): d/2, d/2, d, d, d, d; GDN's q, k, v, z, o, h
+    float *ga, *gb;               // GDN gate projections (R, GH)
     void *arena;
     size_t arena_bytes;     // the arena's size (every piece rounded up to 64 bytes)
     size_t state_bytes;     // the carried state at capacity: fixed_state + kv_ring + max_len · kv_per_token
@@ -397,6 +405,69 @@ static void mlstm_rows(fcpu_decoder *dc, mlstm_layer *M, float *y, const float *
     matmul(y, M->w.wout, hc, R, d, d);
 }
 
+// Gated DeltaNet layer (docs/spec.md §2.13 "The layer") on R rows in order: the projections as
+// matrices, then per row the short convolution from the ring of the last K − 1 inputs, the gates,
+// and the delta-rule step per head in double (Sᵀ ← α Sᵀ + β k̂ (v − α S k̂)ᵀ, o = S q̂); then the
+// RMSNorm over each head's dv ⊙ SiLU(z) and the output projection.
+static int gdn_rows(fcpu_decoder *dc, gdn_layer *G, float *y, const float *x, int R) {
+    const phax_model_cfg *c = dc->c;
+    const int d = c->d_model, GH = c->gdn_heads, K = c->gdn_conv, dk = d / 2 / GH, dv = d / GH, dq = d / 2;
+    const double scale = 1.0 / sqrt((double)dk);
+    float *q = dc->mq, *k = dc->mk, *v = dc->mv, *z = dc->mo, *o = dc->mh, *h = dc->mhn, *ga = dc->ga, *gb = dc->gb;
+    matmul(q, G->w.wq, x, R, dq, d);  // projections first; the convolution runs in place below
+    matmul(k, G->w.wk, x, R, dq, d);
+    matmul(v, G->w.wv, x, R, d, d);
+    matmul(z, G->w.wg, x, R, d, d);
+    matmul(ga, G->w.wa, x, R, GH, d);
+    matmul(gb, G->w.wb, x, R, GH, d);
+    const int ring = K - 1;
+    for (int r = 0; r < R; r++) {
+        const long p = (long)dc->pos + r;
+        // the convolution: Σ_j w[c,j] x[p−K+1+j] in ref's order, the ring holding x[p−K+1 .. p−1]
+        float *cols[3] = {q + (size_t)r * dq, k + (size_t)r * dq, v + (size_t)r * d};
+        const float *ws[3] = {G->w.conv_q, G->w.conv_k, G->w.conv_v};
+        const int width[3] = {dq, dq, d}, off[3] = {0, dq, d};
+        for (int s = 0; s < 3; s++)
+            for (int ch = 0; ch < width[s]; ch++) {
+                const float *w = ws[s] + (size_t)ch * K, now = cols[s][ch];
+                float a = 0;
+                for (int j = 0; j < ring; j++) {
+                    const long t = p - ring + j;  // the position tap j reads (negative: before 0, zero)
+                    a += w[j] * (t < 0 ? 0.0f : G->conv[(size_t)(t % ring) * 2 * d + off[s] + ch]);
+                }
+                a += w[K - 1] * now;
+                if (ring > 0) G->conv[(size_t)(p % ring) * 2 * d + off[s] + ch] = now;  // x[p] for later rows
+                cols[s][ch] = a * phax_sigmoidf(a);
+            }
+        for (int hh = 0; hh < GH; hh++) {
+            const float *qh = cols[0] + (size_t)hh * dk, *kh = cols[1] + (size_t)hh * dk, *vh = cols[2] + (size_t)hh * dv;
+            double nq = 0, nk = 0;
+            for (int i = 0; i < dk; i++) nq += (double)qh[i] * qh[i], nk += (double)kh[i] * kh[i];
+            const double rq = scale / sqrt(nq + PHAX_GDN_L2_EPS), rk = 1.0 / sqrt(nk + PHAX_GDN_L2_EPS);
+            const double zg = (double)ga[(size_t)r * GH + hh] + G->w.dt_bias[hh];
+            const double alpha = exp(-exp((double)G->w.A_log[hh]) * phax_softplus(zg));
+            const double beta = phax_sigmoid((double)gb[(size_t)r * GH + hh]);
+            double *S = G->S + (size_t)hh * dk * dv, *e = dc->acc;  // e: (dv) = v − α S k̂, then o
+            for (int j = 0; j < dv; j++) e[j] = 0;
+            for (int i = 0; i < dk; i++)
+                for (int j = 0; j < dv; j++) e[j] += S[(size_t)i * dv + j] * (kh[i] * rk);
+            for (int j = 0; j < dv; j++) e[j] = beta * (vh[j] - alpha * e[j]);
+            for (int i = 0; i < dk; i++)
+                for (int j = 0; j < dv; j++) S[(size_t)i * dv + j] = alpha * S[(size_t)i * dv + j] + (kh[i] * rk) * e[j];
+            float *oh = o + (size_t)r * d + (size_t)hh * dv;
+            for (int j = 0; j < dv; j++) {
+                double s = 0;
+                for (int i = 0; i < dk; i++) s += S[(size_t)i * dv + j] * (qh[i] * rq);
+                oh[j] = (float)s;
+            }
+        }
+    }
+    fcpu_rmsnorm_fwd(h, o, G->w.norm, (size_t)R * GH, dv, c->gdn_norm_eps);
+    for (size_t i = 0; i < (size_t)R * d; i++) h[i] *= z[i] * phax_sigmoidf(z[i]);  // ⊙ SiLU(z)
+    matmul(y, G->w.wout, h, R, d, d);
+    return PHAX_OK;
+}
+
 // The tier's kernels of the shared layer walk (fast/model/decode_shared.h: fdec_block).
 static int k_sub(void *v, int l, phax_sub_kind k, float *y, const float *x, int R) {
     fcpu_decoder *dc = v;
@@ -408,7 +479,7 @@ static int k_sub(void *v, int l, phax_sub_kind k, float *y, const float *x, int 
     case PHAX_SUB_AUX: aux_rows(dc, ly, y, x, R); return PHAX_OK;
     case PHAX_SUB_MLSTM: mlstm_rows(dc, &ly->mlstm, y, x, R); return PHAX_OK;
     case PHAX_SUB_DUAL: break;  // walked by fdec_sub
-    case PHAX_SUB_GDN: break;   // no decoder yet (its model is refused at fmodel_new)
+    case PHAX_SUB_GDN: return gdn_rows(dc, &ly->gdn, y, x, R);
     }
     return phax_fail("fcpu decoder: sub-layer kind %d has no kernel", (int)k);
 }
@@ -468,6 +539,8 @@ static void carve(fcpu_decoder *dc, fdec_arena *a) {
     dc->f3 = fdec_take(a, R * wide * sizeof(float));
     float **vs[] = {&dc->s1, &dc->s2, &dc->s3, &dc->s4};
     for (int i = 0; i < 4; i++) *vs[i] = fdec_take(a, R * Hs * sizeof(float));
+    dc->ga = fdec_take(a, R * (size_t)c->gdn_heads * sizeof(float));
+    dc->gb = fdec_take(a, R * (size_t)c->gdn_heads * sizeof(float));
     // Per-layer state and constants, by the kinds the layer has.
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
@@ -475,6 +548,7 @@ static void carve(fcpu_decoder *dc, fdec_arena *a) {
         ly->attn.k_cache = s.k_cache, ly->attn.v_cache = s.v_cache;
         ly->gss.ea = s.gss_ea, ly->gss.ct = s.gss_ct, ly->gss.z = s.gss_z;
         ly->mlstm.C = s.ml_C, ly->mlstm.n = s.ml_n, ly->mlstm.m = s.ml_m;
+        ly->gdn.S = s.gd_S, ly->gdn.conv = s.gd_conv;
     }
 }
 
@@ -498,7 +572,8 @@ static const float *find_param(void *m, const char *name) {
 // Plan and parameter pointers of layer l (no arena needed). PHAX_ERR on a missing parameter.
 static int bind_layer(fcpu_decoder *dc, layer *ly, int l) {
     if (phax_plan_bind_block(dc->c, l, find_param, (void *)dc->m, "fcpu_decoder_new", &ly->w,
-                             &ly->attn.w, &ly->gss.w, &ly->mlstm.w))
+                             &ly->attn.w, &ly->gss.w, &ly->mlstm.w) ||
+        phax_plan_bind_gdn(dc->c, l, find_param, (void *)dc->m, "fcpu_decoder_new", &ly->gdn.w))
         return PHAX_ERR;
     if (dc->parallel && !ly->w.mix_p) ly->w.mix_p = dc->zero_p;  // a frozen mix: p = 0
     return PHAX_OK;
@@ -521,7 +596,6 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fmodel *m, int max_len, int window,
         phax_fail("fcpu_decoder_new: max_len %d must be at least 1", max_len);
         return NULL;
     }
-    if (fdec_supported(&m->cfg, "fcpu_decoder_new")) return NULL;
     if (window < -1) {
         phax_fail("fcpu_decoder_new: window %d must be -1 (w_long), 0 (full) or positive", window);
         return NULL;
@@ -588,6 +662,11 @@ void fcpu_decoder_reset(fcpu_decoder *dc) {
             memset(ly->mlstm.C, 0, NH * dqk * dv * sizeof(double));
             memset(ly->mlstm.n, 0, NH * dqk * sizeof(double));
             for (size_t h = 0; h < NH; h++) ly->mlstm.m[h] = -INFINITY;
+        }
+        if (phax_block_w_has(&ly->w, PHAX_SUB_GDN)) {
+            const size_t GH = c->gdn_heads, gk = (size_t)c->d_model / 2 / GH, gv = (size_t)c->d_model / GH;
+            memset(ly->gdn.S, 0, GH * gk * gv * sizeof(double));
+            memset(ly->gdn.conv, 0, (size_t)(c->gdn_conv - 1) * 2 * c->d_model * sizeof(float));  // x before 0
         }
         // The KV caches need no clearing: only slots of positions < pos are read.
     }

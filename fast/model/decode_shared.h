@@ -19,8 +19,8 @@ typedef struct {
     size_t kv;          // of the state, the KV caches
 } fdec_arena;
 
-// The families both decoders run: PHAX_ERR ("WHO: ...") for one with Gated DeltaNet layers, which
-// neither decodes yet (swax_gdn: the ref backend's naive decoder runs it).
+// For a decoder without Gated DeltaNet layers (fast/cuda's, so far): PHAX_ERR ("WHO: ...") for a
+// model that has them (swax_gdn: fast/cpu's decoder and the ref backend's naive one run it).
 static inline int fdec_supported(const phax_model_cfg *c, const char *who) {
     if (!phax_plan_has(c, PHAX_SUB_GDN)) return PHAX_OK;
     return phax_fail("%s: family %s has Gated DeltaNet layers, which this decoder does not run yet (use the ref "
@@ -64,11 +64,15 @@ static inline float *fdec_take_kv(fdec_arena *a, size_t cap, size_t kd) {
 // One layer's carried state and per-layer constants, carved by the kinds its block has (so both
 // tiers' state_bytes count the same bytes): the KV caches (Hkv, cap, dh) floats each; the GSS's
 // e^λ (N) and C̃ (Hs, N), constants, and its modal state z (Hs, N), complex double; the mLSTM's
-// C (NH, dqk, dv), n (NH, dqk) and m (NH) in double. NULL where the block has no such kind.
+// C (NH, dqk, dv), n (NH, dqk) and m (NH) in double; the Gated DeltaNet's state Sᵀ (GH, dk, dv) in
+// double and its convolution's last K − 1 inputs (K − 1, 2d: q's d/2, k's d/2, v's d), float. NULL
+// where the block has no such kind.
 typedef struct {
     float *k_cache, *v_cache;
     double *gss_ea, *gss_ct, *gss_z;
     double *ml_C, *ml_n, *ml_m;
+    double *gd_S;
+    float *gd_conv;
 } fdec_layer_state;
 
 static inline fdec_layer_state fdec_carve_layer(fdec_arena *a, const phax_model_cfg *c, const phax_block_w *w,
@@ -76,7 +80,7 @@ static inline fdec_layer_state fdec_carve_layer(fdec_arena *a, const phax_model_
     const size_t kd = (size_t)c->n_kv_heads * c->head_dim, Hs = (size_t)c->gss_hidden, N = (size_t)c->gss_state;
     const size_t NH = (size_t)c->mlstm_heads, dqk = NH ? (size_t)c->d_model / 2 / NH : 0,
                  dv = NH ? (size_t)c->d_model / NH : 0;
-    fdec_layer_state s = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    fdec_layer_state s = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     if (phax_block_w_has(w, PHAX_SUB_ATTN)) {
         s.k_cache = fdec_take_kv(a, cap, kd);
         s.v_cache = fdec_take_kv(a, cap, kd);
@@ -90,6 +94,11 @@ static inline fdec_layer_state fdec_carve_layer(fdec_arena *a, const phax_model_
         s.ml_C = (double *)fdec_take_state(a, NH * dqk * dv * sizeof(double));
         s.ml_n = (double *)fdec_take_state(a, NH * dqk * sizeof(double));
         s.ml_m = (double *)fdec_take_state(a, NH * sizeof(double));
+    }
+    if (phax_block_w_has(w, PHAX_SUB_GDN)) {
+        const size_t GH = (size_t)c->gdn_heads, dk = (size_t)c->d_model / 2 / GH, gdv = (size_t)c->d_model / GH;
+        s.gd_S = (double *)fdec_take_state(a, GH * dk * gdv * sizeof(double));
+        s.gd_conv = (float *)fdec_take_state(a, (size_t)(c->gdn_conv - 1) * 2 * c->d_model * sizeof(float));
     }
     return s;
 }

@@ -20,10 +20,13 @@
 //     max_s D̃_ts at every t, so decoding computes the models' cell (the parallel
 //     form) for any eps — not only within the stabiliser bound that separates the
 //     m0 = 0 recurrent form from it.
+//   * Gated DeltaNet (swax_gdn): Sᵀ: (GH, dk, dv) in double, the delta-rule step of
+//     docs/spec.md §2.13 per token from S = 0; the short convolution's last K − 1
+//     inputs (q, k, v: 2d floats each) in a ring by position, zero before the first.
 //
 // Numerics: float32 storage and float32 matrix-vector products (cblas_sgemv);
 // attention scores, softmax sums and the attention output accumulated in double;
-// RoPE angles, the GSS and mLSTM states and the scalar gates in double.
+// RoPE angles, the GSS, mLSTM and GDN states and the scalar gates in double.
 // Threads: the calling thread, plus OpenBLAS's inside the sgemv calls of a step;
 // a prefill pass runs on the calling thread alone (see pass() in fast/cpu/decode.c).
 //
@@ -58,7 +61,8 @@ int fcpu_decoder_pos(const fcpu_decoder *d);
 // window for a ring buffer), GSS modal states, mLSTM states (not the scratch
 // vectors or the precomputed GSS modes). With Hkv = n_kv_heads, dh = head_dim:
 //   Σ over attention layers 2·Hkv·dh·cap·4  +  Σ over GSS layers 2·Hs·N·8
-//   + Σ over mLSTM layers NH·(dqk·dv + dqk + 1)·8.
+//   + Σ over mLSTM layers NH·(dqk·dv + dqk + 1)·8
+//   + Σ over GDN layers GH·dk·dv·8 + (K − 1)·2d·4.
 size_t fcpu_decoder_state_bytes(const fcpu_decoder *d);
 // The same for a decoder holding `context` tokens: full-attention KV caches with
 // min(context, max_len) entries (context ≤ 0: none); ring buffers, GSS and mLSTM

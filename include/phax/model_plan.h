@@ -113,6 +113,10 @@ typedef struct {
 typedef struct {
     const float *wq, *wk, *wv, *wog, *wi, *bi, *wf, *bf, *hnorm, *wout;  // mlstm.*
 } phax_mlstm_w;
+typedef struct {  // gdn.*: wq, wk (d/2, d), wv, wg, out (d, d), conv_* (C, K), wa, wb (GH, d), A_log,
+                  // dt_bias (GH), norm (d/GH)
+    const float *wq, *wk, *wv, *conv_q, *conv_k, *conv_v, *wa, *wb, *A_log, *dt_bias, *norm, *wg, *wout;
+} phax_gdn_w;
 typedef struct {
     int nsub;
     phax_sub_kind sub[PHAX_PLAN_MAX_SUB];  // parallel: branches in mix order; prenorm: in order
@@ -136,6 +140,9 @@ typedef const float *(*phax_param_find)(void *ctx, const char *name);
 int phax_plan_bind_block(const phax_model_cfg *c, int l, phax_param_find find, void *ctx,
                          const char *who, phax_block_w *b, phax_attn_w *a, phax_gss_w *g,
                          phax_mlstm_w *m);
+// Block l's Gated DeltaNet weights into gd (zeroed when the block has none); as above.
+int phax_plan_bind_gdn(const phax_model_cfg *c, int l, phax_param_find find, void *ctx, const char *who,
+                       phax_gdn_w *gd);
 
 #ifdef __cplusplus
 }
