@@ -173,9 +173,9 @@ class Smoke(unittest.TestCase):
 
     def test_tiny_generality(self):
         """The generality piece end to end in its tiny full-mode settings: the three regimes with
-        swa_full in SWAX's place, 3 seeds, every run tagged with its backbone and trained as
-        swa_full; the section's claims table has the backbone's row beside SWAX's (no recall piece
-        here: that row says so)."""
+        swa_full and with swax_gdn in SWAX's place, 3 seeds, every run tagged with its backbone and
+        trained as its family; the section's claims table has each backbone's row beside SWAX's (no
+        recall piece here: that row says so)."""
         with tempfile.TemporaryDirectory(prefix="phax-evals-") as tmp:
             out = os.path.relpath(os.path.join(tmp, "out"))
             env = dict(os.environ, PHAX_EVAL_TINY="1", BUILD_DIR=os.path.relpath(BUILD), OMP_NUM_THREADS="2")
@@ -184,17 +184,19 @@ class Smoke(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
             with open(os.path.join(out, "generality", "results.json")) as f:
                 res = json.load(f)
-            self.assertEqual(res["backbones"], {"full attention": "swa_full"})
-            self.assertEqual(len(res["runs"]), 3 * (3 + 1))  # short twice (w_long, w_short), long, stochastic
+            self.assertEqual(res["backbones"], {"full attention": "swa_full", "Gated DeltaNet": "swax_gdn"})
+            # per backbone: short twice (w_long, w_short), long, stochastic; 3 seeds
+            self.assertEqual(len(res["runs"]), 2 * 3 * (3 + 1))
             for run in res["runs"]:
-                self.assertEqual(run["backbone"], "full attention")
+                fam = res["backbones"][run["backbone"]]
                 with open(os.path.join(run["run"], "train.out")) as f:
-                    self.assertIn("training swa_full:", f.read())
+                    self.assertIn(f"training {fam}:", f.read())
             with open(os.path.join(out, "summary.md")) as f:
                 s = f.read()
             sec = s[s.index("## generality"):]
             self.assertIn("| mLSTM (SWAX) | `swax` | no runs (the recall piece)", sec)
             self.assertRegex(sec, r"\| full attention \| `swa_full` \| ")
+            self.assertRegex(sec, r"\| Gated DeltaNet \| `swax_gdn` \| ")
 
     def test_tiny_precision(self):
         """The precision piece end to end in its tiny settings: 3 models x 2 precisions x 2 seeds,

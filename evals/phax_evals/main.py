@@ -59,8 +59,9 @@ HELP = """experiments (--only takes a comma list; default all; each is a resumab
               the bf16 tier (--precision bf16, docs/precision.md): paired test-perplexity
               differences with their CI, and whether they lie within +-1 %
   generality  (full) the recall piece's short, long and stochastic regimes with full
-              attention in place of SWAX's mLSTM (family swa_full: full attention and SWA
-              alternating), 3 seeds: both SWAX claims judged per backbone, side by side
+              attention (family swa_full) and Gated DeltaNet (swax_gdn) in place of SWAX's
+              mLSTM, alternating with SWA, 3 seeds: both SWAX claims judged per backbone,
+              side by side
 
 Finished runs and outputs in OUT are reused, interrupted runs resumed (phax train
 --resume); --force deletes the selected experiments' outputs (not the runs they share).

@@ -38,7 +38,7 @@ REGIMES = {
 # The generality study (issue 31): the recall piece's window regimes (short, long, stochastic) on
 # the same task, sizes, seeds and verdict rules, with another layer in place of SWAX's mLSTM.
 # Backbone (what alternates with SWA) -> family; the mLSTM row is the recall piece's own.
-GEN_BACKBONES = {"full attention": "swa_full"}
+GEN_BACKBONES = {"full attention": "swa_full", "Gated DeltaNet": "swax_gdn"}
 GEN_REGIMES = ("short", "long", "stochastic")
 # Lengths (multiples of T) the backbones are read at: the recall piece's up to 16x. Full attention's
 # prompts cost O(L^2): on 2 shared cores phax recall took 402 s for the 500 prompts of 4096 tokens
