@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "phax/check.h"
-#include "round.h"
+#include "naive.h"
 
 #define R(x) PHAX_CHECK_R(pr, (x))
 #define RM(x) PHAX_CHECK_RM(pr, (x))
@@ -359,4 +359,82 @@ int phax_naive_gdn(const phax_precision *pr, double *o, double *sT, double *dq, 
                                  chunk, c)
                  : gdn_recurrent(pr, o, sT, dq, dk, dv, dg, dbeta, ds0, go, gsT, q, k, v, g, beta, s0, B, T, H, dk_, dv_,
                                  c);
+}
+
+// The layer's short convolution (ref_gdn_conv_*'s function, docs/spec.md §2.13): y = SiLU(a),
+// a[b,t,c] = Σ_j w[c,j] x[b,t−K+1+j,c] summed in j's order, every product and sum rounded; with gy,
+// da = gy ⊙ SiLU′(a), dx gathered and dw summed over (b, t) in order. Outputs overwritten (y, dx,
+// dw may be NULL: not wanted).
+int phax_naive_gdn_conv(const phax_precision *pr, double *y, double *dx, double *dw, const double *gy, const double *x,
+                        const double *w, int B, int T, int C, int K) {
+    const size_t n = (size_t)B * T * C;
+    double *da = gy ? malloc((n + 1) * sizeof *da) : NULL;
+    if (gy && !da) return phax_fail("check: out of memory (gdn conv baseline)");
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                double a = 0;
+                for (int j = 0; j < K; j++) {
+                    const int s = t - K + 1 + j;
+                    if (s >= 0) a = R(a + MUL(w[(size_t)c * K + j], x[((size_t)b * T + s) * C + c]));
+                }
+                const size_t i = ((size_t)b * T + t) * C + c;
+                const double sg = R(sigm(a));
+                if (y) y[i] = R(a * sg);
+                if (da) da[i] = R(gy[i] * R(sg * R(1 + R(a * R(1 - sg)))));
+            }
+    if (da) {
+        if (dx)
+            for (int b = 0; b < B; b++)
+                for (int s = 0; s < T; s++)
+                    for (int c = 0; c < C; c++) {
+                        double acc = 0;
+                        for (int j = 0; j < K; j++) {
+                            const int t = s + K - 1 - j;
+                            if (t < T) acc = R(acc + MUL(w[(size_t)c * K + j], da[((size_t)b * T + t) * C + c]));
+                        }
+                        dx[((size_t)b * T + s) * C + c] = acc;
+                    }
+        if (dw)
+            for (int c = 0; c < C; c++)
+                for (int j = 0; j < K; j++) {
+                    double acc = 0;
+                    for (int b = 0; b < B; b++)
+                        for (int t = 0; t < T; t++) {
+                            const int s = t - K + 1 + j;
+                            if (s >= 0)
+                                acc = R(acc + MUL(x[((size_t)b * T + s) * C + c], da[((size_t)b * T + t) * C + c]));
+                        }
+                    dw[(size_t)c * K + j] = acc;
+                }
+    }
+    free(da);
+    return PHAX_OK;
+}
+
+// The layer's gates (ref_gdn_gates_*'s function): g = −e^{A_log}·softplus(a + dt_bias), β = σ(b), each
+// function one rounded operation; with dg/dbeta: da = −dg·e^{A_log}·σ(z), db = dbeta·β(1 − β), and
+// the per-head sums dA_log = Σ dg·g, ddt_bias = Σ da in row order. Outputs overwritten (any may be
+// NULL: not wanted; the backward needs dg and dbeta both, or neither).
+int phax_naive_gdn_gates(const phax_precision *pr, double *g, double *beta, double *da, double *db, double *dA_log,
+                         double *ddt_bias, const double *dg, const double *dbeta, const double *a, const double *b,
+                         const double *A_log, const double *dt_bias, size_t n, int H) {
+    if (dA_log) memset(dA_log, 0, (size_t)H * sizeof *dA_log);
+    if (ddt_bias) memset(ddt_bias, 0, (size_t)H * sizeof *ddt_bias);
+    for (size_t r = 0; r < n; r++)
+        for (int h = 0; h < H; h++) {
+            const size_t i = r * H + h;
+            const double E = R(exp(R(A_log[h]))), z = R(R(a[i]) + R(dt_bias[h])), gi = R(-R(E * R(softplus(z))));
+            const double be = R(sigm(R(b[i])));
+            if (g) g[i] = gi;
+            if (beta) beta[i] = be;
+            if (dg && dbeta) {
+                const double dz = R(-R(R(dg[i] * E) * R(sigm(z))));
+                if (da) da[i] = dz;
+                if (ddt_bias) ddt_bias[h] = R(ddt_bias[h] + dz);
+                if (dA_log) dA_log[h] = R(dA_log[h] + R(dg[i] * gi));
+                if (db) db[i] = R(R(dbeta[i] * be) * R(1 - be));
+            }
+        }
+    return PHAX_OK;
 }

@@ -351,6 +351,75 @@ static int mlstm(nm *m, int l, const double *x, double *y, const double *dy, dou
     return PHAX_OK;
 }
 
+// Gated DeltaNet layer (swax_gdn; docs/spec.md §2.13 "The layer"): the projections, the short
+// convolutions with SiLU, the gates, the cell — the recurrent form, or with flash_D (the second
+// baseline) the chunkwise form at PHAX_GDN_CHECK_CHUNK, so the bound covers both, as phax check
+// gdn's — the RMSNorm over each head's dv (one weight for all heads) ⊙ SiLU(z), the output
+// projection; the backward recomputes the forward (no upstream gradient into the cell there).
+static int gdn(nm *m, int l, const double *x, double *y, const double *dy, double *dx) {
+    const phax_model_cfg *c = m->c;
+    const phax_precision *pr = m->pr;
+    const int d = c->d_model, GH = c->gdn_heads, K = c->gdn_conv, dq = d / 2, dk = dq / GH, dv = d / GH, mk = mark(m);
+    const int chunk = m->flash_D ? PHAX_GDN_CHECK_CHUNK : 0;
+    const phax_gdn_cfg cc = {1 / sqrt((double)dk), 1};
+    const size_t n = m->n, nd = n * (size_t)d, nk = n * (size_t)dq, ng = n * (size_t)GH;
+    double *qp = get(m, nk), *kp = get(m, nk), *vp = get(m, nd), *z = get(m, nd), *a = get(m, ng), *b = get(m, ng);
+    double *q = get(m, nk), *k = get(m, nk), *v = get(m, nd), *g = get(m, ng), *beta = get(m, ng);
+    double *o = get(m, nd), *on = get(m, nd), *sz = get(m, nd), *h = get(m, nd);
+    double *dq_ = get(m, nk), *dk_ = get(m, nk), *dv_ = get(m, nd), *dg = get(m, ng), *dbeta = get(m, ng);
+    double *go = get(m, nd), *dh = get(m, nd), *dz = get(m, nd), *dsz = get(m, nd), *dp = get(m, nd);
+    double *da = get(m, ng), *db = get(m, ng), *dw = get(m, (size_t)d * K), *dnorm = get(m, (size_t)dv);
+    double *dA = get(m, (size_t)GH), *ddt = get(m, (size_t)GH), *dzero = get(m, nd);
+    if (m->err) return PHAX_ERR;
+    if (lin(m, l, "gdn.wq.weight", NULL, qp, NULL, NULL, x, d, dq) || lin(m, l, "gdn.wk.weight", NULL, kp, NULL, NULL, x, d, dq) ||
+        lin(m, l, "gdn.wv.weight", NULL, vp, NULL, NULL, x, d, d) || lin(m, l, "gdn.wg.weight", NULL, z, NULL, NULL, x, d, d) ||
+        lin(m, l, "gdn.wa.weight", NULL, a, NULL, NULL, x, d, GH) || lin(m, l, "gdn.wb.weight", NULL, b, NULL, NULL, x, d, GH))
+        return PHAX_ERR;
+    const double *cq = par(m, l, "gdn.conv_q.weight"), *ck = par(m, l, "gdn.conv_k.weight"),
+                 *cv = par(m, l, "gdn.conv_v.weight"), *A_log = par(m, l, "gdn.A_log"),
+                 *dt_bias = par(m, l, "gdn.dt_bias"), *wn = par(m, l, "gdn.norm.weight");
+    if (!cq || !ck || !cv || !A_log || !dt_bias || !wn) return phax_fail("check: block %d has no gdn weights", l);
+    if (phax_naive_gdn_conv(pr, q, NULL, NULL, NULL, qp, cq, m->B, m->T, dq, K) ||
+        phax_naive_gdn_conv(pr, k, NULL, NULL, NULL, kp, ck, m->B, m->T, dq, K) ||
+        phax_naive_gdn_conv(pr, v, NULL, NULL, NULL, vp, cv, m->B, m->T, d, K) ||
+        phax_naive_gdn_gates(pr, g, beta, NULL, NULL, NULL, NULL, NULL, NULL, a, b, A_log, dt_bias, n, GH) ||
+        phax_naive_gdn(pr, o, NULL, dq_, dk_, dv_, dg, dbeta, NULL, dzero, NULL, q, k, v, g, beta, NULL, m->B, m->T, GH,
+                       dk, dv, &cc, chunk))
+        return PHAX_ERR;
+    phax_naive_norm(pr, 0, on, dp, dnorm, NULL, dzero, o, wn, NULL, n * (size_t)GH, dv, dv, c->gdn_norm_eps);
+    phax_naive_act(pr, 1, sz, dsz, dzero, z, nd);
+    for (size_t i = 0; i < nd; i++) h[i] = R(on[i] * sz[i]);
+    if (!dy) {
+        if (lin(m, l, "gdn.out.weight", NULL, y, NULL, NULL, h, d, d)) return PHAX_ERR;
+        release(m, mk);
+        return PHAX_OK;
+    }
+    if (lin(m, l, "gdn.out.weight", NULL, NULL, dh, dy, h, d, d)) return PHAX_ERR;  // y = h Woᵀ
+    for (size_t i = 0; i < nd; i++) dsz[i] = R(dh[i] * on[i]), dh[i] = R(dh[i] * sz[i]);  // d sz; d on (in dh)
+    phax_naive_act(pr, 1, sz, dz, dsz, z, nd);  // dz = SiLU′(z) ⊙ d sz
+    if (lin(m, l, "gdn.wg.weight", NULL, NULL, dx, dz, x, d, d)) return PHAX_ERR;
+    phax_naive_norm(pr, 0, on, go, dnorm, NULL, dh, o, wn, NULL, n * (size_t)GH, dv, dv, c->gdn_norm_eps);
+    gacc(m, l, "gdn.norm.weight", dnorm);
+    if (phax_naive_gdn(pr, o, NULL, dq_, dk_, dv_, dg, dbeta, NULL, go, NULL, q, k, v, g, beta, NULL, m->B, m->T, GH,
+                       dk, dv, &cc, chunk) ||
+        phax_naive_gdn_gates(pr, NULL, NULL, da, db, dA, ddt, dg, dbeta, a, b, A_log, dt_bias, n, GH))
+        return PHAX_ERR;
+    gacc(m, l, "gdn.A_log", dA), gacc(m, l, "gdn.dt_bias", ddt);
+    if (lin(m, l, "gdn.wa.weight", NULL, NULL, dx, da, x, d, GH) || lin(m, l, "gdn.wb.weight", NULL, NULL, dx, db, x, d, GH))
+        return PHAX_ERR;
+    const char *wn_[3] = {"gdn.wq.weight", "gdn.wk.weight", "gdn.wv.weight"}, *cn[3] = {"gdn.conv_q.weight",
+                          "gdn.conv_k.weight", "gdn.conv_v.weight"};
+    const double *pre[3] = {qp, kp, vp}, *ws[3] = {cq, ck, cv}, *dpost[3] = {dq_, dk_, dv_};
+    const int C[3] = {dq, dq, d};
+    for (int s = 0; s < 3; s++) {
+        if (phax_naive_gdn_conv(pr, NULL, dp, dw, dpost[s], pre[s], ws[s], m->B, m->T, C[s], K)) return PHAX_ERR;
+        gacc(m, l, cn[s], dw);
+        if (lin(m, l, wn_[s], NULL, NULL, dx, dp, x, d, C[s])) return PHAX_ERR;
+    }
+    release(m, mk);
+    return PHAX_OK;
+}
+
 static int sub(nm *m, phax_sub_kind k, int l, const double *x, double *y, const double *dy, double *dx) {
     switch (k) {
     case PHAX_SUB_GSS: return gss(m, l, x, y, dy, dx);
@@ -358,7 +427,7 @@ static int sub(nm *m, phax_sub_kind k, int l, const double *x, double *y, const 
     case PHAX_SUB_SWIGLU: return swiglu(m, l, x, y, dy, dx);
     case PHAX_SUB_AUX: return aux(m, l, x, y, dy, dx);
     case PHAX_SUB_MLSTM: return mlstm(m, l, x, y, dy, dx);
-    case PHAX_SUB_GDN: break;  // refused by phax_naive_model_alg
+    case PHAX_SUB_GDN: return gdn(m, l, x, y, dy, dx);
     case PHAX_SUB_DUAL: {  // y = SwiGLU(x) + aux(x); dy reaches both unchanged
         if (dy) return swiglu(m, l, x, NULL, dy, dx) || aux(m, l, x, NULL, dy, dx) ? PHAX_ERR : PHAX_OK;
         int mk = mark(m);
@@ -494,10 +563,6 @@ int phax_naive_model_alg(const phax_precision *pr, double *logits, double *loss,
                          const int32_t *tg, int B, int T, int window, size_t *peak, int flash_D) {
     nm m = {.pr = pr, .c = cfg, .L = L, .params = params, .grads = grads, .tok = tok, .tg = tg, .B = B, .T = T,
             .window = phax_plan_window(cfg, window), .flash_D = flash_D, .n = (size_t)B * T};
-    if (phax_plan_has(cfg, PHAX_SUB_GDN))  // the GDN layer's baseline is not composed here yet
-        return phax_fail("check: no precision baseline yet for a model with Gated DeltaNet layers (family %s); "
-                         "phax oracle model gives its float64 truth",
-                         phax_family_name(cfg->family));
     memset(grads, 0, L->numel * sizeof *grads);
     int rc = phax_plan_rule(cfg) == PHAX_RULE_PARALLEL ? pha_run(&m, logits, loss) : stack_run(&m, logits, loss);
     if (peak) *peak = m.peak;

@@ -69,6 +69,7 @@ static mcase make_case(phax_family f) {
     if (f == PHAX_FAMILY_SWA) c->n_kv_heads = 2;                                 // group 1, window w_long
     if (f == PHAX_FAMILY_MLSTM) c->mlstm_heads = 2;
     if (f == PHAX_FAMILY_SWA_FULL) m.window = 3;  // layer 0 full, layer 1 window 3
+    if (f == PHAX_FAMILY_SWAX_GDN) m.window = 3, c->gdn_heads = 2, c->gdn_conv = 3;  // GDN dk 3, dv 6; SWA w 3
     cr_assert(phax_model_cfg_resolve(c) == PHAX_OK, "%s", phax_error());
     return m;
 }
@@ -432,6 +433,12 @@ Test(check, model_baseline_is_ref_swa_full) {
     m.cfg.mlstm_first = 0;
     baseline_matches_ref(&m, "window 3, then full");
 }
+Test(check, model_baseline_is_ref_swax_gdn) {
+    mcase m = make_case(PHAX_FAMILY_SWAX_GDN);
+    baseline_matches_ref(&m, "GDN, then window 3");
+    m.cfg.mlstm_first = 0;
+    baseline_matches_ref(&m, "window 3, then GDN");
+}
 Test(check, model_baseline_is_ref_mlstm) {
     mcase m = make_case(PHAX_FAMILY_MLSTM);
     baseline_matches_ref(&m, "mLSTM only");
@@ -622,6 +629,10 @@ Test(check, model_fast_swa_full) {
     mcase m = make_case(PHAX_FAMILY_SWA_FULL);
     fast_case(&m, "full, then window 3");
 }
+Test(check, model_fast_swax_gdn) {
+    mcase m = make_case(PHAX_FAMILY_SWAX_GDN);
+    fast_case(&m, "GDN, then window 3");
+}
 Test(check, model_fast_mlstm) {
     mcase m = make_case(PHAX_FAMILY_MLSTM);
     fast_case(&m, "mLSTM only");
@@ -689,6 +700,11 @@ Test(check, model_gallery_swa_full) {
     bug_case(&m, BUG_WINDOW, 0);
     m.cfg.mlstm_first = 0;  // window 3, then full
     bug_case(&m, BUG_FULL_WINDOWED, 0);
+}
+Test(check, model_gallery_swax_gdn) {
+    mcase m = make_case(PHAX_FAMILY_SWAX_GDN);
+    bug_case(&m, BUG_LAYER_GRAD, 0);
+    bug_case(&m, BUG_WINDOW, 0);
 }
 Test(check, model_gallery_mlstm) {
     mcase m = make_case(PHAX_FAMILY_MLSTM);

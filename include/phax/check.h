@@ -97,6 +97,16 @@ int phax_naive_gdn(const phax_precision *pr, double *o, double *sT, double *dq, 
                    const double *v, const double *g, const double *beta, const double *s0, int B, int T, int H, int dk_,
                    int dv_, const phax_gdn_cfg *c, int chunk);
 
+// The Gated DeltaNet layer's short convolution and gates (check/gdn.c; ref_gdn_conv_* and
+// ref_gdn_gates_*'s functions, docs/spec.md §2.13), forward and (with an upstream gradient)
+// backward at pr; outputs OVERWRITTEN, any may be NULL (not wanted). conv: x, y, gy, dx (B, T, C),
+// w, dw (C, K). gates: a, b, g, beta, dg, dbeta, da, db (n, H); A_log, dt_bias and their gradients (H).
+int phax_naive_gdn_conv(const phax_precision *pr, double *y, double *dx, double *dw, const double *gy, const double *x,
+                        const double *w, int B, int T, int C, int K);
+int phax_naive_gdn_gates(const phax_precision *pr, double *g, double *beta, double *da, double *db, double *dA_log,
+                         double *ddt_bias, const double *dg, const double *dbeta, const double *a, const double *b,
+                         const double *A_log, const double *dt_bias, size_t n, int H);
+
 // mLSTM, recurrent form from the stabiliser m0 (ref_mlstm_recurrent_fwd/_bwd's contract), outputs
 // overwritten; shapes as phax_naive_mlstm.
 int phax_naive_mlstm_recurrent(const phax_precision *pr, double *h, double *dq, double *dk, double *dv, double *di,
