@@ -805,8 +805,10 @@ static mcase draw_case(phax_family f, int sw, phax_rng *r, bug *bg) {
         static const int ws[] = {0, 1, 3, 40};
         c->attn_window = ws[mpick(r, 4)];
     }
-    if (f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA_FULL) m.window = mpick(r, 2) ? c->w_short : c->w_long;
-    if (f == PHAX_FAMILY_SWA_FULL) c->mlstm_first = mpick(r, 2);
+    if (f == PHAX_FAMILY_SWAX || f == PHAX_FAMILY_SWA_FULL || f == PHAX_FAMILY_SWAX_GDN)
+        m.window = mpick(r, 2) ? c->w_short : c->w_long;
+    if (f == PHAX_FAMILY_SWA_FULL || f == PHAX_FAMILY_SWAX_GDN) c->mlstm_first = mpick(r, 2);
+    if (f == PHAX_FAMILY_SWAX_GDN) c->gdn_heads = 1 + mpick(r, 2), c->gdn_conv = 1 + mpick(r, 4);  // d/2 6 or 10
     if (sw == 1) c->use_attn = 0;
     if (sw == 2) c->use_gss = 0;
     if (sw == 3) c->use_ffn = 0;
@@ -820,6 +822,8 @@ static mcase draw_case(phax_family f, int sw, phax_rng *r, bug *bg) {
     if (m.B * m.T >= 3) cand[nc++] = BUG_LOSS_SUM;  // two targets or more (one is ignored)
     if (w > 0 && w < m.T && (f != PHAX_FAMILY_PHA || c->use_attn)) cand[nc++] = BUG_WINDOW;
     if (f == PHAX_FAMILY_SWAX && m.window == c->w_short && c->w_short < m.T) cand[nc++] = BUG_SWAX_RULE;
+    if (f == PHAX_FAMILY_SWAX_GDN && m.window == c->w_short && c->w_short < m.T && (c->n_layers > 1 || !c->mlstm_first))
+        cand[nc++] = BUG_SWAX_RULE;  // where the model has an SWA layer
     if (c->tie_embeddings) cand[nc++] = BUG_TIED;
     if (f == PHAX_FAMILY_PHA) cand[nc++] = BUG_ALPHA;
     if (f == PHAX_FAMILY_PHA && !c->freeze_mix) cand[nc++] = BUG_MIX_SOFTMAX;
@@ -966,7 +970,8 @@ Test(check, sweep_model, .timeout = 7200) {
              {PHAX_FAMILY_SWAX, 0, "swax"},
              {PHAX_FAMILY_SWA, 0, "swa"},
              {PHAX_FAMILY_MLSTM, 0, "mlstm"},
-             {PHAX_FAMILY_SWA_FULL, 0, "swa_full"}};  // last: the streams before keep their seeds
+             {PHAX_FAMILY_SWA_FULL, 0, "swa_full"},
+             {PHAX_FAMILY_SWAX_GDN, 0, "swax_gdn"}};  // appended: the streams before keep their seeds
     enum { NS = sizeof S / sizeof *S, NK = 6 };  // kinds: fast f32, tf32, bf16; bf16 impl; cpu_bf16; bug
     static const char *kind[NK] = {"fast f32", "fast tf32", "fast bf16", "bf16 weights bf16", "cpu_bf16 bf16", "bug f32"};
     mstat st[NS][NK];
