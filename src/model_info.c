@@ -19,15 +19,15 @@
 #define die(...) cli_die("phax info", __VA_ARGS__)
 
 // Components of a parameter name, in print order.
-enum { C_ATTN, C_GSS, C_FFN, C_FFN_AUX, C_MLSTM, C_NORMS, NCOMP };
-static const char *comp_name[NCOMP] = {"attn", "gss", "ffn", "ffn_aux", "mlstm", "norms/mix"};
+enum { C_ATTN, C_GSS, C_FFN, C_FFN_AUX, C_MLSTM, C_GDN, C_NORMS, NCOMP };
+static const char *comp_name[NCOMP] = {"attn", "gss", "ffn", "ffn_aux", "mlstm", "gdn", "norms/mix"};
 
 // Block index of "blocks.{l}.<comp>...", and its component; −1 for the others.
 static int classify(const char *name, int *comp) {
     int l, off = 0;
     if (sscanf(name, "blocks.%d.%n", &l, &off) != 1 || off == 0) return -1;
     const char *rest = name + off;
-    static const char *prefix[] = {"attn.", "gss.", "ffn.", "ffn_aux.", "mlstm."};
+    static const char *prefix[] = {"attn.", "gss.", "ffn.", "ffn_aux.", "mlstm.", "gdn."};
     *comp = C_NORMS;  // norm_* and mix.p
     for (int c = 0; c < C_NORMS; c++)
         if (!strncmp(rest, prefix[c], strlen(prefix[c]))) *comp = c;

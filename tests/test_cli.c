@@ -294,6 +294,16 @@ Test(cli, info_checkpoint_and_config) {
     o = tu_slurp(s.out, NULL);
     cr_assert(rc == 0 && strstr(o, "mlstm") && strstr(o, "batch 2 x 64"), "%s", o);
     free(o);
+    // swax_gdn: its GDN layer's 13 tensors counted as their own component (d 32, 4 heads, kernel 4:
+    // 512 + 512 + 1,024 + 64 + 64 + 128 + 128 + 128 + 4 + 4 + 8 + 1,024 + 1,024 = 4,624), and the
+    // workspace of its branch
+    f = fopen(cfg, "w");
+    fputs("{\"family\": \"swax_gdn\", \"d_model\": 32}\n", f);
+    fclose(f);
+    rc = phax_run(&s, "info", cfg, "--batch", "2", "--seq", "64", NULL);
+    o = tu_slurp(s.out, NULL);
+    cr_assert(rc == 0 && strstr(o, "gdn 4,624") && strstr(o, "gdn branch"), "%s", o);
+    free(o);
     free(run), free(ck), free(cfg);
     sandbox_free(&s);
 }
