@@ -585,7 +585,9 @@ int phax_naive_model(const phax_precision *pr, double *logits, double *loss, dou
 // (n, d) arrays and its linear's scratch are the most; attention's projections, outputs,
 // gradients and its op's copies of q, k, v, dy are 16), its widest weight's gradient and
 // upstream copies, the GSS kernel and its gradient (Hs, T) and complex C (Hs, N), and the
-// mLSTM's and attention's per-row scratch of T. Sums of sizes saturate (no wrap).
+// mLSTM's and attention's per-row scratch of T; with Gated DeltaNet layers, its cell's own scratch
+// (the recurrent form's tape of T + 1 states of dk·dv, the chunkwise form's chunk tables) and its
+// convolution's (n, d). Sums of sizes saturate (no wrap).
 size_t phax_naive_model_doubles(const phax_model_cfg *c, int B, int T) {
 #define SM(a, b) ((b) && (a) > SIZE_MAX / (b) ? SIZE_MAX : (a) * (b))
 #define SA(a, b) ((a) > SIZE_MAX - (b) ? SIZE_MAX : (a) + (b))
@@ -602,6 +604,10 @@ size_t phax_naive_model_doubles(const phax_model_cfg *c, int B, int T) {
     blk = SA(blk, SM(4, SM(w, w)));  // a weight's gradient and copies: every weight is at most w × w
     blk = SA(blk, SA(SM(4, SM(hs, (size_t)T)), SM(4, SM(hs, (size_t)c->gss_state))));
     blk = SA(blk, SA(SM(8, (size_t)T), SA(SM(4, w), 256)));
+    if (phax_plan_has(c, PHAX_SUB_GDN)) {
+        const size_t GH = (size_t)c->gdn_heads, ns = SM(d / 2 / GH, d / GH), C = PHAX_GDN_CHECK_CHUNK;
+        blk = SA(blk, SA(SM((size_t)T + 2, ns), SA(SM(8, SM(C, C + d)), SM(n, d))));
+    }
     return SA(streams, SA(head, blk));
 #undef SM
 #undef SA

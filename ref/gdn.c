@@ -564,12 +564,12 @@ static int layer_sizes(const char *who, int B, int T, int d, int H, int K) {
 static int layer_acts_fwd(gdn_layer_acts *a, const double *x, const ref_gdn_layer_w *w, int B, int T, int d, int H,
                           int K, double eps) {
     const size_t n = (size_t)B * T, dh = (size_t)d / 2, nd = n * d, nh = n * dh, ng = n * H;
-    a->buf = calloc(4 * nh + 8 * nd + 4 * ng + 1, sizeof *a->buf);
+    a->buf = calloc(4 * nh + 7 * nd + 4 * ng + 1, sizeof *a->buf);
     if (!a->buf) return phax_fail("ref_gdn_layer: out of memory");
     double *p = a->buf;
     a->qp = p, p += nh, a->kp = p, p += nh, a->q = p, p += nh, a->k = p, p += nh;
     a->vp = p, p += nd, a->v = p, p += nd, a->o = p, p += nd, a->on = p, p += nd;
-    a->z = p, p += nd, a->sz = p, p += nd, a->h = p, p += nd, p += nd;  // one spare (n, d) for the backward
+    a->z = p, p += nd, a->sz = p, p += nd, a->h = p, p += nd;
     a->a = p, p += ng, a->b = p, p += ng, a->g = p, p += ng, a->beta = p;
     ref_linear_fwd(a->qp, x, w->wq, NULL, n, d, d / 2);
     ref_linear_fwd(a->kp, x, w->wk, NULL, n, d, d / 2);
@@ -605,13 +605,13 @@ int ref_gdn_layer_bwd(double *dx, const ref_gdn_layer_g *gw, const double *dy, c
     if (layer_sizes("ref_gdn_layer_bwd", B, T, d, H, K)) return PHAX_ERR;
     gdn_layer_acts a = {0};
     const size_t n = (size_t)B * T, dh = (size_t)d / 2, nd = n * d, nh = n * dh, ng = n * H;
-    double *g2 = calloc(3 * nh + 4 * nd + 4 * ng + 1, sizeof *g2);  // the activations' gradients
+    double *g2 = calloc(3 * nh + 7 * nd + 4 * ng + 1, sizeof *g2);  // the activations' gradients
     int rc = g2 ? layer_acts_fwd(&a, x, w, B, T, d, H, K, norm_eps) : phax_fail("ref_gdn_layer: out of memory");
     if (rc) goto done;
     double *dq = g2, *dk_ = dq + nh, *dqkp = dk_ + nh;    // (n, d/2) each: dq, dk, a projection's
-    double *dv_ = dqkp + nh, *dvp = dv_ + nd, *dh_ = dvp + nd, *dz = dh_ + nd;  // (n, d) each
-    double *dg = dz + nd, *dbeta = dg + ng, *da = dbeta + ng, *db = da + ng;   // (n, H) each
-    double *don = a.h + nd, *dsz = dvp;  // the spare (n, d) of the activations; dvp is free until the convolution
+    double *dv_ = dqkp + nh, *dvp = dv_ + nd, *dh_ = dvp + nd, *dz = dh_ + nd, *don = dz + nd, *dsz = don + nd,
+           *do_ = dsz + nd;                                                      // (n, d) each
+    double *dg = do_ + nd, *dbeta = dg + ng, *da = dbeta + ng, *db = da + ng;  // (n, H) each
     const int dk = d / 2 / H, dv = d / H;
     const phax_gdn_cfg c = {1 / sqrt((double)dk), 1};
     // y = h Woᵀ;  h = on ⊙ SiLU(z)
@@ -620,10 +620,7 @@ int ref_gdn_layer_bwd(double *dx, const ref_gdn_layer_g *gw, const double *dy, c
     ref_silu_bwd(dz, dsz, a.z, nd);
     ref_linear_bwd(dx, gw->wg, NULL, dz, x, w->wg, n, d, d);
     // on = RMSNorm of each head of o; o = cell(q, k, v, g, β)
-    double *do_ = dh_;  // dh is spent
-    memset(do_, 0, nd * sizeof *do_);
     ref_rmsnorm_bwd(do_, gw->norm, don, a.o, w->norm, n * H, dv, norm_eps);
-    memset(dvp, 0, nd * sizeof *dvp);
     if ((rc = ref_gdn_recurrent_bwd(dq, dk_, dv_, dg, dbeta, NULL, do_, NULL, a.q, a.k, a.v, a.g, a.beta, NULL, B, T, H,
                                     dk, dv, &c)))
         goto done;

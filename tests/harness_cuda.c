@@ -42,6 +42,8 @@ static const char *const cuda_not_applicable[] = {
     "decode/swax_gdn",
     "fast/cuda's decoder has no Gated DeltaNet layer yet (fcuda_decoder_new refuses swax_gdn in one line: "
     "backend/every_backend_matches_ref_swax_gdn)",
+    "prefill/swax_gdn",
+    "fast/cuda's decoder has no Gated DeltaNet layer yet (as decode/swax_gdn)",
     NULL,
 };
 

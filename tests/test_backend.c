@@ -386,17 +386,17 @@ Test(backend, train_takes_ref_cpu_and_fast) {
     sandbox_free(&s);
 }
 
-// swa_full through the commands: trains with the stochastic window (the log names each step's),
-// stops and resumes, evaluates on ref and cpu to the same loss within float32's error, refuses
-// eval --carry (its full layers keep every key), generates, and runs a recall probe.
-Test(backend, swa_full_commands) {
-    sandbox s = sandbox_new();
-    char *out = tu_join(s.dir, "swa_full");
-    expect_ok(&s, TINY(&s, out, "cpu", "--family", "swa_full", "--set", "n_layers=2", "--set", "w_long=5",
-                       "--train", s.data, "--tokenizer", "byte", "--stop-after", "1"), "train swa_full");
-    expect_ok(&s, phax_run(&s, "train", "--resume", "--out", out, NULL), "resume swa_full");
-    char *o = tu_slurp(s.out, NULL);
-    cr_assert(strstr(o, "resuming swa_full") && strstr(o, "done at step 2/2"), "%s", o);
+// A SWAX-family run through the commands (family fam, 2 blocks, w_long 5, at out): trains on cpu
+// with the stochastic window (the log names each step's), stops and resumes, evaluates on cpu and
+// ref to the same loss within float32's error, and generates on cpu.
+static void windowed_family_commands(sandbox *s, const char *fam, const char *out) {
+    expect_ok(s, TINY(s, out, "cpu", "--family", fam, "--set", "n_layers=2", "--set", "w_long=5", "--train", s->data,
+                      "--tokenizer", "byte", "--stop-after", "1"),
+              fam);
+    expect_ok(s, phax_run(s, "train", "--resume", "--out", out, NULL), "resume");
+    char *o = tu_slurp(s->out, NULL), want[64];
+    snprintf(want, sizeof want, "resuming %s", fam);
+    cr_assert(strstr(o, want) && strstr(o, "done at step 2/2"), "%s", o);
     free(o);
     char *log = tu_join(out, "log.jsonl");
     o = tu_slurp(log, NULL);
@@ -405,55 +405,41 @@ Test(backend, swa_full_commands) {
     double loss[2];
     const char *bes[] = {"cpu", "ref"};
     for (int i = 0; i < 2; i++) {
-        expect_ok(&s, phax_run(&s, "eval", out, "--file", s.data, "--max-tokens", "200", "--backend", bes[i], NULL),
+        expect_ok(s, phax_run(s, "eval", out, "--file", s->data, "--max-tokens", "200", "--backend", bes[i], NULL),
                   bes[i]);
-        o = tu_slurp(s.out, NULL);
+        o = tu_slurp(s->out, NULL);
         const char *at = strstr(o, "loss ");
         cr_assert(strstr(o, "SWA window 5") && at && sscanf(at, "loss %lf", &loss[i]) == 1, "%s", o);
         free(o);
     }
     // the loss is a mean of float32 log-probabilities over ~200 tokens: 1e-4 relative is far above
     // float32's rounding there and far below any change of the model
-    cr_assert(fabs(loss[0] - loss[1]) <= 1e-4 * fabs(loss[1]), "eval cpu %.9g vs ref %.9g", loss[0], loss[1]);
+    cr_assert(fabs(loss[0] - loss[1]) <= 1e-4 * fabs(loss[1]), "%s: eval cpu %.9g vs ref %.9g", fam, loss[0],
+              loss[1]);
+    expect_ok(s, phax_run(s, "generate", out, "--prompt", "the cat", "--tokens", "3", "--backend", "cpu", NULL),
+              "generate on cpu");
+}
+
+// swa_full through the commands (windowed_family_commands), and eval --carry refused (its full
+// layers keep every key).
+Test(backend, swa_full_commands) {
+    sandbox s = sandbox_new();
+    char *out = tu_join(s.dir, "swa_full");
+    windowed_family_commands(&s, "swa_full", out);
     expect_fail(&s, phax_run(&s, "eval", out, "--file", s.data, "--carry", "--backend", "cpu", NULL), "phax eval: ",
                 "--carry needs windowed attention");
-    expect_ok(&s, phax_run(&s, "generate", out, "--prompt", "the cat", "--tokens", "3", "--backend", "cpu", NULL),
-              "generate swa_full");
     free(out);
     sandbox_free(&s);
 }
 
-// swax_gdn through the commands: trains on cpu with the stochastic window, stops and resumes,
-// evaluates on cpu and ref to the same loss within float32's error, generates on cpu and ref.
+// swax_gdn through the commands (windowed_family_commands), and generation on ref too (its naive
+// decoder over the float64 model).
 Test(backend, swax_gdn_commands) {
     sandbox s = sandbox_new();
     char *out = tu_join(s.dir, "swax_gdn");
-    expect_ok(&s, TINY(&s, out, "cpu", "--family", "swax_gdn", "--set", "n_layers=2", "--set", "w_long=5",
-                       "--train", s.data, "--tokenizer", "byte", "--stop-after", "1"), "train swax_gdn");
-    expect_ok(&s, phax_run(&s, "train", "--resume", "--out", out, NULL), "resume swax_gdn");
-    char *o = tu_slurp(s.out, NULL);
-    cr_assert(strstr(o, "resuming swax_gdn") && strstr(o, "done at step 2/2"), "%s", o);
-    free(o);
-    char *log = tu_join(out, "log.jsonl");
-    o = tu_slurp(log, NULL);
-    cr_assert(o && strstr(o, "\"window\": "), "the log names no step's window: %s", o ? o : "(none)");
-    free(o), free(log);
-    double loss[2];
-    const char *bes[] = {"cpu", "ref"};
-    for (int i = 0; i < 2; i++) {
-        expect_ok(&s, phax_run(&s, "eval", out, "--file", s.data, "--max-tokens", "200", "--backend", bes[i], NULL),
-                  bes[i]);
-        o = tu_slurp(s.out, NULL);
-        const char *at = strstr(o, "loss ");
-        cr_assert(strstr(o, "SWA window 5") && at && sscanf(at, "loss %lf", &loss[i]) == 1, "%s", o);
-        free(o);
-    }
-    // as swa_full_commands: a mean of float32 log-probabilities over ~200 tokens
-    cr_assert(fabs(loss[0] - loss[1]) <= 1e-4 * fabs(loss[1]), "eval cpu %.9g vs ref %.9g", loss[0], loss[1]);
+    windowed_family_commands(&s, "swax_gdn", out);
     expect_ok(&s, phax_run(&s, "generate", out, "--prompt", "the cat", "--tokens", "3", "--backend", "ref", NULL),
-              "generate swax_gdn");
-    expect_ok(&s, phax_run(&s, "generate", out, "--prompt", "the cat", "--tokens", "3", "--backend", "cpu", NULL),
-              "generate swax_gdn on cpu");
+              "generate swax_gdn on ref");
     free(out);
     sandbox_free(&s);
 }

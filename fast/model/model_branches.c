@@ -277,11 +277,25 @@ static int mlstm_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy,
 // each head's dv ⊙ SiLU(z), the output projection. Kept: the projections and the cell's output.
 static phax_gdn_cfg gdn_cell_cfg(int dk) { return (phax_gdn_cfg){1 / sqrt((double)dk), 1}; }
 
+// The cell's inputs from the kept projections: q, k (n, d/2), v (n, d) = SiLU(conv(qp, kp, vp)),
+// g, β (n, GH) = gates(a, b). The forward makes them; the backward remakes them.
+static int gdn_cell_inputs(const fm_ctx *cx, const fm_branch *b, float *q, float *k, float *v, float *g, float *beta) {
+    const phax_model_cfg *c = &cx->m->cfg;
+    const phax_f32_ops *ops = cx->ops;
+    const fm_block_ptrs *p = PARAMS(cx, b);
+    const int d = c->d_model, K = c->gdn_conv;
+    if (ops->gdn_conv_fwd(q, b->gqp, p->gd_conv_q, cx->B, cx->T, d / 2, K) ||
+        ops->gdn_conv_fwd(k, b->gkp, p->gd_conv_k, cx->B, cx->T, d / 2, K) ||
+        ops->gdn_conv_fwd(v, b->gvp, p->gd_conv_v, cx->B, cx->T, d, K))
+        return PHAX_ERR;
+    return ops->gdn_gates_fwd(g, beta, b->ga, b->gb, p->gd_A_log, p->gd_dt_bias, cx->n, c->gdn_heads);
+}
+
 static int gdn_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     const phax_model_cfg *c = &cx->m->cfg;
     const phax_f32_ops *ops = cx->ops;
     const fm_block_ptrs *p = PARAMS(cx, b);
-    int d = c->d_model, GH = c->gdn_heads, K = c->gdn_conv, dk = d / 2 / GH, dv = d / GH;
+    int d = c->d_model, GH = c->gdn_heads, dk = d / 2 / GH, dv = d / GH;
     size_t n = cx->n, nd = n * (size_t)d, nk = n * (size_t)(d / 2), ng = n * (size_t)GH;
     float *q = cx->ws->bws, *k = q + nk, *v = k + nk, *g = v + nd, *beta = g + ng, *on = beta + ng, *sz = on + nd,
           *h = sz + nd;
@@ -291,11 +305,7 @@ static int gdn_fwd(const fm_ctx *cx, fm_branch *b, float *y, const float *x) {
     ops->linear_fwd(b->gz, x, p->gd_wg, NULL, n, d, d);
     ops->linear_fwd(b->ga, x, p->gd_wa, NULL, n, d, GH);
     ops->linear_fwd(b->gb, x, p->gd_wb, NULL, n, d, GH);
-    if (ops->gdn_conv_fwd(q, b->gqp, p->gd_conv_q, cx->B, cx->T, d / 2, K) ||
-        ops->gdn_conv_fwd(k, b->gkp, p->gd_conv_k, cx->B, cx->T, d / 2, K) ||
-        ops->gdn_conv_fwd(v, b->gvp, p->gd_conv_v, cx->B, cx->T, d, K) ||
-        ops->gdn_gates_fwd(g, beta, b->ga, b->gb, p->gd_A_log, p->gd_dt_bias, n, GH))
-        return PHAX_ERR;
+    if (gdn_cell_inputs(cx, b, q, k, v, g, beta)) return PHAX_ERR;
     const phax_gdn_cfg cc = gdn_cell_cfg(dk);
     int rc;
     FM_PROF(cx, FMODEL_PART_GDN_KERNEL,
@@ -332,12 +342,7 @@ static int gdn_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, c
     ops->linear_bwd(dx, gr->gd_wg, NULL, dz, x, p->gd_wg, n, d, d);
     ops->zero(do_, nd);  // dsz is spent
     ops->rmsnorm_bwd(do_, gr->gd_norm, don, b->go, p->gd_norm, n * (size_t)GH, dv, c->gdn_norm_eps, cx->ws->kws);
-    // remade: q, k, v = SiLU(conv(projections)), g, β = gates(a, b)
-    if (ops->gdn_conv_fwd(q, b->gqp, p->gd_conv_q, cx->B, cx->T, d / 2, K) ||
-        ops->gdn_conv_fwd(k, b->gkp, p->gd_conv_k, cx->B, cx->T, d / 2, K) ||
-        ops->gdn_conv_fwd(v, b->gvp, p->gd_conv_v, cx->B, cx->T, d, K) ||
-        ops->gdn_gates_fwd(g, beta, b->ga, b->gb, p->gd_A_log, p->gd_dt_bias, n, GH))
-        return PHAX_ERR;
+    if (gdn_cell_inputs(cx, b, q, k, v, g, beta)) return PHAX_ERR;  // remade
     const phax_gdn_cfg cc = gdn_cell_cfg(dk);
     int rc;
     FM_PROF(cx, FMODEL_PART_GDN_KERNEL,
@@ -349,20 +354,17 @@ static int gdn_bwd(const fm_ctx *cx, fm_branch *b, float *dx, const float *dy, c
         return PHAX_ERR;
     ops->linear_bwd(dx, gr->gd_wa, NULL, da, x, p->gd_wa, n, d, GH);
     ops->linear_bwd(dx, gr->gd_wb, NULL, db, x, p->gd_wb, n, d, GH);
-    // the convolutions (their scratch: the kernel workspace, free again), then the projections
-    float *dpp = dp;  // d of a projection (don is spent)
-    ops->zero(dpp, nd);
-    if (ops->gdn_conv_bwd(dpp, gr->gd_conv_v, dv_, b->gvp, p->gd_conv_v, cx->B, cx->T, d, K, cx->ws->kws))
-        return PHAX_ERR;
-    ops->linear_bwd(dx, gr->gd_wv, NULL, dpp, x, p->gd_wv, n, d, d);
-    ops->zero(dpp, nk);
-    if (ops->gdn_conv_bwd(dpp, gr->gd_conv_q, dq, b->gqp, p->gd_conv_q, cx->B, cx->T, d / 2, K, cx->ws->kws))
-        return PHAX_ERR;
-    ops->linear_bwd(dx, gr->gd_wq, NULL, dpp, x, p->gd_wq, n, d, d / 2);
-    ops->zero(dpp, nk);
-    if (ops->gdn_conv_bwd(dpp, gr->gd_conv_k, dk_, b->gkp, p->gd_conv_k, cx->B, cx->T, d / 2, K, cx->ws->kws))
-        return PHAX_ERR;
-    ops->linear_bwd(dx, gr->gd_wk, NULL, dpp, x, p->gd_wk, n, d, d / 2);
+    // q, k, v: the convolutions (their scratch: the kernel workspace, free again), then the
+    // projections; dp (don, spent) holds each projection's gradient in turn
+    const float *dpost[3] = {dq, dk_, dv_}, *pre[3] = {b->gqp, b->gkp, b->gvp};
+    const float *cw[3] = {p->gd_conv_q, p->gd_conv_k, p->gd_conv_v}, *pw[3] = {p->gd_wq, p->gd_wk, p->gd_wv};
+    float *dcw[3] = {gr->gd_conv_q, gr->gd_conv_k, gr->gd_conv_v}, *dpw[3] = {gr->gd_wq, gr->gd_wk, gr->gd_wv};
+    const int C[3] = {d / 2, d / 2, d};
+    for (int s = 0; s < 3; s++) {
+        ops->zero(dp, n * (size_t)C[s]);
+        if (ops->gdn_conv_bwd(dp, dcw[s], dpost[s], pre[s], cw[s], cx->B, cx->T, C[s], K, cx->ws->kws)) return PHAX_ERR;
+        ops->linear_bwd(dx, dpw[s], NULL, dp, x, pw[s], n, d, C[s]);
+    }
     return PHAX_OK;
 }
 
