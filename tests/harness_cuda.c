@@ -39,11 +39,6 @@ static const char *const cuda_not_applicable[] = {
     "loss/deterministic",
     "not a device backend's test: the same bits for 1 and N OpenMP threads or on repeat (a device's run-to-run "
     "bits are model/accumulate_deterministic's)",
-    "decode/swax_gdn",
-    "fast/cuda's decoder has no Gated DeltaNet layer yet (fcuda_decoder_new refuses swax_gdn in one line: "
-    "backend/every_backend_matches_ref_swax_gdn)",
-    "prefill/swax_gdn",
-    "fast/cuda's decoder has no Gated DeltaNet layer yet (as decode/swax_gdn)",
     NULL,
 };
 

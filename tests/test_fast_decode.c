@@ -429,7 +429,7 @@ H_TEST(decode, swa_full) {
 
 // swax_gdn: Gated DeltaNet at the even layers (2 heads of dk 5, dv 10, kernel 4), SWA at the odd;
 // then SWA first with one GDN head, kernel 1 (no convolution history) and kernel 3 past its ring
-// many times. fast/cuda's decoder has no GDN layer yet (harness_cuda.c: not applicable there).
+// many times. On every backend (fast/cuda's gdn_scan_k on the emulator).
 H_TEST(decode, swax_gdn) {
     phax_model_cfg c = swax_cfg(PHAX_FAMILY_SWAX_GDN);
     c.n_layers = 3, c.mlstm_first = 1;
@@ -1005,8 +1005,8 @@ H_TEST(prefill, swax_family) {
     }
 }
 
-// swax_gdn in prefill chunks (its convolution's ring across chunk edges); fast/cuda's decoder has
-// no GDN layer yet (harness_cuda.c: not applicable there).
+// swax_gdn in prefill chunks (its convolution's ring across chunk edges, and within a pass on
+// fast/cuda, where gdn_scan_k walks the pass's rows).
 H_TEST(prefill, swax_gdn) {
     phax_model_cfg g = swax_cfg(PHAX_FAMILY_SWAX_GDN);
     g.n_layers = 3;

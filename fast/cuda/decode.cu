@@ -7,8 +7,8 @@
 //   * attend_k: attention of one (query head, row) over its visible keys, an online softmax
 //     in double (tiles of ATT_THREADS keys: scores, the tile's max and sum, the output
 //     rescaled), deterministic (fixed reduction order, no atomics);
-//   * gss_scan_k / mlstm_scan_k: the recurrences token by token inside the pass, one block per
-//     GSS channel / mLSTM head, states in double.
+//   * gss_scan_k / mlstm_scan_k / gdn_scan_k: the recurrences token by token inside the pass, one
+//     block per GSS channel / mLSTM head / Gated DeltaNet head, states in double.
 // Positions and windows are fast/cpu's: row r of a pass is at pos0 + r and sees keys
 // max(0, pos − w + 1) … pos; keys before the pass come from the ring (slot p % cap), the
 // pass's own from its buffers, and the pass's last min(R, cap) keys enter the ring afterwards.
@@ -178,7 +178,71 @@ static __global__ void mlstm_scan_k(float *__restrict__ hc, const float *__restr
     }
 }
 
-// Elementwise: y = a ⊙ b (y may be a); y = σ(z) ⊙ b; y = α x + y2; x += y.
+// Gated DeltaNet cell of head hh = blockIdx.x, token by token over the pass (docs/spec.md §2.13,
+// fast/cpu/decode.c's gdn_rows): per row the short convolution + SiLU of the head's q, k, v
+// channels from the ring of the last K − 1 inputs (zero before position 0), then
+//   q̂ = q·(1/√dk)/‖q‖, k̂ = k/‖k‖ (‖·‖ with PHAX_GDN_L2_EPS), α = exp(−e^{A_log}·softplus(a + dt_bias)),
+//   β = σ(b), e = β (v − α S k̂), Sᵀ ← α Sᵀ + k̂ eᵀ, o = S q̂.
+// q, k (R, d/2) (head hh at hh·dk), v, o (R, d) (head hh at hh·dv), in place: q, k, v leave
+// convolved; ga, gb (R, GH); S (GH, dk, dv); ring (K − 1, 2d) = q | k | v by position, holding
+// the raw projections. A thread owns channels (the convolution) and columns j of Sᵀ (the
+// update): no two threads write one state element.
+static __global__ void gdn_scan_k(float *__restrict__ o, float *__restrict__ q, float *__restrict__ k,
+                                  float *__restrict__ v, const float *__restrict__ ga, const float *__restrict__ gb,
+                                  const float *__restrict__ cq, const float *__restrict__ ck,
+                                  const float *__restrict__ cv, const float *__restrict__ A_log,
+                                  const float *__restrict__ dt_bias, double *__restrict__ S, float *__restrict__ ring,
+                                  int R, int d, int GH, int dk, int dv, int K, long pos0) {
+    __shared__ double red[32];
+    const int hh = blockIdx.x, dq = d / 2, nr = K - 1;
+    const double scale = 1.0 / sqrt((double)dk);
+    double *Sh = S + (size_t)hh * dk * dv;
+    for (int r = 0; r < R; r++) {
+        const long p = pos0 + r;
+        // the convolution: channel c of q (c < dk), k (dk ≤ c < 2dk) or v, Σ_j w[c,j] x[p−K+1+j]
+        for (int c = threadIdx.x; c < 2 * dk + dv; c += blockDim.x) {
+            const int s = c < dk ? 0 : c < 2 * dk ? 1 : 2;
+            const int ch = s == 0 ? hh * dk + c : s == 1 ? hh * dk + c - dk : hh * dv + c - 2 * dk;
+            const int off = s == 0 ? 0 : s == 1 ? dq : d;  // its column in the ring's rows
+            float *col = s == 0 ? q + (size_t)r * dq : s == 1 ? k + (size_t)r * dq : v + (size_t)r * d;
+            const float *w = (s == 0 ? cq : s == 1 ? ck : cv) + (size_t)ch * K, now = col[ch];
+            float a = 0;
+            for (int j = 0; j < nr; j++) {
+                const long t = p - nr + j;  // the position tap j reads (negative: before 0, zero)
+                a += w[j] * (t < 0 ? 0.0f : ring[(size_t)(t % nr) * 2 * d + off + ch]);
+            }
+            a += w[K - 1] * now;
+            if (nr > 0) ring[(size_t)(p % nr) * 2 * d + off + ch] = now;  // x[p] for later rows
+            col[ch] = a * phax_sigmoidf(a);
+        }
+        __syncthreads();  // the head's convolved q, k, v seen by every thread
+        const float *qh = q + (size_t)r * dq + (size_t)hh * dk, *kh = k + (size_t)r * dq + (size_t)hh * dk;
+        const float *vh = v + (size_t)r * d + (size_t)hh * dv;
+        double nq = 0, nk = 0;
+        for (int i = threadIdx.x; i < dk; i += blockDim.x) nq += (double)qh[i] * qh[i], nk += (double)kh[i] * kh[i];
+        nq = fcuda_block_sum_d(nq, red);
+        nk = fcuda_block_sum_d(nk, red);
+        const double rq = scale / sqrt(nq + PHAX_GDN_L2_EPS), rk = 1.0 / sqrt(nk + PHAX_GDN_L2_EPS);
+        const double zg = (double)ga[(size_t)r * GH + hh] + dt_bias[hh];
+        const double alpha = exp(-exp((double)A_log[hh]) * phax_softplus(zg));
+        const double beta = phax_sigmoid((double)gb[(size_t)r * GH + hh]);
+        for (int j = threadIdx.x; j < dv; j += blockDim.x) {
+            double e = 0;
+            for (int i = 0; i < dk; i++) e += Sh[(size_t)i * dv + j] * (kh[i] * rk);
+            e = beta * (vh[j] - alpha * e);
+            double out = 0;
+            for (int i = 0; i < dk; i++) {
+                double *sij = Sh + (size_t)i * dv + j;
+                *sij = alpha * *sij + (kh[i] * rk) * e;
+                out += *sij * (qh[i] * rq);
+            }
+            o[(size_t)r * d + (size_t)hh * dv + j] = (float)out;
+        }
+        __syncthreads();  // this row's q, k read before the next row's convolution writes its own
+    }
+}
+
+// Elementwise: y = a ⊙ b (y may be a); y = σ(z) ⊙ b; y ⊙= SiLU(z); y = α x + y2; x += y.
 static __global__ void mul_k(float *y, const float *a, const float *b, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         y[i] = a[i] * b[i];
@@ -187,6 +251,10 @@ static __global__ void sigmoid_mul_k(float *__restrict__ y, const float *__restr
                                      size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         y[i] = (float)phax_sigmoid(z[i]) * b[i];
+}
+static __global__ void silu_mul_k(float *__restrict__ y, const float *__restrict__ z, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] *= z[i] * phax_sigmoidf(z[i]);
 }
 static __global__ void scale_add_k(float *__restrict__ y, float alpha, const float *__restrict__ x,
                                    const float *__restrict__ y2, size_t n) {
@@ -223,10 +291,17 @@ typedef struct {
 } mlstm_layer;
 
 typedef struct {
+    phax_gdn_w w;  // weights, device pointers (phax_plan_bind_gdn)
+    double *S;     // the state's transpose Sᵀ: (GH, dk, dv)
+    float *conv;   // the convolution's last K − 1 inputs, a ring by position: (K − 1, 2d) = q | k | v
+} gdn_layer;
+
+typedef struct {
     phax_block_w w;  // structure and block-level weights; w.mix_p: the decoder's zeros when frozen
     attn_layer attn;
     gss_layer gss;
     mlstm_layer mlstm;
+    gdn_layer gdn;
 } layer;
 
 struct fcuda_decoder {
@@ -249,7 +324,8 @@ struct fcuda_decoder {
     float *rope;                           // the pass's cos/sin table
     float *f1, *f2, *f3;                   // (R, max(hid, F, ha))
     float *s1, *s2, *s3, *s4;              // (R, Hs)
-    float *mq, *mk, *mv, *mo, *mh, *mhn;   // (R, ·): d/2, d/2, d, d, d, d
+    float *mq, *mk, *mv, *mo, *mh, *mhn;   // (R, ·): d/2, d/2, d, d, d, d (mLSTM; GDN's q, k, v, z, o, h)
+    float *ga, *gb;                        // GDN gate projections (R, GH)
     float *logits;                         // (R, V)
     void *arena;
     size_t state_bytes;
@@ -354,6 +430,29 @@ static int mlstm_rows(fcuda_decoder *dc, mlstm_layer *M, float *y, const float *
     return lin(y, M->w.wout, dc->mh, R, d, d);
 }
 
+// Gated DeltaNet layer (docs/spec.md §2.13 "The layer") on R rows in order: the projections on
+// cuBLAS, the convolution and the cell in gdn_scan_k, then the RMSNorm over each head's dv ⊙
+// SiLU(z) and the output projection.
+static int gdn_rows(fcuda_decoder *dc, gdn_layer *G, float *y, const float *x, int R) {
+    const phax_model_cfg *c = &dc->c;
+    const int d = c->d_model, GH = c->gdn_heads, dq = d / 2, dk = dq / GH, dv = d / GH;
+    float *q = dc->mq, *k = dc->mk, *v = dc->mv, *z = dc->mo, *o = dc->mh, *h = dc->mhn;
+    TRY(lin(q, G->w.wq, x, R, dq, d));
+    TRY(lin(k, G->w.wk, x, R, dq, d));
+    TRY(lin(v, G->w.wv, x, R, d, d));
+    TRY(lin(z, G->w.wg, x, R, d, d));
+    TRY(lin(dc->ga, G->w.wa, x, R, GH, d));
+    TRY(lin(dc->gb, G->w.wb, x, R, GH, d));
+    PHAX_LAUNCH(gdn_scan_k, (unsigned)GH, REC_THREADS, 0, NULL, o, q, k, v, dc->ga, dc->gb, G->w.conv_q, G->w.conv_k,
+                G->w.conv_v, G->w.A_log, G->w.dt_bias, G->S, G->conv, R, d, GH, dk, dv, c->gdn_conv, (long)dc->pos);
+    TRY(ew_launch_check("decoder gdn_scan"));
+    TRY(fcuda_rmsnorm_fwd(h, o, G->w.norm, (size_t)R * GH, dv, c->gdn_norm_eps, NULL));
+    const size_t n = (size_t)R * d;
+    PHAX_LAUNCH(silu_mul_k, fcuda_ew_blocks(n, EW_THREADS), EW_THREADS, 0, NULL, h, z, n);
+    TRY(ew_launch_check("decoder gdn gate"));
+    return lin(y, G->w.wout, h, R, d, d);
+}
+
 // The tier's kernels of the shared layer walk (fast/model/decode_shared.h: fdec_block).
 static int k_sub(void *v, int l, phax_sub_kind k, float *y, const float *x, int R) {
     fcuda_decoder *dc = static_cast<fcuda_decoder *>(v);
@@ -365,7 +464,7 @@ static int k_sub(void *v, int l, phax_sub_kind k, float *y, const float *x, int 
     case PHAX_SUB_AUX: return aux_rows(dc, ly, y, x, R);
     case PHAX_SUB_MLSTM: return mlstm_rows(dc, &ly->mlstm, y, x, R);
     case PHAX_SUB_DUAL: break;  // walked by fdec_sub
-    case PHAX_SUB_GDN: break;   // no decoder yet (its model is refused at fmodel_new)
+    case PHAX_SUB_GDN: return gdn_rows(dc, &ly->gdn, y, x, R);
     }
     return phax_fail("fcuda decoder: sub-layer kind %d has no kernel", (int)k);
 }
@@ -456,6 +555,8 @@ static void carve(fcuda_decoder *dc, fdec_arena *a) {
     dc->f3 = (float *)fdec_take(a, R * wide * sizeof(float));
     float **vs[] = {&dc->s1, &dc->s2, &dc->s3, &dc->s4};
     for (int i = 0; i < 4; i++) *vs[i] = (float *)fdec_take(a, R * Hs * sizeof(float));
+    dc->ga = (float *)fdec_take(a, R * (size_t)c->gdn_heads * sizeof(float));
+    dc->gb = (float *)fdec_take(a, R * (size_t)c->gdn_heads * sizeof(float));
     dc->logits = (float *)fdec_take(a, R * (size_t)c->vocab_size * sizeof(float));
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
@@ -463,6 +564,7 @@ static void carve(fcuda_decoder *dc, fdec_arena *a) {
         ly->attn.k_cache = s.k_cache, ly->attn.v_cache = s.v_cache;
         ly->gss.ea = s.gss_ea, ly->gss.ct = s.gss_ct, ly->gss.z = s.gss_z;
         ly->mlstm.C = s.ml_C, ly->mlstm.n = s.ml_n, ly->mlstm.m = s.ml_m;
+        ly->gdn.S = s.gd_S, ly->gdn.conv = s.gd_conv;
     }
 }
 
@@ -538,7 +640,6 @@ extern "C" fcuda_decoder *fcuda_decoder_new(const phax_model_cfg *cfg, const pha
         phax_fail("fcuda_decoder_new: max_len %d must be at least 1", max_len);
         return NULL;
     }
-    if (fdec_supported(cfg, "fcuda_decoder_new")) return NULL;
     if (window < -1) {
         phax_fail("fcuda_decoder_new: window %d must be -1 (w_long), 0 (full) or positive", window);
         return NULL;
@@ -572,7 +673,8 @@ extern "C" fcuda_decoder *fcuda_decoder_new(const phax_model_cfg *cfg, const pha
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
         if (phax_plan_bind_block(c, l, find_param, &top, "fcuda_decoder_new", &ly->w, &ly->attn.w, &ly->gss.w,
-                                 &ly->mlstm.w))
+                                 &ly->mlstm.w) ||
+            phax_plan_bind_gdn(c, l, find_param, &top, "fcuda_decoder_new", &ly->gdn.w))
             goto fail;
         fdec_layer_window(c, &ly->w, l, dc->window, max_len, &ly->attn.window, &ly->attn.cap);
         if (ly->attn.cap > dc->cap) dc->cap = ly->attn.cap;
@@ -606,8 +708,9 @@ fail:
 
 extern "C" int fcuda_decoder_reset(fcuda_decoder *dc) {
     const phax_model_cfg *c = &dc->c;
-    const size_t Hs = c->gss_hidden, N = c->gss_state, NH = c->mlstm_heads;
-    const size_t dqk = (size_t)c->d_model / 2 / NH, dv = (size_t)c->d_model / NH;
+    const size_t Hs = c->gss_hidden, N = c->gss_state, NH = c->mlstm_heads, GH = c->gdn_heads;
+    const size_t dqk = NH ? (size_t)c->d_model / 2 / NH : 0, dv = NH ? (size_t)c->d_model / NH : 0;
+    const size_t gk = GH ? (size_t)c->d_model / 2 / GH : 0, gv = GH ? (size_t)c->d_model / GH : 0;
     dc->broken = 2;  // until the reset succeeds
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
@@ -617,6 +720,11 @@ extern "C" int fcuda_decoder_reset(fcuda_decoder *dc) {
             TRY(fcuda_ok(cudaMemset(ly->mlstm.n, 0, NH * dqk * sizeof(double)), "memset"));
             PHAX_LAUNCH(fill_d_k, 1, 32, 0, NULL, ly->mlstm.m, -INFINITY, NH);
             TRY(ew_launch_check("decoder reset"));
+        }
+        if (phax_block_w_has(&ly->w, PHAX_SUB_GDN)) {
+            TRY(fcuda_ok(cudaMemset(ly->gdn.S, 0, GH * gk * gv * sizeof(double)), "memset"));
+            const size_t ring = (size_t)(c->gdn_conv - 1) * 2 * c->d_model * sizeof(float);  // x before 0
+            if (ring) TRY(fcuda_ok(cudaMemset(ly->gdn.conv, 0, ring), "memset"));
         }
         // The KV caches need no clearing: only slots of positions < pos are read.
     }

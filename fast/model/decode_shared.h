@@ -19,15 +19,6 @@ typedef struct {
     size_t kv;          // of the state, the KV caches
 } fdec_arena;
 
-// For a decoder without Gated DeltaNet layers (fast/cuda's, so far): PHAX_ERR ("WHO: ...") for a
-// model that has them (swax_gdn: fast/cpu's decoder and the ref backend's naive one run it).
-static inline int fdec_supported(const phax_model_cfg *c, const char *who) {
-    if (!phax_plan_has(c, PHAX_SUB_GDN)) return PHAX_OK;
-    return phax_fail("%s: family %s has Gated DeltaNet layers, which this decoder does not run yet (use the ref "
-                     "backend)",
-                     who, phax_family_name(c->family));
-}
-
 static inline void *fdec_take(fdec_arena *a, size_t bytes) {
     void *p = a->base ? a->base + a->off : NULL;
     a->off += (bytes + 63) / 64 * 64;

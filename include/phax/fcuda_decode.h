@@ -8,14 +8,17 @@
 // (Hkv, cap, dh) each, cap = max_len for full attention, the window for a ring buffer; the GSS
 // modal state z (Hs, N) complex double, z ← e^{λ} z + ū with e^{λ} and C̃ formed once in double
 // at creation; the mLSTM (C, n, m) in double from m = −∞ (the parallel form's stabiliser at
-// every step). state_bytes counts the same bytes as fcpu_decoder_state_bytes.
+// every step); the Gated DeltaNet's Sᵀ (GH, dk, dv) in double from 0 and its short
+// convolution's last K − 1 inputs (q, k, v: 2d floats each) in a ring by position, zero before
+// the first. state_bytes counts the same bytes as fcpu_decoder_state_bytes.
 //
 // A pass of R ≤ chunk tokens (a step is R = 1): the projections, FFNs and the head are cuBLAS
 // products over the R rows; attention is one block per (query head, row), an online softmax
 // in double over the visible keys — the ring's (positions before the pass) and the pass's own
 // (its keys enter the ring after every row has attended, so a pass longer than the window
-// reads nothing overwritten); the GSS and mLSTM recurrences advance token by token inside the
-// pass (one block per channel / head, in double), as a step does.
+// reads nothing overwritten); the GSS, mLSTM and Gated DeltaNet recurrences (the latter with
+// its convolution) advance token by token inside the pass (one block per channel / head, in
+// double), as a step does.
 //
 // Tokens and logits are HOST arrays (the decoder uploads the pass's tokens and downloads the
 // logits it is asked for); the model's parameters are device memory, read at every pass (make
