@@ -201,6 +201,74 @@ static inline const char *bench_csv_arg(int argc, char **argv, const char *name)
     return argc > 1 ? argv[1] : NULL;
 }
 
+// --- the small ops' drivers (bench_<stem>.c of linear, ffn, norm, activation, rope, mix, loss,
+// adamw): their ceilings, table rows and the `ref` speed-up rows ----------------------------------
+// PHAX_BENCH_CLOCK=thread switches to the calling thread's CPU time: meaningful only with
+// OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1, and then nearly immune to other processes competing
+// for the cores (a loaded machine otherwise inflates every parallel region by whole scheduler
+// slices). Returns the thread count the bandwidth ceiling uses (2, or 1 with that clock).
+static inline int bench_ops_start(const char *name) {
+    int threads = 2;
+    if (bench_clock_from_env("PHAX_BENCH_CLOCK", "thread", CLOCK_THREAD_CPUTIME_ID)) {
+        threads = 1;
+        printf("timing: thread CPU time (PHAX_BENCH_CLOCK=thread); valid with 1 thread only\n");
+    }
+    bench_print_env(stdout, name);  // other processes distort every number: how busy the machine was
+    return threads;
+}
+
+// The memory-bandwidth ceiling of the memory-bound ops: a STREAM triad a = b + s·c over three
+// arrays of 32 Mi floats (3 × 128 MiB, far beyond the caches) on `threads` threads, 12 bytes per
+// element as STREAM counts; GB/s of the median repeat.
+typedef struct {
+    float *a, *b, *c;
+    size_t n;
+    int threads;
+} bench_triad_t;
+static inline void bench_triad_run(void *v) {
+    bench_triad_t *t = (bench_triad_t *)v;
+    float *restrict a = t->a;
+    const float *restrict b = t->b, *restrict c = t->c;
+#pragma omp parallel for schedule(static) num_threads(t->threads)
+    for (size_t i = 0; i < t->n; i++) a[i] = b[i] + 3.0f * c[i];
+}
+static inline double bench_triad_gbs(int threads) {
+    bench_triad_t tr = {NULL, NULL, NULL, (size_t)32 << 20, threads};
+    tr.a = bench_falloc(tr.n, 1), tr.b = bench_falloc(tr.n, 2), tr.c = bench_falloc(tr.n, 3);
+    const double gbs = 12.0 * tr.n / bench_time_med(bench_triad_run, &tr) / 1e9;
+    phax_free(tr.a), phax_free(tr.b), phax_free(tr.c);
+    return gbs;
+}
+static inline double bench_triad_print(int threads) {
+    const double bw = bench_triad_gbs(threads);
+    printf("memory ceiling: STREAM triad, %d thread(s), %zu floats/array: %.1f GB/s\n", threads, (size_t)32 << 20,
+           bw);
+    return bw;
+}
+
+// The CSV header of the small ops' drivers, the table's header, one row of both.
+#define BENCH_OPS_CSV_HEADER "op,shape,median_ms,rate,unit,pct_of_ceiling,vs"
+static inline void bench_ops_header(void) {
+    printf("\n%-22s %-26s %10s %9s %-6s %8s %s\n", "op", "shape", "median ms", "rate", "unit", "of ceil", "note");
+}
+static inline void bench_row(FILE *csv, const char *op, const char *shape, double ms, double rate, const char *unit,
+                             double ceil_pct, const char *vs) {
+    printf("%-22s %-26s %10.3f %9.1f %-6s %7.1f%% %s\n", op, shape, ms, rate, unit, ceil_pct, vs);
+    if (csv) fprintf(csv, "%s,%s,%.6f,%.3f,%s,%.2f,%s\n", op, shape, ms, rate, unit, ceil_pct, vs);
+}
+// fast (float32) against ref (float64, scalar) on the same small problem, alternated: the
+// speed-up row ("<op> vs ref" in the CSV, the rate column the ratio).
+static inline void bench_vs_ref(FILE *csv, const char *op, const char *shape, bench_fn fast, void *fc, bench_fn ref,
+                                void *rc) {
+    double tf, tr;
+    bench_time_pair(fast, fc, ref, rc, &tf, &tr);
+    printf("  %-20s %-22s fast %9.4f ms   ref %.3f ms: %.1fx\n", op, shape, tf * 1e3, tr * 1e3, tr / tf);
+    if (csv) fprintf(csv, "%s vs ref,%s,%.6f,%.3f,x,0,ref %.6f ms\n", op, shape, tf * 1e3, tr / tf, tr * 1e3);
+}
+static inline void bench_fscale(float *p, size_t n, float s) {
+    for (size_t i = 0; i < n; i++) p[i] *= s;
+}
+
 // --- memory ---------------------------------------------------------------------------------
 // Peak resident set size in MB (10^6 bytes) of this process (RUSAGE_SELF) or of
 // its waited-for children (RUSAGE_CHILDREN: the largest of them); ru_maxrss is
