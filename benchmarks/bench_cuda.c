@@ -213,7 +213,7 @@ static int parse_ints(const char *s, int *out, int max) {
 }
 
 int main(int argc, char **argv) {
-    opts_t o = {.emu = 0, .families = "pha,transformer,serial,swax,swa,mlstm", .steps = 5};
+    opts_t o = {.emu = 0, .families = "pha,transformer,serial,swax,swa,mlstm,swax_gdn", .steps = 5};
     o.nT = parse_ints("512,2048,8192,32768", o.Ts, 16);
     o.naT = parse_ints("2048,8192,32768", o.aTs, 16);
     o.ndT = parse_ints("1024,4096,16384", o.dTs, 16);
