@@ -39,43 +39,12 @@ __attribute__((simd("notinbranch"), const, nothrow)) extern float vexpf(float) _
 
 #define MAX_SUB PHAX_PLAN_MAX_SUB  // branches of a PHA block / sub-layers of a pre-norm block
 
-// --- per-layer parameters and state --------------------------------------------------------
-
-typedef struct {
-    phax_attn_w w;   // weights (phax_plan_bind_block)
-    int window;      // this layer's window (0 = full) and KV capacity: the window's ring, or
-    int cap;         // max_len for full attention (fdec_layer_window)
-    float *k_cache;  // k_cache: (Hkv, cap, dh), rotated (and unit-normalised in cosine mode)
-    float *v_cache;  // v_cache: (Hkv, cap, dh); each head's keys contiguous for its scan
-} attn_layer;
-
-typedef struct {
-    phax_gss_w w;  // weights (phax_plan_bind_block)
-    double *ea;    // e^{λ_n}: (N, 2) re, im
-    double *ct;    // C̃_hn = C_hn (e^{λ_n} − 1)/λ_n: (Hs, N, 2)
-    double *z;     // modal state: (Hs, N, 2)
-} gss_layer;
-
-typedef struct {
-    phax_mlstm_w w;  // weights (phax_plan_bind_block)
-    double *C;       // (NH, dqk, dv)
-    double *n;       // (NH, dqk)
-    double *m;       // (NH) stabiliser; −∞ = the start (see phax/fcpu_decode.h)
-} mlstm_layer;
-
-typedef struct {
-    phax_gdn_w w;   // weights (phax_plan_bind_gdn)
-    double *S;      // the state's transpose Sᵀ: (GH, dk, dv)
-    float *conv;    // the convolution's last K − 1 inputs, a ring by position: (K − 1, 2d) = q | k | v
-} gdn_layer;
-
-typedef struct {
-    phax_block_w w;  // structure and block-level weights; w.mix_p: the decoder's zeros when frozen
-    attn_layer attn;
-    gss_layer gss;
-    mlstm_layer mlstm;
-    gdn_layer gdn;
-} layer;
+// --- per-layer parameters and state: fast/model/decode_shared.h's fdec_layer -----------------
+typedef fdec_layer layer;
+typedef fdec_attn attn_layer;
+typedef fdec_gss gss_layer;
+typedef fdec_mlstm mlstm_layer;
+typedef fdec_gdn gdn_layer;
 
 struct fcpu_decoder {
     const fmodel *m;
@@ -542,14 +511,7 @@ static void carve(fcpu_decoder *dc, fdec_arena *a) {
     dc->ga = fdec_take(a, R * (size_t)c->gdn_heads * sizeof(float));
     dc->gb = fdec_take(a, R * (size_t)c->gdn_heads * sizeof(float));
     // Per-layer state and constants, by the kinds the layer has.
-    for (int l = 0; l < c->n_layers; l++) {
-        layer *ly = &dc->L[l];
-        const fdec_layer_state s = fdec_carve_layer(a, c, &ly->w, (size_t)ly->attn.cap);
-        ly->attn.k_cache = s.k_cache, ly->attn.v_cache = s.v_cache;
-        ly->gss.ea = s.gss_ea, ly->gss.ct = s.gss_ct, ly->gss.z = s.gss_z;
-        ly->mlstm.C = s.ml_C, ly->mlstm.n = s.ml_n, ly->mlstm.m = s.ml_m;
-        ly->gdn.S = s.gd_S, ly->gdn.conv = s.gd_conv;
-    }
+    for (int l = 0; l < c->n_layers; l++) fdec_carve_layer(a, c, &dc->L[l]);
 }
 
 // Parameter lookup of the model-level parameters (embedding, norms, head), recording the
@@ -569,11 +531,9 @@ static const float *find_param(void *m, const char *name) {
     return fmodel_param((const fmodel *)m, name);
 }
 
-// Plan and parameter pointers of layer l (no arena needed). PHAX_ERR on a missing parameter.
+// Plan, parameter pointers and window of layer l (no arena needed). PHAX_ERR on a missing parameter.
 static int bind_layer(fcpu_decoder *dc, layer *ly, int l) {
-    if (phax_plan_bind_block(dc->c, l, find_param, (void *)dc->m, "fcpu_decoder_new", &ly->w,
-                             &ly->attn.w, &ly->gss.w, &ly->mlstm.w) ||
-        phax_plan_bind_gdn(dc->c, l, find_param, (void *)dc->m, "fcpu_decoder_new", &ly->gdn.w))
+    if (fdec_bind_layer(dc->c, l, find_param, (void *)dc->m, "fcpu_decoder_new", dc->window, dc->max_len, ly))
         return PHAX_ERR;
     if (dc->parallel && !ly->w.mix_p) ly->w.mix_p = dc->zero_p;  // a frozen mix: p = 0
     return PHAX_OK;
@@ -618,7 +578,6 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fmodel *m, int max_len, int window,
     for (int l = 0; l < c->n_layers; l++) {
         attn_layer *A = &dc->L[l].attn;
         if (bind_layer(dc, &dc->L[l], l)) goto fail;
-        fdec_layer_window(c, &dc->L[l].w, l, dc->window, max_len, &A->window, &A->cap);
         if (A->cap > dc->cap) dc->cap = A->cap;
         if (A->cap > 0 && A->window == 0) dc->limited = 1, full_layers++;
     }
@@ -651,25 +610,19 @@ void fcpu_decoder_free(fcpu_decoder *dc) {
     phax_free(dc);
 }
 
+static int host_zero(void *ctx, void *p, size_t bytes) {
+    (void)ctx;
+    memset(p, 0, bytes);
+    return PHAX_OK;
+}
+static int host_fill(void *ctx, double *p, double value, size_t n) {
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) p[i] = value;
+    return PHAX_OK;
+}
+
 void fcpu_decoder_reset(fcpu_decoder *dc) {
-    const phax_model_cfg *c = dc->c;
-    const size_t Hs = c->gss_hidden, N = c->gss_state, NH = c->mlstm_heads;
-    const size_t dqk = (size_t)c->d_model / 2 / NH, dv = (size_t)c->d_model / NH;
-    for (int l = 0; l < c->n_layers; l++) {
-        layer *ly = &dc->L[l];
-        if (phax_block_w_has(&ly->w, PHAX_SUB_GSS)) memset(ly->gss.z, 0, 2 * Hs * N * sizeof(double));
-        if (phax_block_w_has(&ly->w, PHAX_SUB_MLSTM)) {
-            memset(ly->mlstm.C, 0, NH * dqk * dv * sizeof(double));
-            memset(ly->mlstm.n, 0, NH * dqk * sizeof(double));
-            for (size_t h = 0; h < NH; h++) ly->mlstm.m[h] = -INFINITY;
-        }
-        if (phax_block_w_has(&ly->w, PHAX_SUB_GDN)) {
-            const size_t GH = c->gdn_heads, gk = (size_t)c->d_model / 2 / GH, gv = (size_t)c->d_model / GH;
-            memset(ly->gdn.S, 0, GH * gk * gv * sizeof(double));
-            memset(ly->gdn.conv, 0, (size_t)(c->gdn_conv - 1) * 2 * c->d_model * sizeof(float));  // x before 0
-        }
-        // The KV caches need no clearing: only slots of positions < pos are read.
-    }
+    for (int l = 0; l < dc->c->n_layers; l++) fdec_reset_layer(dc->c, &dc->L[l], host_zero, host_fill, NULL);
     dc->pos = 0;
 }
 

@@ -272,37 +272,12 @@ static __global__ void fill_d_k(double *p, double value, size_t n) {
 
 // --- the decoder -------------------------------------------------------------------------------
 
-typedef struct {
-    phax_attn_w w;              // weights, device pointers (phax_plan_bind_block)
-    int window, cap;           // this layer's window (0 = full) and KV slots (fdec_layer_window)
-    float *k_cache, *v_cache;  // (Hkv, cap, dh) each
-} attn_layer;
-
-typedef struct {
-    phax_gss_w w;  // weights, device pointers; Λ and C read once, at creation
-    double *ea;    // e^{λ_n}: (N, 2)
-    double *ct;    // C̃_hn: (Hs, N, 2)
-    double *z;     // modal state: (Hs, N, 2)
-} gss_layer;
-
-typedef struct {
-    phax_mlstm_w w;     // weights, device pointers
-    double *C, *n, *m;  // (NH, dqk, dv), (NH, dqk), (NH)
-} mlstm_layer;
-
-typedef struct {
-    phax_gdn_w w;  // weights, device pointers (phax_plan_bind_gdn)
-    double *S;     // the state's transpose Sᵀ: (GH, dk, dv)
-    float *conv;   // the convolution's last K − 1 inputs, a ring by position: (K − 1, 2d) = q | k | v
-} gdn_layer;
-
-typedef struct {
-    phax_block_w w;  // structure and block-level weights; w.mix_p: the decoder's zeros when frozen
-    attn_layer attn;
-    gss_layer gss;
-    mlstm_layer mlstm;
-    gdn_layer gdn;
-} layer;
+// Per-layer parameters and state (device pointers): fast/model/decode_shared.h's fdec_layer.
+typedef fdec_layer layer;
+typedef fdec_attn attn_layer;
+typedef fdec_gss gss_layer;
+typedef fdec_mlstm mlstm_layer;
+typedef fdec_gdn gdn_layer;
 
 struct fcuda_decoder {
     phax_model_cfg c;
@@ -558,14 +533,7 @@ static void carve(fcuda_decoder *dc, fdec_arena *a) {
     dc->ga = (float *)fdec_take(a, R * (size_t)c->gdn_heads * sizeof(float));
     dc->gb = (float *)fdec_take(a, R * (size_t)c->gdn_heads * sizeof(float));
     dc->logits = (float *)fdec_take(a, R * (size_t)c->vocab_size * sizeof(float));
-    for (int l = 0; l < c->n_layers; l++) {
-        layer *ly = &dc->L[l];
-        const fdec_layer_state s = fdec_carve_layer(a, c, &ly->w, (size_t)ly->attn.cap);
-        ly->attn.k_cache = s.k_cache, ly->attn.v_cache = s.v_cache;
-        ly->gss.ea = s.gss_ea, ly->gss.ct = s.gss_ct, ly->gss.z = s.gss_z;
-        ly->mlstm.C = s.ml_C, ly->mlstm.n = s.ml_n, ly->mlstm.m = s.ml_m;
-        ly->gdn.S = s.gd_S, ly->gdn.conv = s.gd_conv;
-    }
+    for (int l = 0; l < c->n_layers; l++) fdec_carve_layer(a, c, &dc->L[l]);
 }
 
 // Parameter lookup in the layout (device pointers into params), recording the first missing
@@ -672,11 +640,7 @@ extern "C" fcuda_decoder *fcuda_decoder_new(const phax_model_cfg *cfg, const pha
     }
     for (int l = 0; l < c->n_layers; l++) {
         layer *ly = &dc->L[l];
-        if (phax_plan_bind_block(c, l, find_param, &top, "fcuda_decoder_new", &ly->w, &ly->attn.w, &ly->gss.w,
-                                 &ly->mlstm.w) ||
-            phax_plan_bind_gdn(c, l, find_param, &top, "fcuda_decoder_new", &ly->gdn.w))
-            goto fail;
-        fdec_layer_window(c, &ly->w, l, dc->window, max_len, &ly->attn.window, &ly->attn.cap);
+        if (fdec_bind_layer(c, l, find_param, &top, "fcuda_decoder_new", dc->window, max_len, ly)) goto fail;
         if (ly->attn.cap > dc->cap) dc->cap = ly->attn.cap;
         if (ly->attn.cap > 0 && ly->attn.window == 0) dc->limited = 1;
     }
@@ -706,28 +670,19 @@ fail:
     return NULL;
 }
 
+static int dev_zero(void *ctx, void *p, size_t bytes) {
+    (void)ctx;
+    return fcuda_ok(cudaMemset(p, 0, bytes), "memset");
+}
+static int dev_fill(void *ctx, double *p, double value, size_t n) {
+    (void)ctx;
+    PHAX_LAUNCH(fill_d_k, 1, 32, 0, NULL, p, value, n);
+    return ew_launch_check("decoder reset");
+}
+
 extern "C" int fcuda_decoder_reset(fcuda_decoder *dc) {
-    const phax_model_cfg *c = &dc->c;
-    const size_t Hs = c->gss_hidden, N = c->gss_state, NH = c->mlstm_heads, GH = c->gdn_heads;
-    const size_t dqk = NH ? (size_t)c->d_model / 2 / NH : 0, dv = NH ? (size_t)c->d_model / NH : 0;
-    const size_t gk = GH ? (size_t)c->d_model / 2 / GH : 0, gv = GH ? (size_t)c->d_model / GH : 0;
     dc->broken = 2;  // until the reset succeeds
-    for (int l = 0; l < c->n_layers; l++) {
-        layer *ly = &dc->L[l];
-        if (phax_block_w_has(&ly->w, PHAX_SUB_GSS)) TRY(fcuda_ok(cudaMemset(ly->gss.z, 0, 2 * Hs * N * sizeof(double)), "memset"));
-        if (phax_block_w_has(&ly->w, PHAX_SUB_MLSTM)) {
-            TRY(fcuda_ok(cudaMemset(ly->mlstm.C, 0, NH * dqk * dv * sizeof(double)), "memset"));
-            TRY(fcuda_ok(cudaMemset(ly->mlstm.n, 0, NH * dqk * sizeof(double)), "memset"));
-            PHAX_LAUNCH(fill_d_k, 1, 32, 0, NULL, ly->mlstm.m, -INFINITY, NH);
-            TRY(ew_launch_check("decoder reset"));
-        }
-        if (phax_block_w_has(&ly->w, PHAX_SUB_GDN)) {
-            TRY(fcuda_ok(cudaMemset(ly->gdn.S, 0, GH * gk * gv * sizeof(double)), "memset"));
-            const size_t ring = (size_t)(c->gdn_conv - 1) * 2 * c->d_model * sizeof(float);  // x before 0
-            if (ring) TRY(fcuda_ok(cudaMemset(ly->gdn.conv, 0, ring), "memset"));
-        }
-        // The KV caches need no clearing: only slots of positions < pos are read.
-    }
+    for (int l = 0; l < dc->c.n_layers; l++) TRY(fdec_reset_layer(&dc->c, &dc->L[l], dev_zero, dev_fill, NULL));
     TRY(fcuda_sync(NULL));
     dc->pos = 0;
     dc->broken = 0;

@@ -7,6 +7,7 @@
 #ifndef PHAX_FAST_DECODE_SHARED_H
 #define PHAX_FAST_DECODE_SHARED_H
 
+#include <math.h>  // INFINITY
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,46 +53,117 @@ static inline float *fdec_take_kv(fdec_arena *a, size_t cap, size_t kd) {
     return (float *)fdec_take_state(a, cap * kd * sizeof(float));
 }
 
-// One layer's carried state and per-layer constants, carved by the kinds its block has (so both
-// tiers' state_bytes count the same bytes): the KV caches (Hkv, cap, dh) floats each; the GSS's
-// e^λ (N) and C̃ (Hs, N), constants, and its modal state z (Hs, N), complex double; the mLSTM's
-// C (NH, dqk, dv), n (NH, dqk) and m (NH) in double; the Gated DeltaNet's state Sᵀ (GH, dk, dv) in
-// double and its convolution's last K − 1 inputs (K − 1, 2d: q's d/2, k's d/2, v's d), float. NULL
-// where the block has no such kind.
+// --- one layer: its weights, its carried state, its per-layer constants -----------------------
+// The same layout on both tiers (host pointers on fast/cpu, device pointers on fast/cuda): the
+// block's plan and block-level weights (w.mix_p: the decoder's zeros when the mix is frozen), and
+// per sub-layer kind its weights (phax_plan_bind_block, phax_plan_bind_gdn) and state; pointers
+// NULL where the block has no such kind.
 typedef struct {
-    float *k_cache, *v_cache;
-    double *gss_ea, *gss_ct, *gss_z;
-    double *ml_C, *ml_n, *ml_m;
-    double *gd_S;
-    float *gd_conv;
-} fdec_layer_state;
+    phax_attn_w w;   // weights
+    int window;      // this layer's window (0 = full) and KV capacity: the window's ring, or
+    int cap;         // max_len for full attention (fdec_layer_window)
+    float *k_cache;  // (Hkv, cap, dh): keys rotated (and unit-normalised in cosine mode)
+    float *v_cache;  // (Hkv, cap, dh); each head's keys contiguous for its scan
+} fdec_attn;
+typedef struct {
+    phax_gss_w w;  // weights; Λ and C read once, at creation (phax_gss_modes)
+    double *ea;    // e^{λ_n}: (N, 2) re, im — a constant
+    double *ct;    // C̃_hn = C_hn (e^{λ_n} − 1)/λ_n: (Hs, N, 2) — a constant
+    double *z;     // modal state: (Hs, N, 2)
+} fdec_gss;
+typedef struct {
+    phax_mlstm_w w;  // weights
+    double *C;       // (NH, dqk, dv)
+    double *n;       // (NH, dqk)
+    double *m;       // (NH) stabiliser; −∞ = the start
+} fdec_mlstm;
+typedef struct {
+    phax_gdn_w w;  // weights
+    double *S;     // the state's transpose Sᵀ: (GH, dk, dv)
+    float *conv;   // the convolution's last K − 1 inputs, a ring by position: (K − 1, 2d) = q | k | v
+} fdec_gdn;
+typedef struct {
+    phax_block_w w;
+    fdec_attn attn;
+    fdec_gss gss;
+    fdec_mlstm mlstm;
+    fdec_gdn gdn;
+} fdec_layer;
 
-static inline fdec_layer_state fdec_carve_layer(fdec_arena *a, const phax_model_cfg *c, const phax_block_w *w,
-                                                size_t cap) {
-    const size_t kd = (size_t)c->n_kv_heads * c->head_dim, Hs = (size_t)c->gss_hidden, N = (size_t)c->gss_state;
-    const size_t NH = (size_t)c->mlstm_heads, dqk = NH ? (size_t)c->d_model / 2 / NH : 0,
-                 dv = NH ? (size_t)c->d_model / NH : 0;
-    fdec_layer_state s = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    if (phax_block_w_has(w, PHAX_SUB_ATTN)) {
-        s.k_cache = fdec_take_kv(a, cap, kd);
-        s.v_cache = fdec_take_kv(a, cap, kd);
-    }
-    if (phax_block_w_has(w, PHAX_SUB_GSS)) {
-        s.gss_ea = (double *)fdec_take(a, 2 * N * sizeof(double));
-        s.gss_ct = (double *)fdec_take(a, 2 * Hs * N * sizeof(double));
-        s.gss_z = (double *)fdec_take_state(a, 2 * Hs * N * sizeof(double));
-    }
+// Layer l's plan and weights (through find(ctx, name), the tier's lookup: PHAX_ERR naming `who`
+// on a missing parameter) and its attention's window and KV capacity (window: the call's).
+static inline int fdec_bind_layer(const phax_model_cfg *c, int l, phax_param_find find, void *ctx, const char *who,
+                                  int window, int max_len, fdec_layer *ly) {
+    if (phax_plan_bind_block(c, l, find, ctx, who, &ly->w, &ly->attn.w, &ly->gss.w, &ly->mlstm.w) ||
+        phax_plan_bind_gdn(c, l, find, ctx, who, &ly->gdn.w))
+        return PHAX_ERR;
+    fdec_layer_window(c, &ly->w, l, window, max_len, &ly->attn.window, &ly->attn.cap);
+    return PHAX_OK;
+}
+
+// The sizes of layer l's state, by kind (0 where its block has none), in elements.
+typedef struct {
+    size_t gss_z;             // 2·Hs·N doubles
+    size_t ml_C, ml_n, ml_m;  // NH·dqk·dv, NH·dqk, NH doubles
+    size_t gd_S, gd_conv;     // GH·dk·dv doubles, (K − 1)·2d floats
+} fdec_state_sizes;
+static inline fdec_state_sizes fdec_layer_sizes(const phax_model_cfg *c, const phax_block_w *w) {
+    fdec_state_sizes z = {0, 0, 0, 0, 0, 0};
+    const size_t d = (size_t)c->d_model;
+    if (phax_block_w_has(w, PHAX_SUB_GSS)) z.gss_z = 2 * (size_t)c->gss_hidden * c->gss_state;
     if (phax_block_w_has(w, PHAX_SUB_MLSTM)) {
-        s.ml_C = (double *)fdec_take_state(a, NH * dqk * dv * sizeof(double));
-        s.ml_n = (double *)fdec_take_state(a, NH * dqk * sizeof(double));
-        s.ml_m = (double *)fdec_take_state(a, NH * sizeof(double));
+        const size_t NH = (size_t)c->mlstm_heads;
+        z.ml_C = NH * (d / 2 / NH) * (d / NH), z.ml_n = NH * (d / 2 / NH), z.ml_m = NH;
     }
     if (phax_block_w_has(w, PHAX_SUB_GDN)) {
-        const size_t GH = (size_t)c->gdn_heads, dk = (size_t)c->d_model / 2 / GH, gdv = (size_t)c->d_model / GH;
-        s.gd_S = (double *)fdec_take_state(a, GH * dk * gdv * sizeof(double));
-        s.gd_conv = (float *)fdec_take_state(a, (size_t)(c->gdn_conv - 1) * 2 * c->d_model * sizeof(float));
+        const size_t GH = (size_t)c->gdn_heads;
+        z.gd_S = GH * (d / 2 / GH) * (d / GH), z.gd_conv = (size_t)(c->gdn_conv - 1) * 2 * d;
     }
-    return s;
+    return z;
+}
+
+// Layer ly's carried state and per-layer constants carved from the arena, by the kinds its block
+// has (so both tiers' state_bytes count the same bytes): the KV caches (Hkv, cap, dh) floats
+// each; the GSS's e^λ and C̃ (constants) and its modal state z, complex double; the mLSTM's C,
+// n, m in double; the Gated DeltaNet's Sᵀ in double and its convolution's ring, float.
+static inline void fdec_carve_layer(fdec_arena *a, const phax_model_cfg *c, fdec_layer *ly) {
+    const size_t kd = (size_t)c->n_kv_heads * c->head_dim, N = (size_t)c->gss_state;
+    const fdec_state_sizes z = fdec_layer_sizes(c, &ly->w);
+    if (phax_block_w_has(&ly->w, PHAX_SUB_ATTN)) {
+        ly->attn.k_cache = fdec_take_kv(a, (size_t)ly->attn.cap, kd);
+        ly->attn.v_cache = fdec_take_kv(a, (size_t)ly->attn.cap, kd);
+    }
+    if (phax_block_w_has(&ly->w, PHAX_SUB_GSS)) {
+        ly->gss.ea = (double *)fdec_take(a, 2 * N * sizeof(double));
+        ly->gss.ct = (double *)fdec_take(a, z.gss_z * sizeof(double));
+        ly->gss.z = (double *)fdec_take_state(a, z.gss_z * sizeof(double));
+    }
+    if (phax_block_w_has(&ly->w, PHAX_SUB_MLSTM)) {
+        ly->mlstm.C = (double *)fdec_take_state(a, z.ml_C * sizeof(double));
+        ly->mlstm.n = (double *)fdec_take_state(a, z.ml_n * sizeof(double));
+        ly->mlstm.m = (double *)fdec_take_state(a, z.ml_m * sizeof(double));
+    }
+    if (phax_block_w_has(&ly->w, PHAX_SUB_GDN)) {
+        ly->gdn.S = (double *)fdec_take_state(a, z.gd_S * sizeof(double));
+        ly->gdn.conv = (float *)fdec_take_state(a, z.gd_conv * sizeof(float));
+    }
+}
+
+// Layer ly's state back to the start, through the tier's memory calls: zero(ctx, p, bytes) and
+// fill(ctx, p, value, n) on doubles. The recurrent states start at 0 (the mLSTM's stabiliser at
+// −∞), the convolution's ring at 0 (the inputs before position 0); the KV caches need no
+// clearing (only slots of positions < pos are read), nor the constants.
+static inline int fdec_reset_layer(const phax_model_cfg *c, const fdec_layer *ly,
+                                   int (*zero)(void *ctx, void *p, size_t bytes),
+                                   int (*fill)(void *ctx, double *p, double value, size_t n), void *ctx) {
+    const fdec_state_sizes z = fdec_layer_sizes(c, &ly->w);
+    if (z.gss_z && zero(ctx, ly->gss.z, z.gss_z * sizeof(double))) return PHAX_ERR;
+    if (z.ml_C && (zero(ctx, ly->mlstm.C, z.ml_C * sizeof(double)) || zero(ctx, ly->mlstm.n, z.ml_n * sizeof(double)) ||
+                   fill(ctx, ly->mlstm.m, -INFINITY, z.ml_m)))
+        return PHAX_ERR;
+    if (z.gd_S && zero(ctx, ly->gdn.S, z.gd_S * sizeof(double))) return PHAX_ERR;
+    if (z.gd_conv && zero(ctx, ly->gdn.conv, z.gd_conv * sizeof(float))) return PHAX_ERR;
+    return PHAX_OK;
 }
 
 // The checks before n more tokens enter a decoder at position pos (nothing changed on failure):
