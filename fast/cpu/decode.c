@@ -39,13 +39,7 @@ __attribute__((simd("notinbranch"), const, nothrow)) extern float vexpf(float) _
 
 #define MAX_SUB PHAX_PLAN_MAX_SUB  // branches of a PHA block / sub-layers of a pre-norm block
 
-// --- per-layer parameters and state: fast/model/decode_shared.h's fdec_layer -----------------
-typedef fdec_layer layer;
-typedef fdec_attn attn_layer;
-typedef fdec_gss gss_layer;
-typedef fdec_mlstm mlstm_layer;
-typedef fdec_gdn gdn_layer;
-
+// Per-layer parameters and state: fast/model/decode_shared.h's fdec_layer.
 struct fcpu_decoder {
     const fmodel *m;
     const phax_model_cfg *c;
@@ -55,7 +49,7 @@ struct fcpu_decoder {
     int limited;  // some layer has full attention: at most max_len tokens
     int pos;      // tokens consumed
     int chunk;    // rows of the scratch: the most tokens one pass (a prefill chunk) carries
-    layer *L;     // (n_layers)
+    fdec_layer *L;     // (n_layers)
     const float *embed, *norm_emb, *norm_f, *head;  // norm_emb: pha only; norm_f: the rest
     float zero_p[MAX_SUB];                          // frozen mix logits
     int parallel;                                   // the plan's rule: 1 parallel (pha), 0 pre-norm
@@ -127,7 +121,7 @@ static void unit_rows(float *x, int rows, int w) {
 //   o_h: (dh) = Σ_s softmax_s(scale·q̃_h·k̃_s) v_s,   k̃_s, v_s of kv head h / (Hq/Hkv).
 // score: (pos − first + 1) and acc: (dh) are scratch. The weights stay unnormalised
 // (e^{z − max}) and the sum divides the accumulated output once.
-static void attend_head(const fcpu_decoder *dc, const attn_layer *A, const float *q, int pos, int h,
+static void attend_head(const fcpu_decoder *dc, const fdec_attn *A, const float *q, int pos, int h,
                         int first, float *oh, double *score, double *acc) {
     const phax_model_cfg *c = dc->c;
     const int dh = c->head_dim, j = h / (c->n_heads / c->n_kv_heads);
@@ -162,7 +156,7 @@ static void attend_head(const fcpu_decoder *dc, const attn_layer *A, const float
 // after every head has attended. S: (R, nold + R) scratch; o: (R, Hq·dh) rows.
 // Scores are float sgemm (the error dh·u·scale·|q||k| of a float32 dot product,
 // as in the forward's kernel); max, exp and sums in double; P·V float sgemm.
-static void attend_pass_head(fcpu_decoder *dc, const attn_layer *A, const float *k, const float *v,
+static void attend_pass_head(fcpu_decoder *dc, const fdec_attn *A, const float *k, const float *v,
                              int R, int nold, int h, float *S) {
     const phax_model_cfg *c = dc->c;
     const int dh = c->head_dim, j = h / (c->n_heads / c->n_kv_heads);
@@ -221,7 +215,7 @@ static void attend_pass_head(fcpu_decoder *dc, const attn_layer *A, const float 
 // attends (attend_head, in double). More rows: every head attends by matrix
 // products (attend_pass_head), then the pass's last min(R, cap) keys go into the
 // ring — each row sees exactly the keys a step at its position would.
-static void attn_rows(fcpu_decoder *dc, attn_layer *A, float *y, const float *x, int R) {
+static void attn_rows(fcpu_decoder *dc, fdec_attn *A, float *y, const float *x, int R) {
     const phax_model_cfg *c = dc->c;
     const int d = c->d_model, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
     const int qd = (int)((size_t)Hq * dh), kd = (int)((size_t)Hkv * dh);  // ≤ PHAX_MAX_WIDTH
@@ -274,7 +268,7 @@ static void attn_rows(fcpu_decoder *dc, attn_layer *A, float *y, const float *x,
 //   z_hn ← e^{λ_n} z_hn + ū_h;  ys_h = Re Σ_n C̃_hn z_hn + D_h ū_h: (Hs)
 //   y = W_o((W_c ys) ⊙ v)
 // Only the modal update runs token by token; it carries z across rows and passes.
-static void gss_rows(fcpu_decoder *dc, gss_layer *G, float *y, const float *x, int R) {
+static void gss_rows(fcpu_decoder *dc, fdec_gss *G, float *y, const float *x, int R) {
     const phax_model_cfg *c = dc->c;
     const int d = c->d_model, F = c->gss_expand, Hs = c->gss_hidden, N = c->gss_state;
     float *xv = dc->f1, *v = dc->f2, *gt = dc->f3;         // (R, F)
@@ -307,7 +301,7 @@ static void gss_rows(fcpu_decoder *dc, gss_layer *G, float *y, const float *x, i
 }
 
 // SwiGLU: y = W_d(SiLU(W_g x) ⊙ W_u x); hidden (R, hid).
-static void swiglu_rows(fcpu_decoder *dc, const layer *ly, float *y, const float *x, int R) {
+static void swiglu_rows(fcpu_decoder *dc, const fdec_layer *ly, float *y, const float *x, int R) {
     const int d = dc->c->d_model, hid = dc->c->ffn_hidden;
     float *g = dc->f1, *u = dc->f2, *a = dc->f3;
     matmul(g, ly->w.ffn_wg, x, R, hid, d);
@@ -318,7 +312,7 @@ static void swiglu_rows(fcpu_decoder *dc, const layer *ly, float *y, const float
 }
 
 // Aux FFN: y = W4 GELU(W3 x); hidden (R, ha).
-static void aux_rows(fcpu_decoder *dc, const layer *ly, float *y, const float *x, int R) {
+static void aux_rows(fcpu_decoder *dc, const fdec_layer *ly, float *y, const float *x, int R) {
     const int d = dc->c->d_model, ha = dc->c->ffn_aux_hidden;
     matmul(dc->f1, ly->w.aux_w3, x, R, ha, d);
     fcpu_gelu_fwd(dc->f2, dc->f1, (size_t)R * ha);
@@ -330,7 +324,7 @@ static void aux_rows(fcpu_decoder *dc, const layer *ly, float *y, const float *x
 //   m' = max(logσ(f̃) + m, ĩ);  f' = e^{logσ(f̃) + m − m'};  i' = e^{ĩ − m'}
 //   C ← f' C + i' k vᵀ;  n ← f' n + i' k;  h̃ = Cᵀ q̂ / (max(|nᵀ q̂|, e^{−m'}) + eps)
 // then y = W_out(σ(W_o x̄) ⊙ headnorm(h̃)). The cell runs row by row, carrying (C, n, m).
-static void mlstm_rows(fcpu_decoder *dc, mlstm_layer *M, float *y, const float *x, int R) {
+static void mlstm_rows(fcpu_decoder *dc, fdec_mlstm *M, float *y, const float *x, int R) {
     const int d = dc->c->d_model, NH = dc->c->mlstm_heads, dk = d / 2;
     const int dqk = dk / NH, dv = d / NH;
     const double qs = 1.0 / sqrt((double)dqk);
@@ -378,7 +372,7 @@ static void mlstm_rows(fcpu_decoder *dc, mlstm_layer *M, float *y, const float *
 // matrices, then per row the short convolution from the ring of the last K − 1 inputs, the gates,
 // and the delta-rule step per head in double (Sᵀ ← α Sᵀ + β k̂ (v − α S k̂)ᵀ, o = S q̂); then the
 // RMSNorm over each head's dv ⊙ SiLU(z) and the output projection.
-static int gdn_rows(fcpu_decoder *dc, gdn_layer *G, float *y, const float *x, int R) {
+static int gdn_rows(fcpu_decoder *dc, fdec_gdn *G, float *y, const float *x, int R) {
     const phax_model_cfg *c = dc->c;
     const int d = c->d_model, GH = c->gdn_heads, K = c->gdn_conv, dk = d / 2 / GH, dv = d / GH, dq = d / 2;
     const double scale = 1.0 / sqrt((double)dk);
@@ -440,7 +434,7 @@ static int gdn_rows(fcpu_decoder *dc, gdn_layer *G, float *y, const float *x, in
 // The tier's kernels of the shared layer walk (fast/model/decode_shared.h: fdec_block).
 static int k_sub(void *v, int l, phax_sub_kind k, float *y, const float *x, int R) {
     fcpu_decoder *dc = v;
-    layer *ly = &dc->L[l];
+    fdec_layer *ly = &dc->L[l];
     switch (k) {
     case PHAX_SUB_GSS: gss_rows(dc, &ly->gss, y, x, R); return PHAX_OK;
     case PHAX_SUB_ATTN: attn_rows(dc, &ly->attn, y, x, R); return PHAX_OK;
@@ -532,7 +526,7 @@ static const float *find_param(void *m, const char *name) {
 }
 
 // Plan, parameter pointers and window of layer l (no arena needed). PHAX_ERR on a missing parameter.
-static int bind_layer(fcpu_decoder *dc, layer *ly, int l) {
+static int bind_layer(fcpu_decoder *dc, fdec_layer *ly, int l) {
     if (fdec_bind_layer(dc->c, l, find_param, (void *)dc->m, "fcpu_decoder_new", dc->window, dc->max_len, ly))
         return PHAX_ERR;
     if (dc->parallel && !ly->w.mix_p) ly->w.mix_p = dc->zero_p;  // a frozen mix: p = 0
@@ -574,9 +568,9 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fmodel *m, int max_len, int window,
     if (dc->parallel) dc->norm_emb = P(&top, "norm_emb.weight");
     else dc->norm_f = P(&top, "norm_f.weight");
     int full_layers = 0;  // the attention layers whose caches grow with the context
-    if (top.missing || !(dc->L = phax_alloc((size_t)c->n_layers * sizeof(layer)))) goto fail;
+    if (top.missing || !(dc->L = phax_alloc((size_t)c->n_layers * sizeof(fdec_layer)))) goto fail;
     for (int l = 0; l < c->n_layers; l++) {
-        attn_layer *A = &dc->L[l].attn;
+        fdec_attn *A = &dc->L[l].attn;
         if (bind_layer(dc, &dc->L[l], l)) goto fail;
         if (A->cap > dc->cap) dc->cap = A->cap;
         if (A->cap > 0 && A->window == 0) dc->limited = 1, full_layers++;
@@ -593,7 +587,7 @@ fcpu_decoder *fcpu_decoder_new_chunked(const fmodel *m, int max_len, int window,
     dc->fixed_state = a.state - a.kv;
     for (int l = 0; l < c->n_layers; l++)
         if (phax_block_w_has(&dc->L[l].w, PHAX_SUB_GSS)) {
-            gss_layer *G = &dc->L[l].gss;  // the modes the recurrence steps with (phax/numerics.h)
+            fdec_gss *G = &dc->L[l].gss;  // the modes the recurrence steps with (phax/numerics.h)
             phax_gss_modes(G->w.lre, G->w.lim, G->w.cre, G->w.cim, c->gss_hidden, c->gss_state, G->ea, G->ct);
         }
     fcpu_decoder_reset(dc);
@@ -637,7 +631,7 @@ size_t fcpu_decoder_state_bytes_at(const fcpu_decoder *dc, int context) {
 }
 
 size_t fcpu_decoder_scratch_bytes(const fcpu_decoder *dc) {
-    return dc->arena_bytes - dc->state_bytes + (size_t)dc->c->n_layers * sizeof(layer) + sizeof *dc;
+    return dc->arena_bytes - dc->state_bytes + (size_t)dc->c->n_layers * sizeof(fdec_layer) + sizeof *dc;
 }
 
 // --- passes ------------------------------------------------------------------------------------

@@ -273,12 +273,6 @@ static __global__ void fill_d_k(double *p, double value, size_t n) {
 // --- the decoder -------------------------------------------------------------------------------
 
 // Per-layer parameters and state (device pointers): fast/model/decode_shared.h's fdec_layer.
-typedef fdec_layer layer;
-typedef fdec_attn attn_layer;
-typedef fdec_gss gss_layer;
-typedef fdec_mlstm mlstm_layer;
-typedef fdec_gdn gdn_layer;
-
 struct fcuda_decoder {
     phax_model_cfg c;
     int max_len, pos, chunk, parallel;
@@ -287,7 +281,7 @@ struct fcuda_decoder {
     int limited;  // some layer has full attention: at most max_len tokens
     int broken;  // 1: a pass failed midway, 2: a reset failed; every call refused until a reset
     float alpha;
-    layer *L;
+    fdec_layer *L;
     const float *embed, *norm_emb, *norm_f, *head;
     float *zero_p;  // (MAX_SUB) zeros: a frozen mix's logits
     // Scratch (device), R = chunk rows.
@@ -322,7 +316,7 @@ static int rms(float *y, const float *x, const float *g, int R, int d) {
     return fcuda_rmsnorm_fwd(y, x, g, (size_t)R, d, PHAX_RMSNORM_EPS, NULL);
 }
 
-static int attn_rows(fcuda_decoder *dc, attn_layer *A, float *y, const float *x, int R) {
+static int attn_rows(fcuda_decoder *dc, fdec_attn *A, float *y, const float *x, int R) {
     const phax_model_cfg *c = &dc->c;
     const int d = c->d_model, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
     const int qd = Hq * dh, kd = Hkv * dh;
@@ -350,7 +344,7 @@ static int attn_rows(fcuda_decoder *dc, attn_layer *A, float *y, const float *x,
     return lin(y, A->w.wo, dc->o, R, d, qd);
 }
 
-static int gss_rows(fcuda_decoder *dc, gss_layer *G, float *y, const float *x, int R) {
+static int gss_rows(fcuda_decoder *dc, fdec_gss *G, float *y, const float *x, int R) {
     const phax_model_cfg *c = &dc->c;
     const int d = c->d_model, F = c->gss_expand, Hs = c->gss_hidden, N = c->gss_state;
     float *xv = dc->f1, *v = dc->f2, *gt = dc->f3;
@@ -370,7 +364,7 @@ static int gss_rows(fcuda_decoder *dc, gss_layer *G, float *y, const float *x, i
     return lin(y, G->w.wo, gt, R, d, F);
 }
 
-static int swiglu_rows(fcuda_decoder *dc, const layer *ly, float *y, const float *x, int R) {
+static int swiglu_rows(fcuda_decoder *dc, const fdec_layer *ly, float *y, const float *x, int R) {
     const int d = dc->c.d_model, hid = dc->c.ffn_hidden;
     const size_t n = (size_t)R * hid;
     TRY(lin(dc->f1, ly->w.ffn_wg, x, R, hid, d));
@@ -381,14 +375,14 @@ static int swiglu_rows(fcuda_decoder *dc, const layer *ly, float *y, const float
     return lin(y, ly->w.ffn_wd, dc->f3, R, d, hid);
 }
 
-static int aux_rows(fcuda_decoder *dc, const layer *ly, float *y, const float *x, int R) {
+static int aux_rows(fcuda_decoder *dc, const fdec_layer *ly, float *y, const float *x, int R) {
     const int d = dc->c.d_model, ha = dc->c.ffn_aux_hidden;
     TRY(lin(dc->f1, ly->w.aux_w3, x, R, ha, d));
     TRY(fcuda_gelu_fwd(dc->f2, dc->f1, (size_t)R * ha, NULL));
     return lin(y, ly->w.aux_w4, dc->f2, R, d, ha);
 }
 
-static int mlstm_rows(fcuda_decoder *dc, mlstm_layer *M, float *y, const float *x, int R) {
+static int mlstm_rows(fcuda_decoder *dc, fdec_mlstm *M, float *y, const float *x, int R) {
     const int d = dc->c.d_model, NH = dc->c.mlstm_heads, dk = d / 2;
     const int dqk = dk / NH, dv = d / NH;
     TRY(lin(dc->mq, M->w.wq, x, R, dk, d));
@@ -408,7 +402,7 @@ static int mlstm_rows(fcuda_decoder *dc, mlstm_layer *M, float *y, const float *
 // Gated DeltaNet layer (docs/spec.md §2.13 "The layer") on R rows in order: the projections on
 // cuBLAS, the convolution and the cell in gdn_scan_k, then the RMSNorm over each head's dv ⊙
 // SiLU(z) and the output projection.
-static int gdn_rows(fcuda_decoder *dc, gdn_layer *G, float *y, const float *x, int R) {
+static int gdn_rows(fcuda_decoder *dc, fdec_gdn *G, float *y, const float *x, int R) {
     const phax_model_cfg *c = &dc->c;
     const int d = c->d_model, GH = c->gdn_heads, dq = d / 2, dk = dq / GH, dv = d / GH;
     float *q = dc->mq, *k = dc->mk, *v = dc->mv, *z = dc->mo, *o = dc->mh, *h = dc->mhn;
@@ -431,7 +425,7 @@ static int gdn_rows(fcuda_decoder *dc, gdn_layer *G, float *y, const float *x, i
 // The tier's kernels of the shared layer walk (fast/model/decode_shared.h: fdec_block).
 static int k_sub(void *v, int l, phax_sub_kind k, float *y, const float *x, int R) {
     fcuda_decoder *dc = static_cast<fcuda_decoder *>(v);
-    layer *ly = &dc->L[l];
+    fdec_layer *ly = &dc->L[l];
     switch (k) {
     case PHAX_SUB_GSS: return gss_rows(dc, &ly->gss, y, x, R);
     case PHAX_SUB_ATTN: return attn_rows(dc, &ly->attn, y, x, R);
@@ -558,7 +552,7 @@ static const float *P(lookup *lk, const char *name) {
 
 // e^{λ_n} and C̃_hn of one GSS layer (phax_gss_modes, as fast/cpu's decoder), in double on the
 // host from the parameters downloaded once, then uploaded.
-static int gss_modes(gss_layer *G, int Hs, int N) {
+static int gss_modes(fdec_gss *G, int Hs, int N) {
     const size_t nh = (size_t)Hs * N;
     float *lre = (float *)malloc((2 * N + 2 * nh) * sizeof(float));
     double *ea = (double *)malloc((2 * N + 2 * nh) * sizeof(double));
@@ -634,12 +628,12 @@ extern "C" fcuda_decoder *fcuda_decoder_new(const phax_model_cfg *cfg, const pha
     if (dc->parallel) dc->norm_emb = P(&top, "norm_emb.weight");
     else dc->norm_f = P(&top, "norm_f.weight");
     if (top.missing) goto fail;
-    if (!(dc->L = (layer *)calloc((size_t)c->n_layers, sizeof(layer)))) {
+    if (!(dc->L = (fdec_layer *)calloc((size_t)c->n_layers, sizeof(fdec_layer)))) {
         phax_fail("fcuda_decoder_new: out of memory");
         goto fail;
     }
     for (int l = 0; l < c->n_layers; l++) {
-        layer *ly = &dc->L[l];
+        fdec_layer *ly = &dc->L[l];
         if (fdec_bind_layer(c, l, find_param, &top, "fcuda_decoder_new", dc->window, max_len, ly)) goto fail;
         if (ly->attn.cap > dc->cap) dc->cap = ly->attn.cap;
         if (ly->attn.cap > 0 && ly->attn.window == 0) dc->limited = 1;
@@ -659,7 +653,7 @@ extern "C" fcuda_decoder *fcuda_decoder_new(const phax_model_cfg *cfg, const pha
         dc->state_bytes = a.state;
     }
     for (int l = 0; l < c->n_layers; l++) {
-        layer *ly = &dc->L[l];
+        fdec_layer *ly = &dc->L[l];
         if (dc->parallel && !ly->w.mix_p) ly->w.mix_p = dc->zero_p;
         if (phax_block_w_has(&ly->w, PHAX_SUB_GSS) && gss_modes(&ly->gss, c->gss_hidden, c->gss_state)) goto fail;
     }
