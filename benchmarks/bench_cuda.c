@@ -9,6 +9,9 @@
 //   attention   fast/cuda's fused attention forward + backward (B 1, 8 query / 2 kv heads of
 //               head_dim 32 — the bench config's — full causal, cosine scores): GFLOP/s of the
 //               visible scores (12·T·Tvis·dh·Hq) and the fraction of the TF32 ceiling;
+//   gdn         fast/cuda's chunkwise Gated DeltaNet cell forward + backward (B 1, 4 heads, dk 32, dv
+//               64, chunk 64) at the attention's T: GFLOP/s of bench_gdn's FLOP count and the fraction
+//               of the FP32 ceiling;
 //   models      a training step through the cuda backend (zero_grad, forward + backward, AdamW)
 //               on bench_model's "bench" config (d 256, 4 layers, vocab 8192): tokens/s at each T
 //               and the peak device memory the step's allocations reach (fcuda_mem_stats: model,
@@ -121,6 +124,44 @@ static double attention_gflops(const opts_t *o, int T, double *ms) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) F(o, free)(all[i]);
     *ms = bench_median(t, o->steps, 1) * 1e3;
     return 12.0 * T * ((T + 1) / 2.0) * 32 * 8 / (*ms / 1e3) / 1e9;
+}
+
+// --- Gated DeltaNet -------------------------------------------------------------------------------
+// fast/cuda's chunkwise cell forward + backward at one layer of a d = 256 swax_gdn model (B 1, 4
+// heads, dk 32, dv 64, chunk 64, q and k L2-normalised in the cell): GFLOP/s of bench_gdn's count
+// of the cell's products — per token and head, with L the chunk, forward 4L·dk + 3L·dv + 6·dk·dv,
+// backward 16L·dk + 11L·dv + 20·dk·dv — against the FP32 ceiling (gdn.cu runs its products on the
+// CUDA cores, not the tensor cores).
+static double gdn_gflops(const opts_t *o, int T, double *ms) {
+    const int H = 4, dk = 32, dv = 64, L = 64;
+    const phax_gdn_cfg c = {1 / sqrt((double)dk), 1};
+    const size_t nk = (size_t)T * H * dk, nv = (size_t)T * H * dv, ng = (size_t)T * H;
+    float *q = dalloc(o, nk * 4), *k = dalloc(o, nk * 4), *v = dalloc(o, nv * 4), *out = dalloc(o, nv * 4);
+    float *g = dalloc(o, ng * 4), *be = dalloc(o, ng * 4), *dout = dalloc(o, nv * 4), *dq = dalloc(o, nk * 4);
+    float *dk_ = dalloc(o, nk * 4), *dv_ = dalloc(o, nv * 4), *dg = dalloc(o, ng * 4), *db = dalloc(o, ng * 4);
+    dfill(o, q, nk, 1), dfill(o, k, nk, 1), dfill(o, v, nv, 1), dfill(o, dout, nv, 1);
+    float *h = malloc(ng * sizeof *h);  // log-decays in [-0.1, -0.05], β 0.5: a stable state
+    for (size_t i = 0; i < ng; i++) h[i] = -0.05f - 0.05f * (float)(i * 2654435761u % 1001) / 1000.0f;
+    F(o, upload)(g, h, ng * sizeof *h, NULL);
+    for (size_t i = 0; i < ng; i++) h[i] = 0.5f;
+    F(o, upload)(be, h, ng * sizeof *h, NULL);
+    free(h);
+    size_t wf = F(o, gdn_fwd_ws)(1, T, H, dk, dv, L), wb = F(o, gdn_bwd_ws)(1, T, H, dk, dv, L);
+    void *ws = dalloc(o, wf > wb ? wf : wb);
+    double t[16];
+    for (int r = -1; r < o->steps; r++) {
+        double t0 = bench_wall();
+        CHECK(F(o, gdn_fwd)(out, NULL, q, k, v, g, be, NULL, 1, T, H, dk, dv, &c, L, ws, NULL));
+        CHECK(F(o, gdn_bwd)(dq, dk_, dv_, dg, db, NULL, dout, NULL, q, k, v, g, be, NULL, 1, T, H, dk, dv, &c, L, ws,
+                            NULL));
+        CHECK(F(o, sync)(NULL));
+        if (r >= 0) t[r] = bench_wall() - t0;
+    }
+    void *all[] = {q, k, v, out, g, be, dout, dq, dk_, dv_, dg, db, ws};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) F(o, free)(all[i]);
+    *ms = bench_median(t, o->steps, 1) * 1e3;
+    const double per = (4.0 + 16) * L * dk + (3.0 + 11) * L * dv + (6.0 + 20) * dk * dv;
+    return per * T * H / (*ms / 1e3) / 1e9;
 }
 
 // --- models ---------------------------------------------------------------------------------------
@@ -254,6 +295,12 @@ int main(int argc, char **argv) {
         double ms, g = attention_gflops(&o, o.aTs[i], &ms);
         printf("%-10s %8d %10.2f %10.0f %11.1f%%\n", "fwd+bwd", o.aTs[i], ms, g, 100 * g / tf32);
         if (csv) fprintf(csv, "attention,%d,%.1f,GFLOP/s,%.3f ms\n", o.aTs[i], g, ms);
+    }
+    printf("\n%-10s %8s %10s %10s %12s\n", "gdn", "T", "ms", "GFLOP/s", "of FP32 peak");
+    for (int i = 0; i < o.naT; i++) {
+        double ms, g = gdn_gflops(&o, o.aTs[i], &ms);
+        printf("%-10s %8d %10.2f %10.1f %11.1f%%\n", "fwd+bwd", o.aTs[i], ms, g, 100 * g / fp32);
+        if (csv) fprintf(csv, "gdn,%d,%.1f,GFLOP/s,%.3f ms\n", o.aTs[i], g, ms);
     }
     printf("\n%-12s %8s %12s %14s\n", "model", "T", "tokens/s", "peak dev MB");
     char fam[256];

@@ -48,7 +48,7 @@ int phax_attn_cfg_check(const phax_attn_cfg *c);
 // --- Gated DeltaNet cell (docs/spec.md §2.13) ----------------------------------------------------
 #define PHAX_GDN_L2_EPS 1e-6  // q, k ← x / sqrt(Σ x² + eps) (flash-linear-attention's l2norm)
 typedef struct {
-    double scale;   // q̂'s factor: 1/√dk (phax_gdn_cfg_default)
+    double scale;   // q̂'s factor: 1/√dk in the GDN layer
     int qk_l2norm;  // 1: q and k L2-normalised inside the cell (the GDN layer's); 0: used as given
 } phax_gdn_cfg;
 
