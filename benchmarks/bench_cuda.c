@@ -110,6 +110,8 @@ static double attention_gflops(const opts_t *o, int T, double *ms) {
     float *dout = dalloc(o, nq * 4), *dq = dalloc(o, nq * 4), *dk = dalloc(o, nk * 4), *dv = dalloc(o, nk * 4);
     float *st = dalloc(o, (size_t)T * 8 * 2 * 4), *ls = dalloc(o, 8 * 4), *dls = dalloc(o, 8 * 4);
     dfill(o, q, nq, 1), dfill(o, k, nk, 1), dfill(o, v, nk, 1), dfill(o, dout, nq, 1), dfill(o, ls, 8, 2);
+    // the backward adds into its gradients: they start at 0 (device memory comes uninitialised)
+    dfill(o, dq, nq, 0), dfill(o, dk, nk, 0), dfill(o, dv, nk, 0), dfill(o, dls, 8, 0);
     size_t wf = F(o, attention_fwd_ws)(1, T, &c), wb = F(o, attention_bwd_ws)(1, T, &c);
     void *ws = dalloc(o, wf > wb ? wf : wb);
     double t[16];
@@ -140,6 +142,8 @@ static double gdn_gflops(const opts_t *o, int T, double *ms) {
     float *g = dalloc(o, ng * 4), *be = dalloc(o, ng * 4), *dout = dalloc(o, nv * 4), *dq = dalloc(o, nk * 4);
     float *dk_ = dalloc(o, nk * 4), *dv_ = dalloc(o, nv * 4), *dg = dalloc(o, ng * 4), *db = dalloc(o, ng * 4);
     dfill(o, q, nk, 1), dfill(o, k, nk, 1), dfill(o, v, nv, 1), dfill(o, dout, nv, 1);
+    // the backward adds into its gradients: they start at 0 (device memory comes uninitialised)
+    dfill(o, dq, nk, 0), dfill(o, dk_, nk, 0), dfill(o, dv_, nv, 0), dfill(o, dg, ng, 0), dfill(o, db, ng, 0);
     float *h = malloc(ng * sizeof *h);  // log-decays in [-0.1, -0.05], β 0.5: a stable state
     for (size_t i = 0; i < ng; i++) h[i] = -0.05f - 0.05f * (float)(i * 2654435761u % 1001) / 1000.0f;
     F(o, upload)(g, h, ng * sizeof *h, NULL);
