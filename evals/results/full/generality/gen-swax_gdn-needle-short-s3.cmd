@@ -1,0 +1,1 @@
+build-x86-64-v3/phax recall --ckpt evals/out/full/runs/gen-swax_gdn-needle-short-s3 --lengths 128,256,512,1024,2048 --depths 0,0.25,0.5,0.75,1 --samples 100 --pairs 1 --seed 0 --json evals/out/full/generality/gen-swax_gdn-needle-short-s3.json
