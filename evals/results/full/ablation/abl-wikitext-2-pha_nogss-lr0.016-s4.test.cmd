@@ -1,0 +1,1 @@
+build-x86-64-v3/phax eval evals/out/full/runs/abl-wikitext-2-pha_nogss-lr0.016-s4 --data data/wikitext-2 --split test --cache-dir evals/out/full/cache --json evals/out/full/ablation/abl-wikitext-2-pha_nogss-lr0.016-s4.test.json
